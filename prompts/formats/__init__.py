@@ -1,0 +1,38 @@
+"""Provider request formats: render a Conversation for a provider, or read one back.
+
+``render`` turns a neutral ``Conversation`` into Anthropic / OpenAI / Gemini request bodies or
+ChatML / Gemma / legacy Human-Assistant prompt text; ``intercept`` parses any of those shapes
+(and a few looser ones) back into a ``Conversation``.
+"""
+
+from prompts.formats.intercept import clean_system_text, detect_format, intercept
+from prompts.formats.render import (
+    ALIASES,
+    FORMATS,
+    MAX_CACHE_BREAKPOINTS,
+    render,
+    resolve_format,
+    to_anthropic,
+    to_chatml,
+    to_gemini,
+    to_gemma,
+    to_human_assistant,
+    to_openai,
+)
+
+__all__ = [
+    "ALIASES",
+    "FORMATS",
+    "MAX_CACHE_BREAKPOINTS",
+    "clean_system_text",
+    "detect_format",
+    "intercept",
+    "render",
+    "resolve_format",
+    "to_anthropic",
+    "to_chatml",
+    "to_gemini",
+    "to_gemma",
+    "to_human_assistant",
+    "to_openai",
+]

@@ -1,0 +1,28 @@
+# Two entry points for a fresh clone: `make demo` (the main job) and `make test`.
+# Both create .venv and install cardloop with its dev tools from the package index first.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint bench
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/cardloop prompt explain --card examples/card.json --stage error_fixing
+
+lint: setup
+	$(BIN)/ruff check .
+
+test: lint
+	$(BIN)/pytest
+
+bench: setup
+	$(BIN)/python bench/assemble.py

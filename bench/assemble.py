@@ -1,0 +1,96 @@
+"""Prompt assembly speed against one tokenizer pass over the final prompt text.
+
+Builds a ~40,000-token prompt from a 200-message history plus context (seeded from the
+bundled sample card) and prints, as medians of several runs, each against the time of one
+`encode_ordinary` of the final prompt text measured in the same run:
+
+    cold_ratio      a fresh assembler (empty caches) assembling the prompt    target <= 1.2
+    warm_ratio      re-assembling after one new message, caches warm          target <= 0.1
+    cache_hit_rate  token-count cache hits during the warm assembly            target >= 0.96
+
+Run: .venv/bin/python bench/assemble.py [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from prompts.assemble import AssemblyRequest, PromptAssembler  # noqa: E402
+from prompts.card import Card, Message  # noqa: E402
+from prompts.settings import AssemblySettings, TokenBudget  # noqa: E402
+from prompts.stages import Stage  # noqa: E402
+from prompts.templates import TemplateStore  # noqa: E402
+from prompts.tokens import TokenCounter, load_encoding  # noqa: E402
+
+SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "card.json"
+BUDGET = TokenBudget(system=1_000, agent=1_500, history=22_000, context=16_000, total=42_000)
+
+
+def build_card() -> Card:
+    """200 distinct messages cycled from the sample's history, and its context items."""
+    sample = Card.model_validate_json(SAMPLE.read_text())
+    plain = [m for m in sample.history if not m.tool_calls and m.role != "tool"]
+    history = []
+    for i in range(200):
+        src = plain[i % len(plain)]
+        role = "user" if i % 2 == 0 else "assistant"
+        history.append(Message(role=role, id=f"b{i}", author=src.author if role == "user" else None,
+                               created_at=src.created_at + timedelta(days=i // len(plain)) if src.created_at else None,
+                               content=f"[{i}] {src.content}"))
+    return sample.model_copy(update={"history": tuple(history)})
+
+
+def prompt_text(prompt) -> str:
+    conv = prompt.conversation
+    return "\n\n".join([*(b.text for b in conv.system), *(t.text for t in conv.turns)])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    card = build_card()
+    settings = AssemblySettings(budget=BUDGET, calibration=1.0)
+    request = AssemblyRequest(card=card, stage=Stage.ERROR_FIXING)
+    new_message = Message(role="user", author="dana", content="One more thing: log the attempt number.")
+    grown = AssemblyRequest(card=card.model_copy(update={"history": (*card.history, new_message)}),
+                            stage=Stage.ERROR_FIXING)
+    encoding = load_encoding("cl100k_base")
+    templates = TemplateStore()
+    baselines, colds, warms, hit_rates = [], [], [], []
+    for _ in range(args.runs):
+        assembler = PromptAssembler(templates, TokenCounter())
+        t0 = time.perf_counter()
+        prompt = assembler.assemble(request, settings)
+        colds.append(time.perf_counter() - t0)
+
+        assembler.counter.reset_stats()
+        t0 = time.perf_counter()
+        assembler.assemble(grown, settings)
+        warms.append(time.perf_counter() - t0)
+        hit_rates.append(assembler.counter.stats.hit_rate)
+
+        text = prompt_text(prompt)
+        t0 = time.perf_counter()
+        tokens = len(encoding.encode_ordinary(text))
+        baselines.append(time.perf_counter() - t0)
+    base = statistics.median(baselines)
+    print(f"prompt_tokens: {tokens}")
+    print(f"history_messages: {len(card.history)}  history_mode: {prompt.history_mode}")
+    print(f"baseline_encode_seconds: {base:.4f}")
+    print(f"cold_seconds: {statistics.median(colds):.4f}")
+    print(f"warm_seconds: {statistics.median(warms):.4f}")
+    print(f"cold_ratio: {statistics.median(colds) / base:.3f}")
+    print(f"warm_ratio: {statistics.median(warms) / base:.3f}")
+    print(f"cache_hit_rate: {statistics.median(hit_rates):.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,332 @@
+"""Loading config.toml plus environment overrides, validated once at start-up.
+
+A wrong configuration fails here, before any work starts, with a message that names the
+key: unknown keys, a section budget larger than the total, a total larger than the model's
+context window minus max_tokens, unknown stage, profile, provider or model names.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cardloop.errors import ConfigError
+from cardloop.secrets import Secret, secret_from_env
+from prompts.card import ContextKind
+from prompts.formats import resolve_format
+from prompts.settings import (
+    AssemblySettings,
+    ContextSettings,
+    HistorySettings,
+    PromptSource,
+    TokenBudget,
+)
+from prompts.stages import STAGE_NAMES, Stage
+from prompts.templates import TemplateStore
+from prompts.tokens import TokenCounter, TokenizerError
+
+ENV_PREFIX = "CARDLOOP_"
+ENV_CONFIG_FILE = "CARDLOOP_CONFIG"
+REPO_CONFIG = Path(__file__).resolve().parent.parent / "config.toml"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PathsConfig(_Section):
+    prompt_overrides: str = "~/.config/cardloop/prompts"
+
+
+class TokensConfig(_Section):
+    encoding: str = "cl100k_base"
+
+
+class BudgetConfig(_Section):
+    system: int = Field(default=1_000, ge=0)
+    agent: int = Field(default=1_500, ge=0)
+    history: int = Field(default=10_000, ge=0)
+    context: int = Field(default=15_000, ge=0)
+    total: int = Field(default=27_500, gt=0)
+
+
+class BudgetOverride(_Section):
+    system: int | None = Field(default=None, ge=0)
+    agent: int | None = Field(default=None, ge=0)
+    history: int | None = Field(default=None, ge=0)
+    context: int | None = Field(default=None, ge=0)
+    total: int | None = Field(default=None, gt=0)
+
+
+class HistoryConfig(_Section):
+    tail_fraction: float = Field(default=0.5, gt=0, lt=1)
+    pinned_fraction: float = Field(default=0.08, ge=0, lt=0.5)
+    first_request_max_fraction: float = Field(default=0.2, ge=0, lt=1)
+    min_summary_tokens: int = Field(default=200, ge=0)
+
+
+class ContextConfig(_Section):
+    max_item_tokens: int = Field(default=6_000, gt=0)
+    min_item_tokens: int = Field(default=120, ge=1)
+    card_max_tokens: int = Field(default=2_000, gt=0)
+    priorities: dict[ContextKind, int] = Field(default_factory=dict)
+    stages: dict[ContextKind, list[Stage]] = Field(default_factory=dict)
+
+
+class ProviderConfig(_Section):
+    format: str
+    default_system_prompt: str = "You are a helpful assistant."
+
+
+class ModelConfig(_Section):
+    context_window: int = Field(gt=0)
+    calibration: float = Field(default=1.0, ge=1.0, le=3.0)
+    budget: BudgetOverride = BudgetOverride()
+
+
+class ProfileConfig(_Section):
+    provider: str
+    model: str
+    api_key_env: str = ""
+    base_url: str = ""
+    max_tokens: int = Field(default=4_096, gt=0)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    system_prompt: str = ""
+
+
+class StageConfig(_Section):
+    profile: str
+    max_iterations: int = Field(default=8, ge=1, le=1_000)
+    auto_advance: bool = False
+    max_tokens: int | None = Field(default=None, gt=0)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    budget: BudgetOverride = BudgetOverride()
+
+
+class Config(_Section):
+    paths: PathsConfig = PathsConfig()
+    tokens: TokensConfig = TokensConfig()
+    budget: BudgetConfig = BudgetConfig()
+    history: HistoryConfig = HistoryConfig()
+    context: ContextConfig = ContextConfig()
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+    profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
+    stages: dict[str, StageConfig] = Field(default_factory=dict)
+
+    # Where the values came from, for messages; not part of the file's schema.
+    source: str = Field(default="config.toml", exclude=True)
+    env: Mapping[str, str] = Field(default_factory=dict, exclude=True, repr=False)
+
+    def stage(self, stage: Stage) -> StageConfig:
+        return self.stages[stage.value]
+
+    def default_profile(self) -> str:
+        if Stage.CODING.value in self.stages:
+            return self.stages[Stage.CODING.value].profile
+        return next(iter(self.profiles))
+
+    def budget_for(self, stage: Stage | None, profile: str | None = None) -> TokenBudget:
+        """Defaults, then the model's overrides, then the stage's."""
+        values = self.budget.model_dump()
+        prof = self.profiles[profile or self._stage_profile(stage)]
+        layers = [self.models[prof.model].budget]
+        if stage is not None and stage.value in self.stages:
+            layers.append(self.stages[stage.value].budget)
+        for layer in layers:
+            values.update({k: v for k, v in layer.model_dump().items() if v is not None})
+        return TokenBudget(**values)
+
+    def _stage_profile(self, stage: Stage | None) -> str:
+        if stage is not None and stage.value in self.stages:
+            return self.stages[stage.value].profile
+        return self.default_profile()
+
+    def assembly_settings(self, stage: Stage | None, profile: str | None = None) -> AssemblySettings:
+        name = profile or self._stage_profile(stage)
+        if name not in self.profiles:
+            raise ConfigError(f"unknown profile {name!r}; configured: {', '.join(self.profiles)}")
+        prof = self.profiles[name]
+        provider = self.providers[prof.provider]
+        stage_cfg = self.stages.get(stage.value) if stage is not None else None
+        model = self.models[prof.model]
+        return AssemblySettings(
+            budget=self.budget_for(stage, name),
+            history=HistorySettings(**self.history.model_dump()),
+            context=self.context_settings(),
+            profile=name,
+            provider=prof.provider,
+            format=resolve_format(provider.format),
+            model=prof.model,
+            max_tokens=(stage_cfg.max_tokens if stage_cfg and stage_cfg.max_tokens else prof.max_tokens),
+            temperature=(stage_cfg.temperature if stage_cfg and stage_cfg.temperature is not None
+                         else prof.temperature),
+            max_iterations=stage_cfg.max_iterations if stage_cfg else 8,
+            profile_prompt=PromptSource(prof.system_prompt, f"config profiles.{name}.system_prompt")
+            if prof.system_prompt else None,
+            provider_default=PromptSource(provider.default_system_prompt,
+                                          f"config providers.{prof.provider}.default_system_prompt"),
+            calibration=model.calibration,
+        )
+
+    def context_settings(self) -> ContextSettings:
+        defaults = ContextSettings()
+        priorities = {**defaults.priorities, **self.context.priorities}
+        kind_stages = {**defaults.kind_stages,
+                       **{k: tuple(v) for k, v in self.context.stages.items()}}
+        return ContextSettings(priorities=priorities, kind_stages=kind_stages,
+                               max_item_tokens=self.context.max_item_tokens,
+                               min_item_tokens=self.context.min_item_tokens,
+                               card_max_tokens=self.context.card_max_tokens)
+
+    def template_store(self) -> TemplateStore:
+        return TemplateStore([Path(self.paths.prompt_overrides).expanduser()])
+
+    def token_counter(self) -> TokenCounter:
+        return TokenCounter(self.tokens.encoding)
+
+    def api_key(self, profile: str) -> Secret | None:
+        env_name = self.profiles[profile].api_key_env
+        return secret_from_env(self.env, env_name) if env_name else None
+
+
+def _parse_env_value(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+def _key_match(existing: Mapping[str, Any], wanted: str) -> str:
+    """The existing key that `wanted` (from an env var name) addresses, else `wanted`."""
+    norm = wanted.lower().replace("-", "_")
+    for key in existing:
+        if key.lower().replace("-", "_") == norm:
+            return key
+    return wanted.lower()
+
+
+def apply_env_overrides(data: dict[str, Any], env: Mapping[str, str]) -> dict[str, str]:
+    """Apply CARDLOOP_A__B=value overrides in place; returns dotted key -> env var name."""
+    origins: dict[str, str] = {}
+    for name in sorted(env):
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        parts = [p for p in name[len(ENV_PREFIX):].split("__")]
+        if not all(parts):
+            raise ConfigError(f"{name}: malformed override name (use CARDLOOP_SECTION__KEY)")
+        node: dict[str, Any] = data
+        path: list[str] = []
+        for part in parts[:-1]:
+            key = _key_match(node, part)
+            path.append(key)
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"{name}: {'.'.join(path)} is a value, not a table")
+            node = child
+        key = _key_match(node, parts[-1])
+        path.append(key)
+        node[key] = _parse_env_value(env[name])
+        origins[".".join(path)] = name
+    return origins
+
+
+def _format_validation(exc: ValidationError, source: str, origins: Mapping[str, str]) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        where = f" (from {origins[loc]})" if loc in origins else ""
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        lines.append(f"  {loc}{where}: {msg}")
+    return f"{source}: invalid configuration:\n" + "\n".join(lines)
+
+
+def find_config_file(env: Mapping[str, str], explicit: str | Path | None = None) -> Path:
+    if explicit:
+        path = Path(explicit)
+    elif env.get(ENV_CONFIG_FILE):
+        path = Path(env[ENV_CONFIG_FILE])
+    elif Path("config.toml").is_file():
+        path = Path("config.toml")
+    else:
+        path = REPO_CONFIG
+    if not path.is_file():
+        raise ConfigError(f"configuration file not found: {path}")
+    return path
+
+
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
+    """Read, override from the environment, validate. Raises ConfigError naming the key."""
+    env = dict(os.environ if env is None else env)
+    file = find_config_file(env, path)
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+    origins = apply_env_overrides(data, env)
+    try:
+        config = Config.model_validate({**data, "source": str(file), "env": env})
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(exc, str(file), origins)) from None
+    problems = check_config(config)
+    if problems:
+        raise ConfigError(f"{file}: invalid configuration:\n" + "\n".join(f"  {p}" for p in problems))
+    return config
+
+
+def check_config(config: Config) -> list[str]:
+    """Cross-key rules, one message per problem, each naming its key."""
+    problems: list[str] = []
+    try:
+        TokenCounter(config.tokens.encoding)
+    except TokenizerError as exc:
+        problems.append(f"tokens.encoding: {exc}")
+    for name, prov in config.providers.items():
+        try:
+            resolve_format(prov.format)
+        except ValueError as exc:
+            problems.append(f"providers.{name}.format: {exc}")
+    for name, prof in config.profiles.items():
+        if prof.provider not in config.providers:
+            problems.append(f"profiles.{name}.provider: unknown provider {prof.provider!r} "
+                            f"(configured: {', '.join(config.providers) or 'none'})")
+        if prof.model not in config.models:
+            problems.append(f"profiles.{name}.model: no [models.{prof.model!r}] table "
+                            "(context_window, calibration)")
+    for stage_name, stage_cfg in config.stages.items():
+        if stage_name not in STAGE_NAMES:
+            problems.append(f"stages.{stage_name}: unknown stage (expected one of: {', '.join(STAGE_NAMES)})")
+            continue
+        if stage_cfg.profile not in config.profiles:
+            problems.append(f"stages.{stage_name}.profile: unknown profile {stage_cfg.profile!r} "
+                            f"(configured: {', '.join(config.profiles) or 'none'})")
+    missing = [s for s in STAGE_NAMES if s not in config.stages]
+    if missing:
+        problems.append(f"stages: missing [stages.{missing[0]}]" +
+                        (f" and {len(missing) - 1} more" if len(missing) > 1 else ""))
+    if problems:
+        return problems
+    problems += [f"budget.{p}" for p in TokenBudget(**config.budget.model_dump()).problems()]
+    for model_name, model in config.models.items():
+        key = f"models.{model_name}.budget"
+        merged = {**config.budget.model_dump(),
+                  **{k: v for k, v in model.budget.model_dump().items() if v is not None}}
+        problems += [f"{key}: {p}" for p in TokenBudget(**merged).problems()]
+    for stage in Stage:
+        stage_cfg = config.stage(stage)
+        prof = config.profiles[stage_cfg.profile]
+        model = config.models[prof.model]
+        budget = config.budget_for(stage)
+        key = f"stages.{stage.value}"
+        problems += [f"{key}.budget: {p}" for p in budget.problems()]
+        max_tokens = stage_cfg.max_tokens or prof.max_tokens
+        if budget.total > model.context_window - max_tokens:
+            problems.append(
+                f"{key}.budget.total: {budget.total:,} is larger than model {prof.model}'s context "
+                f"window ({model.context_window:,}) minus max_tokens ({max_tokens:,})")
+    return sorted(set(problems), key=problems.index)

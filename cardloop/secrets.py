@@ -1,0 +1,41 @@
+"""Secrets come only from the environment and never print."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+class Secret:
+    """A secret value whose repr and str never show it; call .reveal() at the point of use."""
+
+    __slots__ = ("_name", "_value")
+
+    def __init__(self, value: str, name: str = "secret") -> None:
+        self._value = value
+        self._name = name
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Secret({self._name}=********)"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return repr(self)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(("Secret", self._name))
+
+    def __reduce__(self) -> tuple:
+        # Pickling would carry the value into places (payloads, caches) it must not reach.
+        raise TypeError("Secret values cannot be pickled")
+
+
+def secret_from_env(env: Mapping[str, str], name: str) -> Secret | None:
+    value = env.get(name, "")
+    return Secret(value, name) if value else None

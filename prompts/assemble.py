@@ -1,0 +1,248 @@
+"""Assembling a stage prompt for a card, in the fixed order:
+
+    system (guardrails + behaviour) | agent prompt | chat history | other context | current turn
+
+Each section is fitted into its budget from settings; the total is never exceeded: the
+sections are charged in order against what the total leaves, so a small total squeezes
+history and context first. Every layer, section and item leaves an `explain` row.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from prompts.card import Card, TenantPrompt
+from prompts.context import SEAM_TOKENS, ContextFitter
+from prompts.conversation import Conversation, SystemBlock, Turn
+from prompts.explain import ExplainRow
+from prompts.formats import render
+from prompts.history import HistoryFitter, Summarizer, truncate_tokens
+from prompts.layers import GLOBAL_TEMPLATE, GUARDRAILS_TEMPLATE, resolve_behaviour
+from prompts.scrub import Scrubber
+from prompts.settings import AssemblySettings, PromptSource
+from prompts.stages import Stage
+from prompts.templates import TemplateStore
+from prompts.tokens import TokenCounter
+
+TURN_TEMPLATE = "turn"
+
+
+class AssemblyError(ValueError):
+    """The prompt cannot be assembled with these settings (a configuration problem)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AssemblyRequest:
+    card: Card
+    stage: Stage | None
+    iteration: int = 1
+    # Request-level system messages (the prompt gateway): the highest behaviour layer.
+    request_system: str | None = None
+    # The current turn's instruction; default: the `turn` template.
+    turn: str | None = None
+    # Overrides the card's own tenant_prompt (the service passes the stored one).
+    tenant_prompt: TenantPrompt | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AssembledPrompt:
+    conversation: Conversation
+    rows: tuple[ExplainRow, ...]
+    sections: dict[str, int]
+    budget: dict[str, int]
+    settings: AssemblySettings
+    stage: Stage | None
+    history_mode: str
+    redactions: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(self.sections.values())
+
+    def render(self, fmt: str | None = None) -> dict[str, Any] | str:
+        s = self.settings
+        return render(self.conversation, fmt or s.format, model=s.model or None,
+                      max_tokens=s.max_tokens, temperature=s.temperature)
+
+    def explain(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage.value if self.stage else None,
+            "profile": self.settings.profile,
+            "provider": self.settings.provider,
+            "model": self.settings.model,
+            "history_mode": self.history_mode,
+            "tokens": {**self.sections, "total": self.total_tokens},
+            "budget": self.budget,
+            "calibration_note": "tokens are cl100k_base counts times the model's calibration factor",
+            "redactions": self.redactions,
+            "rows": [r.to_dict() for r in self.rows],
+        }
+
+
+class PromptAssembler:
+    """Holds the caches (token counts, redactions, excerpts) that make re-assembly cheap."""
+
+    def __init__(self, templates: TemplateStore, counter: TokenCounter,
+                 scrubber: Scrubber | None = None) -> None:
+        self.templates = templates
+        self.counter = counter
+        self.scrubber = scrubber or Scrubber()
+
+    def guardrails(self) -> str:
+        return self.templates.load(GUARDRAILS_TEMPLATE).text.strip()
+
+    def check(self, settings: AssemblySettings) -> list[str]:
+        """Problems that make every assembly with `settings` impossible (start-up check)."""
+        problems = list(settings.budget.problems())
+        counter = self.counter.with_calibration(settings.calibration)
+        guard = counter.count(self.guardrails()) + settings.message_overhead
+        if guard > settings.budget.system:
+            problems.append(f"system ({settings.budget.system:,}) is smaller than the core "
+                            f"guardrails ({guard:,} tokens); raise it")
+        return problems
+
+    def assemble(self, request: AssemblyRequest, settings: AssemblySettings,
+                 summarizer: Summarizer | None = None) -> AssembledPrompt:
+        counter = self.counter.with_calibration(settings.calibration)
+        budget = settings.budget
+        overhead = settings.message_overhead
+        found: Counter[str] = Counter()
+        rows: list[ExplainRow] = []
+        card = request.card
+
+        # 1. System: guardrails, then the behaviour layers by precedence.
+        guard_tpl = self.templates.load(GUARDRAILS_TEMPLATE)
+        guard = guard_tpl.text.strip()
+        guard_cost = counter.count(guard) + overhead
+        if guard_cost > budget.system:
+            raise AssemblyError(f"budget.system ({budget.system:,}) is smaller than the core "
+                                f"guardrails ({guard_cost:,} tokens)")
+        rows.append(ExplainRow("system", "core guardrails", _where(guard_tpl), "used", guard_cost - overhead,
+                               "immutable, always first"))
+        global_prompt = None
+        if self.templates.exists(GLOBAL_TEMPLATE):
+            g = self.templates.load(GLOBAL_TEMPLATE)
+            global_prompt = PromptSource(g.text, _where(g))
+        tenant = request.tenant_prompt or card.tenant_prompt
+        request_system = self.scrubber.scrub(request.request_system or "", found) or None
+        if tenant is not None:
+            tenant = tenant.model_copy(update={
+                "custom_system_prompt": self.scrubber.scrub(tenant.custom_system_prompt, found)})
+        resolved = resolve_behaviour(settings=settings, global_prompt=global_prompt, tenant=tenant,
+                                     tenant_id=card.tenant, request_system=request_system)
+        system_text = guard
+        used_system = guard_cost
+        layer_tokens: dict[str, tuple[int, str]] = {}
+        for cand in (resolved.base, resolved.appended):
+            if cand is None:
+                continue
+            piece = "\n\n" + cand.text
+            room = budget.system - used_system - SEAM_TOKENS
+            cost = counter.count(piece)
+            note = ""
+            if cost > room:
+                piece = truncate_tokens(piece, max(room, 0), counter) if room > 0 else ""
+                cost = counter.count(piece)
+                note = f"cut to fit the system budget ({budget.system:,})"
+            if piece.strip():
+                system_text += piece
+                used_system += cost + SEAM_TOKENS
+            else:
+                note = "no room left in the system budget"
+            layer_tokens[cand.name] = (cost if piece.strip() else 0, note)
+        # Exact count of what is actually sent (the joined text), never the parts' estimate.
+        used_system = counter.count(system_text) + overhead
+        for row in resolved.rows:
+            tokens, note = layer_tokens.get(row.name, (0, "")) if row.status == "used" else (0, "")
+            status = row.status
+            if note:
+                status = "cut" if tokens else "dropped"
+            rows.append(ExplainRow(row.section, row.name, row.source, status, tokens,
+                                   note or row.reason))
+
+        # 2. The stage's agent prompt.
+        agent_name = f"agents/{request.stage.value}" if request.stage else "agents/default"
+        if not self.templates.exists(agent_name):
+            agent_name = "agents/default"
+        agent_tpl = self.templates.load(agent_name)
+        agent_text = agent_tpl.render({
+            "stage": request.stage.value if request.stage else "general",
+            "iteration": request.iteration, "max_iterations": settings.max_iterations,
+        })
+        agent_budget = min(budget.agent, budget.total - used_system)
+        agent_cost = counter.count(agent_text) + overhead
+        agent_status, agent_note = "used", f"stage {request.stage.value if request.stage else 'default'}"
+        if agent_cost > agent_budget:
+            agent_text = truncate_tokens(agent_text, max(agent_budget - overhead, 0), counter)
+            agent_cost = counter.count(agent_text) + overhead if agent_text else 0
+            agent_status, agent_note = "cut", f"cut to fit the agent budget ({agent_budget:,})"
+        rows.append(ExplainRow("agent", agent_name, _where(agent_tpl), agent_status,
+                               agent_cost, agent_note))
+
+        # 3. The current turn is charged before history and context: it must always fit.
+        turn_text = request.turn
+        turn_source = "request"
+        if turn_text is None:
+            turn_tpl = self.templates.load(TURN_TEMPLATE)
+            turn_source = _where(turn_tpl)
+            turn_text = turn_tpl.render({
+                "stage": request.stage.value if request.stage else "general",
+                "iteration": request.iteration, "max_iterations": settings.max_iterations})
+        else:
+            turn_text = self.scrubber.scrub(turn_text, found)
+        left = budget.total - used_system - agent_cost
+        turn_cap = max(0, left // 4)
+        turn_cost = counter.count(turn_text) + overhead
+        turn_row = ExplainRow("turn", "current turn", turn_source, "used", turn_cost)
+        if turn_cost > turn_cap:
+            turn_text = truncate_tokens(turn_text, max(turn_cap - overhead, 0), counter)
+            turn_cost = counter.count(turn_text) + overhead
+            turn_row = ExplainRow("turn", "current turn", turn_source, "cut", turn_cost,
+                                  f"cut to a quarter of what the total leaves ({turn_cap:,})")
+        left -= turn_cost
+
+        # 4. Chat history.
+        # Reserve room for an opening user line in case the kept history starts with the agent.
+        opener = Turn("user", "(The card's conversation continues.)")
+        opener_cost = counter.count(opener.text) + overhead
+        history_budget = max(0, min(budget.history, left) - opener_cost)
+        history = HistoryFitter(counter, self.scrubber, settings.history, overhead).fit(
+            card.history, history_budget, summarizer, found)
+        rows.extend(history.rows)
+        left -= history.tokens
+
+        # 5. Other context, joined with the current turn into the last user message.
+        context_budget = max(0, min(budget.context, left - SEAM_TOKENS))
+        context = ContextFitter(counter, self.scrubber, settings.context).fit(
+            card, request.stage, context_budget, found)
+        rows.extend(context.rows)
+        context_cost = context.tokens + (SEAM_TOKENS if context.blocks else 0)
+        rows.append(turn_row)
+
+        turns = list(history.turns)
+        history_cost = history.tokens
+        if turns and turns[0].role == "assistant":
+            # Providers want the conversation to open with the user.
+            turns.insert(0, opener)
+            history_cost += opener_cost
+        last = "\n\n".join([*context.blocks, turn_text])
+        turns.append(Turn("user", last))
+        conversation = Conversation(
+            system=(SystemBlock(system_text, cache=True), SystemBlock(agent_text, cache=True)),
+            turns=tuple(turns),
+        )
+        sections = {"system": used_system, "agent": agent_cost, "history": history_cost,
+                    "context": context_cost, "turn": turn_cost}
+        return AssembledPrompt(
+            conversation=conversation, rows=tuple(rows), sections=sections,
+            budget={"system": budget.system, "agent": budget.agent, "history": budget.history,
+                    "context": budget.context, "total": budget.total},
+            settings=settings, stage=request.stage, history_mode=history.mode,
+            redactions=dict(found),
+        )
+
+
+def _where(template: Any) -> str:
+    return f"{template.origin} template {template.name}"

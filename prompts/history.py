@@ -1,0 +1,327 @@
+"""Fitting a card's chat history into its token budget.
+
+Within budget the history goes in verbatim. Over budget it is folded:
+
+    [first user request] [summary of the folded middle + pinned facts] [recent tail]
+
+The tail is about half the budget; the first request is kept verbatim unless it is huge.
+An assistant message with tool calls and the tool results answering them form one unit
+that is kept or folded whole, never split. The folded middle goes to an injected
+summarizer (RLM summarization in the service); when there is none, or it fails, the
+history is truncated to the most recent units that fit, newest first, and `explain`
+says so. Pinned facts (error lines, file paths, commands found in the folded messages)
+survive folding verbatim in a small block of their own, in both cases.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from prompts.card import Message
+from prompts.conversation import Turn
+from prompts.explain import ExplainRow
+from prompts.isolate import neutralize, wrap_untrusted
+from prompts.logs import excerpt_log, excerpt_text, find_error_lines
+from prompts.scrub import Scrubber
+from prompts.settings import HistorySettings
+from prompts.tokens import TokenCounter
+
+
+@dataclass(frozen=True, slots=True)
+class FoldRequest:
+    """What a summarizer is asked to condense: history[first:last+1], already redacted."""
+
+    messages: tuple[Message, ...]
+    first: int
+    last: int
+    max_tokens: int
+
+
+Summarizer = Callable[[FoldRequest], str]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryFit:
+    turns: tuple[Turn, ...]
+    tokens: int
+    mode: str  # verbatim | summarized | truncated | empty
+    rows: tuple[ExplainRow, ...]
+    folded: tuple[int, int] | None = None  # inclusive message index range folded away
+
+
+def render_message(message: Message, text: str) -> Turn:
+    """A history message as a provider-neutral turn; people's and tools' text is isolated."""
+    if message.role == "assistant":
+        parts = [neutralize(text)] if text else []
+        for call in message.tool_calls:
+            args = json.dumps(call.input, ensure_ascii=False, sort_keys=True)
+            parts.append(f"[tool call {call.id}: {call.name} {neutralize(args)}]")
+        return Turn("assistant", "\n".join(parts))
+    if message.role == "tool":
+        return Turn("user", wrap_untrusted(text, kind="tool_result", source="tool",
+                                           call=message.tool_call_id, id=message.id))
+    return Turn("user", wrap_untrusted(
+        text, kind="comment", source="board", author=message.author, id=message.id,
+        at=message.created_at.isoformat() if message.created_at else None,
+    ))
+
+
+def group_units(messages: Sequence[Message]) -> list[tuple[int, int]]:
+    """Inclusive index ranges that must be kept or folded together."""
+    answer_at: dict[str, int] = {}
+    for i, m in enumerate(messages):
+        if m.role == "tool" and m.tool_call_id is not None:
+            answer_at[m.tool_call_id] = max(i, answer_at.get(m.tool_call_id, i))
+    units: list[tuple[int, int]] = []
+    i = 0
+    while i < len(messages):
+        end = i
+        j = i
+        while j <= end:  # a result inside the span may pull in its own later results
+            end = max([end, *(answer_at.get(c.id, j) for c in messages[j].tool_calls)])
+            j += 1
+        units.append((i, end))
+        i = end + 1
+    return units
+
+
+_PATH = re.compile(r"(?<![\w/.-])(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,8}(?::\d+)?(?![\w/])")
+_COMMAND = re.compile(
+    r"^\s*(?:\$|>>>|#\s*run:)\s+(.{3,200})$|"
+    r"^\s*((?:pytest|python|pip|uv|npm|npx|yarn|pnpm|go|cargo|make|git|kubectl|docker|ruff|mypy|tox|alembic)\s.{1,200})$",
+    re.MULTILINE,
+)
+
+
+def extract_pinned_facts(messages: Sequence[Message], texts: Sequence[str]) -> dict[str, list[str]]:
+    """Deterministic facts worth keeping verbatim when their messages are folded."""
+    errors: dict[str, None] = {}
+    paths: dict[str, None] = {}
+    commands: dict[str, None] = {}
+    for message, text in zip(messages, texts, strict=True):
+        lines = text.splitlines()
+        for idx in find_error_lines(lines):
+            line = lines[idx].strip()
+            if 3 < len(line) <= 300:
+                errors[line] = None
+        for match in _PATH.finditer(text):
+            if "://" not in text[max(0, match.start() - 8): match.start()]:
+                paths[match.group(0)] = None
+        for match in _COMMAND.finditer(text):
+            cmd = (match.group(1) or match.group(2) or "").strip()
+            if cmd:
+                commands[cmd] = None
+        for call in message.tool_calls:
+            cmd = call.input.get("command") if isinstance(call.input, dict) else None
+            if isinstance(cmd, str) and 0 < len(cmd) <= 200:
+                commands[cmd.strip()] = None
+    return {"errors": list(errors), "files": list(paths), "commands": list(commands)}
+
+
+def render_pinned(facts: dict[str, list[str]], first: int, last: int, max_tokens: int,
+                  count: Callable[[str], int]) -> str:
+    """The pinned-facts block, most recent facts kept when it must shrink."""
+    if max_tokens <= 0 or not any(facts.values()):
+        return ""
+    keep = {k: list(v) for k, v in facts.items()}
+
+    def build() -> str:
+        body = []
+        for name in ("errors", "files", "commands"):
+            if keep[name]:
+                body.append(f"{name}:")
+                body.extend(f"- {neutralize(item)}" for item in keep[name])
+        return (f'<pinned_facts covers="messages {first + 1}-{last + 1}">\n'
+                + "\n".join(body) + "\n</pinned_facts>")
+
+    text = build()
+    while count(text) > max_tokens and any(keep.values()):
+        # Drop the oldest fact of the longest list: later facts are likelier to matter.
+        longest = max(keep, key=lambda k: len(keep[k]))
+        keep[longest].pop(0)
+        text = build()
+    return text if any(keep.values()) and count(text) <= max_tokens else ""
+
+
+class HistoryFitter:
+    def __init__(self, counter: TokenCounter, scrubber: Scrubber, settings: HistorySettings,
+                 message_overhead: int = 4) -> None:
+        self.counter = counter
+        self.scrubber = scrubber
+        self.settings = settings
+        self.overhead = message_overhead
+
+    def _cost(self, turn: Turn) -> int:
+        return self.counter.count(turn.text) + self.overhead
+
+    def fit(self, messages: Sequence[Message], budget: int,
+            summarizer: Summarizer | None = None, found: Counter[str] | None = None) -> HistoryFit:
+        if not messages:
+            return HistoryFit((), 0, "empty", (ExplainRow("history", "chat history", "card", "absent", 0, "no messages"),))
+        budget = max(0, budget)
+        texts = [self.scrubber.scrub(m.content, found) for m in messages]
+        turns = [render_message(m, t) for m, t in zip(messages, texts, strict=True)]
+        costs = [self._cost(t) for t in turns]
+        total = sum(costs)
+        if total <= budget:
+            row = ExplainRow("history", f"{len(messages)} messages", "card history", "verbatim", total,
+                             f"fits the history budget ({total:,} of {budget:,})")
+            return HistoryFit(tuple(turns), total, "verbatim", (row,))
+
+        rows: list[ExplainRow] = []
+        tail_budget = int(budget * self.settings.tail_fraction)
+        units = group_units(messages)
+        # A single message larger than the tail budget is excerpted so the tail can hold it.
+        for start, end in units:
+            cap = max(0, tail_budget // (end - start + 1) - self.overhead)
+            for i in range(start, end + 1):
+                if costs[i] - self.overhead > cap:
+                    cut = self._shrink(messages[i], texts[i], cap)
+                    turns[i] = render_message(messages[i], cut)
+                    costs[i] = self._cost(turns[i])
+                    rows.append(ExplainRow("history", f"message {i + 1}", "card history", "cut", costs[i],
+                                           f"one message larger than the recent-tail budget ({tail_budget:,})"))
+
+        def unit_cost(u: tuple[int, int]) -> int:
+            return sum(costs[u[0]: u[1] + 1])
+
+        # Recent tail: newest units while they fit in about half the budget.
+        tail_start = len(units)
+        used = 0
+        while tail_start > 0 and used + unit_cost(units[tail_start - 1]) <= tail_budget:
+            tail_start -= 1
+            used += unit_cost(units[tail_start])
+        head_units: list[tuple[int, int]] = []
+        if (tail_start > 0 and messages[units[0][0]].role == "user"
+                and unit_cost(units[0]) <= budget * self.settings.first_request_max_fraction):
+            head_units = [units[0]]
+        fold_units = units[len(head_units): tail_start]
+        if not fold_units:  # everything is head or tail yet over budget: fold the head too
+            head_units, fold_units = [], units[:tail_start]
+        first, last = fold_units[0][0], fold_units[-1][1]
+        folded_messages = messages[first: last + 1]
+        facts = extract_pinned_facts(folded_messages, texts[first: last + 1])
+        pinned = render_pinned(facts, first, last, int(budget * self.settings.pinned_fraction),
+                               self.counter.count)
+        pinned_cost = self.counter.count(pinned) if pinned else 0
+        head_cost = sum(unit_cost(u) for u in head_units)
+        tail_cost = used
+
+        summary_text, failure = "", ""
+        room = budget - head_cost - tail_cost - pinned_cost - self.overhead
+        frame_open = f'<conversation_summary covers="messages {first + 1}-{last + 1}">\n'
+        frame_close = "\n</conversation_summary>"
+        frame_cost = self.counter.count(frame_open) + self.counter.count(frame_close)
+        room -= frame_cost
+        if summarizer is None:
+            failure = "no summarizer configured"
+        elif room < self.settings.min_summary_tokens:
+            failure = f"only {max(room, 0):,} tokens left for a summary"
+        else:
+            redacted = tuple(m.model_copy(update={"content": t})
+                             for m, t in zip(folded_messages, texts[first: last + 1], strict=True))
+            try:
+                summary_text = summarizer(FoldRequest(redacted, first, last, room)).strip()
+            except Exception as exc:  # the fallback is the contract: any summarizer failure truncates
+                failure = f"summarizer failed: {type(exc).__name__}: {exc}"[:300]
+            else:
+                summary_text = self.scrubber.scrub(summary_text, found)
+                if not summary_text:
+                    failure = "summarizer returned nothing"
+                elif self.counter.count(summary_text) > room:
+                    summary_text = truncate_tokens(summary_text, room, self.counter)
+
+        mid: Turn | None = None
+        while summary_text:
+            block = frame_open + neutralize(summary_text) + frame_close
+            if pinned:
+                block += "\n" + pinned
+            mid = Turn("user", block, cache=True)
+            excess = head_cost + self._cost(mid) + tail_cost - budget
+            if excess <= 0:
+                break
+            # Joined text can count a little more than its parts: shrink until it fits.
+            room -= excess + 2
+            summary_text = truncate_tokens(summary_text, room, self.counter) if room > 0 else ""
+            mid = None
+        if not summary_text and not failure:
+            failure = "the summary did not fit the budget"
+        if summary_text and mid is not None:
+            out = [turns[i] for u in head_units for i in range(u[0], u[1] + 1)]
+            out.append(mid)
+            out.extend(turns[i] for u in units[tail_start:] for i in range(u[0], u[1] + 1))
+            mid_cost = self._cost(mid)
+            total_used = head_cost + mid_cost + tail_cost
+            if head_units:
+                rows.append(ExplainRow("history", "first request", f"message {units[0][0] + 1}", "verbatim",
+                                       head_cost, "the first user request is kept verbatim"))
+            rows.append(ExplainRow("history", f"messages {first + 1}-{last + 1}", "summarizer", "summarized",
+                                   mid_cost - pinned_cost,
+                                   f"{last - first + 1} messages ({sum(costs[first:last + 1]):,} tokens) folded into a summary"))
+            if pinned:
+                rows.append(ExplainRow("history", "pinned facts", f"messages {first + 1}-{last + 1}", "pinned",
+                                       pinned_cost, "error lines, file paths and commands kept verbatim"))
+            rows.append(ExplainRow("history", f"messages {units[tail_start][0] + 1}-{len(messages)}"
+                                   if tail_start < len(units) else "recent tail", "card history", "verbatim",
+                                   tail_cost, f"recent tail, about {self.settings.tail_fraction:.0%} of the budget"))
+            return HistoryFit(tuple(out), total_used, "summarized", tuple(rows), (first, last))
+
+        # Truncation: the newest units that fit, and the pinned facts of what was dropped,
+        # in a block whose size is reserved up front so the sum can never exceed the budget.
+        pinned_cap = int(budget * self.settings.pinned_fraction)
+        room = budget - pinned_cap - self.overhead
+        keep_from = len(units)
+        kept = 0
+        while keep_from > 0 and kept + unit_cost(units[keep_from - 1]) <= room:
+            keep_from -= 1
+            kept += unit_cost(units[keep_from])
+        if keep_from == len(units):  # not even the newest unit fits beside the pinned block
+            pinned_cap, room = 0, budget
+            while keep_from > 0 and kept + unit_cost(units[keep_from - 1]) <= room:
+                keep_from -= 1
+                kept += unit_cost(units[keep_from])
+        dropped_last = units[keep_from - 1][1] if keep_from > 0 else -1
+        out: list[Turn] = []
+        pinned_used = 0
+        if dropped_last >= 0 and pinned_cap > 0:
+            facts = extract_pinned_facts(messages[: dropped_last + 1], texts[: dropped_last + 1])
+            pinned = render_pinned(facts, 0, dropped_last, pinned_cap, self.counter.count)
+            if pinned:
+                out.append(Turn("user", pinned))
+                pinned_used = self._cost(out[0])
+        out.extend(turns[i] for u in units[keep_from:] for i in range(u[0], u[1] + 1))
+        rows.append(ExplainRow("history", f"messages 1-{dropped_last + 1}", "card history", "truncated", 0,
+                               f"{failure}; kept the {len(messages) - dropped_last - 1} most recent messages that fit"))
+        if pinned_used:
+            rows.append(ExplainRow("history", "pinned facts", f"messages 1-{dropped_last + 1}", "pinned",
+                                   pinned_used, "error lines, file paths and commands kept verbatim"))
+        rows.append(ExplainRow("history", f"messages {dropped_last + 2}-{len(messages)}", "card history",
+                               "verbatim", kept, "most recent messages, newest first"))
+        return HistoryFit(tuple(out), pinned_used + kept, "truncated", tuple(rows), (0, dropped_last))
+
+    def _shrink(self, message: Message, text: str, cap: int) -> str:
+        frame = self.counter.count(render_message(message, "").text)
+        target = max(0, cap - frame - 2)
+        excerpt = (excerpt_log if message.role == "tool" else excerpt_text)(text, target, self.counter.count)
+        return excerpt.text
+
+
+def truncate_tokens(text: str, max_tokens: int, counter: TokenCounter,
+                    marker: str = "\n[... cut to fit the budget ...]") -> str:
+    """The longest prefix of `text` plus `marker` whose count fits `max_tokens`."""
+    if counter.count(text) <= max_tokens:
+        return text
+    if counter.count(marker) > max_tokens:
+        return ""
+    tokens = counter.encode(text)
+    n = int((max_tokens - counter.count(marker)) / counter.calibration)
+    while n > 0:
+        candidate = counter.decode(tokens[:n]).rstrip("\ufffd") + marker
+        if counter.count(candidate) <= max_tokens:
+            return candidate
+        n -= max(1, n // 20)
+    return marker.lstrip("\n")

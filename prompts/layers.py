@@ -1,0 +1,111 @@
+"""The layered system prompt and its precedence model.
+
+    1. Core guardrails: platform text (templates/guardrails.md), always first, never removed.
+    2. Behaviour, resolved by precedence, highest first:
+         request-level system messages
+         > tenant custom prompt in `replace_behavior` mode
+         > profile system prompt
+         > global system prompt (templates/global.md)
+         > provider default ("You are a helpful assistant.")
+       The highest layer present is the base; every lower one is reported as overridden.
+       A tenant prompt in `append` mode (the default) is added after the resolved base.
+    3. The stage's agent prompt (templates/agents/<stage>.md), a system block of its own.
+
+Tenant text is validated again here (defence in depth: a stored prompt may predate a new
+rule); a rejected tenant prompt is dropped and `explain` says why.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from prompts.card import TenantPrompt
+from prompts.explain import ExplainRow
+from prompts.settings import AssemblySettings, PromptSource
+from prompts.validate import ValidationStatus, validate_tenant_prompt
+
+GUARDRAILS_TEMPLATE = "guardrails"
+GLOBAL_TEMPLATE = "global"
+
+
+@dataclass(frozen=True, slots=True)
+class BehaviourCandidate:
+    name: str
+    text: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedBehaviour:
+    base: BehaviourCandidate | None
+    appended: BehaviourCandidate | None
+    rows: tuple[ExplainRow, ...]  # tokens filled in by the assembler
+
+
+def tenant_text(tenant: TenantPrompt) -> str:
+    """The tenant's prompt with its language and tone preferences as plain instructions."""
+    parts = [tenant.custom_system_prompt.strip()]
+    if tenant.language_preference and tenant.language_preference != "auto":
+        parts.append(f"Answer in this language: {tenant.language_preference}.")
+    if tenant.tone_profile:
+        tone = "; ".join(f"{k}: {v}" for k, v in sorted(tenant.tone_profile.items()))
+        parts.append(f"Tone: {tone}.")
+    return "\n\n".join(p for p in parts if p)
+
+
+def resolve_behaviour(
+    *,
+    settings: AssemblySettings,
+    global_prompt: PromptSource | None,
+    tenant: TenantPrompt | None,
+    tenant_id: str,
+    request_system: str | None,
+    found: Counter[str] | None = None,
+) -> ResolvedBehaviour:
+    """Apply the precedence rules; rows report every candidate, used or not."""
+    rows: list[ExplainRow] = []
+    tenant_candidate: BehaviourCandidate | None = None
+    tenant_mode = tenant.override_mode if tenant else None
+    if tenant is not None and tenant_text(tenant):
+        text = tenant_text(tenant)
+        verdict = validate_tenant_prompt(text)
+        label = f"tenant ({tenant_mode})"
+        if verdict.status == ValidationStatus.REJECTED:
+            why = "; ".join(f"{i.category}: {i.message}" for i in verdict.issues[:3])
+            rows.append(ExplainRow("system", label, f"tenant {tenant_id}", "rejected", 0,
+                                   f"failed validation, left out: {why}"))
+        else:
+            tenant_candidate = BehaviourCandidate(label, verdict.sanitized_prompt, f"tenant {tenant_id}")
+
+    ordered: list[tuple[str, BehaviourCandidate | None]] = [
+        ("request", BehaviourCandidate("request", request_system.strip(), "request system message")
+         if request_system and request_system.strip() else None),
+        ("tenant (replace_behavior)", tenant_candidate if tenant_mode == "replace_behavior" else None),
+        ("profile", BehaviourCandidate("profile", settings.profile_prompt.text.strip(),
+                                       settings.profile_prompt.source)
+         if settings.profile_prompt and settings.profile_prompt.text.strip() else None),
+        ("global", BehaviourCandidate("global", global_prompt.text.strip(), global_prompt.source)
+         if global_prompt and global_prompt.text.strip() else None),
+        ("provider default", BehaviourCandidate("provider default",
+                                                settings.provider_default.text.strip(),
+                                                settings.provider_default.source)),
+    ]
+    base: BehaviourCandidate | None = None
+    for label, cand in ordered:
+        if cand is None:
+            if label != "tenant (replace_behavior)" or tenant_mode == "replace_behavior":
+                rows.append(ExplainRow("system", label, "-", "absent", 0, "not set"))
+            continue
+        if base is None:
+            base = cand
+            rows.append(ExplainRow("system", label, cand.source, "used", 0,
+                                   "highest behaviour layer present: the base"))
+        else:
+            rows.append(ExplainRow("system", label, cand.source, "overridden", 0,
+                                   f"a higher layer is present: {base.name}"))
+    appended = tenant_candidate if tenant_mode == "append" else None
+    if appended is not None:
+        rows.append(ExplainRow("system", appended.name, appended.source, "used", 0,
+                               "append mode: added after the resolved base"))
+    return ResolvedBehaviour(base, appended, tuple(rows))

@@ -1,0 +1,89 @@
+"""Prompt templates as files, overridable from a user directory at run time.
+
+A deployed team tweaks a prompt by dropping a file with the same relative name into the
+override directory (default ~/.config/cardloop/prompts/, set by the caller): the first
+directory that has the file wins. Templates use `string.Template` placeholders
+(`${stage}`), which leave the braces of code samples in a template alone.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+PACKAGED_DIR = Path(__file__).resolve().parent / "templates"
+
+
+class TemplateError(LookupError):
+    """A template name that is invalid or exists in no search directory."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedTemplate:
+    name: str
+    text: str
+    path: Path
+    origin: str  # "override" or "packaged"
+
+    def render(self, values: Mapping[str, object]) -> str:
+        return string.Template(self.text).safe_substitute(
+            {k: str(v) for k, v in values.items()}
+        ).strip()
+
+
+def _normalize_name(name: str) -> str:
+    name = name.strip()
+    if not name.endswith(".md"):
+        name += ".md"
+    pure = PurePosixPath(name)
+    if pure.is_absolute() or ".." in pure.parts or not pure.parts:
+        raise TemplateError(f"invalid template name {name!r}: use a relative name like 'agents/coding'")
+    return str(pure)
+
+
+class TemplateStore:
+    """Looks templates up in override directories first, then the packaged ones."""
+
+    def __init__(self, override_dirs: Sequence[Path] = (), packaged_dir: Path = PACKAGED_DIR) -> None:
+        self.override_dirs = tuple(Path(d).expanduser() for d in override_dirs)
+        self.packaged_dir = packaged_dir
+        self._cache: dict[str, LoadedTemplate] = {}
+
+    def search_path(self) -> tuple[tuple[Path, str], ...]:
+        return tuple((d, "override") for d in self.override_dirs) + ((self.packaged_dir, "packaged"),)
+
+    def candidates(self, name: str) -> list[tuple[Path, str, bool]]:
+        """Every place `name` is looked for, in order, and whether a file is there."""
+        rel = _normalize_name(name)
+        return [(d / rel, origin, (d / rel).is_file()) for d, origin in self.search_path()]
+
+    def resolve(self, name: str) -> tuple[Path, str]:
+        for path, origin, exists in self.candidates(name):
+            if exists:
+                return path, origin
+        raise TemplateError(
+            f"template {_normalize_name(name)!r} not found in: "
+            + ", ".join(str(d) for d, _ in self.search_path())
+        )
+
+    def load(self, name: str) -> LoadedTemplate:
+        rel = _normalize_name(name)
+        cached = self._cache.get(rel)
+        if cached is not None:
+            return cached
+        path, origin = self.resolve(rel)
+        loaded = LoadedTemplate(rel, path.read_text(encoding="utf-8"), path, origin)
+        self._cache[rel] = loaded
+        return loaded
+
+    def exists(self, name: str) -> bool:
+        return any(exists for _, _, exists in self.candidates(name))
+
+    def names(self) -> list[str]:
+        found: set[str] = set()
+        for d, _ in self.search_path():
+            if d.is_dir():
+                found.update(str(p.relative_to(d)) for p in d.rglob("*.md"))
+        return sorted(found)

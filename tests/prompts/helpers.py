@@ -1,0 +1,72 @@
+"""Small builders for prompt-core tests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from prompts.assemble import AssemblyRequest, PromptAssembler
+from prompts.card import Card, ContextItem, ContextKind, Message, TenantPrompt, ToolCall
+from prompts.settings import AssemblySettings, PromptSource, TokenBudget
+from prompts.stages import Stage
+from prompts.templates import TemplateStore
+from prompts.tokens import TokenCounter
+
+T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
+
+
+def card(**fields: object) -> Card:
+    data: dict[str, object] = {"id": "PAY-1", "title": "Retry webhooks", "repo": "acme/api"}
+    data.update(fields)
+    return Card.model_validate(data)
+
+
+def chat(n: int, words: int = 40) -> tuple[Message, ...]:
+    out = []
+    for i in range(n):
+        role = "user" if i % 2 == 0 else "assistant"
+        out.append(Message(role=role, id=f"m{i}", author="dev" if role == "user" else None,
+                           created_at=T0 + timedelta(minutes=i),
+                           content=f"message {i}: " + " ".join(f"word{j}" for j in range(words))))
+    return tuple(out)
+
+
+def tool_exchange(i: int) -> tuple[Message, ...]:
+    call = ToolCall(id=f"call{i}", name="run_tests", input={"command": f"pytest -q tests/test_{i}.py"})
+    return (
+        Message(role="assistant", content=f"Running the tests ({i}).", tool_calls=(call,)),
+        Message(role="tool", tool_call_id=f"call{i}",
+                content=f"FAILED tests/test_{i}.py::test_case - AssertionError: boom {i}\n" * 3),
+    )
+
+
+def item(kind: ContextKind, content: str, source: str = "src") -> ContextItem:
+    return ContextItem(kind=kind, source=source, content=content)
+
+
+def settings(**fields: object) -> AssemblySettings:
+    base: dict[str, object] = {"profile_prompt": PromptSource("PROFILE PROMPT", "config profiles.x.system_prompt")}
+    base.update(fields)
+    return AssemblySettings(**base)  # type: ignore[arg-type]
+
+
+def assembler(tmp_path: Path | None = None, counter: TokenCounter | None = None) -> PromptAssembler:
+    dirs = [tmp_path] if tmp_path else []
+    return PromptAssembler(TemplateStore(dirs), counter or TokenCounter())
+
+
+def assemble(c: Card, stage: Stage | None = Stage.CODING, *, s: AssemblySettings | None = None,
+             tmp_path: Path | None = None, summarizer=None, **req: object):
+    return assembler(tmp_path).assemble(AssemblyRequest(card=c, stage=stage, **req),  # type: ignore[arg-type]
+                                        s or settings(), summarizer)
+
+
+def total_of(prompt, counter: TokenCounter, overhead: int = 4) -> int:
+    """Independent recount of everything the prompt sends."""
+    conv = prompt.conversation
+    return (sum(counter.count(b.text) + overhead for b in conv.system)
+            + sum(counter.count(t.text) + overhead for t in conv.turns))
+
+
+__all__ = ["T0", "TenantPrompt", "TokenBudget", "assemble", "assembler", "card", "chat", "item",
+           "settings", "tool_exchange", "total_of"]
