@@ -22,12 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from prompts.assemble import AssemblyRequest, PromptAssembler  # noqa: E402
-from prompts.card import Card, Message  # noqa: E402
-from prompts.settings import AssemblySettings, TokenBudget  # noqa: E402
-from prompts.stages import Stage  # noqa: E402
-from prompts.templates import TemplateStore  # noqa: E402
-from prompts.tokens import TokenCounter, load_encoding  # noqa: E402
+from prompts.assemble import AssemblyRequest, PromptAssembler
+from prompts.card import Card, Message
+from prompts.settings import AssemblySettings, TokenBudget
+from prompts.stages import Stage
+from prompts.templates import TemplateStore
+from prompts.tokens import TokenCounter, load_encoding
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "card.json"
 BUDGET = TokenBudget(system=1_000, agent=1_500, history=22_000, context=16_000, total=42_000)

@@ -128,7 +128,7 @@ def cmd_prompt_path(args: argparse.Namespace, config: Config) -> int:
     store = config.template_store()
     try:
         candidates = store.candidates(args.name)
-        path, origin = store.resolve(args.name)
+        path, _ = store.resolve(args.name)
     except TemplateError as exc:
         raise InputError(str(exc)) from None
     print(path)

@@ -27,6 +27,8 @@ from prompts.templates import TemplateStore
 from prompts.tokens import TokenCounter
 
 TURN_TEMPLATE = "turn"
+# Room always kept for the current turn: a prompt without a user turn cannot be sent.
+MIN_TURN_TOKENS = 48
 
 
 class AssemblyError(ValueError):
@@ -101,6 +103,9 @@ class PromptAssembler:
         if guard > settings.budget.system:
             problems.append(f"system ({settings.budget.system:,}) is smaller than the core "
                             f"guardrails ({guard:,} tokens); raise it")
+        elif guard + MIN_TURN_TOKENS > settings.budget.total:
+            problems.append(f"total ({settings.budget.total:,}) leaves no room for a turn after the "
+                            f"core guardrails ({guard:,} tokens); raise it")
         return problems
 
     def assemble(self, request: AssemblyRequest, settings: AssemblySettings,
@@ -116,9 +121,10 @@ class PromptAssembler:
         guard_tpl = self.templates.load(GUARDRAILS_TEMPLATE)
         guard = guard_tpl.text.strip()
         guard_cost = counter.count(guard) + overhead
-        if guard_cost > budget.system:
-            raise AssemblyError(f"budget.system ({budget.system:,}) is smaller than the core "
-                                f"guardrails ({guard_cost:,} tokens)")
+        system_cap = min(budget.system, budget.total - MIN_TURN_TOKENS)
+        if guard_cost > system_cap:
+            raise AssemblyError(f"budget.system ({budget.system:,}, total {budget.total:,}) leaves "
+                                f"no room for the core guardrails ({guard_cost:,} tokens) and a turn")
         rows.append(ExplainRow("system", "core guardrails", _where(guard_tpl), "used", guard_cost - overhead,
                                "immutable, always first"))
         global_prompt = None
@@ -139,13 +145,13 @@ class PromptAssembler:
             if cand is None:
                 continue
             piece = "\n\n" + cand.text
-            room = budget.system - used_system - SEAM_TOKENS
+            room = system_cap - used_system - SEAM_TOKENS
             cost = counter.count(piece)
             note = ""
             if cost > room:
                 piece = truncate_tokens(piece, max(room, 0), counter) if room > 0 else ""
                 cost = counter.count(piece)
-                note = f"cut to fit the system budget ({budget.system:,})"
+                note = f"cut to fit the system budget ({system_cap:,})"
             if piece.strip():
                 system_text += piece
                 used_system += cost + SEAM_TOKENS
@@ -171,7 +177,7 @@ class PromptAssembler:
             "stage": request.stage.value if request.stage else "general",
             "iteration": request.iteration, "max_iterations": settings.max_iterations,
         })
-        agent_budget = min(budget.agent, budget.total - used_system)
+        agent_budget = min(budget.agent, budget.total - used_system - MIN_TURN_TOKENS)
         agent_cost = counter.count(agent_text) + overhead
         agent_status, agent_note = "used", f"stage {request.stage.value if request.stage else 'default'}"
         if agent_cost > agent_budget:
@@ -193,7 +199,7 @@ class PromptAssembler:
         else:
             turn_text = self.scrubber.scrub(turn_text, found)
         left = budget.total - used_system - agent_cost
-        turn_cap = max(0, left // 4)
+        turn_cap = max(MIN_TURN_TOKENS, left // 4)
         turn_cost = counter.count(turn_text) + overhead
         turn_row = ExplainRow("turn", "current turn", turn_source, "used", turn_cost)
         if turn_cost > turn_cap:
@@ -211,7 +217,8 @@ class PromptAssembler:
         history = HistoryFitter(counter, self.scrubber, settings.history, overhead).fit(
             card.history, history_budget, summarizer, found)
         rows.extend(history.rows)
-        left -= history.tokens
+        needs_opener = bool(history.turns) and history.turns[0].role == "assistant"
+        left -= history.tokens + (opener_cost if needs_opener else 0)
 
         # 5. Other context, joined with the current turn into the last user message.
         context_budget = max(0, min(budget.context, left - SEAM_TOKENS))
@@ -223,14 +230,15 @@ class PromptAssembler:
 
         turns = list(history.turns)
         history_cost = history.tokens
-        if turns and turns[0].role == "assistant":
+        if needs_opener:
             # Providers want the conversation to open with the user.
             turns.insert(0, opener)
             history_cost += opener_cost
         last = "\n\n".join([*context.blocks, turn_text])
         turns.append(Turn("user", last))
         conversation = Conversation(
-            system=(SystemBlock(system_text, cache=True), SystemBlock(agent_text, cache=True)),
+            system=tuple(b for b in (SystemBlock(system_text, cache=True),
+                                     SystemBlock(agent_text, cache=True)) if b.text),
             turns=tuple(turns),
         )
         sections = {"system": used_system, "agent": agent_cost, "history": history_cost,

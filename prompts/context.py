@@ -126,6 +126,9 @@ class ContextFitter:
         for c in candidates:
             text = self.scrubber.scrub(c.text, found)
             attrs = dict(c.attrs)
+            # Provenance can carry a secret too (a URL with a token in it).
+            c = _Candidate(c.kind, c.label, self.scrubber.scrub(c.source, found), c.text, c.priority,
+                           c.always, c.is_log, c.attrs)
             frame_open, frame_close = untrusted_frame(kind=c.kind, source=c.source, **attrs)
             frame_cost = self.counter.count(frame_open) + self.counter.count(frame_close) + 2
             cap = remaining - SEAM_TOKENS

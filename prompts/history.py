@@ -161,7 +161,8 @@ class HistoryFitter:
     def fit(self, messages: Sequence[Message], budget: int,
             summarizer: Summarizer | None = None, found: Counter[str] | None = None) -> HistoryFit:
         if not messages:
-            return HistoryFit((), 0, "empty", (ExplainRow("history", "chat history", "card", "absent", 0, "no messages"),))
+            row = ExplainRow("history", "chat history", "card", "absent", 0, "no messages")
+            return HistoryFit((), 0, "empty", (row,))
         budget = max(0, budget)
         texts = [self.scrubber.scrub(m.content, found) for m in messages]
         turns = [render_message(m, t) for m, t in zip(messages, texts, strict=True)]
@@ -195,6 +196,10 @@ class HistoryFitter:
         while tail_start > 0 and used + unit_cost(units[tail_start - 1]) <= tail_budget:
             tail_start -= 1
             used += unit_cost(units[tail_start])
+        if tail_start == 0:  # after cutting oversized messages, everything fits
+            rows.append(ExplainRow("history", f"{len(messages)} messages", "card history", "verbatim", used,
+                                   "fits the history budget once oversized messages are cut"))
+            return HistoryFit(tuple(turns), used, "verbatim", tuple(rows))
         head_units: list[tuple[int, int]] = []
         if (tail_start > 0 and messages[units[0][0]].role == "user"
                 and unit_cost(units[0]) <= budget * self.settings.first_request_max_fraction):
@@ -261,7 +266,8 @@ class HistoryFitter:
                                        head_cost, "the first user request is kept verbatim"))
             rows.append(ExplainRow("history", f"messages {first + 1}-{last + 1}", "summarizer", "summarized",
                                    mid_cost - pinned_cost,
-                                   f"{last - first + 1} messages ({sum(costs[first:last + 1]):,} tokens) folded into a summary"))
+                                   f"{last - first + 1} messages ({sum(costs[first:last + 1]):,} tokens) "
+                                   "folded into a summary"))
             if pinned:
                 rows.append(ExplainRow("history", "pinned facts", f"messages {first + 1}-{last + 1}", "pinned",
                                        pinned_cost, "error lines, file paths and commands kept verbatim"))
@@ -324,4 +330,5 @@ def truncate_tokens(text: str, max_tokens: int, counter: TokenCounter,
         if counter.count(candidate) <= max_tokens:
             return candidate
         n -= max(1, n // 20)
-    return marker.lstrip("\n")
+    bare = marker.lstrip("\n")
+    return bare if counter.count(bare) <= max_tokens else ""

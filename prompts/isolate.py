@@ -58,9 +58,9 @@ _TAG = re.compile(
     rf"{_GAP}[{_SLASH}]?{_GAP}"
     # "untrusted" is ours whatever follows, so the text never holds "<untrusted" at all.
     rf"(?:untrusted|(?:{_NAMES})"
-    # Other names must end like a tag name: "<cardinal>", "<card_id>" and JSX's
-    # "<Context.Provider>" are not our tags.
-    r"(?=[\s>/\uff1e\u00ad\u200b-\u200f\u2060-\u2064\ufeff]|\Z))"
+    # Other names must end there: "<cardinal>", "<card_id>", "<card-list>", XML's
+    # "<card:x>" and JSX's "<Context.Provider>" are not our tags.
+    r"(?![\w.:\-]))"
     # ChatML-style special tokens: <|im_start|>, <|endoftext|>.
     r"|\|[A-Za-z_][\w.\-]{0,40}\|)",
     re.IGNORECASE,

@@ -31,22 +31,26 @@ How it stays safe:
   (`password=[REDACTED:generic-assignment]`, `https://user:[REDACTED:url-credentials]@host`),
   so the model can still reason about *which* credential was there.
 
-Generic assignments (`api_key=`, `secret:`, `token =`, `password:`, `client_secret` ...) are
-the only rule that sees ordinary source code, so a value-shape check decides (see
-`_generic_value_ok`):
-- never redacted: values shorter than 8 characters, calls (`get_token()`), attribute paths
-  (`self.api_key`, `settings.SECRET_KEY`), unquoted code names (`api_key`, `access_token`,
-  `Ed25519PrivateKey`, `crypto_sign_BYTES`), placeholders (`${TOKEN}`, `{{ token }}`,
-  `<your-token>`, `****`), filesystem paths (`PWD=/home/me/src`);
-- redacted: a quoted literal, or an unquoted value that is not a code name, under a key
-  whose last word is a credential noun (`password`, `passwd`, `pwd`, `secret`, `token`,
-  `key`, `passphrase`, `credentials`): `DB_PASSWORD="hunter2hunter"`, `token: a1b2c3d4e5`;
+Generic assignments (`api_key=`, `secret:`, `token =`, `password:`, `client_secret` ... in
+env files, YAML, JSON, Python, shell) are the only rule that sees ordinary source code, so a
+value-shape check decides (`_generic_value_ok`):
+- never redacted: values shorter than 8 characters or holding whitespace, calls
+  (`get_token()`), attribute paths (`self.api_key`, `settings.SECRET_KEY`), unquoted code
+  names (`access_token`, `Ed25519PrivateKey`, `crypto_sign_BYTES`), placeholders
+  (`${TOKEN}`, `{{ token }}`, `<your-token>`, `****`), type strings (`"List[V1Secret]"`),
+  plain paths (`PWD=/home/me/src`), and a URL's user or host (the URL rules handle those);
+- under a key whose last word is a credential noun (`password`, `passwd`, `pwd`, `secret`,
+  `token`, `key`, `passphrase`, `credentials`): every other value, quoted or not
+  (`DB_PASSWORD="hunter2hunter"`, `password: correct-horse-battery`), except a quoted name
+  that is snake/kebab/dotted or itself names a credential (`ENV_KEY = "ANTHROPIC_API_KEY"`,
+  `"refresh_token"`, `"serviceAccountToken"`);
 - under any other key that mentions a credential (`secret_name`, `token_type`,
-  `password_hash`), only values that look random (letters and digits or mixed case, with
-  some entropy) and are not URLs.
+  `password_hash`): only values that look random (letters and digits or mixed case, with
+  some entropy) and are neither names nor URLs.
 Decided: `secret_name = "db-credentials"` is kept (the key names a reference, not a secret,
 and the value is word-shaped); `PASSWORD=CorrectHorseBattery` unquoted is kept too, because
-an unquoted digit-free identifier cannot be told apart from a variable reference in code.
+an unquoted digit-free identifier cannot be told apart from a variable reference in code
+(quoted, `password = "CorrectHorseBattery"` is redacted).
 """
 
 from __future__ import annotations
@@ -147,6 +151,7 @@ _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 # A part of a name: a word, a number, or a word with a version or size (`v1`, `Ed25519`).
 # Random tokens break into parts such as `T2m` or `8f5f167f`.
 _WORDISH = re.compile(r"[A-Za-z]+\d*|\d+")
+_DIGIT = re.compile(r"\d")
 _GENERIC_KEY = re.compile(
     r"api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|passphrase|credential"
     r"|(?:private|access|signing|encryption|master|auth)[_\-]?key",
@@ -175,7 +180,8 @@ def _looks_random(value: str) -> bool:
 
 
 def _words(identifier: str) -> list[str]:
-    return [w for part in re.split(r"[_.\-]+", identifier) for w in _WORDS.findall(part)]
+    """`ANTHROPIC_API_KEY` -> ANTHROPIC, API, KEY; `imagePullSecrets` -> image, Pull, Secrets."""
+    return _WORDS.findall(identifier)
 
 
 def _is_code_name(value: str, *, dashes: bool = True) -> bool:
@@ -186,10 +192,10 @@ def _is_code_name(value: str, *, dashes: bool = True) -> bool:
     `password: correct-horse-battery` in YAML is a literal."""
     if not _NAME.fullmatch(value) or (not dashes and "-" in value):
         return False
-    if not any(c.isdigit() for c in value):
+    if not _DIGIT.search(value):
         return True
     words = _words(value)
-    if len(words) < 2 or not all(_WORDISH.fullmatch(w) for w in words):
+    if len(words) < 2 or not all(map(_WORDISH.fullmatch, words)):
         return False
     letters = [w.rstrip("0123456789") for w in words if not w.isdigit()]
     return bool(letters) and sum(map(len, letters)) / len(letters) >= 3
@@ -203,6 +209,9 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
     key, value = m.group("key"), m.group("secret")
     if not _GENERIC_KEY.search(key):  # the "key" anchor also finds `monkey`, `keyboard`
         return False
+    before = m.string[max(0, m.start() - 3):m.start()]
+    if before.endswith(("://", "@")):
+        return False  # a URL's user or host (`https://x-access-token:...@`): url rules decide
     if len(value) < 8 or _is_placeholder(value) or _TYPE_EXPR.fullmatch(value):
         return False
     quoted = m.group("q") is not None
@@ -270,7 +279,7 @@ def _anchors(*words: str, tail: str) -> tuple[re.Pattern[str], ...]:
 # costing a `match` each.
 _KEY_TAIL = (
     r"[a-z0-9_.\-]*+\\?[\"']?[ \t]*"
-    r"(?:[=:]>?[ \t]*[bru]{0,2}\\?[\"'`]?[^\s\"'`]{6}|:[ \t]*[a-z_][\w.\[\], |]{0,60}?=)"
+    r"(?:(?:=>|:=|[=:])[ \t]*[bru]{0,2}\\?[\"'`]?[^\s\"'`]{6}|:[ \t]*[a-z_][\w.\[\], |]{0,60}?=)"
 )
 _ASSIGNMENT_ANCHORS = _anchors("key", "secret", "token", "pass", "pwd", "credential",
                                tail=_KEY_TAIL)

@@ -52,7 +52,7 @@ class TemplateStore:
         self._cache: dict[str, LoadedTemplate] = {}
 
     def search_path(self) -> tuple[tuple[Path, str], ...]:
-        return tuple((d, "override") for d in self.override_dirs) + ((self.packaged_dir, "packaged"),)
+        return (*((d, "override") for d in self.override_dirs), (self.packaged_dir, "packaged"))
 
     def candidates(self, name: str) -> list[tuple[Path, str, bool]]:
         """Every place `name` is looked for, in order, and whether a file is there."""

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import json
+import os
 
-from hypothesis import HealthCheck, given, settings as hsettings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from prompts.assemble import AssemblyRequest, PromptAssembler
@@ -56,7 +58,8 @@ def budgets(draw) -> TokenBudget:
                        context=draw(st.integers(0, total)), total=total)
 
 
-@hsettings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@hsettings(max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", "150")), deadline=None,
+           suppress_health_check=[HealthCheck.too_slow])
 @given(c=cards(), b=budgets(), stage=st.sampled_from([*Stage, None]),
        calibration=st.sampled_from([1.0, 1.3]), summarize=st.booleans())
 def test_assembled_prompt_never_exceeds_its_total_budget(c, b, stage, calibration, summarize) -> None:
@@ -81,7 +84,9 @@ def test_order_is_system_agent_history_context_turn() -> None:
 
 
 def test_history_folding_reports_summarized_rows() -> None:
-    c = card(history=chat(200))
+    msgs = list(chat(200))
+    msgs[5] = Message(role="assistant", content="Ran it:\n$ pytest -q\nE   ValueError: bad retry count")
+    c = card(history=tuple(msgs))
     p = assemble(c, Stage.CODING, summarizer=lambda req: "What happened so far.")
     assert p.history_mode == "summarized"
     assert {"summarized", "pinned", "verbatim"} <= {r.status for r in p.rows if r.section == "history"}

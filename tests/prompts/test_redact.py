@@ -1,0 +1,400 @@
+"""Secret redaction: one test per secret family, negatives for ordinary code, and a long
+log that must come out byte-identical apart from its two secrets.
+
+Every secret here is fake but has the real shape. Token prefixes are split from their
+bodies (`"ghp_" + ...`) so repository secret scanners do not flag this file.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from prompts.redact import (
+    DEFAULT_REDACTOR,
+    DEFAULT_RULES,
+    Finding,
+    RedactionRule,
+    Redactor,
+    redact,
+)
+
+# --------------------------------------------------------------------------- fake secrets
+
+ANTHROPIC = "sk-ant-" + "api03-" + "Xq3vB8nR2mK7pL4wT9yH1cF6dJ0sA5gE" * 2 + "Zr8Tu3Wq2Lk7Vb-AAAA"
+OPENAI_PROJECT = "sk-" + "proj-" + "Ab3dEf5GhIj7KlMn9OpQr1StUvWx3YzAb5CdEf7GhIj9KlMn1OpQr_T3BlbkFJ"
+OPENAI_LEGACY = "sk-" + "Zx7Yw6Vu5Ts4Rq3Po2NmT3BlbkFJ1Lk2Ji3Hg4Fe5Dc6Ba7"
+GITHUB_BODY = "1A2b3C4d5E6f7G8h9I0jK1lM2nO3pQ4rS5tU"
+GITHUB_PAT = ("github_" + "pat_" + "11ABCDEFG0aBcDeFgHiJkL_"
+              + "mNoPqRsTuVwXyZ0123456789aBcDeFgHiJkLmNoPqRsTuVwXyZ01234567")
+AWS_KEY_ID = "AKIA" + "IOSFODNN7EXAMPLE"
+AWS_SESSION_KEY_ID = "ASIA" + "ZXCVBNMQWERTY123"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
+    ".eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkphbmUgRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ"
+    ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+SLACK_BODY = "-" + "1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"
+SLACK_WEBHOOK = ("https://hooks." + "slack.com/services/" + "T0A1B2C3D/B4E5F6G7H/"
+                 + "aBcDeFgHiJkLmNoPqRsTuVwX")
+GOOGLE = "AIza" + "SyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY"
+STRIPE_LIVE = "sk_" + "live_" + "51H8xYzAbCdEfGhIjKlMnOpQr2StUvWx3Yz"
+STRIPE_RESTRICTED = "rk_" + "live_" + "51H8xYzAbCdEfGhIjKlMnOpQr2StUvWx3Yz"
+PEM_BODY = (
+    "MIIEowIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi3m7ZbGk5y+Hq8VtBw2sY1Vt0Hk\n"
+    "Qm7X8cP0aZ3yN6uF4jB2vR9sLw1tE5oK8dH3gJ7fA0qW2xC4bV6nM9zS1pL3kT5o\n"
+    "Yr2Wq8Es6Df4Gh0Jk2Lz4Xc6Vb8Nm0Qa1Ws3Ed5Rf7Tg9Yh1Uj3Ik5Ol7Pz9Ax==\n"
+)
+
+
+def assert_gone(out: str, secret: str) -> None:
+    """No run of 8 characters of the secret survives, so not even a prefix or suffix."""
+    assert secret not in out
+    for i in range(len(secret) - 7):
+        assert secret[i:i + 8] not in out, f"{secret[i:i + 8]!r} of the secret survived"
+
+
+def check(text: str, secret: str, rule: str) -> str:
+    result = DEFAULT_REDACTOR.redact(text)
+    assert_gone(result.text, secret)
+    assert f"[REDACTED:{rule}]" in result.text
+    assert rule in result.counts()
+    for f in result.findings:  # spans point into the original text
+        assert text[f.start:f.end].strip()
+    return result.text
+
+
+# --------------------------------------------------------------------------- one per family
+
+
+def test_anthropic_api_key() -> None:
+    out = check(f"ANTHROPIC_API_KEY={ANTHROPIC}\n", ANTHROPIC, "anthropic-api-key")
+    assert out == "ANTHROPIC_API_KEY=[REDACTED:anthropic-api-key]\n"
+
+
+@pytest.mark.parametrize("key", [OPENAI_PROJECT, OPENAI_LEGACY])
+def test_openai_api_key(key: str) -> None:
+    out = check(f'client = OpenAI(api_key="{key}")', key, "openai-api-key")
+    assert out == 'client = OpenAI(api_key="[REDACTED:openai-api-key]")'
+
+
+@pytest.mark.parametrize("prefix", ["ghp_", "gho_", "ghs_", "ghu_", "ghr_"])
+def test_github_token(prefix: str) -> None:
+    token = prefix + GITHUB_BODY
+    # Also a URL password; the specific rule names the span, the host stays visible.
+    out = check(f"git clone https://x-access-token:{token}@github.com/acme/app.git",
+                token, "github-token")
+    assert out == "git clone https://x-access-token:[REDACTED:github-token]@github.com/acme/app.git"
+    out = check(f"Using token {token} for the API", token, "github-token")
+    assert out == "Using token [REDACTED:github-token] for the API"
+
+
+def test_github_pat() -> None:
+    out = check(f"GH_TOKEN={GITHUB_PAT} gh pr create", GITHUB_PAT, "github-pat")
+    assert out == "GH_TOKEN=[REDACTED:github-pat] gh pr create"
+
+
+@pytest.mark.parametrize("key_id", [AWS_KEY_ID, AWS_SESSION_KEY_ID])
+def test_aws_access_key_id(key_id: str) -> None:
+    out = check(f"Credentials: {key_id} (region eu-west-1)", key_id, "aws-access-key-id")
+    assert out == "Credentials: [REDACTED:aws-access-key-id] (region eu-west-1)"
+
+
+@pytest.mark.parametrize("template", [
+    "[default]\naws_secret_access_key = {s}\n",
+    "export AWS_SECRET_ACCESS_KEY={s}",
+    'AWS_SECRET_ACCESS_KEY="{s}"',
+    '{{"AccessKeyId": "x", "SecretAccessKey": "{s}"}}',
+    "aws_secret_key: {s}",
+])
+def test_aws_secret_access_key(template: str) -> None:
+    text = template.format(s=AWS_SECRET)
+    out = check(text, AWS_SECRET, "aws-secret-access-key")
+    assert out == template.format(s="[REDACTED:aws-secret-access-key]")
+
+
+def test_jwt() -> None:
+    out = check(f"session cookie: {JWT}; Path=/", JWT, "jwt")
+    assert out == "session cookie: [REDACTED:jwt]; Path=/"
+
+
+@pytest.mark.parametrize("kind", ["RSA ", "EC ", "OPENSSH ", "", "ENCRYPTED ", "DSA "])
+def test_private_key(kind: str) -> None:
+    block = f"-----BEGIN {kind}PRIVATE KEY-----\n{PEM_BODY}-----END {kind}PRIVATE KEY-----"
+    out = check(f"key file:\n{block}\nnext line\n", PEM_BODY.splitlines()[0], "private-key")
+    assert out == "key file:\n[REDACTED:private-key]\nnext line\n"
+
+
+def test_private_key_without_end_line_is_redacted_to_the_end() -> None:
+    text = f"2024-05-01 dumping key\n-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}Yr2Wq8Es6D"
+    out = check(text, PEM_BODY.splitlines()[2], "private-key")
+    assert out == "2024-05-01 dumping key\n[REDACTED:private-key]"
+
+
+def test_private_key_in_json_string() -> None:
+    body = PEM_BODY.replace("\n", "\\n")
+    text = ('{"private_key": "-----BEGIN PRIVATE KEY-----\\n' + body
+            + '-----END PRIVATE KEY-----\\n", "client_email": "x@y.iam.gserviceaccount.com"}')
+    out = check(text, PEM_BODY.splitlines()[1], "private-key")
+    assert out.endswith('\\n", "client_email": "x@y.iam.gserviceaccount.com"}')
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("DATABASE_URL=postgres://app:s3cr3t-P4ss@db.internal:5432/app",
+     "DATABASE_URL=postgres://app:[REDACTED:url-credentials]@db.internal:5432/app"),
+    ("https://user:hunter2hunter@example.com/x",
+     "https://user:[REDACTED:url-credentials]@example.com/x"),
+    ("redis://:p4ssw0rdXYZ@cache:6379/0", "redis://:[REDACTED:url-credentials]@cache:6379/0"),
+    ("amqp://guest:p@ss@w0rd@rabbit/vhost", "amqp://guest:[REDACTED:url-credentials]@rabbit/vhost"),
+])
+def test_url_credentials(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("token", "q8ZxT2mPvL9kRn4W"),
+    ("access_token", "ya29.a0AfH6SMBx3kLmN0pQrStUv"),
+    ("api_key", "a8f5f167f44f4964e6c998dee827110c"),
+    ("sig", "AbC123dEf456GhI789%2BxYz%3D"),
+    ("X-Amz-Signature", "fe5f80f77d5fa3beca038a248ff027d0445342fe2855ddc963176630326f1024"),
+    ("X-Amz-Credential", "AKIAEXAMPLE%2F20240501%2Fus-east-1%2Fs3%2Faws4_request"),
+    ("client_secret", "GOCSPX-1a2B3c4D5e6F7g8H"),
+])
+def test_url_query_secret(name: str, value: str) -> None:
+    text = f"GET https://api.example.com/v1/items?page=2&{name}={value}&sort=asc 200"
+    out = check(text, value, "url-query-secret")
+    assert out == ("GET https://api.example.com/v1/items?page=2"
+                   f"&{name}=[REDACTED:url-query-secret]&sort=asc 200")
+
+
+@pytest.mark.parametrize("prefix", ["xoxb", "xoxp", "xoxa", "xoxr", "xoxs"])
+def test_slack_token(prefix: str) -> None:
+    token = prefix + SLACK_BODY
+    out = check(f"SLACK_BOT_TOKEN={token}", token, "slack-token")
+    assert out == "SLACK_BOT_TOKEN=[REDACTED:slack-token]"
+
+
+def test_slack_webhook_url() -> None:
+    out = check(f"curl -X POST {SLACK_WEBHOOK} -d @msg.json", SLACK_WEBHOOK, "slack-webhook-url")
+    assert out == "curl -X POST [REDACTED:slack-webhook-url] -d @msg.json"
+
+
+def test_google_api_key() -> None:
+    out = check(f"maps.js?key={GOOGLE}&callback=init", GOOGLE, "google-api-key")
+    assert out == "maps.js?key=[REDACTED:google-api-key]&callback=init"
+
+
+@pytest.mark.parametrize("key", [STRIPE_LIVE, STRIPE_RESTRICTED])
+def test_stripe_api_key(key: str) -> None:
+    out = check(f"stripe.api_key = '{key}'", key, "stripe-api-key")
+    assert out == "stripe.api_key = '[REDACTED:stripe-api-key]'"
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    ("Authorization: Bearer 8f3kQ9zX2vL7mN4pR6tY1wB5", "8f3kQ9zX2vL7mN4pR6tY1wB5"),
+    ('curl -H "Authorization: Basic dXNlcjpzM2NyM3RQNHNz" https://x', "dXNlcjpzM2NyM3RQNHNz"),
+    ("authorization: token a1b2c3d4e5f6a7b8c9d0", "a1b2c3d4e5f6a7b8c9d0"),
+    ('{"Authorization": "Bearer mF_9.B5f-4.1JqM0aZ8"}', "mF_9.B5f-4.1JqM0aZ8"),
+])
+def test_authorization_header(text: str, secret: str) -> None:
+    out = check(text, secret, "authorization-header")
+    scheme = re.search(r"(?i)(bearer|basic|token) ", text)
+    assert scheme and scheme.group(0) in out  # the scheme stays visible
+
+
+def test_bearer_token_outside_a_header() -> None:
+    out = check("retrying with bearer Zk29xLq81MnB7vC4 after 401", "Zk29xLq81MnB7vC4",
+                "bearer-token")
+    assert out == "retrying with bearer [REDACTED:bearer-token] after 401"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("DB_PASSWORD=hunter2hunter", "DB_PASSWORD=[REDACTED:generic-assignment]"),
+    ('export API_TOKEN="9f8e7d6c5b4a39281706"', 'export API_TOKEN="[REDACTED:generic-assignment]"'),
+    ("password: correct-horse-battery-staple", "password: [REDACTED:generic-assignment]"),
+    ('  "api_key": "a8f5f167f44f4964e6c9"', '  "api_key": "[REDACTED:generic-assignment]"'),
+    ("client_secret: 'GOCSPX-1a2B3c4D5e6F7g8H9i0J'",
+     "client_secret: '[REDACTED:generic-assignment]'"),
+    ("SECRET_KEY = 'django-insecure-7x!k2$9q@z'", "SECRET_KEY = '[REDACTED:generic-assignment]'"),
+    ('password: str = "Tr0ub4dor&3xyz"', 'password: str = "[REDACTED:generic-assignment]"'),
+    ("secret := \"p4ssphr4se-42\"", 'secret := "[REDACTED:generic-assignment]"'),
+    ("'db_password' => 'S3cure!Pass'", "'db_password' => '[REDACTED:generic-assignment]'"),
+    ("token = 'a1b2c3d4e5f6g7h8'", "token = '[REDACTED:generic-assignment]'"),
+    ("mysql -u root --password=Sup3rS3cret!",
+     "mysql -u root --password=[REDACTED:generic-assignment]"),
+    ("data:\n  password: cGFzc3dvcmQxMjM=\n", "data:\n  password: [REDACTED:generic-assignment]\n"),
+])
+def test_generic_assignment(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+# --------------------------------------------------------------------------- negatives
+
+ORDINARY_CODE = [
+    "token = get_token()",
+    "password: str",
+    "self.api_key = api_key",
+    'secret_name = "db-credentials"',
+    "secret_name: db-credentials",
+    "max_tokens = 4096",
+    "token_count=1234 prompt_tokens=88",
+    'api_key=os.environ["API_KEY"]',
+    'token = os.getenv("GITHUB_TOKEN")',
+    'headers = {"Authorization": f"Bearer {token}"}',
+    'headers["Authorization"] = "Bearer " + token',
+    'tokenizer = AutoTokenizer.from_pretrained("gpt2")',
+    "if token == expected_token:",
+    "def login(password: str = DEFAULT_PASSWORD) -> None:",
+    "api_key: str | None = None",
+    "PASSWORD_MIN_LENGTH = 12",
+    'x = {"token_type": "Bearer", "expires_in": 3600}',
+    'GRANT_TYPE_REFRESH_TOKEN = "refresh_token"',
+    'ENV_API_KEY = "ANTHROPIC_API_KEY"',
+    '"secret_ref": "V1LocalObjectReference",',
+    '"image_pull_secrets": "imagePullSecrets",',
+    "PASSWD_MIN = argon2id.PASSWD_MIN",
+    "      token: ${{ secrets.GITHUB_TOKEN }}",
+    'password = "${DB_PASSWORD}"',
+    "password = '<your-password>'",
+    "api_key = '********'",
+    "PWD=/home/dev/src/cardloop",
+    'TOKEN_ENDPOINT = "/v1/oauth/token"',
+    'token_url = "https://auth.example.com/oauth/token"',
+    "from sklearn.pipeline import Pipeline  # sk-learn-compatible-estimator-wrapper",
+    "GET https://example.com:8443/search?q=tokens&page=2&key=ab",
+    "git@github.com:acme/app.git",
+    "ssh://git@github.com/acme/app.git",
+    "a = b ? c : d; x = y == z",
+    "the bearer of this card is responsible",
+    "kind: Secret\nmetadata:\n  name: db-credentials\ntype: Opaque",
+    "See RFC 7519 for JSON Web Tokens (eyJ is the base64 of '{\"').",
+]
+
+
+@pytest.mark.parametrize("text", ORDINARY_CODE)
+def test_ordinary_code_is_left_alone(text: str) -> None:
+    assert redact(text) == text
+
+
+# --------------------------------------------------------------------------- mechanics
+
+
+def test_specific_rule_wins_over_generic_for_the_same_span() -> None:
+    text = f"OPENAI_API_KEY={OPENAI_PROJECT}"
+    result = DEFAULT_REDACTOR.redact(text)
+    assert result.findings == (Finding("openai-api-key", 15, len(text)),)
+
+
+def test_overlapping_candidates_are_merged_into_one_span() -> None:
+    rules = [RedactionRule("first", re.compile(r"abc\d+")),
+             RedactionRule("second", re.compile(r"\d+xyz\w*"))]
+    result = Redactor(rules).redact("-- abc123xyzQQ --")
+    assert result.text == "-- [REDACTED:first] --"
+    assert result.findings == (Finding("first", 3, 14),)
+
+
+def test_longest_candidate_names_a_span_that_starts_at_the_same_place() -> None:
+    rules = [RedactionRule("short", re.compile(r"abc")),
+             RedactionRule("long", re.compile(r"abc\d+"))]
+    assert Redactor(rules).redact("abc123").findings == (Finding("long", 0, 6),)
+
+
+def test_findings_are_spans_in_the_original_text() -> None:
+    text = f"a={AWS_KEY_ID} then token {JWT} end"
+    result = DEFAULT_REDACTOR.redact(text)
+    assert [text[f.start:f.end] for f in result.findings] == [AWS_KEY_ID, JWT]
+    assert result.counts() == {"aws-access-key-id": 1, "jwt": 1}
+
+
+def test_redaction_is_idempotent() -> None:
+    text = f"password=hunter2hunter {ANTHROPIC} https://u:p4ssw0rd9@h/ {JWT}"
+    once = redact(text)
+    assert redact(once) == once
+
+
+def test_text_without_secrets_is_returned_as_is() -> None:
+    result = DEFAULT_REDACTOR.redact("nothing to see here")
+    assert result.text == "nothing to see here" and result.findings == () and result.counts() == {}
+
+
+def test_lowercasing_that_moves_offsets_falls_back_to_scanning() -> None:
+    # "İ".lower() is two characters, so anchor offsets in the lowercased text would be off.
+    text = "İstanbul DB_PASSWORD=s3cr3tP4ssw0rd! Authorization: Bearer 8f3kQ9zX2vL7mN4p"
+    assert redact(text) == ("İstanbul DB_PASSWORD=[REDACTED:generic-assignment] "
+                            "Authorization: Bearer [REDACTED:authorization-header]")
+
+
+def test_rule_table_is_checked() -> None:
+    with pytest.raises(ValueError, match="duplicate"):
+        Redactor([DEFAULT_RULES[0], DEFAULT_RULES[0]])
+    with pytest.raises(ValueError, match="kebab-case"):
+        Redactor([RedactionRule("Bad Name", re.compile("x"))])
+    with pytest.raises(ValueError, match="lowercase"):
+        RedactionRule("r", re.compile("x"), keywords=("Token",))
+
+
+def test_every_default_rule_has_a_distinct_name() -> None:
+    names = [r.name for r in DEFAULT_RULES]
+    assert len(names) == len(set(names)) >= 16
+
+
+def _log_line(i: int) -> str:
+    kinds = [
+        f"2024-05-01T12:{i // 60 % 60:02d}:{i % 60:02d}.{i * 37 % 1000:03d}Z INFO  api "
+        f"GET /v1/cards/C-{i}?page={i % 7}&sort=created_at 200 {i * 13 % 900}ms",
+        f"2024-05-01T12:{i // 60 % 60:02d}:{i % 60:02d}Z DEBUG worker[{i % 8}] "
+        f"llm.complete model=claude-sonnet input_tokens={i * 31} output_tokens={i % 500} "
+        f"cache_key=card-{i}-stage",
+        f"tests/test_module_{i % 40}.py::test_case_{i} PASSED{' ' * (i % 5)}[{i % 100:3d}%]",
+        f'  File "/app/cardloop/activities/llm.py", line {i % 300}, in complete',
+        f"    token = self._tokens.get(key)  # retry {i}",
+        f"Warning: {i} tokens over budget; password policy unchanged; secret_name=db-creds-{i % 3}",
+        f"kubelet  Pulled image \"ghcr.io/acme/app:{i}\" in {i % 90}s (size 1.{i % 10}GB)",
+        f"    at com.acme.Service.handle(Service.java:{i})  <-- a<b && List<String>",
+        f"{{\"level\":\"info\",\"msg\":\"request done\",\"status\":200,\"key\":\"k{i}\"}}",
+        f"npm WARN deprecated uuid@3.4.0: upgrade to uuid@{i % 9 + 1} | https://example.com/docs#L{i}",
+    ]
+    return kinds[i % len(kinds)]
+
+
+def test_realistic_log_keeps_everything_but_its_two_secrets() -> None:
+    lines = [_log_line(i) for i in range(1000)]
+    lines[317] = f"2024-05-01T12:05:17Z ERROR deploy env GITHUB_TOKEN=ghp_{GITHUB_BODY} leaked"
+    lines[842] = ("2024-05-01T12:14:02Z WARN  retry POST "
+                  f"https://deploy:{'Zq8' * 4}xY@ci.acme.dev/hook")
+    text = "\n".join(lines) + "\n"
+    result = DEFAULT_REDACTOR.redact(text)
+    expected = text.replace(f"ghp_{GITHUB_BODY}", "[REDACTED:github-token]").replace(
+        f"{'Zq8' * 4}xY", "[REDACTED:url-credentials]")
+    assert result.text == expected
+    assert result.counts() == {"github-token": 1, "url-credentials": 1}
+
+
+# --------------------------------------------------------------------------- property
+
+SECRETS = [ANTHROPIC, OPENAI_PROJECT, "ghp_" + GITHUB_BODY, GITHUB_PAT, AWS_KEY_ID, JWT,
+           "xoxb" + SLACK_BODY, GOOGLE, STRIPE_LIVE, SLACK_WEBHOOK]
+FILLER = ["\n", " ", "token = get_token()", "a < b", "key=", "password: ", "https://x.io/?q=1",
+          "-----BEGIN", "eyJ", "sk-", ":", "@", "İ", "é", "\t"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(SECRETS) | st.sampled_from(FILLER) | st.text(max_size=8),
+                max_size=12))
+def test_spans_are_disjoint_sorted_and_secrets_never_survive(parts: list[str]) -> None:
+    text = " ".join(parts)
+    result = DEFAULT_REDACTOR.redact(text)
+    for a, b in zip(result.findings, result.findings[1:], strict=False):
+        assert a.end <= b.start
+    rebuilt, pos = [], 0
+    for f in result.findings:
+        rebuilt += [text[pos:f.start], f"[REDACTED:{f.rule}]"]
+        pos = f.end
+    assert "".join([*rebuilt, text[pos:]]) == result.text
+    for secret in SECRETS:
+        if f" {secret} " in f" {text} ":  # a whole, separated secret
+            assert secret not in result.text

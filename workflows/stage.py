@@ -1,0 +1,125 @@
+"""StageWorkflow: the agent loop of one stage run ("Ralph loop").
+
+Each turn: assemble the prompt (local activity), summarize the history first when it must
+be folded and no summary is cached, call the model (activity; it records the reply in the
+chat history and the usage), then act on the reply. The loop ends when the reply carries
+<promise>COMPLETE</promise> or <promise>BLOCKED</promise>, or when the iteration or token
+budget of the stage is spent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from cardloop.models import (
+        AssembleInput,
+        AssembleResult,
+        CompleteInput,
+        CompleteResult,
+        StageInput,
+        StageProgress,
+        StageRun,
+        SummarizeInput,
+        SummarizeResult,
+    )
+    from workflows import policies
+
+
+@workflow.defn(name="StageWorkflow")
+class StageWorkflow:
+    def __init__(self) -> None:
+        self.progress = StageProgress()
+
+    @workflow.query(name="progress")
+    def get_progress(self) -> StageProgress:
+        return self.progress
+
+    @workflow.run
+    async def run(self, inp: StageInput) -> StageRun:
+        s = inp.settings
+        p = self.progress
+        try:
+            for iteration in range(1, s.max_iterations + 1):
+                p.iteration = iteration
+                self._details(inp, "assembling the prompt")
+                prompt = await self._assemble(inp, iteration)
+                if prompt.fold is not None:
+                    self._details(inp, f"summarizing messages {prompt.fold.first + 1}-{prompt.fold.last + 1}")
+                    if await self._summarize(inp, prompt):
+                        prompt = await self._assemble(inp, iteration)
+                self._details(inp, f"waiting for the model ({prompt.total_tokens:,} prompt tokens)")
+                reply = await workflow.execute_activity(
+                    policies.COMPLETE,
+                    CompleteInput(card_key=inp.ref.key, stage=inp.stage, run=inp.run, iteration=iteration,
+                                  profile=s.profile, prompt_ref=prompt.prompt_ref,
+                                  call_key=f"{workflow.info().workflow_id}/turn-{iteration}"),
+                    result_type=CompleteResult,
+                    start_to_close_timeout=policies.LLM_TIMEOUT,
+                    heartbeat_timeout=policies.LLM_HEARTBEAT,
+                    retry_policy=policies.LLM_RETRY,
+                    summary=f"{inp.stage} turn {iteration}: model call ({s.profile})",
+                )
+                p.input_tokens += reply.input_tokens
+                p.output_tokens += reply.output_tokens
+                p.cost_usd += reply.cost_usd
+                p.last_result = reply.excerpt
+                if reply.promise == "COMPLETE":
+                    return self._done(inp, "completed", "the agent signalled COMPLETE")
+                if reply.promise == "BLOCKED":
+                    return self._done(inp, "blocked", reply.reason or "the agent signalled BLOCKED")
+                if p.input_tokens + p.output_tokens >= s.token_budget:
+                    return self._done(inp, "budget_exhausted",
+                                      f"token budget spent: {p.input_tokens + p.output_tokens:,} of {s.token_budget:,}")
+            return self._done(inp, "budget_exhausted", f"{s.max_iterations} iterations without COMPLETE")
+        except asyncio.CancelledError:
+            # Superseded by another transition: everything so far is already in the store.
+            return self._done(inp, "cancelled", "the card moved to another stage")
+
+    async def _assemble(self, inp: StageInput, iteration: int) -> AssembleResult:
+        return await workflow.execute_local_activity(
+            policies.ASSEMBLE,
+            AssembleInput(card_key=inp.ref.key, stage=inp.stage, run=inp.run, iteration=iteration,
+                          profile=inp.settings.profile),
+            result_type=AssembleResult,
+            start_to_close_timeout=policies.ASSEMBLE_TIMEOUT,
+            retry_policy=policies.ASSEMBLE_RETRY,
+            summary=f"{inp.stage} turn {iteration}: assemble prompt",
+        )
+
+    async def _summarize(self, inp: StageInput, prompt: AssembleResult) -> bool:
+        """True when a summary is now cached; False means the truncated prompt stands."""
+        fold = prompt.fold
+        assert fold is not None
+        try:
+            done = await workflow.execute_activity(
+                policies.SUMMARIZE,
+                SummarizeInput(card_key=inp.ref.key, first=fold.first, last=fold.last, max_tokens=fold.max_tokens),
+                result_type=SummarizeResult,
+                start_to_close_timeout=policies.SUMMARIZE_TIMEOUT,
+                heartbeat_timeout=policies.LLM_HEARTBEAT,
+                retry_policy=policies.SUMMARIZE_RETRY,
+                summary=f"summarize messages {fold.first + 1}-{fold.last + 1}",
+            )
+        except ActivityError as err:
+            workflow.logger.warning("summarizer failed, history truncated instead: %s", err.cause or err)
+            return False
+        self.progress.cost_usd += done.cost_usd
+        return True
+
+    def _details(self, inp: StageInput, doing: str) -> None:
+        p = self.progress
+        workflow.set_current_details(
+            f"**{inp.stage}** run {inp.run}, iteration {p.iteration} of {inp.settings.max_iterations}: {doing}. "
+            f"Tokens so far: {p.input_tokens:,} in, {p.output_tokens:,} out; cost ${p.cost_usd:.4f}."
+        )
+
+    def _done(self, inp: StageInput, outcome: str, reason: str) -> StageRun:
+        p = self.progress
+        workflow.set_current_details(f"**{inp.stage}** run {inp.run}: {outcome} after {p.iteration} "
+                                     f"iteration(s): {reason}. Cost ${p.cost_usd:.4f}.")
+        return StageRun(stage=inp.stage, run=inp.run, outcome=outcome, reason=reason, iterations=p.iteration,
+                        input_tokens=p.input_tokens, output_tokens=p.output_tokens, cost_usd=p.cost_usd)
