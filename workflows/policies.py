@@ -11,6 +11,7 @@ ASSEMBLE = "prompt.assemble"
 SUMMARIZE = "history.summarize"
 COMPLETE = "llm.complete"
 APPEND = "history.append"
+STAGE_SETTINGS = "config.stage"
 
 # Deterministic failures: retrying cannot help, so the activity fails at once.
 NON_RETRYABLE = ["ConfigError", "CardNotFound", "InvalidInput", "ProviderRejected"]

@@ -1,0 +1,211 @@
+"""CardWorkflow: one per card, the card's state machine over stages.
+
+Transitions and comments arrive as signals (signal-with-start creates the workflow on the
+first one). A transition to another stage while one runs cancels the running StageWorkflow
+(its work is already in the store) and starts the new one; a repeated delivery id is
+applied once, also across continue-as-new. Search attributes (CardId, CardStage, Repo,
+Tenant), the memo and the current details keep the Temporal UI the operator's view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import CancelledError, ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from cardloop.models import (
+        AppendInput,
+        CardComment,
+        CardStart,
+        CardState,
+        StageInput,
+        StageRun,
+        StageSettings,
+        Transition,
+    )
+    from workflows import policies
+    from workflows.stage import StageWorkflow
+
+CARD_ID = SearchAttributeKey.for_keyword("CardId")
+CARD_STAGE = SearchAttributeKey.for_keyword("CardStage")
+REPO = SearchAttributeKey.for_keyword("Repo")
+TENANT = SearchAttributeKey.for_keyword("Tenant")
+SEARCH_ATTRIBUTES = (CARD_ID, CARD_STAGE, REPO, TENANT)
+
+
+def search_attributes(start: CardStart, stage: str) -> TypedSearchAttributes:
+    pairs = [SearchAttributePair(CARD_ID, start.ref.key), SearchAttributePair(CARD_STAGE, stage),
+             SearchAttributePair(TENANT, start.ref.tenant)]
+    if start.repo:
+        pairs.append(SearchAttributePair(REPO, start.repo))
+    return TypedSearchAttributes(pairs)
+
+
+@workflow.defn(name="CardWorkflow")
+class CardWorkflow:
+    def __init__(self) -> None:
+        self.state = CardState()
+        self.pending: list[Transition] = []
+        self.comments: list[CardComment] = []
+        self.card_key = ""
+
+    # --- signals and queries -------------------------------------------------------------
+
+    @workflow.signal(name="transition")
+    def transition(self, t: Transition) -> None:
+        if self._seen(t.delivery_id):
+            return
+        self.pending.append(t)
+
+    @workflow.signal(name="comment")
+    def comment(self, c: CardComment) -> None:
+        if self._seen(c.delivery_id):
+            return
+        self.comments.append(c)
+
+    @workflow.query(name="state")
+    def get_state(self) -> CardState:
+        return self.state
+
+    def _seen(self, delivery_id: str) -> bool:
+        seen = self.state.seen_deliveries
+        if delivery_id in seen:
+            return True
+        seen.append(delivery_id)
+        del seen[: max(0, len(seen) - policies.MAX_SEEN_DELIVERIES)]
+        return False
+
+    # --- the state machine --------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, start: CardStart) -> CardState:
+        self.card_key = start.ref.key
+        if start.state is not None:
+            self.state = start.state
+        self.pending = list(start.pending) + self.pending
+        workflow.upsert_memo({"title": start.title, "url": start.url or ""})
+        while True:
+            await workflow.wait_condition(lambda: bool(self.pending or self.comments))
+            await self._flush_comments()
+            if not self.pending:
+                if self.state.status == "blocked" and self.state.stage:
+                    # A human answered a blocked card: run the stage again with the answer in its history.
+                    self.pending.append(Transition(to=self.state.stage, delivery_id=f"resume/{self.state.stage_runs}",
+                                                   reason="a comment on a blocked card"))
+                else:
+                    self._details(start)
+                    if self._should_continue_as_new():
+                        self._continue_as_new(start)
+                    continue
+            target = self.pending.pop(0)
+            if self.pending:  # only the newest of several queued moves matters
+                target = self.pending.pop()
+                self.pending.clear()
+            if target.to == "done":
+                self._set_stage(start, "done", "done")
+                self._details(start)
+                if not self.comments and not self.pending:
+                    return self.state
+                continue
+            await self._run_stage(start, target)
+            if not self.pending and self._should_continue_as_new():
+                self._continue_as_new(start)
+
+    async def _run_stage(self, start: CardStart, target: Transition) -> None:
+        stage = target.to
+        # The worker's config.toml decides; the answer is recorded, so replays see the same one.
+        settings = await workflow.execute_local_activity(
+            policies.STAGE_SETTINGS, stage, result_type=StageSettings,
+            start_to_close_timeout=policies.ASSEMBLE_TIMEOUT, retry_policy=policies.ASSEMBLE_RETRY,
+            summary=f"settings of stage {stage}")
+        self.state.stage_runs += 1
+        run = self.state.stage_runs
+        self.state.iteration = 0
+        self._set_stage(start, stage, "running")
+        self._details(start)
+        handle = await workflow.start_child_workflow(
+            StageWorkflow.run,
+            StageInput(ref=start.ref, stage=stage, run=run, settings=settings),
+            id=f"{workflow.info().workflow_id}/{run}-{stage}",
+            static_summary=f"{stage} run {run} of card {start.ref.key}",
+            execution_timeout=timedelta(days=7),
+        )
+        while not handle.done():
+            await workflow.wait_condition(lambda: handle.done() or bool(self.pending or self.comments))
+            await self._flush_comments()
+            if self.pending and not handle.done():
+                handle.cancel()  # the stage returns "cancelled"; its messages are in the store
+                break
+        try:
+            result: StageRun = await handle
+        except ChildWorkflowError as err:
+            cancelled = isinstance(err.cause, CancelledError)
+            result = StageRun(stage=stage, run=run, outcome="cancelled" if cancelled else "failed",
+                              reason="the card moved to another stage" if cancelled else str(err.cause or err)[:500])
+        except asyncio.CancelledError:
+            if not self.pending:
+                raise  # the card workflow itself is being cancelled
+            result = StageRun(stage=stage, run=run, outcome="cancelled", reason="the card moved to another stage")
+        self._record(start, result, settings)
+
+    def _record(self, start: CardStart, result: StageRun, settings: StageSettings) -> None:
+        st = self.state
+        st.iteration = result.iterations
+        st.input_tokens += result.input_tokens
+        st.output_tokens += result.output_tokens
+        st.cost_usd += result.cost_usd
+        st.history.append(result)
+        del st.history[: max(0, len(st.history) - policies.MAX_STAGE_RUNS_KEPT)]
+        st.last_result = f"{result.stage}: {result.outcome} ({result.reason})"
+        if result.outcome == "blocked":
+            st.blocked_reason = result.reason
+            self._set_stage(start, result.stage, "blocked")
+        elif result.outcome == "completed" and settings.auto_advance and settings.next_stage and not self.pending:
+            st.status = "idle"
+            self.pending.append(Transition(to=settings.next_stage, delivery_id=f"auto/{result.run}",
+                                           actor="cardloop", reason=f"{result.stage} completed"))
+        else:
+            st.status = "idle"
+        self._details(start)
+
+    async def _flush_comments(self) -> None:
+        while self.comments:
+            c = self.comments[0]
+            await workflow.execute_activity(
+                policies.APPEND,
+                AppendInput(card_key=self.card_key, role="user", text=c.text, author=c.author,
+                            dedup_key=f"comment/{c.delivery_id}", stage=self.state.stage),
+                result_type=int,
+                start_to_close_timeout=policies.STORE_TIMEOUT,
+                retry_policy=policies.STORE_RETRY,
+                summary=f"comment from {c.author or 'someone'} joins the history",
+            )
+            self.comments.pop(0)
+
+    def _set_stage(self, start: CardStart, stage: str, status: str) -> None:
+        self.state.stage = stage
+        self.state.status = status  # type: ignore[assignment]
+        shown = "blocked" if status == "blocked" else stage
+        workflow.upsert_search_attributes([CARD_STAGE.value_set(shown)])
+
+    def _details(self, start: CardStart) -> None:
+        st = self.state
+        doing = {"running": "working on", "blocked": "BLOCKED in", "idle": "waiting after",
+                 "done": "finished"}[st.status]
+        extra = f" Blocked because: {st.blocked_reason}" if st.status == "blocked" else ""
+        workflow.set_current_details(
+            f"{start.title}\n\n{doing} **{st.stage or 'no stage yet'}** (stage run {st.stage_runs}). "
+            f"Tokens: {st.input_tokens:,} in, {st.output_tokens:,} out. Cost: ${st.cost_usd:.4f}.{extra}\n"
+            f"Last: {st.last_result[:300]}"
+        )
+
+    def _should_continue_as_new(self) -> bool:
+        info = workflow.info()
+        return info.is_continue_as_new_suggested() or info.get_current_history_length() > policies.MAX_HISTORY_EVENTS
+
+    def _continue_as_new(self, start: CardStart) -> None:
+        workflow.continue_as_new(start.model_copy(update={"state": self.state, "pending": self.pending}))
