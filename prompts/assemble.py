@@ -9,7 +9,7 @@ history and context first. Every layer, section and item leaves an `explain` row
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ from prompts.explain import ExplainRow
 from prompts.formats import render
 from prompts.history import HistoryFitter, Summarizer, truncate_tokens
 from prompts.layers import GLOBAL_TEMPLATE, GUARDRAILS_TEMPLATE, resolve_behaviour
+from prompts.logs import Excerpt
 from prompts.scrub import Scrubber
 from prompts.settings import AssemblySettings, PromptSource
 from prompts.stages import Stage
@@ -91,6 +92,8 @@ class PromptAssembler:
         self.templates = templates
         self.counter = counter
         self.scrubber = scrubber or Scrubber()
+        self._messages: dict[bytes, Any] = {}
+        self._excerpts: OrderedDict[tuple[bytes, int, bool, float], Excerpt] = OrderedDict()
 
     def guardrails(self) -> str:
         return self.templates.load(GUARDRAILS_TEMPLATE).text.strip()
@@ -214,7 +217,7 @@ class PromptAssembler:
         opener = Turn("user", "(The card's conversation continues.)")
         opener_cost = counter.count(opener.text) + overhead
         history_budget = max(0, min(budget.history, left) - opener_cost)
-        history = HistoryFitter(counter, self.scrubber, settings.history, overhead).fit(
+        history = HistoryFitter(counter, self.scrubber, settings.history, overhead, self._messages).fit(
             card.history, history_budget, summarizer, found)
         rows.extend(history.rows)
         needs_opener = bool(history.turns) and history.turns[0].role == "assistant"
@@ -222,7 +225,7 @@ class PromptAssembler:
 
         # 5. Other context, joined with the current turn into the last user message.
         context_budget = max(0, min(budget.context, left - SEAM_TOKENS))
-        context = ContextFitter(counter, self.scrubber, settings.context).fit(
+        context = ContextFitter(counter, self.scrubber, settings.context, self._excerpts).fit(
             card, request.stage, context_budget, found)
         rows.extend(context.rows)
         context_cost = context.tokens + (SEAM_TOKENS if context.blocks else 0)

@@ -28,6 +28,27 @@ CONTEXT_HEADER = (
 )
 # Joining blocks with a blank line may merge or split a token at each seam.
 SEAM_TOKENS = 2
+# No realistic text averages more characters per token than this (cl100k: about 4 for prose,
+# 2-3 for logs and code), so a text this much longer than a budget need not be counted.
+OBVIOUSLY_OVER_CHARS = 8
+
+
+class LineSumCounter:
+    """Counts text as the sum of its lines' cached counts plus one token per newline.
+
+    An upper bound of the whole text's count: cl100k never joins a newline with a
+    following line's word, so the joined text counts the same or fewer tokens (whitespace
+    and punctuation around a newline may merge). Candidate excerpts of one log share most of
+    their lines, so each line is tokenized once however many candidates are measured.
+    """
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+
+    def __call__(self, text: str) -> int:
+        raw = sum(self.counter.raw(line) for line in text.split("\n")) + text.count("\n")
+        cal = self.counter.calibration
+        return raw if cal == 1.0 else -(-int(raw * cal * 1_000_000) // 1_000_000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +89,13 @@ def _notes_text(card: Card) -> str:
 
 
 class ContextFitter:
-    def __init__(self, counter: TokenCounter, scrubber: Scrubber, settings: ContextSettings) -> None:
+    def __init__(self, counter: TokenCounter, scrubber: Scrubber, settings: ContextSettings,
+                 excerpts: OrderedDict[tuple[bytes, int, bool, float], Excerpt] | None = None) -> None:
         self.counter = counter
         self.scrubber = scrubber
         self.settings = settings
-        self._excerpts: OrderedDict[tuple[bytes, int, bool], Excerpt] = OrderedDict()
+        # Shared across assemblies: a log cut to the same size is cut once.
+        self._excerpts = excerpts if excerpts is not None else OrderedDict()
 
     def _candidates(self, card: Card, stage: Stage | None, rows: list[ExplainRow]) -> list[_Candidate]:
         top = max(self.settings.priorities.values(), default=100) + 1
@@ -102,10 +125,11 @@ class ContextFitter:
         )
 
     def _excerpt(self, text: str, target: int, is_log: bool) -> Excerpt:
-        key = (digest(text), target, is_log)
+        key = (digest(text), target, is_log, self.counter.calibration)
         hit = self._excerpts.get(key)
         if hit is None:
-            hit = (excerpt_log if is_log else excerpt_text)(text, target, self.counter.count)
+            # Excerpting measures many candidate cuts of the same lines: count each line once.
+            hit = (excerpt_log if is_log else excerpt_text)(text, target, LineSumCounter(self.counter))
             self._excerpts[key] = hit
             if len(self._excerpts) > 2_000:
                 self._excerpts.popitem(last=False)
@@ -141,7 +165,8 @@ class ContextFitter:
                                        f"over budget: {remaining:,} tokens left"))
                 continue
             block = wrap_untrusted(text, kind=c.kind, source=c.source, **attrs)
-            cost = self.counter.count(block)
+            # Far more characters than the cap has tokens: certainly over, skip counting it whole.
+            cost = cap + 1 if len(block) > cap * OBVIOUSLY_OVER_CHARS else self.counter.count(block)
             status, reason = "used", ""
             if cost > cap:
                 excerpt = self._excerpt(text, cap - frame_cost, c.is_log)

@@ -16,6 +16,7 @@ survive folding verbatim in a small block of their own, in both cases.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -28,7 +29,7 @@ from prompts.isolate import neutralize, wrap_untrusted
 from prompts.logs import excerpt_log, excerpt_text, find_error_lines
 from prompts.scrub import Scrubber
 from prompts.settings import HistorySettings
-from prompts.tokens import TokenCounter
+from prompts.tokens import TokenCounter, digest
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,16 +148,69 @@ def render_pinned(facts: dict[str, list[str]], first: int, last: int, max_tokens
     return text if any(keep.values()) and count(text) <= max_tokens else ""
 
 
+@dataclass(slots=True)
+class _Rendered:
+    """One message as it goes into a prompt, cached by the message's content digest."""
+
+    text: str               # redacted content
+    rules: tuple[str, ...]  # redaction rules that fired
+    turn: Turn
+    raw: int = -1           # tokenizer count of turn.text, -1 until counted
+    facts: dict[str, list[str]] | None = None
+
+
+def _message_key(m: Message) -> bytes:
+    calls = "".join(c.model_dump_json() for c in m.tool_calls) if m.tool_calls else ""
+    return digest(f"{m.role}\x00{m.id}\x00{m.author}\x00{m.created_at}\x00{m.tool_call_id}\x00{calls}\x00{m.content}")
+
+
 class HistoryFitter:
+    """Fits one card's history. Counting goes newest first and stops once the budget is
+    exceeded, so a long history costs about one budget's worth of tokenizing, not all of it.
+    `cache` (message digest -> rendered message) is shared across assemblies, so re-assembling
+    after one new message renders, redacts and counts only that message."""
+
     def __init__(self, counter: TokenCounter, scrubber: Scrubber, settings: HistorySettings,
-                 message_overhead: int = 4) -> None:
+                 message_overhead: int = 4, cache: dict[bytes, _Rendered] | None = None) -> None:
         self.counter = counter
         self.scrubber = scrubber
         self.settings = settings
         self.overhead = message_overhead
+        self.cache = cache if cache is not None else {}
 
     def _cost(self, turn: Turn) -> int:
         return self.counter.count(turn.text) + self.overhead
+
+    def _render(self, m: Message, found: Counter[str] | None) -> _Rendered:
+        key = _message_key(m)
+        rec = self.cache.get(key)
+        if rec is None:
+            rules: Counter[str] = Counter()
+            text = self.scrubber.scrub(m.content, rules)
+            rec = _Rendered(text, tuple(rules.elements()), render_message(m, text))
+            self.cache[key] = rec
+            if len(self.cache) > 200_000:
+                self.cache.pop(next(iter(self.cache)))
+        if found is not None and rec.rules:
+            found.update(rec.rules)
+        return rec
+
+    def _rec_cost(self, rec: _Rendered) -> int:
+        if rec.raw < 0:
+            rec.raw = self.counter.raw(rec.turn.text)  # a hit or miss of the counter's own cache
+        else:
+            self.counter.stats.hits += 1  # a count served by the rendered-message cache
+        cal = self.counter.calibration
+        return (rec.raw if cal == 1.0 else math.ceil(rec.raw * cal)) + self.overhead
+
+    def _facts(self, recs: Sequence[_Rendered], messages: Sequence[Message]) -> dict[str, list[str]]:
+        merged: dict[str, dict[str, None]] = {"errors": {}, "files": {}, "commands": {}}
+        for rec, message in zip(recs, messages, strict=True):
+            if rec.facts is None:
+                rec.facts = extract_pinned_facts((message,), (rec.text,))
+            for name, items in rec.facts.items():
+                merged[name].update(dict.fromkeys(items))
+        return {k: list(v) for k, v in merged.items()}
 
     def fit(self, messages: Sequence[Message], budget: int,
             summarizer: Summarizer | None = None, found: Counter[str] | None = None) -> HistoryFit:
@@ -164,31 +218,52 @@ class HistoryFitter:
             row = ExplainRow("history", "chat history", "card", "absent", 0, "no messages")
             return HistoryFit((), 0, "empty", (row,))
         budget = max(0, budget)
-        texts = [self.scrubber.scrub(m.content, found) for m in messages]
-        turns = [render_message(m, t) for m, t in zip(messages, texts, strict=True)]
-        costs = [self._cost(t) for t in turns]
-        total = sum(costs)
-        if total <= budget:
-            row = ExplainRow("history", f"{len(messages)} messages", "card history", "verbatim", total,
+        n = len(messages)
+        recs = [self._render(m, found) for m in messages]
+        texts = [r.text for r in recs]
+        turns: list[Turn] = [r.turn for r in recs]
+        costs: list[int | None] = [None] * n
+
+        def cost(i: int) -> int:
+            c = costs[i]
+            if c is None:
+                c = costs[i] = self._rec_cost(recs[i])
+            return c
+
+        total = 0
+        for i in range(n - 1, -1, -1):
+            total += cost(i)
+            if total > budget:
+                break
+        else:
+            row = ExplainRow("history", f"{n} messages", "card history", "verbatim", total,
                              f"fits the history budget ({total:,} of {budget:,})")
             return HistoryFit(tuple(turns), total, "verbatim", (row,))
 
         rows: list[ExplainRow] = []
+        cut_at: dict[int, int] = {}
         tail_budget = int(budget * self.settings.tail_fraction)
         units = group_units(messages)
-        # A single message larger than the tail budget is excerpted so the tail can hold it.
-        for start, end in units:
-            cap = max(0, tail_budget // (end - start + 1) - self.overhead)
-            for i in range(start, end + 1):
-                if costs[i] - self.overhead > cap:
-                    cut = self._shrink(messages[i], texts[i], cap)
-                    turns[i] = render_message(messages[i], cut)
-                    costs[i] = self._cost(turns[i])
-                    rows.append(ExplainRow("history", f"message {i + 1}", "card history", "cut", costs[i],
-                                           f"one message larger than the recent-tail budget ({tail_budget:,})"))
 
         def unit_cost(u: tuple[int, int]) -> int:
-            return sum(costs[u[0]: u[1] + 1])
+            # A message larger than its share of the tail budget is excerpted so the tail can hold it.
+            cap = max(0, tail_budget // (u[1] - u[0] + 1) - self.overhead)
+            for i in range(u[0], u[1] + 1):
+                if i not in cut_at and cost(i) - self.overhead > cap:
+                    turns[i] = render_message(messages[i], self._shrink(messages[i], texts[i], cap))
+                    costs[i] = cut_at[i] = self._cost(turns[i])
+            return sum(cost(i) for i in range(u[0], u[1] + 1))
+
+        def kept_turns(us: Sequence[tuple[int, int]]) -> list[Turn]:
+            return [turns[i] for u in us for i in range(u[0], u[1] + 1)]
+
+        def cut_rows(us: Sequence[tuple[int, int]]) -> None:
+            for u in us:
+                for i in range(u[0], u[1] + 1):
+                    if i in cut_at:
+                        rows.append(ExplainRow("history", f"message {i + 1}", "card history", "cut", cut_at[i],
+                                               f"one message larger than its share of the recent tail "
+                                               f"({tail_budget:,} tokens)"))
 
         # Recent tail: newest units while they fit in about half the budget.
         tail_start = len(units)
@@ -197,11 +272,12 @@ class HistoryFitter:
             tail_start -= 1
             used += unit_cost(units[tail_start])
         if tail_start == 0:  # after cutting oversized messages, everything fits
-            rows.append(ExplainRow("history", f"{len(messages)} messages", "card history", "verbatim", used,
+            cut_rows(units)
+            rows.append(ExplainRow("history", f"{n} messages", "card history", "verbatim", used,
                                    "fits the history budget once oversized messages are cut"))
-            return HistoryFit(tuple(turns), used, "verbatim", tuple(rows))
+            return HistoryFit(tuple(kept_turns(units)), used, "verbatim", tuple(rows))
         head_units: list[tuple[int, int]] = []
-        if (tail_start > 0 and messages[units[0][0]].role == "user"
+        if (messages[units[0][0]].role == "user"
                 and unit_cost(units[0]) <= budget * self.settings.first_request_max_fraction):
             head_units = [units[0]]
         fold_units = units[len(head_units): tail_start]
@@ -209,7 +285,7 @@ class HistoryFitter:
             head_units, fold_units = [], units[:tail_start]
         first, last = fold_units[0][0], fold_units[-1][1]
         folded_messages = messages[first: last + 1]
-        facts = extract_pinned_facts(folded_messages, texts[first: last + 1])
+        facts = self._facts(recs[first: last + 1], folded_messages)
         pinned = render_pinned(facts, first, last, int(budget * self.settings.pinned_fraction),
                                self.counter.count)
         pinned_cost = self.counter.count(pinned) if pinned else 0
@@ -256,9 +332,10 @@ class HistoryFitter:
         if not summary_text and not failure:
             failure = "the summary did not fit the budget"
         if summary_text and mid is not None:
-            out = [turns[i] for u in head_units for i in range(u[0], u[1] + 1)]
+            out = kept_turns(head_units)
             out.append(mid)
-            out.extend(turns[i] for u in units[tail_start:] for i in range(u[0], u[1] + 1))
+            out.extend(kept_turns(units[tail_start:]))
+            cut_rows([*head_units, *units[tail_start:]])
             mid_cost = self._cost(mid)
             total_used = head_cost + mid_cost + tail_cost
             if head_units:
@@ -266,8 +343,8 @@ class HistoryFitter:
                                        head_cost, "the first user request is kept verbatim"))
             rows.append(ExplainRow("history", f"messages {first + 1}-{last + 1}", "summarizer", "summarized",
                                    mid_cost - pinned_cost,
-                                   f"{last - first + 1} messages ({sum(costs[first:last + 1]):,} tokens) "
-                                   "folded into a summary"))
+                                   f"{last - first + 1} messages ({sum(len(t) for t in texts[first:last + 1]):,} "
+                                   "characters) folded into a summary"))
             if pinned:
                 rows.append(ExplainRow("history", "pinned facts", f"messages {first + 1}-{last + 1}", "pinned",
                                        pinned_cost, "error lines, file paths and commands kept verbatim"))
@@ -294,12 +371,13 @@ class HistoryFitter:
         out: list[Turn] = []
         pinned_used = 0
         if dropped_last >= 0 and pinned_cap > 0:
-            facts = extract_pinned_facts(messages[: dropped_last + 1], texts[: dropped_last + 1])
+            facts = self._facts(recs[: dropped_last + 1], messages[: dropped_last + 1])
             pinned = render_pinned(facts, 0, dropped_last, pinned_cap, self.counter.count)
             if pinned:
                 out.append(Turn("user", pinned))
                 pinned_used = self._cost(out[0])
-        out.extend(turns[i] for u in units[keep_from:] for i in range(u[0], u[1] + 1))
+        out.extend(kept_turns(units[keep_from:]))
+        cut_rows(units[keep_from:])
         rows.append(ExplainRow("history", f"messages 1-{dropped_last + 1}", "card history", "truncated", 0,
                                f"{failure}; kept the {len(messages) - dropped_last - 1} most recent messages that fit"))
         if pinned_used:

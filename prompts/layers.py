@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 
 from prompts.card import TenantPrompt
 from prompts.explain import ExplainRow
 from prompts.settings import AssemblySettings, PromptSource
-from prompts.validate import ValidationStatus, validate_tenant_prompt
+from prompts.validate import ValidationResult, ValidationStatus, validate_tenant_prompt
 
 GUARDRAILS_TEMPLATE = "guardrails"
 GLOBAL_TEMPLATE = "global"
@@ -41,6 +42,12 @@ class ResolvedBehaviour:
     base: BehaviourCandidate | None
     appended: BehaviourCandidate | None
     rows: tuple[ExplainRow, ...]  # tokens filled in by the assembler
+
+
+@lru_cache(maxsize=1024)
+def _validate(text: str) -> ValidationResult:
+    # The same tenant prompt is checked on every turn of every card of the tenant.
+    return validate_tenant_prompt(text)
 
 
 def tenant_text(tenant: TenantPrompt) -> str:
@@ -69,7 +76,7 @@ def resolve_behaviour(
     tenant_mode = tenant.override_mode if tenant else None
     if tenant is not None and tenant_text(tenant):
         text = tenant_text(tenant)
-        verdict = validate_tenant_prompt(text)
+        verdict = _validate(text)
         label = f"tenant ({tenant_mode})"
         if verdict.status == ValidationStatus.REJECTED:
             why = "; ".join(f"{i.category}: {i.message}" for i in verdict.issues[:3])

@@ -1,0 +1,148 @@
+"""Opening the database: URL rules, SQLite settings and the two kinds of transaction.
+
+Store methods run in Temporal sync activities on a thread pool, so one Engine is shared by
+many threads. Each call checks a connection out of the pool for one transaction:
+
+- SQLite file: WAL (readers never wait for the writer), a busy timeout (writers queue instead
+  of failing), `check_same_thread=False` (pooled connections move between threads), and
+  write transactions begin IMMEDIATE so they take the write lock before their first read.
+- `sqlite://` (in memory): one shared connection (StaticPool) — the only way the threads see
+  the same database — so every transaction is serialized by a lock in `Database`.
+- PostgreSQL: a normal QueuePool with pre-ping; psycopg 3 is the only driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.pool import StaticPool
+
+from cardloop.store.values import StoreError
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+_WRITE = "cardloop_write"
+_SUPPORTED = "sqlite:///path/to/file.sqlite, sqlite:// (in memory) or postgresql://user@host:5432/db"
+
+
+def mask(url: URL) -> str:
+    return url.render_as_string(hide_password=True)
+
+
+def normalize_url(url: str) -> URL:
+    """Parse a store URL and pin the driver; StoreError (without the password) when unusable."""
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError, TypeError):
+        # The text could not be parsed, so it cannot be masked either: never echo it.
+        raise StoreError(f"the store URL is not a database URL; expected {_SUPPORTED}") from None
+    backend, _, driver = parsed.drivername.partition("+")
+    if backend == "sqlite" and driver in ("", "pysqlite"):
+        return parsed.set(drivername="sqlite+pysqlite")
+    # postgres:// is what Heroku-style platforms hand out; plain postgresql:// would pick psycopg2.
+    if backend in ("postgresql", "postgres") and driver in ("", "psycopg"):
+        return parsed.set(drivername="postgresql+psycopg")
+    raise StoreError(f"unsupported store URL scheme {parsed.drivername!r} in {mask(parsed)}; expected {_SUPPORTED}")
+
+
+@dataclass
+class Database:
+    """An Engine plus what the store needs to know about it; `write()`/`read()` give transactions."""
+
+    engine: Engine
+    url: URL
+    in_memory: bool
+    _serial: contextlib.AbstractContextManager[Any] = field(default_factory=contextlib.nullcontext, repr=False)
+
+    @property
+    def dialect(self) -> Literal["sqlite", "postgresql"]:
+        return "postgresql" if self.engine.dialect.name == "postgresql" else "sqlite"
+
+    @property
+    def masked_url(self) -> str:
+        return mask(self.url)
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A transaction that will write: committed on normal exit, rolled back on an exception."""
+        with self._serial, self.engine.connect() as conn:
+            conn.execution_options(**{_WRITE: True})
+            with conn.begin():
+                yield conn
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read-only transaction: one consistent snapshot for several SELECTs."""
+        with self._serial, self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def open_database(url: str) -> Database:
+    parsed = normalize_url(url)
+    if parsed.drivername.startswith("sqlite"):
+        return _open_sqlite(parsed)
+    return _open_postgres(parsed)
+
+
+def _open_sqlite(url: URL) -> Database:
+    database = url.database or ""
+    in_memory = database in ("", ":memory:")
+    if in_memory:
+        engine = create_engine(
+            url.set(database=None), poolclass=StaticPool, connect_args={"check_same_thread": False}
+        )
+        _sqlite_hooks(engine, wal=False)
+        # One connection shared by all threads: two interleaved transactions on it would mix.
+        return Database(engine, url, in_memory=True, _serial=threading.RLock())
+    path = Path(database).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    url = url.set(database=str(path))
+    engine = create_engine(
+        url,
+        connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+        pool_size=8,
+        max_overflow=24,
+    )
+    _sqlite_hooks(engine, wal=True)
+    return Database(engine, url, in_memory=False)
+
+
+def _sqlite_hooks(engine: Engine, *, wal: bool) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # sqlite3's own transaction handling skips BEGIN before SELECT and DDL, which breaks
+        # read snapshots and transactional migrations; we emit BEGIN ourselves (below).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            if wal:
+                cursor.execute("PRAGMA journal_mode = WAL")
+                # In WAL mode NORMAL loses no committed data on an application crash, and skips an fsync per commit.
+                cursor.execute("PRAGMA synchronous = NORMAL")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        # A deferred transaction that reads and then writes cannot wait for a concurrent writer:
+        # in WAL mode it fails at once with SQLITE_BUSY. IMMEDIATE queues on busy_timeout instead.
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
+
+
+def _open_postgres(url: URL) -> Database:
+    connect_args: dict[str, Any] = {}
+    if "connect_timeout" not in url.query:
+        connect_args["connect_timeout"] = 10
+    engine = create_engine(url, pool_pre_ping=True, pool_size=8, max_overflow=24, connect_args=connect_args)
+    return Database(engine, url, in_memory=False)

@@ -1,0 +1,146 @@
+"""The store's errors, value objects and key rules.
+
+    StoreError (CardloopError, RuntimeError)   the store refused input or found bad state
+    └── NotFoundError (+ KeyError)             a blob ref that is not stored
+
+Database driver errors (connection lost, serialization failure) are left as SQLAlchemy raises
+them: they are transient, and Temporal retries the activity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from decimal import Decimal
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+
+from cardloop.errors import CardloopError
+from prompts.card import Card
+
+# One rule for every tenant name: the same characters CardRef allows for a key part, so the
+# tenant segment of a card key and the tenant column always agree (row-level security keys on it).
+_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:#-]{0,99}$")
+_BLOB_REF = re.compile(r"^sha256:[0-9a-f]{64}$")
+MAX_KEY = 500
+
+
+class StoreError(CardloopError, RuntimeError):
+    """The store refused its input or found the database in a state it cannot use."""
+
+    exit_code = 2
+
+
+class NotFoundError(StoreError, KeyError):
+    """Something looked up by key is not stored (a KeyError too, for `except KeyError`)."""
+
+    def __str__(self) -> str:
+        # KeyError's own __str__ would print the message quoted, like a repr.
+        return RuntimeError.__str__(self)
+
+
+def check_tenant(tenant: str) -> str:
+    if not isinstance(tenant, str) or not _TENANT.match(tenant):
+        raise StoreError(f"tenant {tenant!r}: use letters, digits and . _ : # - (at most 100, starting alphanumeric)")
+    return tenant
+
+
+def tenant_of(card_key: str) -> str:
+    """The tenant segment of a card key 'tenant/board/card id'; StoreError when malformed."""
+    if not isinstance(card_key, str) or len(card_key) > MAX_KEY:
+        raise StoreError(f"card key {card_key!r}: expected a string 'tenant/board/card id' of at most {MAX_KEY}")
+    tenant, _, rest = card_key.partition("/")
+    board, _, card_id = rest.partition("/")
+    if not (tenant and board and card_id) or any(ch.isspace() for ch in card_key):
+        raise StoreError(f"card key {card_key!r}: expected 'tenant/board/card id' without spaces")
+    return check_tenant(tenant)
+
+
+def card_key_for(card: Card) -> str:
+    """The canonical key of a card: 'tenant/board/card id' (the same as CardRef.key)."""
+    return f"{card.tenant}/{card.board}/{card.id}"
+
+
+def blob_ref(text: str) -> str:
+    """The content address of `text`, as put_blob returns it."""
+    return "sha256:" + hashlib.sha256(encode_text(text)).hexdigest()
+
+
+def check_blob_ref(ref: str) -> str:
+    if not isinstance(ref, str) or not _BLOB_REF.match(ref):
+        raise StoreError(f"blob ref {ref!r}: expected 'sha256:' and 64 lowercase hex digits")
+    return ref
+
+
+def encode_text(text: str) -> bytes:
+    # surrogatepass: text decoded from JSON may hold lone surrogates; they must round-trip, not crash.
+    return text.encode("utf-8", "surrogatepass")
+
+
+def decode_text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogatepass")
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Summary(_Value):
+    """A cached summary of history messages first..last (inclusive seqs) made by `model`."""
+
+    card_key: str
+    first: int = Field(ge=0)
+    last: int = Field(ge=0)
+    model: str
+    text: str
+    tokens: int = Field(ge=0)
+    method: str
+
+
+class UsageRecord(_Value):
+    """One LLM call's usage. `call_key` is unique per call, so a retried activity records it once."""
+
+    call_key: str = Field(min_length=1, max_length=MAX_KEY)
+    card_key: str = Field(min_length=1, max_length=MAX_KEY)
+    tenant: str = Field(min_length=1, max_length=100)
+    stage: str = Field(min_length=1, max_length=64)
+    profile: str = Field(default="", max_length=100)
+    provider: str = Field(default="", max_length=64)
+    model: str = Field(default="", max_length=200)
+    purpose: Literal["turn", "summary"] = "turn"
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cache_read_tokens: int = Field(default=0, ge=0)
+    cache_write_tokens: int = Field(default=0, ge=0)
+    # Decimal so sums are exact; a float is taken by its shortest repr (0.1 -> Decimal('0.1')).
+    cost_usd: Decimal = Field(default=Decimal(0), ge=0)
+    created_at: AwareDatetime
+
+    @model_validator(mode="after")
+    def _tenant_matches_card(self) -> UsageRecord:
+        try:
+            key_tenant = tenant_of(self.card_key)
+        except StoreError as exc:
+            raise ValueError(str(exc)) from None
+        if key_tenant != self.tenant:
+            raise ValueError(f"tenant {self.tenant!r} does not match card key {self.card_key!r}")
+        return self
+
+
+class UsageSum(_Value):
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: Decimal = Decimal(0)
+
+
+class UsageTotals(_Value):
+    """A card's LLM usage: overall and per stage."""
+
+    card_key: str
+    total: UsageSum
+    by_stage: dict[str, UsageSum]
+
