@@ -11,7 +11,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -37,6 +37,46 @@ REPO_CONFIG = Path(__file__).resolve().parent.parent / "config.toml"
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TemporalConfig(_Section):
+    address: str = "127.0.0.1:7233"
+    namespace: str = "default"
+    task_queue: str = "cardloop"
+    ui_url: str = "http://127.0.0.1:8233"
+    tls: bool = False
+    tls_server_name: str = ""
+    tls_ca_cert: str = ""
+    tls_client_cert: str = ""
+    tls_client_key: str = ""
+    api_key_env: str = "TEMPORAL_API_KEY"
+    max_concurrent_activities: int = Field(default=64, ge=1, le=10_000)
+
+
+class StoreConfig(_Section):
+    url: str = "sqlite:///~/.local/share/cardloop/cardloop.sqlite"
+
+
+class DevConfig(_Section):
+    data_dir: str = "~/.local/share/cardloop"
+    temporal_port: int = Field(default=7233, ge=1, le=65535)
+    ui_port: int = Field(default=8233, ge=1, le=65535)
+    retention: str = Field(default="720h", pattern=r"^\d+[hms]$")
+
+
+class SummarizerConfig(_Section):
+    profile: str = "claude-fast"
+    max_input_tokens: int = Field(default=60_000, ge=1_000)
+    max_tokens: int = Field(default=2_000, ge=100)
+
+
+class PriceConfig(_Section):
+    """USD per million tokens."""
+
+    input: float = Field(default=0.0, ge=0)
+    output: float = Field(default=0.0, ge=0)
+    cache_read: float = Field(default=0.0, ge=0)
+    cache_write: float = Field(default=0.0, ge=0)
 
 
 class PathsConfig(_Section):
@@ -87,6 +127,7 @@ class ModelConfig(_Section):
     context_window: int = Field(gt=0)
     calibration: float = Field(default=1.0, ge=1.0, le=3.0)
     budget: BudgetOverride = BudgetOverride()
+    price: PriceConfig = PriceConfig()
 
 
 class ProfileConfig(_Section):
@@ -102,13 +143,19 @@ class ProfileConfig(_Section):
 class StageConfig(_Section):
     profile: str
     max_iterations: int = Field(default=8, ge=1, le=1_000)
+    token_budget: int = Field(default=500_000, ge=1)
     auto_advance: bool = False
+    next: Literal["planning", "coding", "review", "testing", "error_fixing", "done"] | None = None
     max_tokens: int | None = Field(default=None, gt=0)
     temperature: float | None = Field(default=None, ge=0, le=2)
     budget: BudgetOverride = BudgetOverride()
 
 
 class Config(_Section):
+    temporal: TemporalConfig = TemporalConfig()
+    store: StoreConfig = StoreConfig()
+    dev: DevConfig = DevConfig()
+    summarizer: SummarizerConfig = SummarizerConfig()
     paths: PathsConfig = PathsConfig()
     tokens: TokensConfig = TokensConfig()
     budget: BudgetConfig = BudgetConfig()
@@ -189,6 +236,21 @@ class Config(_Section):
 
     def token_counter(self) -> TokenCounter:
         return TokenCounter(self.tokens.encoding)
+
+    def store_url(self) -> str:
+        """DATABASE_URL wins (it may carry a password, so it never lives in config.toml)."""
+        url = self.env.get("DATABASE_URL") or self.store.url
+        if url.startswith("sqlite:///~"):
+            url = "sqlite:///" + str(Path(url.removeprefix("sqlite:///")).expanduser())
+        return url
+
+    def temporal_api_key(self) -> Secret | None:
+        env_name = self.temporal.api_key_env
+        return secret_from_env(self.env, env_name) if env_name else None
+
+    def price(self, model: str) -> PriceConfig:
+        cfg = self.models.get(model)
+        return cfg.price if cfg else PriceConfig()
 
     def api_key(self, profile: str) -> Secret | None:
         env_name = self.profiles[profile].api_key_env
@@ -305,6 +367,9 @@ def check_config(config: Config) -> list[str]:
         if stage_cfg.profile not in config.profiles:
             problems.append(f"stages.{stage_name}.profile: unknown profile {stage_cfg.profile!r} "
                             f"(configured: {', '.join(config.profiles) or 'none'})")
+    if config.summarizer.profile not in config.profiles:
+        problems.append(f"summarizer.profile: unknown profile {config.summarizer.profile!r} "
+                        f"(configured: {', '.join(config.profiles) or 'none'})")
     missing = [s for s in STAGE_NAMES if s not in config.stages]
     if missing:
         problems.append(f"stages: missing [stages.{missing[0]}]" +

@@ -31,6 +31,7 @@ Run it alone: ``python -m cardloop.scripted_model examples/transcript.json --por
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
@@ -62,10 +63,13 @@ _STAGE_ALIASES = {"code_review": "review", "error_fix": "error_fixing"}
 # Every top-level field of the Messages API; anything else is a bug on our side (the real API
 # answers "Extra inputs are not permitted").
 _KNOWN_FIELDS = frozenset({
-    "model", "messages", "max_tokens", "system", "temperature", "top_p", "top_k", "stop_sequences",
-    "stream", "metadata", "tools", "tool_choice", "thinking", "service_tier", "container", "mcp_servers",
-    "context_management", "output_config", "inference_geo",
+    "model", "messages", "max_tokens", "system", "cache_control", "container", "context_management",
+    "diagnostics", "inference_geo", "mcp_servers", "metadata", "output_config", "service_tier", "speed",
+    "stop_sequences", "stream", "thinking", "tool_choice", "tools", "user_profile_id", "workspace_id",
 })
+# Sampling parameters exist only before API version 2026-10-21 (the one SDK 2.x sends).
+_SAMPLING_FIELDS = frozenset({"temperature", "top_p", "top_k"})
+SAMPLING_REMOVED_IN = "2026-10-21"
 _DEFAULT_ERRORS: dict[int, tuple[str, str]] = {
     400: ("invalid_request_error", "Invalid request."),
     401: ("authentication_error", "invalid x-api-key"),
@@ -245,12 +249,17 @@ def _check_text_block(block: Any, where: str) -> str | None:
     return None
 
 
-def validate_request(body: Any) -> str | None:
-    """The API's message for the first problem in a Messages request body, or None when valid."""
+def validate_request(body: Any, api_version: str = SAMPLING_REMOVED_IN) -> str | None:
+    """The API's message for the first problem in a Messages request body, or None when valid.
+
+    `api_version` is the anthropic-version header: from 2026-10-21 on, temperature, top_p and
+    top_k are unknown fields, as in the real API.
+    """
     if not isinstance(body, Mapping):
         return "request body: Input should be a valid JSON object"
+    sampling = api_version < SAMPLING_REMOVED_IN  # ISO dates compare as strings
     for key in body:
-        if key not in _KNOWN_FIELDS:
+        if key not in _KNOWN_FIELDS and not (sampling and key in _SAMPLING_FIELDS):
             return f"{key}: Extra inputs are not permitted"
     model = body.get("model")
     if model is None:
@@ -272,6 +281,10 @@ def validate_request(body: Any) -> str | None:
             return "temperature: Input should be a valid number"
         if not 0.0 <= temperature <= 1.0:
             return "temperature: Input should be greater than or equal to 0 and less than or equal to 1"
+    if "cache_control" in body:
+        problem = _check_cache_control(body["cache_control"], "body")
+        if problem:
+            return problem.removeprefix("body.")
     system = body.get("system")
     if system is not None:
         if isinstance(system, list):
@@ -314,9 +327,10 @@ def validate_request(body: Any) -> str | None:
     if messages[0]["role"] != "user":
         return 'messages: first message must use the "user" role'
     last = messages[-1]
-    if last["role"] == "assistant" and _content_text(last.get("content")) != _content_text(
-            last.get("content")).rstrip():
-        return "messages: final assistant content cannot end with trailing whitespace"
+    if last["role"] == "assistant":
+        prefill = _content_text(last.get("content"))
+        if prefill != prefill.rstrip():
+            return "messages: final assistant content cannot end with trailing whitespace"
     found = _count_cache_control(body)
     if found > MAX_CACHE_CONTROL:
         return f"A maximum of {MAX_CACHE_CONTROL} blocks with cache_control may be provided. Found {found}."
@@ -324,7 +338,7 @@ def validate_request(body: Any) -> str | None:
 
 
 def _count_cache_control(body: Mapping[str, Any]) -> int:
-    count = 0
+    count = 1 if "cache_control" in body else 0  # top-level (automatic) caching uses a slot too
     blocks: list[Any] = []
     if isinstance(body.get("system"), list):
         blocks.extend(body["system"])
@@ -415,7 +429,7 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.server.model._track(self.connection, False)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # tests and demos assert on recorded requests, not on access logs
 
     def _read_body(self) -> bytes:
@@ -517,7 +531,7 @@ class ScriptedModel:
         self._stopping.clear()
         self._server = _Server((self.host, self.port), self)
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
                                         name=f"scripted-model:{self.port}", daemon=True)
         self._thread.start()
         return self
@@ -533,10 +547,8 @@ class ScriptedModel:
             conns = list(self._conns)
         for conn in conns:
             # Kept-alive connections would otherwise keep being served after stop().
-            try:
+            with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
@@ -658,7 +670,7 @@ class ScriptedModel:
             return _invalid("anthropic-version: header is required")
         if not parsed:
             return _invalid("There was an error parsing the body of your request: invalid JSON")
-        problem = validate_request(body)
+        problem = validate_request(body, headers["anthropic-version"].strip())
         if problem:
             return _invalid(problem)
         return self._reply(body)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from cardloop.models import (
@@ -78,6 +78,16 @@ class StageWorkflow:
         except asyncio.CancelledError:
             # Superseded by another transition: everything so far is already in the store.
             return self._done(inp, "cancelled", "the card moved to another stage")
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):  # cancelled while a model call ran
+                return self._done(inp, "cancelled", "the card moved to another stage")
+            # Retries are spent or the failure is deterministic (a 400, a missing card): the
+            # stage ends "failed" with the root cause, and the card waits for a human.
+            cause: BaseException = err
+            while cause.__cause__ is not None or getattr(cause, "cause", None) is not None:
+                cause = getattr(cause, "cause", None) or cause.__cause__  # type: ignore[assignment]
+            message = getattr(cause, "message", None) or str(cause)
+            return self._done(inp, "failed", str(message)[:1000])
 
     async def _assemble(self, inp: StageInput, iteration: int) -> AssembleResult:
         return await workflow.execute_local_activity(

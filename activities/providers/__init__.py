@@ -2,7 +2,7 @@
 Completion with usage, or raise a classified ProviderError (see base.py for the tree).
 
     provider = build_provider("anthropic", api_key=key, base_url=None, timeout=600.0)
-    completion = provider.complete(conversation, model="claude-sonnet-4-5", max_tokens=8192, temperature=0.2)
+    completion = provider.complete(conversation, model="claude-sonnet-4-6", max_tokens=8192, temperature=0.2)
 """
 
 from __future__ import annotations

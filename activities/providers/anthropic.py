@@ -2,10 +2,17 @@
 
 The SDK's own retries are off (max_retries=0): Temporal retries the activity, with the
 delay this module reads from the response (ProviderError.retry_after).
+
+Temperature: the SDK decides the API version (the anthropic-version header). SDK 2.x sends
+2026-10-21, where the API rejects temperature/top_p/top_k ("Extra inputs are not permitted")
+and the SDK has no argument for them; with such an SDK `temperature` is dropped (logged once).
+Older SDKs (API 2023-06-01) still get it.
 """
 
 from __future__ import annotations
 
+import inspect
+import logging
 from typing import Any
 
 import anthropic
@@ -24,6 +31,20 @@ from activities.providers.base import (
 )
 from prompts.conversation import Conversation
 from prompts.formats.render import render
+
+logger = logging.getLogger(__name__)
+
+
+def _sdk_takes_temperature() -> bool:
+    try:
+        create = anthropic.resources.messages.Messages.create
+        return "temperature" in inspect.signature(create).parameters
+    except (AttributeError, TypeError, ValueError):
+        return True  # cannot tell: send it, and a 400 says so plainly
+
+
+SDK_TAKES_TEMPERATURE = _sdk_takes_temperature()
+_warned_temperature = False
 
 
 class AnthropicProvider:
@@ -51,6 +72,9 @@ class AnthropicProvider:
     def complete(
         self, conversation: Conversation, *, model: str, max_tokens: int, temperature: float | None
     ) -> Completion:
+        if temperature is not None and not SDK_TAKES_TEMPERATURE:
+            _note_dropped_temperature()
+            temperature = None
         params: dict[str, Any] = render(  # type: ignore[assignment]  # dict formats return dicts
             conversation, "anthropic", model=model, max_tokens=max_tokens, temperature=temperature
         )
@@ -104,3 +128,12 @@ class AnthropicProvider:
         return classify_status(
             exc.status_code, redact(message, self._api_key), exc.response.headers, provider=self.name, code=code
         )
+
+
+def _note_dropped_temperature() -> None:
+    global _warned_temperature
+    if not _warned_temperature:
+        _warned_temperature = True
+        logger.info("anthropic SDK %s sends API version %s, which takes no temperature: not sent",
+                    anthropic.__version__,
+                    getattr(getattr(anthropic, "_constants", None), "ANTHROPIC_API_VERSION", "?"))

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import Connection, Engine, Row, Table, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.sql.dml import Insert
 
 from cardloop.store import schema as s
@@ -52,6 +53,10 @@ class Store:
         store = cls(url)
         try:
             store.migrate()
+        except OperationalError as exc:
+            store.close()
+            # Start-up names the database (password masked) instead of a driver traceback.
+            raise StoreError(f"cannot open the store at {store.url}: {exc.orig}") from exc
         except BaseException:
             store.close()
             raise
@@ -394,8 +399,10 @@ class Store:
         return postgresql.insert(table) if self._db.dialect == "postgresql" else sqlite.insert(table)
 
     def _insert_new(self, conn: Connection, table: Table, values: Mapping[str, Any]) -> bool:
+        # RETURNING, not rowcount: an INSERT's rowcount is not kept by every driver (psycopg
+        # under SQLAlchemy 2.1 reports -1), while a returned row is proof on both databases.
         stmt: Insert = self._insert(table).values(**values).on_conflict_do_nothing()
-        return conn.execute(stmt).rowcount == 1
+        return conn.execute(stmt.returning(*table.primary_key.columns)).first() is not None
 
     def _lock_counter(self, conn: Connection, card_key: str, tenant: str) -> tuple[int, int]:
         """Lock the card's counter row (creating it) for this transaction; return its values."""

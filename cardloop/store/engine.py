@@ -80,8 +80,13 @@ class Database:
     @contextlib.contextmanager
     def read(self) -> Iterator[Connection]:
         """A read-only transaction: one consistent snapshot for several SELECTs."""
-        with self._serial, self.engine.connect() as conn, conn.begin():
-            yield conn
+        with self._serial, self.engine.connect() as conn:
+            if self.dialect == "postgresql":
+                # READ COMMITTED takes a new snapshot per statement: a card read in three SELECTs
+                # could mix two appends. A read-only REPEATABLE READ transaction never fails.
+                conn.execution_options(isolation_level="REPEATABLE READ")
+            with conn.begin():
+                yield conn
 
     def dispose(self) -> None:
         self.engine.dispose()

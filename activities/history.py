@@ -1,0 +1,157 @@
+"""history.append and history.summarize (RLM summarization).
+
+The summary of a folded range is cached in the store by the range it covers. When a later
+turn folds a longer range from the same start, only the new messages are summarized, on top
+of the cached summary (incremental). A range larger than the summarizer's window is
+summarized in chunks, then the chunk summaries are summarized (recursively)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from temporalio import activity
+
+from activities.errors import card_not_found, from_provider, invalid_input
+from activities.heartbeat import call_with_heartbeat
+from activities.providers import ProviderError
+from activities.runtime import Runtime
+from cardloop.models import AppendInput, SummarizeInput, SummarizeResult
+from cardloop.store import UsageRecord
+from prompts.card import Message
+from prompts.conversation import Conversation, SystemBlock, Turn
+from prompts.isolate import wrap_untrusted
+from prompts.logs import excerpt_text
+
+SUMMARY_TEMPLATE = "summarize"
+# Room for the summarize prompt itself and the reply framing within the summarizer's window.
+PROMPT_RESERVE = 1_500
+
+
+def transcript_line(seq: int, m: Message, text: str) -> str:
+    who = m.role if m.role != "tool" else f"tool result ({m.tool_call_id})"
+    if m.author:
+        who += f" ({m.author})"
+    when = f" {m.created_at.isoformat(timespec='minutes')}" if m.created_at else ""
+    parts = [f"[{seq + 1}] {who}{when}:", text]
+    for call in m.tool_calls:
+        parts.append(f"[tool call {call.id}: {call.name} {json.dumps(call.input, sort_keys=True)}]")
+    return "\n".join(p for p in parts if p)
+
+
+@dataclass
+class _Tally:
+    calls: int = 0
+    cost: float = 0.0
+
+
+class HistoryActivities:
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    @activity.defn(name="history.append")
+    def append(self, inp: AppendInput) -> int:
+        if self.rt.store.card_fields(inp.card_key) is None:
+            raise card_not_found(inp.card_key)
+        message = Message(role=inp.role, content=inp.text, author=inp.author, created_at=datetime.now(UTC))
+        return self.rt.store.append_message(inp.card_key, message, dedup_key=inp.dedup_key, stage=inp.stage)
+
+    @activity.defn(name="history.summarize")
+    def summarize(self, inp: SummarizeInput) -> SummarizeResult:
+        rt = self.rt
+        cfg = rt.config.summarizer
+        profile = cfg.profile
+        model = rt.config.profiles[profile].model
+        if inp.first < 0 or inp.last < inp.first:
+            raise invalid_input(f"bad message range {inp.first}-{inp.last}")
+        card = rt.store.card_fields(inp.card_key)
+        if card is None:
+            raise card_not_found(inp.card_key)
+        exact = rt.store.find_summary(inp.card_key, inp.first, inp.last, model)
+        if exact is not None:
+            return SummarizeResult(tokens=exact.tokens, method="cached")
+        tally = _Tally()
+        base = rt.store.best_summary(inp.card_key, inp.first, inp.last, model)
+        start = base.last + 1 if base else inp.first
+        messages = rt.store.messages(inp.card_key, start, inp.last + 1)
+        if len(messages) != inp.last - start + 1:
+            raise invalid_input(f"messages {start}-{inp.last} of {inp.card_key} are not all in the store")
+        counter = rt.assembler.counter
+        scrub = rt.assembler.scrubber
+        window = cfg.max_input_tokens - PROMPT_RESERVE
+        pieces = []
+        if base is not None:
+            pieces.append(f"[summary of messages {base.first + 1}-{base.last + 1}]\n{base.text}")
+        for offset, m in enumerate(messages):
+            text = scrub.scrub(m.content)
+            line = transcript_line(start + offset, m, text)
+            if counter.count(line) > window // 2:  # one huge message must not sink the chunking
+                line = excerpt_text(line, window // 2, counter.count).text
+            pieces.append(line)
+        out_tokens = min(cfg.max_tokens, max(200, inp.max_tokens))
+        card_key, first, last = inp.card_key, inp.first, inp.last
+        text = self._condense(pieces, window, out_tokens, profile, model, f"summary/{card_key}/{first}-{last}",
+                              card.tenant, card_key, f"card {card.id}, messages {first + 1}-{last + 1}", tally)
+        tokens = counter.count(text)
+        method = "incremental" if base else ("recursive" if tally.calls > 1 else "llm")
+        rt.store.put_summary(card_key, first, last, model, text, tokens, method)
+        return SummarizeResult(tokens=tokens, method=method, calls=tally.calls, cost_usd=tally.cost)
+
+    def _condense(self, pieces: Sequence[str], window: int, out_tokens: int, profile: str, model: str,
+                  call_prefix: str, tenant: str, card_key: str, source: str, tally: _Tally,
+                  depth: int = 0) -> str:
+        """Summarize `pieces`; chunk when they exceed the window, then summarize the summaries."""
+        counter = self.rt.assembler.counter
+        chunks: list[list[str]] = [[]]
+        used = 0
+        for piece in pieces:
+            n = counter.count(piece) + 2
+            if chunks[-1] and used + n > window:
+                chunks.append([])
+                used = 0
+            chunks[-1].append(piece)
+            used += n
+        if len(chunks) == 1:
+            return self._call("\n\n".join(chunks[0]), out_tokens, profile, model, f"{call_prefix}/d{depth}",
+                              tenant, card_key, source, tally)
+        if depth >= 4:
+            raise invalid_input("summary recursion too deep: raise summarizer.max_input_tokens")
+        partials = [
+            self._call("\n\n".join(chunk), out_tokens, profile, model, f"{call_prefix}/d{depth}c{i}",
+                       tenant, card_key, f"{source}, part {i + 1} of {len(chunks)}", tally)
+            for i, chunk in enumerate(chunks)
+        ]
+        labelled = [f"[part {i + 1} of {len(partials)}]\n{p}" for i, p in enumerate(partials)]
+        return self._condense(labelled, window, out_tokens, profile, model, call_prefix, tenant, card_key,
+                              source, tally, depth + 1)
+
+    def _call(self, transcript: str, out_tokens: int, profile: str, model: str, call_key: str,
+              tenant: str, card_key: str, source: str, tally: _Tally) -> str:
+        rt = self.rt
+        system = rt.assembler.templates.load(SUMMARY_TEMPLATE).render({"max_tokens": out_tokens})
+        conv = Conversation(
+            system=(SystemBlock(system, cache=True),),
+            turns=(Turn("user", wrap_untrusted(transcript, kind="conversation", source=source)
+                        + "\n\nWrite the summary now, with all six headings."),),
+        )
+        try:
+            provider = rt.provider(profile)
+            done = call_with_heartbeat(
+                lambda: provider.complete(conv, model=model, max_tokens=out_tokens, temperature=0.0),
+                detail=f"summarizing {source}")
+        except ProviderError as err:
+            raise from_provider(err) from None
+        cost = rt.cost(model, done.usage)
+        tally.calls += 1
+        tally.cost += cost
+        u = done.usage
+        rt.store.record_usage(UsageRecord(
+            call_key=call_key, card_key=card_key, tenant=tenant, stage="summary", profile=profile,
+            provider=rt.config.profiles[profile].provider, model=done.model or model, purpose="summary",
+            input_tokens=u.input_tokens, output_tokens=u.output_tokens, cache_read_tokens=u.cache_read_tokens,
+            cache_write_tokens=u.cache_write_tokens, cost_usd=cost, created_at=datetime.now(UTC)))
+        if not done.text.strip():
+            raise invalid_input("the summarizer returned an empty summary")
+        return done.text.strip()

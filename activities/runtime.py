@@ -1,0 +1,54 @@
+"""What activities share on one worker: the store, the config, the prompt assembler and
+the providers. Built once by the worker (cardloop/worker.py) and injected, so activities
+stay thin and tests can build one around a loopback model server."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from activities.providers import Price, Provider, ProviderError, build_provider, cost_usd
+from activities.providers.base import Usage
+from cardloop.config import Config
+from cardloop.store import Store
+from prompts.assemble import PromptAssembler
+from prompts.scrub import Scrubber
+
+
+@dataclass
+class Runtime:
+    config: Config
+    store: Store
+    assembler: PromptAssembler
+    # Profile name -> base URL, overriding config (the demo's scripted model, tests).
+    base_urls: dict[str, str] = field(default_factory=dict)
+    timeout: float = 600.0
+    _providers: dict[str, Provider] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def build(cls, config: Config, store: Store, *, base_urls: dict[str, str] | None = None) -> Runtime:
+        assembler = PromptAssembler(config.template_store(), config.token_counter(), Scrubber())
+        return cls(config=config, store=store, assembler=assembler, base_urls=dict(base_urls or {}))
+
+    def provider(self, profile: str) -> Provider:
+        """One client per profile, built on first use; its key comes from the environment."""
+        with self._lock:
+            cached = self._providers.get(profile)
+            if cached is not None:
+                return cached
+            prof = self.config.profiles[profile]
+            key = self.config.api_key(profile)
+            if key is None and prof.provider != "openai":
+                raise ProviderError(
+                    f"profile {profile!r}: no API key; set the environment variable {prof.api_key_env}",
+                    status=None, retryable=False, kind="auth")
+            base_url = self.base_urls.get(profile) or prof.base_url or None
+            provider = build_provider(prof.provider, api_key=key.reveal() if key else None,
+                                      base_url=base_url, timeout=self.timeout)
+            self._providers[profile] = provider
+            return provider
+
+    def cost(self, model: str, usage: Usage) -> float:
+        p = self.config.price(model)
+        return cost_usd(usage, Price(p.input, p.output, p.cache_read, p.cache_write))

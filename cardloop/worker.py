@@ -1,0 +1,38 @@
+"""The cardloop worker: CardWorkflow, StageWorkflow and the activities on one task queue."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Sequence
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.history import HistoryActivities
+from activities.llm import LlmActivities
+from activities.prompt import PromptActivities
+from activities.runtime import Runtime
+from workflows.card import CardWorkflow
+from workflows.stage import StageWorkflow
+
+WORKFLOWS: Sequence[type] = (CardWorkflow, StageWorkflow)
+
+
+def activities_for(rt: Runtime) -> list[Any]:
+    prompt, history, llm = PromptActivities(rt), HistoryActivities(rt), LlmActivities(rt)
+    return [prompt.stage_settings, prompt.assemble, history.append, history.summarize, llm.complete]
+
+
+def build_worker(client: Client, rt: Runtime, *, task_queue: str | None = None) -> Worker:
+    size = rt.config.temporal.max_concurrent_activities
+    return Worker(
+        client,
+        task_queue=task_queue or rt.config.temporal.task_queue,
+        workflows=list(WORKFLOWS),
+        activities=activities_for(rt),
+        activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=size,
+                                                                thread_name_prefix="cardloop-activity"),
+        max_concurrent_activities=size,
+        max_concurrent_local_activities=size,
+    )

@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+
+from cardloop.models import CardRef
+from prompts.card import Card, Message
+from tests.workflows.conftest import Stack, replay_all
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def small_card(card_id: str = "PAY-1", **fields: object) -> Card:
+    data: dict[str, object] = {
+        "id": card_id, "tenant": "acme", "board": "github", "title": "Retry failed webhook deliveries",
+        "repo": "acme/payments-api", "branch": "card/PAY-1", "body": "Retry with exponential backoff.",
+        "history": [{"role": "user", "author": "maria", "content": "Please plan this first."}],
+    }
+    data.update(fields)
+    return Card.model_validate(data)
+
+
+async def test_card_crosses_every_stage_to_done(stack: Stack) -> None:
+    ref = stack.cards.import_card(small_card())
+    handle = await stack.cards.move(ref, "planning", delivery_id="d-1")
+    state = await stack.wait_state(ref, lambda s: s.status == "done", timeout=90)
+    assert [r.stage for r in state.history] == ["planning", "coding", "review", "testing"]
+    assert all(r.outcome == "completed" for r in state.history)
+    assert state.cost_usd > 0 and state.input_tokens > 0
+    assert state.history[1].iterations == 2  # the scripted coding stage needs two turns
+    # Every reply is in the store, once; usage is recorded per stage.
+    replies = [m for m in stack.store.messages(ref.key) if m.role == "assistant"]
+    assert len(replies) == 5
+    totals = stack.store.usage_totals(ref.key)
+    assert set(totals.by_stage) == {"planning", "coding", "review", "testing"}
+    assert totals.total.calls == 5
+    desc = await handle.describe()
+    assert desc.status == WorkflowExecutionStatus.COMPLETED
+    attrs = {k.name: v for k, v in ((p.key, p.value) for p in desc.typed_search_attributes)}
+    assert attrs["CardStage"] == "done" and attrs["Repo"] == "acme/payments-api" and attrs["Tenant"] == "acme"
+    await replay_all(stack.client, handle, "crosses-every-stage")
+
+
+async def test_operator_can_find_cards_of_a_repo_in_error_fixing(stack: Stack) -> None:
+    stack.model.inject(delay=3.0)  # keep the stage running while we search
+    ref = stack.cards.import_card(small_card("PAY-7"))
+    await stack.cards.move(ref, "error_fixing", delivery_id="d-7")
+    await stack.wait_state(ref, lambda s: s.status == "running")
+    query = "Repo = 'acme/payments-api' AND CardStage = 'error_fixing'"
+    found: list[str] = []
+    for _ in range(40):
+        found = [wf.id async for wf in stack.client.list_workflows(query)]
+        if ref.workflow_id in found:
+            break
+        await __import__("asyncio").sleep(0.25)
+    assert ref.workflow_id in found
+
+
+async def test_duplicate_transition_is_applied_once(stack: Stack) -> None:
+    ref = stack.cards.import_card(small_card("PAY-2"))
+    for _ in range(3):
+        await stack.cards.move(ref, "review", delivery_id="same-delivery")
+    state = await stack.wait_state(ref, lambda s: s.status == "done")
+    assert [r.stage for r in state.history] == ["review", "testing"]
+    assert state.seen_deliveries.count("same-delivery") == 1
+
+
+async def test_transition_while_a_stage_runs_cancels_it_and_keeps_its_work(stack: Stack) -> None:
+    stack.model.inject(delay=0.1)  # planning turn 1 answers (work to keep)
+    ref = stack.cards.import_card(small_card("PAY-3"))
+    stack.model.transcript["planning"] = ["Still planning, no promise yet."]
+    await stack.cards.move(ref, "planning", delivery_id="p")
+    await stack.wait_state(ref, lambda s: s.status == "running" and s.stage == "planning")
+    while not any(m.role == "assistant" for m in stack.store.messages(ref.key)):
+        await __import__("asyncio").sleep(0.1)
+    await stack.cards.move(ref, "testing", delivery_id="t")
+    state = await stack.wait_state(ref, lambda s: s.status == "done")
+    assert state.history[0].stage == "planning" and state.history[0].outcome == "cancelled"
+    assert state.history[1].stage == "testing" and state.history[1].outcome == "completed"
+    assert any("Still planning" in m.content for m in stack.store.messages(ref.key))
+
+
+async def test_comment_joins_the_history_and_unblocks_a_blocked_card(stack: Stack) -> None:
+    stack.model.transcript["review"] = [
+        "I need to know which retry cap applies.\n<promise>BLOCKED</promise> Which cap: 30s or 60s?",
+        "Cap is 30s as you said.\n<promise>COMPLETE</promise>",
+    ]
+    ref = stack.cards.import_card(small_card("PAY-4"))
+    await stack.cards.move(ref, "review", delivery_id="r")
+    state = await stack.wait_state(ref, lambda s: s.status == "blocked")
+    assert state.blocked_reason == "Which cap: 30s or 60s?"
+    await stack.cards.say(ref, "Use 30 seconds.", author="priya", delivery_id="c-1")
+    await stack.cards.say(ref, "Use 30 seconds.", author="priya", delivery_id="c-1")  # redelivery
+    state = await stack.wait_state(ref, lambda s: s.status == "done")
+    comments = [m for m in stack.store.messages(ref.key) if m.content == "Use 30 seconds."]
+    assert len(comments) == 1 and comments[0].author == "priya"
+    assert [r.outcome for r in state.history][:2] == ["blocked", "completed"]
+
+
+async def test_provider_529_then_success_retries_without_duplicates(stack: Stack) -> None:
+    stack.model.inject(status=529, times=2)
+    ref = stack.cards.import_card(small_card("PAY-5"))
+    await stack.cards.move(ref, "testing", delivery_id="t5")
+    state = await stack.wait_state(ref, lambda s: s.status == "done", timeout=90)
+    assert state.history[0].outcome == "completed"
+    assert len([m for m in stack.store.messages(ref.key) if m.role == "assistant"]) == 1
+    assert stack.store.usage_totals(ref.key).total.calls == 1
+
+
+async def test_provider_400_fails_the_stage_fast_with_the_message(stack: Stack) -> None:
+    stack.model.inject(status=400, message="max_tokens: too large for this model")
+    ref = stack.cards.import_card(small_card("PAY-6"))
+    await stack.cards.move(ref, "planning", delivery_id="p6")
+    state = await stack.wait_state(ref, lambda s: bool(s.history))
+    assert state.history[0].outcome == "failed"
+    assert "max_tokens: too large" in state.history[0].reason
+    assert stack.model.request_count == 1  # no retry of a 400
+
+
+async def test_unknown_card_is_refused_before_anything_starts(stack: Stack) -> None:
+    from cardloop.errors import InputError
+
+    with pytest.raises(InputError, match="not known"):
+        await stack.cards.move(CardRef(tenant="acme", board="github", card_id="NOPE"), "coding")
+
+
+async def test_long_history_is_summarized_once_and_cached(stack: Stack) -> None:
+    history = [Message(role="user" if i % 2 == 0 else "assistant",
+                       content=f"Message {i}: " + "details about retries and backoff " * 60)
+               for i in range(120)]
+    ref = stack.cards.import_card(small_card("PAY-8", history=[m.model_dump() for m in history]))
+    stack.model.transcript["coding"] = ["Working on it.", "Done.\n<promise>COMPLETE</promise>"]
+    await stack.cards.move(ref, "coding", delivery_id="c8")
+    state = await stack.wait_state(ref, lambda s: s.status == "done", timeout=120)
+    summaries = [r for r in stack.model.requests
+                 if r.body and str(r.body.get("system", ""))[:200].find("# Summarize") >= 0]
+    assert summaries, "the folded history went to the summarizer"
+    totals = stack.store.usage_totals(ref.key)
+    assert "summary" in totals.by_stage
+    assert state.history[0].outcome == "completed"
