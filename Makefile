@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: setup
-	$(BIN)/cardloop prompt explain --card examples/card.json --stage error_fixing
+	$(BIN)/cardloop demo
 
 lint: setup
 	$(BIN)/ruff check .

@@ -15,7 +15,7 @@ T = TypeVar("T")
 _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="cardloop-call")
 
 
-def call_with_heartbeat(fn: Callable[[], T], *, every: float = 5.0, detail: str = "") -> T:
+def call_with_heartbeat(fn: Callable[[], T], *, every: float = 3.0, detail: str = "") -> T:
     future = _POOL.submit(fn)
     while True:
         try:

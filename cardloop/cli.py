@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cardloop.cli_service import add_service_commands
 from cardloop.config import Config, load_config
 from cardloop.errors import CardloopError, ConfigError, InputError, RejectedError
 from prompts.assemble import AssemblyError, AssemblyRequest, PromptAssembler
@@ -21,6 +22,11 @@ from prompts.validate import ValidationStatus, validate_tenant_prompt
 
 EPILOG = """\
 examples:
+  cardloop demo                      # the sample card through every stage on the embedded stack
+  cardloop dev                       # Temporal dev server + worker (UI on http://127.0.0.1:8233)
+  cardloop card move examples/card.json --to planning
+  cardloop card say acme/github/PAY-142 "Use a 30 second cap" --author priya
+  cardloop card show acme/github/PAY-142
   cardloop prompt explain --card examples/card.json --stage error_fixing
   cardloop prompt explain --card examples/card.json --stage review --provider gemini --json
   cardloop prompt path agents/coding
@@ -243,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = csub.add_parser("check", help="validate a card file")
     p.add_argument("file")
     p.set_defaults(func=cmd_card_check, needs_config=False)
+    add_service_commands(sub, csub)
 
     conf = sub.add_parser("config", help="configuration")
     fsub = conf.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")

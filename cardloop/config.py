@@ -173,6 +173,9 @@ class Config(_Section):
     def stage(self, stage: Stage) -> StageConfig:
         return self.stages[stage.value]
 
+    def stages_enum(self) -> list[Stage]:
+        return [Stage(name) for name in STAGE_NAMES if name in self.stages]
+
     def default_profile(self) -> str:
         if Stage.CODING.value in self.stages:
             return self.stages[Stage.CODING.value].profile

@@ -25,7 +25,7 @@ ASSEMBLE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), backo
 # One model call. Providers fail transiently (429, 529, 5xx): retry with backoff for a while;
 # the activity sets next_retry_delay from retry-after. Heartbeats detect a dead worker.
 LLM_TIMEOUT = timedelta(minutes=10)
-LLM_HEARTBEAT = timedelta(seconds=30)
+LLM_HEARTBEAT = timedelta(seconds=15)
 LLM_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                         maximum_interval=timedelta(minutes=2), maximum_attempts=8,
                         non_retryable_error_types=NON_RETRYABLE)

@@ -103,9 +103,7 @@ def _open_sqlite(url: URL) -> Database:
     database = url.database or ""
     in_memory = database in ("", ":memory:")
     if in_memory:
-        engine = create_engine(
-            url.set(database=None), poolclass=StaticPool, connect_args={"check_same_thread": False}
-        )
+        engine = create_engine(url.set(database=None), poolclass=StaticPool, connect_args={"check_same_thread": False})
         _sqlite_hooks(engine, wal=False)
         # One connection shared by all threads: two interleaved transactions on it would mix.
         return Database(engine, url, in_memory=True, _serial=threading.RLock())

