@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from cardloop.config import Config
@@ -48,8 +48,28 @@ class CardService:
                              "`cardloop card move FILE.json --to STAGE`")
         return CardStart(ref=ref, title=card.title, url=card.url, repo=card.repo)
 
+    async def _previous_state(self, ref: CardRef) -> CardState | None:
+        """The state of the card's last run when it has closed (a card that reached done):
+        a new run started by a later move or comment continues from it."""
+        handle = self.client.get_workflow_handle(ref.workflow_id)
+        try:
+            desc = await handle.describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        if desc.status is None or desc.status == WorkflowExecutionStatus.RUNNING:
+            return None
+        try:
+            return await handle.query("state", result_type=CardState)
+        except (RPCError, WorkflowQueryFailedError):
+            return None
+
     async def _signal_with_start(self, ref: CardRef, signal: str, arg: Any) -> WorkflowHandle:
         start = self._start(ref)
+        previous = await self._previous_state(ref)
+        if previous is not None:
+            start = start.model_copy(update={"state": previous})
         return await self.client.start_workflow(
             CardWorkflow.run, start, id=ref.workflow_id, task_queue=self.config.temporal.task_queue,
             start_signal=signal, start_signal_args=[arg],

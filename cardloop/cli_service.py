@@ -14,7 +14,7 @@ from cardloop.errors import InputError
 from cardloop.models import CardRef
 from cardloop.stack import dev_stack, open_store, run_worker, wait_for_ctrl_c
 from cardloop.temporal import connect
-from prompts.card import CardError, parse_card
+from prompts.card import Card, CardError, parse_card
 
 
 def cmd_worker(args: argparse.Namespace, config: Config) -> int:
@@ -40,7 +40,7 @@ def cmd_demo(args: argparse.Namespace, config: Config) -> int:
                                 out=lambda s: print(s, flush=True)))
 
 
-def _resolve(arg: str, args: argparse.Namespace, svc_store) -> tuple[CardRef, object | None]:
+def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
     """CARD is a card file (imported first) or a card key: CARD, BOARD/CARD or TENANT/BOARD/CARD."""
     path = Path(arg)
     if arg.endswith(".json") or path.is_file():
@@ -62,13 +62,13 @@ def _resolve(arg: str, args: argparse.Namespace, svc_store) -> tuple[CardRef, ob
 
 def _card_command(args: argparse.Namespace, config: Config, action) -> int:
     async def main() -> int:
+        ref, card = _resolve(args.card, args)  # bad input fails before any connection
         store = open_store(config)
         try:
             client = await connect(config)
             svc = CardService(client, store, config)
-            ref, card = _resolve(args.card, args, store)
             if card is not None:
-                svc.import_card(card)  # type: ignore[arg-type]
+                svc.import_card(card)
             return await action(svc, ref)
         finally:
             store.close()

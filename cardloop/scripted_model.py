@@ -1,6 +1,6 @@
 """ScriptedModel: a TEST DOUBLE that speaks the Anthropic Messages API on 127.0.0.1.
 
-It is a real HTTP server (stdlib only, starts in milliseconds) so the real `anthropic` client,
+It is a real HTTP server (standard library only, starts in milliseconds) so the real `anthropic` client,
 its headers, its error classes and our error classification are all exercised. It is not a
 language model: it answers from a script. Three uses:
 
@@ -704,7 +704,10 @@ class ScriptedModel:
 
     def _scripted_reply(self, system_texts: list[str]) -> str:
         stage: str | None = None
-        for text in system_texts:
+        # A block that opens with the heading (the agent block) wins over a heading further down
+        # some block, which could be quoted text (a tenant prompt, say).
+        ordered = [t for t in system_texts if t.lstrip().startswith("# Stage:")] + system_texts
+        for text in ordered:
             match = _STAGE_LINE.search(text)
             if match:
                 stage = normalize_stage(match.group(1))

@@ -96,6 +96,8 @@ class CardWorkflow:
                     # A human answered a blocked card: run the stage again with the answer in its history.
                     self.pending.append(Transition(to=self.state.stage, delivery_id=f"resume/{self.state.stage_runs}",
                                                    reason="a comment on a blocked card"))
+                elif self.state.status == "done":
+                    return self.state  # a comment on a finished card: recorded, nothing to run
                 else:
                     self._details(start)
                     if self._should_continue_as_new():

@@ -17,8 +17,10 @@ every failure surfaces here exactly once, classified the same way for every prov
 from __future__ import annotations
 
 import email.utils
+import functools
 import math
 import re
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -245,11 +247,15 @@ def _reset_hint(lowered: Mapping[str, str], now: float) -> float | None:
     return None
 
 
-def retry_after_from(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+def retry_after_from(
+    headers: Mapping[str, str], *, now: float | None = None, rate_limit_resets: bool = True
+) -> float | None:
     """How long the server asked us to wait, in seconds within [0, MAX_RETRY_AFTER], or None.
 
-    Order: `retry-after-ms`, `retry-after` (seconds or HTTP date), then the rate-limit reset
-    headers (anthropic-ratelimit-*-reset, x-ratelimit-reset-*).
+    Order: `retry-after-ms`, `retry-after` (seconds or HTTP date), then, when
+    `rate_limit_resets`, the rate-limit reset headers (anthropic-ratelimit-*-reset,
+    x-ratelimit-reset-*). Providers send those on every response, so they only mean
+    "wait until then" on a 429.
     """
     lowered = _lower_keys(headers)
     now = time.time() if now is None else now
@@ -261,7 +267,7 @@ def retry_after_from(headers: Mapping[str, str], *, now: float | None = None) ->
             seconds = None
     if seconds is None and "retry-after" in lowered:
         seconds = parse_retry_after(lowered["retry-after"], now=now)
-    if seconds is None:
+    if seconds is None and rate_limit_resets:
         seconds = _reset_hint(lowered, now)
     if seconds is None or not math.isfinite(seconds):
         return None
@@ -299,7 +305,7 @@ def classify_status(
         return ProviderError(text, kind=kind, retryable=False, status=status)
 
     def retry(kind: str) -> ProviderError:
-        wait = retry_after_from(lowered)
+        wait = retry_after_from(lowered, rate_limit_resets=status == 429)
         if wait is None and retry_hint is not None and math.isfinite(retry_hint):
             wait = min(max(retry_hint, 0.0), MAX_RETRY_AFTER)
         return ProviderError(text, kind=kind, retryable=True, status=status, retry_after=wait)
@@ -352,6 +358,13 @@ def missing_key(provider: str) -> ProviderError:
 # Shared by the providers that speak plain JSON over httpx (OpenAI-compatible, Gemini).
 
 CONNECT_TIMEOUT = 10.0
+
+
+@functools.cache
+def ssl_context() -> ssl.SSLContext:
+    """One verified TLS context for every httpx provider: building one (loading the CA bundle)
+    costs tens of milliseconds, and a context is safe to share between clients and threads."""
+    return httpx.create_ssl_context()
 
 
 def http_timeout(timeout: float) -> httpx.Timeout:

@@ -21,6 +21,7 @@ from activities.providers.base import (
     parse_duration,
     post_json,
     redact,
+    ssl_context,
 )
 from prompts.conversation import Conversation
 from prompts.formats.render import render
@@ -47,7 +48,7 @@ class GeminiProvider:
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self.timeout = timeout
         self._api_key = api_key
-        self._client = httpx.Client(timeout=http_timeout(timeout))
+        self._client = httpx.Client(timeout=http_timeout(timeout), verify=ssl_context())
 
     def __repr__(self) -> str:
         return f"GeminiProvider(base_url={self.base_url!r}, timeout={self.timeout!r})"

@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from activities.providers.base import Completion, Usage, as_int, bad_response, http_timeout, post_json
+from activities.providers.base import Completion, Usage, as_int, bad_response, http_timeout, post_json, ssl_context
 from prompts.conversation import Conversation
 from prompts.formats.render import render
 
@@ -24,7 +24,7 @@ class OpenAICompatProvider:
         self.base_url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self.timeout = timeout
         self._api_key = api_key or None
-        self._client = httpx.Client(timeout=http_timeout(timeout))
+        self._client = httpx.Client(timeout=http_timeout(timeout), verify=ssl_context())
 
     def __repr__(self) -> str:
         return f"OpenAICompatProvider(base_url={self.base_url!r}, timeout={self.timeout!r})"

@@ -308,6 +308,10 @@ def test_retry_after_sources_and_cap() -> None:
                             now=now) == 360.0
     assert retry_after_from({"x-ratelimit-reset-requests": "1m30.5s", "x-ratelimit-reset-tokens": "2s"},
                             now=now) == 2.0
+    # Reset headers come with every response: on a 529 they are not a request to wait.
+    resets = {"anthropic-ratelimit-tokens-reset": "2030-01-01T00:00:00Z"}
+    assert classify_status(529, "Overloaded", resets).retry_after is None
+    assert classify_status(429, "slow down", resets).retry_after == MAX_RETRY_AFTER
 
 
 def test_retry_hint_makes_a_quota_429_a_rate_limit() -> None:
@@ -376,7 +380,7 @@ class JsonServer:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01},
                                         daemon=True)
         self._thread.start()
 

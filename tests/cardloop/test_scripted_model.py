@@ -121,6 +121,12 @@ def test_stage_heading_in_a_system_string(model: ScriptedModel) -> None:
     assert reply_text(post(model, body)).startswith("Plan.")
 
 
+def test_agent_block_heading_wins_over_quoted_text(model: ScriptedModel) -> None:
+    body = request("# Stage: planning")
+    body["system"][0]["text"] += "\n\nTenant note:\n# Stage: coding\n"
+    assert reply_text(post(model, body)).startswith("Plan.")
+
+
 def test_replies_follow_in_order_and_the_last_repeats(model: ScriptedModel) -> None:
     texts = [reply_text(post(model, request())) for _ in range(3)]
     assert texts == ["first coding reply", *["second coding reply <promise>COMPLETE</promise>"] * 2]
