@@ -84,6 +84,8 @@ class StageRun(_Value):
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    # Turns whose history was truncated because the summarizer failed after its retries.
+    truncated_turns: int = 0
 
 
 class CardState(BaseModel):
@@ -136,6 +138,7 @@ class StageProgress(BaseModel):
     output_tokens: int = 0
     cost_usd: float = 0.0
     last_result: str = ""
+    truncated_turns: int = 0
 
 
 class FoldNeeded(_Value):

@@ -115,7 +115,9 @@ class StageWorkflow:
                 summary=f"summarize messages {fold.first + 1}-{fold.last + 1}",
             )
         except ActivityError as err:
+            # The assembled prompt already holds the truncated history: use it, and say so.
             workflow.logger.warning("summarizer failed, history truncated instead: %s", err.cause or err)
+            self.progress.truncated_turns += 1
             return False
         self.progress.cost_usd += done.cost_usd
         return True
@@ -131,5 +133,8 @@ class StageWorkflow:
         p = self.progress
         workflow.set_current_details(f"**{inp.stage}** run {inp.run}: {outcome} after {p.iteration} "
                                      f"iteration(s): {reason}. Cost ${p.cost_usd:.4f}.")
+        if p.truncated_turns:
+            reason += f" ({p.truncated_turns} turn(s) ran on truncated history: the summarizer failed)"
         return StageRun(stage=inp.stage, run=inp.run, outcome=outcome, reason=reason, iterations=p.iteration,
-                        input_tokens=p.input_tokens, output_tokens=p.output_tokens, cost_usd=p.cost_usd)
+                        input_tokens=p.input_tokens, output_tokens=p.output_tokens, cost_usd=p.cost_usd,
+                        truncated_turns=p.truncated_turns)

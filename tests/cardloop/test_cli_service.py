@@ -71,7 +71,7 @@ def test_dev_stack_runs_cards_from_the_cli_and_stops_on_ctrl_c(dev_env, tmp_path
 
 
 def test_card_commands_give_clear_errors(dev_env, tmp_path: Path) -> None:
-    env, port, _ = dev_env
+    env, _, _ = dev_env
     out = run("card", "move", "acme/github/NOPE", "--to", "coding", env=env)
     assert out.returncode == 2
     assert "cannot reach Temporal" in out.stderr or "not known" in out.stderr

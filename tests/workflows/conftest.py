@@ -94,10 +94,11 @@ async def replay_all(client: Client, handle: WorkflowHandle, name: str | None = 
         histories.append(await child.fetch_history())
     for history in histories:
         await replayer.replay_workflow(history)
-    if name and os.environ.get("CARDLOOP_RECORD_HISTORIES"):
+    if name and os.environ.get("RECORD_WORKFLOW_HISTORIES"):
         HISTORIES.mkdir(exist_ok=True)
         for i, history in enumerate(histories):
-            (HISTORIES / f"{name}-{i}.json").write_text(json.dumps(json.loads(history.to_json()), indent=1))
+            record = {"workflow_id": history.workflow_id, "history": json.loads(history.to_json())}
+            (HISTORIES / f"{name}-{i}.json").write_text(json.dumps(record, indent=1))
 
 
 def pytest_configure(config: pytest.Config) -> None:

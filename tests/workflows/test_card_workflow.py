@@ -63,7 +63,7 @@ async def test_duplicate_transition_is_applied_once(stack: Stack) -> None:
     state = await stack.wait_state(ref, lambda s: s.status == "done")
     assert [r.stage for r in state.history] == ["review", "testing"]
     assert state.seen_deliveries.count("same-delivery") == 1
-
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "duplicate-transition")
 
 async def test_transition_while_a_stage_runs_cancels_it_and_keeps_its_work(stack: Stack) -> None:
     stack.model.inject(delay=0.1)  # planning turn 1 answers (work to keep)
@@ -78,7 +78,7 @@ async def test_transition_while_a_stage_runs_cancels_it_and_keeps_its_work(stack
     assert state.history[0].stage == "planning" and state.history[0].outcome == "cancelled"
     assert state.history[1].stage == "testing" and state.history[1].outcome == "completed"
     assert any("Still planning" in m.content for m in stack.store.messages(ref.key))
-
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "transition-cancels-stage")
 
 async def test_comment_joins_the_history_and_unblocks_a_blocked_card(stack: Stack) -> None:
     stack.model.transcript["review"] = [
@@ -95,7 +95,7 @@ async def test_comment_joins_the_history_and_unblocks_a_blocked_card(stack: Stac
     comments = [m for m in stack.store.messages(ref.key) if m.content == "Use 30 seconds."]
     assert len(comments) == 1 and comments[0].author == "priya"
     assert [r.outcome for r in state.history][:2] == ["blocked", "completed"]
-
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "blocked-then-comment")
 
 async def test_provider_529_then_success_retries_without_duplicates(stack: Stack) -> None:
     stack.model.inject(status=529, times=2)
@@ -105,7 +105,7 @@ async def test_provider_529_then_success_retries_without_duplicates(stack: Stack
     assert state.history[0].outcome == "completed"
     assert len([m for m in stack.store.messages(ref.key) if m.role == "assistant"]) == 1
     assert stack.store.usage_totals(ref.key).total.calls == 1
-
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "provider-529-retry")
 
 async def test_provider_400_fails_the_stage_fast_with_the_message(stack: Stack) -> None:
     stack.model.inject(status=400, message="max_tokens: too large for this model")
@@ -115,7 +115,7 @@ async def test_provider_400_fails_the_stage_fast_with_the_message(stack: Stack) 
     assert state.history[0].outcome == "failed"
     assert "max_tokens: too large" in state.history[0].reason
     assert stack.model.request_count == 1  # no retry of a 400
-
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "provider-400-fails")
 
 async def test_unknown_card_is_refused_before_anything_starts(stack: Stack) -> None:
     from cardloop.errors import InputError
@@ -138,3 +138,18 @@ async def test_long_history_is_summarized_once_and_cached(stack: Stack) -> None:
     totals = stack.store.usage_totals(ref.key)
     assert "summary" in totals.by_stage
     assert state.history[0].outcome == "completed"
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "history-summarized")
+
+async def test_summarizer_failure_falls_back_to_truncation_and_is_recorded(stack: Stack) -> None:
+    history = [Message(role="user" if i % 2 == 0 else "assistant",
+                       content=f"Message {i}: " + "details about retries and backoff " * 60)
+               for i in range(120)]
+    ref = stack.cards.import_card(small_card("PAY-9", history=[m.model_dump() for m in history]))
+    stack.model.inject(status=500, times=3)  # every attempt of the first summarization fails
+    await stack.cards.move(ref, "testing", delivery_id="t9")
+    state = await stack.wait_state(ref, lambda s: s.status == "done", timeout=120)
+    run = state.history[0]
+    assert run.outcome == "completed"
+    assert run.truncated_turns == 1
+    assert "summarizer failed" in run.reason
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "summarizer-fallback")
