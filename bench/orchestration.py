@@ -23,18 +23,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from temporalio.client import Client  # noqa: E402
-from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
-from temporalio.service import RPCError, RPCStatusCode  # noqa: E402
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError, RPCStatusCode
 
-from activities.runtime import Runtime  # noqa: E402
-from cardloop.cards import CardService  # noqa: E402
-from cardloop.config import REPO_CONFIG, load_config  # noqa: E402
-from cardloop.devstack import TemporalDevServer, free_port  # noqa: E402
-from cardloop.scripted_model import ScriptedModel  # noqa: E402
-from cardloop.store import Store  # noqa: E402
-from cardloop.worker import build_worker  # noqa: E402
-from prompts.card import Card  # noqa: E402
+from activities.runtime import Runtime
+from cardloop.cards import CardService
+from cardloop.config import REPO_CONFIG, load_config
+from cardloop.devstack import TemporalDevServer, free_port
+from cardloop.scripted_model import ScriptedModel
+from cardloop.store import Store
+from cardloop.worker import build_worker
+from prompts.card import Card
 
 
 def card(card_id: str) -> Card:
