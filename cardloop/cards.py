@@ -46,7 +46,8 @@ class CardService:
         if card is None:
             raise InputError(f"card {ref.key!r} is not known; import it first with "
                              "`cardloop card move FILE.json --to STAGE`")
-        return CardStart(ref=ref, title=card.title, url=card.url, repo=card.repo)
+        return CardStart(ref=ref, title=card.title, url=card.url, repo=card.repo,
+                         max_history_events=self.config.temporal.continue_as_new_after_events)
 
     async def _previous_state(self, ref: CardRef) -> CardState | None:
         """The state of the card's last run when it has closed (a card that reached done):

@@ -51,6 +51,7 @@ class TemporalConfig(_Section):
     tls_client_key: str = ""
     api_key_env: str = "TEMPORAL_API_KEY"
     max_concurrent_activities: int = Field(default=64, ge=1, le=10_000)
+    continue_as_new_after_events: int = Field(default=5_000, ge=10, le=40_000)
 
 
 class StoreConfig(_Section):

@@ -88,6 +88,15 @@ class StageRun(_Value):
     truncated_turns: int = 0
 
 
+class StageProgress(BaseModel):
+    iteration: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    last_result: str = ""
+    truncated_turns: int = 0
+
+
 class CardState(BaseModel):
     """What the card workflow holds and its query returns; carried across continue-as-new."""
 
@@ -104,6 +113,7 @@ class CardState(BaseModel):
     stage_runs: int = 0
     history: list[StageRun] = Field(default_factory=list)   # the latest stage runs, bounded
     seen_deliveries: list[str] = Field(default_factory=list)  # bounded, oldest first
+    current: StageProgress | None = None  # the running stage's progress, reported after each turn
 
 
 class CardStart(_Value):
@@ -115,6 +125,8 @@ class CardStart(_Value):
     repo: str | None = None
     state: CardState | None = None
     pending: list[Transition] = Field(default_factory=list)
+    # Continue-as-new once the event history is longer than this (temporal.continue_as_new_after_events).
+    max_history_events: int = Field(default=5_000, ge=10, le=40_000)
 
 
 class StageSettings(_Value):
@@ -130,15 +142,6 @@ class StageInput(_Value):
     stage: str
     run: int
     settings: StageSettings
-
-
-class StageProgress(BaseModel):
-    iteration: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    last_result: str = ""
-    truncated_turns: int = 0
 
 
 class FoldNeeded(_Value):

@@ -9,6 +9,7 @@ history and context first. Every layer, section and item leaves an `explain` row
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -237,6 +238,10 @@ class PromptAssembler:
             # Providers want the conversation to open with the user.
             turns.insert(0, opener)
             history_cost += opener_cost
+        if turns:
+            # The history changes only at its end: a breakpoint on its last turn lets the provider
+            # reuse the cached prefix on the next turn (the system blocks alone are often too short).
+            turns[-1] = dataclasses.replace(turns[-1], cache=True)
         last = "\n\n".join([*context.blocks, turn_text])
         turns.append(Turn("user", last))
         conversation = Conversation(

@@ -22,7 +22,8 @@ def test_k8s_worker_config_is_valid_for_the_bundled_config() -> None:
 def test_dockerfile_installs_every_package_the_project_declares() -> None:
     import tomllib
 
-    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
     dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
-    for top in {p.split(".")[0] for p in packages}:
+    for pattern in include:
+        top = pattern.rstrip("*")
         assert f"COPY {top} ./{top}" in dockerfile

@@ -10,6 +10,7 @@ Tenant), the memo and the current details keep the Temporal UI the operator's vi
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -23,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         CardStart,
         CardState,
         StageInput,
+        StageProgress,
         StageRun,
         StageSettings,
         Transition,
@@ -52,6 +54,8 @@ class CardWorkflow:
         self.pending: list[Transition] = []
         self.comments: list[CardComment] = []
         self.card_key = ""
+        self.title = ""
+        self.max_events = policies.MAX_HISTORY_EVENTS
 
     # --- signals and queries -------------------------------------------------------------
 
@@ -67,11 +71,20 @@ class CardWorkflow:
             return
         self.comments.append(c)
 
+    @workflow.signal(name="stage_progress")
+    def stage_progress(self, progress: StageProgress) -> None:
+        if self.state.status == "running":
+            self.state.current = progress
+            self.state.iteration = progress.iteration
+            self._details()
+
     @workflow.query(name="state")
     def get_state(self) -> CardState:
         return self.state
 
     def _seen(self, delivery_id: str) -> bool:
+        if len(delivery_id) > 64:  # keep the carried state small: long ids are remembered by digest
+            delivery_id = "sha256:" + hashlib.sha256(delivery_id.encode()).hexdigest()[:40]
         seen = self.state.seen_deliveries
         if delivery_id in seen:
             return True
@@ -84,6 +97,8 @@ class CardWorkflow:
     @workflow.run
     async def run(self, start: CardStart) -> CardState:
         self.card_key = start.ref.key
+        self.title = start.title
+        self.max_events = start.max_history_events
         if start.state is not None:
             self.state = start.state
         self.pending = list(start.pending) + self.pending
@@ -101,7 +116,7 @@ class CardWorkflow:
                 elif self.state.status == "done":
                     return self.state  # a comment on a finished card: recorded, nothing to run
                 else:
-                    self._details(start)
+                    self._details()
                     if self._should_continue_as_new():
                         self._continue_as_new(start)
                     continue
@@ -111,7 +126,7 @@ class CardWorkflow:
                 self.pending.clear()
             if target.to == "done":
                 self._set_stage(start, "done", "done")
-                self._details(start)
+                self._details()
                 if not self.comments and not self.pending:
                     return self.state
                 continue
@@ -130,7 +145,7 @@ class CardWorkflow:
         run = self.state.stage_runs
         self.state.iteration = 0
         self._set_stage(start, stage, "running")
-        self._details(start)
+        self._details()
         handle = await workflow.start_child_workflow(
             StageWorkflow.run,
             StageInput(ref=start.ref, stage=stage, run=run, settings=settings),
@@ -158,6 +173,7 @@ class CardWorkflow:
 
     def _record(self, start: CardStart, result: StageRun, settings: StageSettings) -> None:
         st = self.state
+        st.current = None
         st.iteration = result.iterations
         st.input_tokens += result.input_tokens
         st.output_tokens += result.output_tokens
@@ -174,7 +190,7 @@ class CardWorkflow:
                                            actor="cardloop", reason=f"{result.stage} completed"))
         else:
             st.status = "idle"
-        self._details(start)
+        self._details()
 
     async def _flush_comments(self) -> None:
         while self.comments:
@@ -197,20 +213,26 @@ class CardWorkflow:
         if workflow.info().typed_search_attributes.get(CARD_STAGE) != shown:  # each upsert is an event
             workflow.upsert_search_attributes([CARD_STAGE.value_set(shown)])
 
-    def _details(self, start: CardStart) -> None:
+    def _details(self) -> None:
         st = self.state
         doing = {"running": "working on", "blocked": "BLOCKED in", "idle": "waiting after",
                  "done": "finished"}[st.status]
+        cur = st.current if st.status == "running" else None
+        tokens_in = st.input_tokens + (cur.input_tokens if cur else 0)
+        tokens_out = st.output_tokens + (cur.output_tokens if cur else 0)
+        cost = st.cost_usd + (cur.cost_usd if cur else 0.0)
+        turn = f", iteration {cur.iteration}" if cur else ""
         extra = f" Blocked because: {st.blocked_reason}" if st.status == "blocked" else ""
+        last = cur.last_result if cur and cur.last_result else st.last_result
         workflow.set_current_details(
-            f"{start.title}\n\n{doing} **{st.stage or 'no stage yet'}** (stage run {st.stage_runs}). "
-            f"Tokens: {st.input_tokens:,} in, {st.output_tokens:,} out. Cost: ${st.cost_usd:.4f}.{extra}\n"
-            f"Last: {st.last_result[:300]}"
+            f"{self.title}\n\n{doing} **{st.stage or 'no stage yet'}** (stage run {st.stage_runs}{turn}). "
+            f"Tokens: {tokens_in:,} in, {tokens_out:,} out. Cost: ${cost:.4f}.{extra}\n"
+            f"Last: {last[:300]}"
         )
 
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
-        return info.is_continue_as_new_suggested() or info.get_current_history_length() > policies.MAX_HISTORY_EVENTS
+        return info.is_continue_as_new_suggested() or info.get_current_history_length() > self.max_events
 
     def _continue_as_new(self, start: CardStart) -> None:
         workflow.continue_as_new(start.model_copy(update={"state": self.state, "pending": self.pending}))

@@ -40,7 +40,8 @@ STORE_TIMEOUT = timedelta(seconds=30)
 STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),
                           non_retryable_error_types=NON_RETRYABLE)
 
-# Continue-as-new well before Temporal's limits (51,200 events / 50 MB).
+# Continue-as-new well before Temporal's limits (51,200 events / 50 MB); the card's start
+# input may lower it (config temporal.continue_as_new_after_events).
 MAX_HISTORY_EVENTS = 5_000
 # Delivery ids remembered for dedup, carried across continue-as-new.
 MAX_SEEN_DELIVERIES = 500

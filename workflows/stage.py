@@ -66,7 +66,8 @@ class StageWorkflow:
                 p.input_tokens += reply.input_tokens
                 p.output_tokens += reply.output_tokens
                 p.cost_usd += reply.cost_usd
-                p.last_result = reply.excerpt
+                p.last_result = reply.excerpt[:300]
+                await self._report(inp)
                 if reply.promise == "COMPLETE":
                     return self._done(inp, "completed", "the agent signalled COMPLETE")
                 if reply.promise == "BLOCKED":
@@ -88,6 +89,17 @@ class StageWorkflow:
                 cause = getattr(cause, "cause", None) or cause.__cause__  # type: ignore[assignment]
             message = getattr(cause, "message", None) or str(cause)
             return self._done(inp, "failed", str(message)[:1000])
+
+    async def _report(self, inp: StageInput) -> None:
+        """Tell the card workflow after each turn, so its state query and details are live."""
+        parent = workflow.info().parent
+        if parent is None:
+            return
+        handle = workflow.get_external_workflow_handle(parent.workflow_id, run_id=parent.run_id)
+        try:
+            await handle.signal("stage_progress", self.progress)
+        except Exception as err:  # the card workflow moved on (continued as new); progress is advisory
+            workflow.logger.info("progress not delivered: %s", err)
 
     async def _assemble(self, inp: StageInput, iteration: int) -> AssembleResult:
         return await workflow.execute_local_activity(

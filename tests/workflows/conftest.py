@@ -94,6 +94,9 @@ async def replay_all(client: Client, handle: WorkflowHandle, name: str | None = 
         histories.append(await child.fetch_history())
     for history in histories:
         await replayer.replay_workflow(history)
+        # Claim check: large things live in the store; no event may carry a big payload.
+        biggest = max(event.ByteSize() for event in history.events)
+        assert biggest < 64 * 1024, f"an event of {history.workflow_id} is {biggest:,} bytes"
     if name and os.environ.get("RECORD_WORKFLOW_HISTORIES"):
         HISTORIES.mkdir(exist_ok=True)
         for i, history in enumerate(histories):

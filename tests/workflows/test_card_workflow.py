@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
@@ -52,7 +54,7 @@ async def test_operator_can_find_cards_of_a_repo_in_error_fixing(stack: Stack) -
         found = [wf.id async for wf in stack.client.list_workflows(query)]
         if ref.workflow_id in found:
             break
-        await __import__("asyncio").sleep(0.25)
+        await asyncio.sleep(0.25)
     assert ref.workflow_id in found
 
 
@@ -72,7 +74,7 @@ async def test_transition_while_a_stage_runs_cancels_it_and_keeps_its_work(stack
     await stack.cards.move(ref, "planning", delivery_id="p")
     await stack.wait_state(ref, lambda s: s.status == "running" and s.stage == "planning")
     while not any(m.role == "assistant" for m in stack.store.messages(ref.key)):
-        await __import__("asyncio").sleep(0.1)
+        await asyncio.sleep(0.1)
     await stack.cards.move(ref, "testing", delivery_id="t")
     state = await stack.wait_state(ref, lambda s: s.status == "done")
     assert state.history[0].stage == "planning" and state.history[0].outcome == "cancelled"
@@ -153,3 +155,24 @@ async def test_summarizer_failure_falls_back_to_truncation_and_is_recorded(stack
     assert run.truncated_turns == 1
     assert "summarizer failed" in run.reason
     await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "summarizer-fallback")
+
+
+@pytest.mark.stack_env(CARDLOOP_STAGES__TESTING__AUTO_ADVANCE="false",
+                       CARDLOOP_TEMPORAL__CONTINUE_AS_NEW_AFTER_EVENTS="10")
+async def test_continue_as_new_keeps_state_and_dedup(stack: Stack) -> None:
+    ref = stack.cards.import_card(small_card("PAY-10"))
+    handle = await stack.cards.move(ref, "testing", delivery_id="first")
+    first_run = (await handle.describe()).run_id
+    await stack.wait_state(ref, lambda s: s.stage_runs == 1 and s.status == "idle")
+    for _ in range(100):  # idle with a long history: the card continues as new
+        if (await stack.client.get_workflow_handle(ref.workflow_id).describe()).run_id != first_run:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError("the card workflow did not continue as new")
+    await stack.cards.move(ref, "testing", delivery_id="first")  # a redelivery after continue-as-new
+    await stack.cards.move(ref, "testing", delivery_id="second")
+    state = await stack.wait_state(ref, lambda s: s.stage_runs == 2 and s.status == "idle")
+    assert [r.run for r in state.history] == [1, 2]
+    assert state.seen_deliveries.count("first") == 1
+    assert state.input_tokens > 0
