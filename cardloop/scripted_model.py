@@ -162,6 +162,8 @@ class Fault:
     retry_after: float | str | None = None
     delay: float = 0.0
     headers: Mapping[str, str] = field(default_factory=dict)
+    # Answer with these content blocks (text and tool_use) instead of the scripted text.
+    content: tuple[Mapping[str, Any], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -577,6 +579,7 @@ class ScriptedModel:
         delay: float = 0.0,
         headers: Mapping[str, str] | None = None,
         times: int = 1,
+        content: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
         """Queue a fault for each of the next `times` requests to /v1/messages.
 
@@ -585,12 +588,16 @@ class ScriptedModel:
         says otherwise; None answers normally. retry_after: sent as the retry-after header
         (seconds, or a string such as an HTTP date). delay: seconds slept before answering.
         headers: extra response headers (e.g. anthropic-ratelimit-tokens-reset).
+        content: answer (with status None) with these content blocks, e.g. a text block and a
+        {"type": "tool_use", "id": "toolu_...", "name": ..., "input": {...}} block; stop_reason is
+        "tool_use" when one is present.
         """
         if status is not None and not 400 <= status <= 599:
             raise ValueError(f"inject(status={status}): an injected status must be an HTTP error (400-599)")
         if delay < 0 or times < 1:
             raise ValueError("inject: delay must be >= 0 and times >= 1")
-        fault = Fault(status, message, error_type, retry_after, delay, dict(headers or {}))
+        fault = Fault(status, message, error_type, retry_after, delay, dict(headers or {}),
+                      tuple(dict(b) for b in content) if content is not None else None)
         with self._lock:
             self._faults.extend([fault] * times)
 
@@ -675,28 +682,35 @@ class ScriptedModel:
         problem = validate_request(body, headers["anthropic-version"].strip())
         if problem:
             return _invalid(problem)
-        return self._reply(body)
+        return self._reply(body, fault.content if fault is not None else None)
 
-    def _reply(self, body: Mapping[str, Any]) -> _Answer:
+    def _reply(self, body: Mapping[str, Any], content: Sequence[Mapping[str, Any]] | None = None) -> _Answer:
         system_texts = _system_texts(body.get("system"))
         messages = body["messages"]
-        if any(t.lstrip().startswith(SUMMARY_HEADING) for t in system_texts):
-            text = summarize(messages)
-        else:
-            text = self._scripted_reply(system_texts)
         usage = self._usage(body)
         stop_reason = "end_turn"
-        max_tokens = body["max_tokens"]
-        if _tokens(text) > max_tokens:
-            text, stop_reason = text[: max_tokens * 4], "max_tokens"
-        usage["output_tokens"] = max(_tokens(text), 1)
+        if content is not None:
+            blocks = [dict(b) for b in content]
+            if any(b.get("type") == "tool_use" for b in blocks):
+                stop_reason = "tool_use"
+            usage["output_tokens"] = max(sum(_tokens(json.dumps(b)) for b in blocks), 1)
+        else:
+            if any(t.lstrip().startswith(SUMMARY_HEADING) for t in system_texts):
+                text = summarize(messages)
+            else:
+                text = self._scripted_reply(system_texts)
+            max_tokens = body["max_tokens"]
+            if _tokens(text) > max_tokens:
+                text, stop_reason = text[: max_tokens * 4], "max_tokens"
+            usage["output_tokens"] = max(_tokens(text), 1)
+            blocks = [{"type": "text", "text": text}] if text else []
         request_id = _new_id("req_")
         return _Answer(200, {
             "id": _new_id("msg_"),
             "type": "message",
             "role": "assistant",
             "model": body["model"],
-            "content": [{"type": "text", "text": text}] if text else [],
+            "content": blocks,
             "stop_reason": stop_reason,
             "stop_sequence": None,
             "usage": usage,

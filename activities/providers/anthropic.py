@@ -12,6 +12,7 @@ Older SDKs (API 2023-06-01) still get it.
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 from typing import Any
 
@@ -93,7 +94,7 @@ class AnthropicProvider:
             # APIResponseValidationError and friends: a 2xx that is not a Message.
             raise bad_response(self.name, redact(exc.message, self._api_key)) from None
 
-        text = "".join(block.text for block in message.content if getattr(block, "type", None) == "text")
+        text = reply_text(message.content)
         usage = message.usage
         return Completion(
             text=text,
@@ -137,3 +138,17 @@ def _note_dropped_temperature() -> None:
         logger.info("anthropic SDK %s sends API version %s, which takes no temperature: not sent",
                     anthropic.__version__,
                     getattr(getattr(anthropic, "_constants", None), "ANTHROPIC_API_VERSION", "?"))
+
+
+def reply_text(content: Any) -> str:
+    """The reply as text. Tool calls are kept as readable lines, never dropped, until the
+    workspace tools (a later stage of the product) execute them."""
+    parts: list[str] = []
+    for block in content:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "tool_use":
+            args = json.dumps(getattr(block, "input", {}), ensure_ascii=False, sort_keys=True)
+            parts.append(f"[tool_use {block.name} id={block.id}] {args}")
+    return "\n".join(p for p in parts if p)

@@ -561,3 +561,13 @@ def test_httpx_providers_timeout_and_connection_errors(http_server: JsonServer) 
     assert (error.kind, error.retryable) == ("timeout", True)
     bad = fail(OpenAICompatProvider(base_url="ftp://127.0.0.1/v1", timeout=1.0))
     assert (bad.kind, bad.retryable) == ("invalid_request", False)
+
+
+def test_anthropic_tool_use_blocks_are_kept_as_text(claude: AnthropicProvider, model: ScriptedModel) -> None:
+    model.inject(content=[
+        {"type": "text", "text": "Let me run the tests."},
+        {"type": "tool_use", "id": "toolu_01A", "name": "run_tests", "input": {"path": "tests/test_retry.py"}},
+    ])
+    done = claude.complete(CONV, model="claude-sonnet-4-6", max_tokens=256, temperature=None)
+    assert done.stop_reason == "tool_use"
+    assert done.text == 'Let me run the tests.\n[tool_use run_tests id=toolu_01A] {"path": "tests/test_retry.py"}'
