@@ -10,6 +10,7 @@ a useful size is dropped. Every cut, drop and exclusion becomes an `explain` row
 
 from __future__ import annotations
 
+import math
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ SEAM_TOKENS = 2
 # No realistic text averages more characters per token than this (cl100k: about 4 for prose,
 # 2-3 for logs and code), so a text this much longer than a budget need not be counted.
 OBVIOUSLY_OVER_CHARS = 8
+LIKELY_OVER_CHARS = 2
 
 
 class LineSumCounter:
@@ -48,7 +50,7 @@ class LineSumCounter:
     def __call__(self, text: str) -> int:
         raw = sum(self.counter.raw(line) for line in text.split("\n")) + text.count("\n")
         cal = self.counter.calibration
-        return raw if cal == 1.0 else -(-int(raw * cal * 1_000_000) // 1_000_000)
+        return raw if cal == 1.0 else math.ceil(raw * cal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,7 @@ class ContextFitter:
         self.settings = settings
         # Shared across assemblies: a log cut to the same size is cut once.
         self._excerpts = excerpts if excerpts is not None else OrderedDict()
+        self._line_counter = LineSumCounter(counter)
 
     def _candidates(self, card: Card, stage: Stage | None, rows: list[ExplainRow]) -> list[_Candidate]:
         top = max(self.settings.priorities.values(), default=100) + 1
@@ -129,7 +132,7 @@ class ContextFitter:
         hit = self._excerpts.get(key)
         if hit is None:
             # Excerpting measures many candidate cuts of the same lines: count each line once.
-            hit = (excerpt_log if is_log else excerpt_text)(text, target, LineSumCounter(self.counter))
+            hit = (excerpt_log if is_log else excerpt_text)(text, target, self._line_counter)
             self._excerpts[key] = hit
             if len(self._excerpts) > 2_000:
                 self._excerpts.popitem(last=False)
@@ -165,8 +168,16 @@ class ContextFitter:
                                        f"over budget: {remaining:,} tokens left"))
                 continue
             block = wrap_untrusted(text, kind=c.kind, source=c.source, **attrs)
-            # Far more characters than the cap has tokens: certainly over, skip counting it whole.
-            cost = cap + 1 if len(block) > cap * OBVIOUSLY_OVER_CHARS else self.counter.count(block)
+            if len(block) > cap * OBVIOUSLY_OVER_CHARS:  # certainly over: skip counting it whole
+                cost = cap + 1
+            elif len(block) > cap * LIKELY_OVER_CHARS:
+                # Probably over: measure by lines, which the excerpt then reuses, instead of
+                # tokenizing the whole text once here and its lines again there.
+                cost = self._line_counter(text) + frame_cost
+                if cost <= cap:
+                    cost = self.counter.count(block)
+            else:
+                cost = self.counter.count(block)
             status, reason = "used", ""
             if cost > cap:
                 excerpt = self._excerpt(text, cap - frame_cost, c.is_log)
