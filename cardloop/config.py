@@ -80,6 +80,48 @@ class PriceConfig(_Section):
     cache_write: float = Field(default=0.0, ge=0)
 
 
+StageTarget = Literal["planning", "coding", "review", "testing", "error_fixing", "done"]
+BOARD_NAMES = ("github", "linear", "jira", "trello", "generic")
+
+
+class ApiConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    max_body_bytes: int = Field(default=1_048_576, ge=1_024, le=64 * 1_048_576)
+
+
+class GatewayConfig(_Section):
+    profile: str = "claude"
+
+
+class BoardConfig(_Section):
+    """One board's webhook settings; the board-specific keys are optional."""
+
+    tenant: str = Field(default="default", pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    tenants: dict[str, str] = Field(default_factory=dict)
+    columns: dict[str, StageTarget] = Field(default_factory=dict)
+    # github
+    graphql_url: str = "https://api.github.com/graphql"
+    token_env: str = "CARDLOOP_GITHUB_TOKEN"
+    status_field: str = "Status"
+    failure_stage: StageTarget | Literal[""] = "error_fixing"
+    # trello
+    callback_url: str = ""
+
+    def stage_for(self, column: str | None) -> StageTarget | None:
+        """The stage a column maps to; names match case- and space-insensitively."""
+        if not column:
+            return None
+        norm = " ".join(column.split()).casefold()
+        for name, stage in self.columns.items():
+            if " ".join(name.split()).casefold() == norm:
+                return stage
+        return None
+
+    def tenant_for(self, key: str | None) -> str:
+        return self.tenants.get(key or "", self.tenant)
+
+
 class PathsConfig(_Section):
     prompt_overrides: str = "~/.config/cardloop/prompts"
 
@@ -153,6 +195,9 @@ class StageConfig(_Section):
 
 
 class Config(_Section):
+    api: ApiConfig = ApiConfig()
+    gateway: GatewayConfig = GatewayConfig()
+    boards: dict[str, BoardConfig] = Field(default_factory=dict)
     temporal: TemporalConfig = TemporalConfig()
     store: StoreConfig = StoreConfig()
     dev: DevConfig = DevConfig()
@@ -240,6 +285,12 @@ class Config(_Section):
 
     def token_counter(self) -> TokenCounter:
         return TokenCounter(self.tokens.encoding)
+
+    def board(self, name: str) -> BoardConfig:
+        return self.boards.get(name) or BoardConfig()
+
+    def secret(self, env_name: str) -> Secret | None:
+        return secret_from_env(self.env, env_name)
 
     def store_url(self) -> str:
         """DATABASE_URL wins (it may carry a password, so it never lives in config.toml)."""
@@ -334,6 +385,8 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+    if env.get("CARDLOOP_API_PORT"):  # the documented short form of CARDLOOP_API__PORT
+        env.setdefault("CARDLOOP_API__PORT", env["CARDLOOP_API_PORT"])
     origins = apply_env_overrides(data, env)
     try:
         config = Config.model_validate({**data, "source": str(file), "env": env})
@@ -371,6 +424,12 @@ def check_config(config: Config) -> list[str]:
         if stage_cfg.profile not in config.profiles:
             problems.append(f"stages.{stage_name}.profile: unknown profile {stage_cfg.profile!r} "
                             f"(configured: {', '.join(config.profiles) or 'none'})")
+    for board in config.boards:
+        if board not in BOARD_NAMES:
+            problems.append(f"boards.{board}: unknown board (expected one of: {', '.join(BOARD_NAMES)})")
+    if config.gateway.profile not in config.profiles:
+        problems.append(f"gateway.profile: unknown profile {config.gateway.profile!r} "
+                        f"(configured: {', '.join(config.profiles) or 'none'})")
     if config.summarizer.profile not in config.profiles:
         problems.append(f"summarizer.profile: unknown profile {config.summarizer.profile!r} "
                         f"(configured: {', '.join(config.profiles) or 'none'})")
