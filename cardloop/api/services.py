@@ -1,0 +1,29 @@
+"""What the HTTP routes share: built once by create_app, reached as request.app.state.services."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import httpx
+from fastapi import Request
+
+from activities.runtime import Runtime
+from cardloop.cards import CardService
+from cardloop.config import Config
+from cardloop.store import Store
+
+
+@dataclass
+class Services:
+    config: Config
+    store: Store
+    runtime: Runtime                   # prompt assembler and LLM providers (the gateway)
+    cards: CardService | None          # Temporal; None when the API runs without it (some tests)
+    http: httpx.AsyncClient            # outbound calls: GitHub GraphQL
+    clock: Callable[[], float] = field(default=time.time)  # wall clock, injectable for signature windows
+
+
+def services(request: Request) -> Services:
+    return request.app.state.services
