@@ -68,7 +68,8 @@ async def test_duplicate_transition_is_applied_once(stack: Stack) -> None:
     await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "duplicate-transition")
 
 async def test_transition_while_a_stage_runs_cancels_it_and_keeps_its_work(stack: Stack) -> None:
-    stack.model.inject(delay=0.1)  # planning turn 1 answers (work to keep)
+    stack.model.inject(delay=0.1)  # planning turn 1 answers (work to keep) ...
+    stack.model.inject(delay=5.0)  # ... and turn 2 is still waiting for the model when the card moves
     ref = stack.cards.import_card(small_card("PAY-3"))
     stack.model.transcript["planning"] = ["Still planning, no promise yet."]
     await stack.cards.move(ref, "planning", delivery_id="p")
