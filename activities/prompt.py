@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 from temporalio import activity
@@ -44,8 +43,6 @@ def conversation_from(payload: dict[str, Any]) -> Conversation:
 class PromptActivities:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
-        # The assembler's caches are plain dicts: one assembly at a time per worker process.
-        self._lock = threading.Lock()
 
     @activity.defn(name="config.stage")
     def stage_settings(self, stage: str) -> StageSettings:
@@ -64,6 +61,8 @@ class PromptActivities:
         card = rt.store.get_card(inp.card_key)
         if card is None:
             raise card_not_found(inp.card_key)
+        # The tenant's prompt managed through the API (the store) wins over one a card file carries.
+        stored = rt.store.current_tenant_prompt(card.tenant)
         try:
             stage = parse_stage(inp.stage)
             settings = rt.config.assembly_settings(stage, inp.profile)
@@ -79,12 +78,13 @@ class PromptActivities:
             fold.append(FoldNeeded(first=req.first, last=req.last, max_tokens=req.max_tokens))
             raise SummaryPending(f"messages {req.first + 1}-{req.last + 1} not summarized yet")
 
-        with self._lock:
-            try:
-                prompt = rt.assembler.assemble(
-                    AssemblyRequest(card=card, stage=stage, iteration=inp.iteration), settings, cached_summary)
-            except AssemblyError as exc:
-                raise config_error(str(exc)) from None
+        try:
+            prompt = rt.assembler.assemble(
+                AssemblyRequest(card=card, stage=stage, iteration=inp.iteration,
+                                tenant_prompt=stored.prompt if stored is not None else None),
+                settings, cached_summary)
+        except AssemblyError as exc:
+            raise config_error(str(exc)) from None
         payload = json.dumps(prompt_payload(prompt), ensure_ascii=False)
         ref = rt.store.put_blob(card.tenant, payload, "prompt")
         return AssembleResult(prompt_ref=ref, tokens=prompt.sections, total_tokens=prompt.total_tokens,

@@ -49,6 +49,15 @@ class Runtime:
             self._providers[profile] = provider
             return provider
 
+    def close(self) -> None:
+        """Close the provider clients (their connection pools)."""
+        with self._lock:
+            providers, self._providers = list(self._providers.values()), {}
+        for provider in providers:
+            close = getattr(provider, "close", None)
+            if close is not None:
+                close()
+
     def cost(self, model: str, usage: Usage) -> float:
         p = self.config.price(model)
         return cost_usd(usage, Price(p.input, p.output, p.cache_read, p.cache_write))

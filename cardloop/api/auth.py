@@ -1,10 +1,13 @@
 """Bearer API tokens bound to one tenant, and the operator's admin token.
 
 A tenant token only ever reaches its own tenant: a path naming another tenant answers 404,
-as if it did not exist, so ids cannot be probed."""
+as if it did not exist, so ids cannot be probed. Tenant tokens are issued by the admin routes
+(cardloop/api/tenants.py) and looked up by their SHA-256 (`Store.tenant_for_token`); the admin
+token is the CARDLOOP_ADMIN_TOKEN environment variable (admin routes answer 503 without it)."""
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from typing import Annotated
 
@@ -46,5 +49,25 @@ def require_admin(request: Request, svc: Annotated[Services, Depends(services)])
     if expected is None:
         raise HTTPException(503, f"admin operations are disabled: set {ADMIN_TOKEN_ENV}")
     token = bearer_token(request) or ""
-    if not hmac.compare_digest(token.encode(), expected.reveal().encode()):
+    # Digests of equal length: compare_digest leaks only the length of its inputs, and this
+    # makes that the digest's length, not the admin token's.
+    if not hmac.compare_digest(_digest(token), _digest(expected.reveal())):
         raise HTTPException(401, "the admin token is required", headers={"WWW-Authenticate": "Bearer"})
+
+
+def require_admin_path(tenant_id: str, request: Request, svc: Annotated[Services, Depends(services)]) -> None:
+    """For admin routes under /tenants/{tenant_id}/...: the admin token is required, and a tenant
+    token of *another* tenant gets 404, as on every tenant route, so it learns nothing about the id."""
+    expected = svc.config.secret(ADMIN_TOKEN_ENV)
+    token = bearer_token(request)
+    is_admin = expected is not None and token is not None and hmac.compare_digest(
+        _digest(token), _digest(expected.reveal()))
+    if token is not None and not is_admin:
+        tenant = svc.store.tenant_for_token(token)
+        if tenant is not None and tenant != tenant_id:
+            raise HTTPException(404, "not found")
+    require_admin(request, svc)
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()

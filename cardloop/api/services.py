@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 from fastapi import Request
@@ -23,6 +24,7 @@ class Services:
     cards: CardService | None          # Temporal; None when the API runs without it (some tests)
     http: httpx.AsyncClient            # outbound calls: GitHub GraphQL
     clock: Callable[[], float] = field(default=time.time)  # wall clock, injectable for signature windows
+    adapters: Mapping[str, Any] = field(default_factory=dict)  # board name -> BoardAdapter (cardloop.boards)
 
 
 def services(request: Request) -> Services:

@@ -11,14 +11,20 @@ PostgreSQL when the URL says so (`postgresql://...`, driven by psycopg 3).
     core.py     Store, the API
 
 `Store.open(url)` creates the engine and migrates; one Store is shared by all threads.
+`store.for_tenant(t)` is a view scoped to one tenant; on PostgreSQL row-level security enforces
+the scope (schema.py says how, `Store.provision_postgres_role` prepares the application role).
 """
 
-from cardloop.store.core import Store
-from cardloop.store.schema import MIGRATIONS, Migration
+from cardloop.store.core import TOKEN_PREFIX, Store, scram_sha256_verifier
+from cardloop.store.schema import MIGRATIONS, RLS_TABLES, Migration
 from cardloop.store.values import (
+    ApiToken,
+    IssuedApiToken,
     NotFoundError,
     StoreError,
     Summary,
+    TenantPromptVersion,
+    TenantScopeError,
     UsageRecord,
     UsageSum,
     UsageTotals,
@@ -29,15 +35,22 @@ from cardloop.store.values import (
 
 __all__ = [
     "MIGRATIONS",
+    "RLS_TABLES",
+    "TOKEN_PREFIX",
+    "ApiToken",
+    "IssuedApiToken",
     "Migration",
     "NotFoundError",
     "Store",
     "StoreError",
     "Summary",
+    "TenantPromptVersion",
+    "TenantScopeError",
     "UsageRecord",
     "UsageSum",
     "UsageTotals",
     "blob_ref",
     "card_key_for",
+    "scram_sha256_verifier",
     "tenant_of",
 ]

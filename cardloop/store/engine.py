@@ -9,6 +9,12 @@ many threads. Each call checks a connection out of the pool for one transaction:
 - `sqlite://` (in memory): one shared connection (StaticPool) — the only way the threads see
   the same database — so every transaction is serialized by a lock in `Database`.
 - PostgreSQL: a normal QueuePool with pre-ping; psycopg 3 is the only driver.
+
+On PostgreSQL a transaction may be *scoped*: `write(tenant)` / `read(tenant)` first run
+`set_config('cardloop.tenant', tenant, true)`, which the row-level security policies of the
+tenant tables compare with each row's `tenant` (see schema.py). The setting is transaction-local,
+so it is gone at commit or rollback and a pooled connection never carries it to the next user.
+SQLite has no row-level security: there the store's queries filter by tenant themselves.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import StaticPool
@@ -29,6 +35,9 @@ from cardloop.store.values import StoreError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 _WRITE = "cardloop_write"
+# The settings the row-level security policies read (schema.py); transaction-local.
+TENANT_SETTING = "cardloop.tenant"
+BLOB_REF_SETTING = "cardloop.blob_ref"
 _SUPPORTED = "sqlite:///path/to/file.sqlite, sqlite:// (in memory) or postgresql://user@host:5432/db"
 
 
@@ -70,23 +79,37 @@ class Database:
         return mask(self.url)
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[Connection]:
-        """A transaction that will write: committed on normal exit, rolled back on an exception."""
+    def write(self, tenant: str | None = None, *, blob_ref: str | None = None) -> Iterator[Connection]:
+        """A transaction that will write: committed on normal exit, rolled back on an exception.
+
+        `tenant` scopes it for row-level security (PostgreSQL); without one, the tenant tables
+        show no rows and accept no writes to a role that row-level security applies to.
+        """
         with self._serial, self.engine.connect() as conn:
             conn.execution_options(**{_WRITE: True})
             with conn.begin():
+                self._scope(conn, tenant, blob_ref)
                 yield conn
 
     @contextlib.contextmanager
-    def read(self) -> Iterator[Connection]:
-        """A read-only transaction: one consistent snapshot for several SELECTs."""
+    def read(self, tenant: str | None = None, *, blob_ref: str | None = None) -> Iterator[Connection]:
+        """A read-only transaction: one consistent snapshot for several SELECTs; scoped as `write`."""
         with self._serial, self.engine.connect() as conn:
             if self.dialect == "postgresql":
                 # READ COMMITTED takes a new snapshot per statement: a card read in three SELECTs
                 # could mix two appends. A read-only REPEATABLE READ transaction never fails.
                 conn.execution_options(isolation_level="REPEATABLE READ")
             with conn.begin():
+                self._scope(conn, tenant, blob_ref)
                 yield conn
+
+    def _scope(self, conn: Connection, tenant: str | None, blob_ref: str | None) -> None:
+        if self.dialect != "postgresql" or (tenant is None and blob_ref is None):
+            return
+        # is_local=true: the value ends with this transaction, whatever way it ends. One
+        # statement for both settings: the scope costs one round trip per transaction.
+        params = {"tn": TENANT_SETTING, "t": tenant or "", "rn": BLOB_REF_SETTING, "r": blob_ref or ""}
+        conn.execute(text("SELECT set_config(:tn, :t, true), set_config(:rn, :r, true)"), params)
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -9,6 +9,29 @@ and update the tables. Each migration runs in its own transaction together with 
 its version into `cardloop_schema`, so it is applied completely or not at all.
 
 Every table but `cardloop_schema` carries `tenant`, for row-level security on PostgreSQL.
+
+Tenant isolation (migration 2)
+------------------------------
+PostgreSQL enforces it: every table in `RLS_TABLES` has row-level security ENABLED and FORCED
+(so it binds the tables' owner too, not only other roles) with one policy,
+
+    tenant = current_setting('cardloop.tenant', true)       -- for reads and for writes (WITH CHECK)
+
+and the store scopes each transaction with `set_config('cardloop.tenant', <tenant>, true)`
+(engine.py). A transaction that is not scoped sees no tenant rows and can write none. Two
+deliberate exceptions:
+
+- `blobs` also has a SELECT-only policy `ref = current_setting('cardloop.blob_ref', true)`: a
+  worker holding a blob ref (a content address carried in its workflow payload) may read that
+  one blob without naming the tenant (`Store.get_blob(ref)`), but can never list blobs.
+- `api_tokens` is the auth directory, read by token hash *before* the tenant is known. Its RLS
+  is ENABLED but not FORCED: the application role only sees and changes its scoped tenant's
+  tokens, and the lookup goes through `cardloop_token_tenant(hash, at)`, a SECURITY DEFINER
+  function owned by the migrating (owner) role, which answers one hash's tenant and nothing else.
+
+Superusers and BYPASSRLS roles skip all of this: the application must connect as an ordinary
+role. `provision_role_sql` lists what such a role needs (`Store.provision_postgres_role` runs it).
+On SQLite there is no row-level security: every tenant-scoped query filters by tenant itself.
 """
 
 from __future__ import annotations
@@ -21,6 +44,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     Connection,
     DateTime,
@@ -35,7 +59,9 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
     func,
+    inspect,
     select,
     text,
 )
@@ -206,6 +232,73 @@ deliveries = Table(
     Index("ix_deliveries_inserted_at", "inserted_at"),  # for pruning old ids
 )
 
+# A tenant's custom system prompt: one immutable row per version. PUT, DELETE and rollback each
+# append a version; nothing is ever updated or deleted here (the application role is granted
+# SELECT and INSERT only). A deletion is a version with `deleted` set and empty fields.
+tenant_prompts = Table(
+    "tenant_prompts",
+    metadata,
+    Column("tenant", String(100), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("deleted", Boolean, nullable=False, server_default=false()),
+    # What the prompt core uses: the validator's sanitized text (secrets redacted, invisible
+    # characters removed). The submitted text is not kept, since it may hold a secret; its digest is.
+    Column("custom_system_prompt", Text, nullable=False),
+    Column("override_mode", String(32), nullable=False),
+    Column("language_preference", String(64), nullable=False),
+    Column("tone_profile", Text, nullable=False),  # JSON object of strings
+    # VALID | SANITIZED; NULL on a deletion. A CHECK keeps REJECTED prompts out of the database.
+    Column("validation_status", String(16)),
+    Column("issues", Text, nullable=False),  # JSON list of {category, message, start, end}
+    Column("submitted_sha256", String(64)),
+    Column("restored_from", Integer),  # the version a rollback copied
+    Column("created_by", String(200), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    PrimaryKeyConstraint("tenant", "version", name="pk_tenant_prompts"),
+)
+
+# One row per tenant that ever had a prompt: hands out version numbers (writers queue on it, as
+# on card_counters) and points at the active version; NULL after a DELETE.
+tenant_prompt_heads = Table(
+    "tenant_prompt_heads",
+    metadata,
+    Column("tenant", String(100), primary_key=True),
+    Column("latest_version", Integer, nullable=False),
+    Column("current_version", Integer),
+    Column("updated_at", UTCDateTime, nullable=False),
+)
+
+# Bearer tokens of the tenant API. Only the SHA-256 of a token is stored: the plaintext is shown
+# once, when it is created. 32 random bytes need no slow hash: there is nothing to brute-force.
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("tenant", String(100), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("token_sha256", String(64), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("revoked_at", UTCDateTime),
+    Column("last_used_at", UTCDateTime),
+    UniqueConstraint("token_sha256", name="uq_api_tokens_hash"),
+    Index("ix_api_tokens_tenant", "tenant"),
+)
+
+# Tables whose rows PostgreSQL hides from every transaction not scoped to their tenant.
+RLS_TABLES: tuple[str, ...] = (
+    "cards",
+    "card_counters",
+    "messages",
+    "context_items",
+    "blobs",
+    "summaries",
+    "llm_usage",
+    "deliveries",
+    "tenant_prompts",
+    "tenant_prompt_heads",
+)
+TOKEN_LOOKUP_FUNCTION = "cardloop_token_tenant"
+
 
 # ---------------------------------------------------------------------------------------------
 # Migrations
@@ -332,8 +425,107 @@ _V1 = (
     "CREATE INDEX ix_deliveries_inserted_at ON deliveries (inserted_at)",
 )
 
+_V2_TABLES = (
+    """CREATE TABLE tenant_prompts (
+        tenant VARCHAR(100) NOT NULL,
+        version INTEGER NOT NULL,
+        deleted BOOLEAN NOT NULL DEFAULT FALSE,
+        custom_system_prompt TEXT NOT NULL,
+        override_mode VARCHAR(32) NOT NULL,
+        language_preference VARCHAR(64) NOT NULL,
+        tone_profile TEXT NOT NULL,
+        validation_status VARCHAR(16),
+        issues TEXT NOT NULL,
+        submitted_sha256 VARCHAR(64),
+        restored_from INTEGER,
+        created_by VARCHAR(200) NOT NULL,
+        created_at {timestamp} NOT NULL,
+        CONSTRAINT pk_tenant_prompts PRIMARY KEY (tenant, version),
+        CONSTRAINT ck_tenant_prompts_mode CHECK (override_mode IN ('append', 'replace_behavior')),
+        CONSTRAINT ck_tenant_prompts_status CHECK (
+            (deleted AND validation_status IS NULL) OR (NOT deleted AND validation_status IN ('VALID', 'SANITIZED'))
+        ),
+        CONSTRAINT ck_tenant_prompts_version CHECK (version >= 1)
+    )""",
+    """CREATE TABLE tenant_prompt_heads (
+        tenant VARCHAR(100) NOT NULL PRIMARY KEY,
+        latest_version INTEGER NOT NULL,
+        current_version INTEGER,
+        updated_at {timestamp} NOT NULL
+    )""",
+    """CREATE TABLE api_tokens (
+        id VARCHAR(40) NOT NULL PRIMARY KEY,
+        tenant VARCHAR(100) NOT NULL,
+        name VARCHAR(200) NOT NULL,
+        token_sha256 VARCHAR(64) NOT NULL,
+        created_at {timestamp} NOT NULL,
+        revoked_at {timestamp},
+        last_used_at {timestamp},
+        CONSTRAINT uq_api_tokens_hash UNIQUE (token_sha256)
+    )""",
+    "CREATE INDEX ix_api_tokens_tenant ON api_tokens (tenant)",
+)
+
+# Frozen with migration 2 (RLS_TABLES may grow with later migrations; this list may not).
+_V2_RLS_TABLES = (
+    "cards",
+    "card_counters",
+    "messages",
+    "context_items",
+    "blobs",
+    "summaries",
+    "llm_usage",
+    "deliveries",
+    "tenant_prompts",
+    "tenant_prompt_heads",
+)
+_TENANT_POLICY = (
+    "CREATE POLICY tenant_isolation ON {table} "
+    "USING (tenant = current_setting('cardloop.tenant', true)) "
+    "WITH CHECK (tenant = current_setting('cardloop.tenant', true))"
+)
+
+
+def _v2_row_level_security(conn: Connection) -> None:
+    if conn.dialect.name != "postgresql":
+        return  # SQLite has none: the store's queries filter by tenant
+    for table in _V2_RLS_TABLES:
+        conn.exec_driver_sql(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
+        # FORCE: the owner is bound too, so an application that connects as the owner is still isolated.
+        conn.exec_driver_sql(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+        conn.exec_driver_sql(_TENANT_POLICY.format(table=table))
+    conn.exec_driver_sql(
+        "CREATE POLICY read_by_ref ON blobs FOR SELECT USING (ref = current_setting('cardloop.blob_ref', true))"
+    )
+    # Not FORCED: the owner-defined lookup function below reads across tenants, by hash only.
+    conn.exec_driver_sql("ALTER TABLE api_tokens ENABLE ROW LEVEL SECURITY")
+    conn.exec_driver_sql(_TENANT_POLICY.format(table="api_tokens"))
+    schema = conn.dialect.identifier_preparer.quote(conn.execute(text("SELECT current_schema()")).scalar_one())
+    # SECURITY DEFINER runs as the owner: a pinned search_path (pg_temp last) and qualified names
+    # keep a caller's temporary table from standing in for api_tokens.
+    conn.exec_driver_sql(f"""CREATE FUNCTION {schema}.cardloop_token_tenant(token_hash text, used_at timestamptz)
+    RETURNS text LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = {schema}, pg_temp AS $fn$
+DECLARE
+    found_id varchar;
+    found_tenant varchar;
+BEGIN
+    SELECT id, tenant INTO found_id, found_tenant
+      FROM {schema}.api_tokens WHERE token_sha256 = token_hash AND revoked_at IS NULL;
+    IF found_id IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- At most one write a minute per token: authentication stays a read on the hot path.
+    UPDATE {schema}.api_tokens SET last_used_at = used_at
+     WHERE id = found_id AND (last_used_at IS NULL OR last_used_at <= used_at - interval '1 minute');
+    RETURN found_tenant;
+END
+$fn$""")
+    conn.exec_driver_sql(f"REVOKE ALL ON FUNCTION {schema}.cardloop_token_tenant(text, timestamptz) FROM PUBLIC")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "cards, chat history, context, blobs, summaries, LLM usage, deliveries", _V1),
+    Migration(2, "tenant prompts (versioned), API tokens, row-level security", (*_V2_TABLES, _v2_row_level_security)),
 )
 
 _SCHEMA_TABLE_DDL = """CREATE TABLE IF NOT EXISTS cardloop_schema (
@@ -386,7 +578,10 @@ def _lock_and_read_versions(conn: Connection, db: Database, known: int) -> set[i
         # Keyed by schema: stores in different schemas of one database do not wait for each other.
         conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(current_schema() || '.cardloop_schema'))"))
     # Under the lock: concurrent CREATE TABLE IF NOT EXISTS can still collide on PostgreSQL.
-    conn.exec_driver_sql(_SCHEMA_TABLE_DDL.format(**_TYPES[conn.dialect.name]))
+    # Only when missing: even IF NOT EXISTS needs CREATE on the schema, which the application
+    # role of a provisioned database lacks (it opens an up-to-date store without migrating).
+    if not inspect(conn).has_table(schema_versions.name):
+        conn.exec_driver_sql(_SCHEMA_TABLE_DDL.format(**_TYPES[conn.dialect.name]))
     applied = set(conn.execute(select(schema_versions.c.version)).scalars())
     newest = max(applied, default=0)
     if newest > known:
@@ -395,3 +590,41 @@ def _lock_and_read_versions(conn: Connection, db: Database, known: int) -> set[i
             f"(up to {known}): it was migrated by a newer release. Upgrade cardloop, or use another database."
         )
     return applied
+
+
+# ---------------------------------------------------------------------------------------------
+# The application role (PostgreSQL)
+
+# Immutable history: the application may add prompt versions, never change or remove one.
+_APP_GRANTS: tuple[tuple[str, str], ...] = (
+    ("cardloop_schema", "SELECT"),
+    ("cards", "SELECT, INSERT, UPDATE, DELETE"),
+    ("card_counters", "SELECT, INSERT, UPDATE, DELETE"),
+    ("messages", "SELECT, INSERT, UPDATE, DELETE"),
+    ("context_items", "SELECT, INSERT, UPDATE, DELETE"),
+    ("blobs", "SELECT, INSERT, UPDATE, DELETE"),
+    ("summaries", "SELECT, INSERT, UPDATE, DELETE"),
+    ("llm_usage", "SELECT, INSERT, UPDATE, DELETE"),
+    ("deliveries", "SELECT, INSERT, UPDATE, DELETE"),
+    ("tenant_prompts", "SELECT, INSERT"),
+    ("tenant_prompt_heads", "SELECT, INSERT, UPDATE"),
+    ("api_tokens", "SELECT, INSERT, UPDATE"),
+)
+
+
+def provision_role_sql(conn: Connection, role: str) -> list[str]:
+    """The statements that let `role` use the migrated schema of `conn` as the application.
+
+    Run by the owner (the role that migrated). Idempotent. What the role does NOT get: CREATE on
+    the schema (it cannot migrate or create objects), ownership (FORCEd row-level security still
+    binds it, but so does plain RLS), BYPASSRLS, UPDATE/DELETE on tenant_prompts.
+    """
+    quote = conn.dialect.identifier_preparer.quote
+    schema = quote(conn.execute(text("SELECT current_schema()")).scalar_one())
+    r = quote(role)
+    statements = [f"GRANT USAGE ON SCHEMA {schema} TO {r}"]
+    statements += [f"GRANT {privileges} ON {schema}.{table} TO {r}" for table, privileges in _APP_GRANTS]
+    statements.append(
+        f"GRANT EXECUTE ON FUNCTION {schema}.{TOKEN_LOOKUP_FUNCTION}(text, timestamptz) TO {r}"
+    )
+    return statements

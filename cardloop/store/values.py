@@ -1,7 +1,8 @@
 """The store's errors, value objects and key rules.
 
     StoreError (CardloopError, RuntimeError)   the store refused input or found bad state
-    └── NotFoundError (+ KeyError)             a blob ref that is not stored
+    ├── NotFoundError (+ KeyError)             a blob ref or prompt version that is not stored
+    └── TenantScopeError                       a tenant-scoped store asked about another tenant
 
 Database driver errors (connection lost, serialization failure) are left as SQLAlchemy raises
 them: they are transient, and Temporal retries the activity.
@@ -12,12 +13,12 @@ from __future__ import annotations
 import hashlib
 import re
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from cardloop.errors import CardloopError
-from prompts.card import Card
+from prompts.card import Card, TenantPrompt
 
 # One rule for every tenant name: the same characters CardRef allows for a key part, so the
 # tenant segment of a card key and the tenant column always agree (row-level security keys on it).
@@ -38,6 +39,10 @@ class NotFoundError(StoreError, KeyError):
     def __str__(self) -> str:
         # KeyError's own __str__ would print the message quoted, like a repr.
         return RuntimeError.__str__(self)
+
+
+class TenantScopeError(StoreError):
+    """A store scoped to one tenant (`Store.for_tenant`) was asked to touch another tenant's data."""
 
 
 def check_tenant(tenant: str) -> str:
@@ -143,3 +148,58 @@ class UsageTotals(_Value):
     card_key: str
     total: UsageSum
     by_stage: dict[str, UsageSum]
+
+
+class TenantPromptVersion(_Value):
+    """One immutable version of a tenant's custom prompt; `deleted` marks a deletion.
+
+    `custom_system_prompt` is the sanitized text the prompt core uses (the submitted text is
+    not stored; `submitted_sha256` is its digest). `restored_from` names the version a rollback
+    copied. `issues` is empty for every stored version under the reject policy, kept for audit.
+    """
+
+    tenant: str
+    version: int = Field(ge=1)
+    deleted: bool = False
+    custom_system_prompt: str = ""
+    override_mode: Literal["append", "replace_behavior"] = "append"
+    language_preference: str = "auto"
+    tone_profile: dict[str, str] = Field(default_factory=dict)
+    validation_status: Literal["VALID", "SANITIZED"] | None = None
+    issues: tuple[dict[str, Any], ...] = ()
+    submitted_sha256: str | None = None
+    restored_from: int | None = None
+    created_by: str
+    created_at: AwareDatetime
+
+    @property
+    def prompt(self) -> TenantPrompt:
+        """The version as the prompt core takes it (`AssemblyRequest.tenant_prompt`)."""
+        return TenantPrompt(
+            custom_system_prompt=self.custom_system_prompt,
+            override_mode=self.override_mode,
+            language_preference=self.language_preference,
+            tone_profile=dict(self.tone_profile),
+        )
+
+
+class ApiToken(_Value):
+    """What the store keeps about a bearer token: never the token, only its SHA-256 (not shown here)."""
+
+    id: str
+    tenant: str
+    name: str
+    created_at: AwareDatetime
+    revoked_at: AwareDatetime | None = None
+    last_used_at: AwareDatetime | None = None
+
+
+class IssuedApiToken(_Value):
+    """A token just created: the only moment its plaintext exists outside the caller's hands."""
+
+    info: ApiToken
+    token: str = Field(repr=False)  # a repr in a log must not carry it
+
+    @property
+    def id(self) -> str:
+        return self.info.id

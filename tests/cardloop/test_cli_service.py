@@ -31,6 +31,7 @@ def dev_env(tmp_path: Path):
     env = {**os.environ, "HOME": str(tmp_path), "ANTHROPIC_API_KEY": "sk-ant-test",
            "CARDLOOP_DEV__DATA_DIR": str(tmp_path / "data"), "CARDLOOP_DEV__TEMPORAL_PORT": str(port),
            "CARDLOOP_DEV__UI_PORT": str(ui), "CARDLOOP_TEMPORAL__ADDRESS": f"127.0.0.1:{port}",
+           "CARDLOOP_API_PORT": str(free_port()),
            "DATABASE_URL": f"sqlite:///{tmp_path / 'data' / 'cardloop.sqlite'}",
            "CARDLOOP_PROFILES__CLAUDE__BASE_URL": model.url, "CARDLOOP_PROFILES__CLAUDE_FAST__BASE_URL": model.url}
     yield env, port, ui
