@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cardloop.cli_service import add_service_commands
+from cardloop.cli_tenant import add_tenant_commands
 from cardloop.config import Config, load_config
 from cardloop.errors import CardloopError, ConfigError, InputError, RejectedError
 from prompts.assemble import AssemblyError, AssemblyRequest, PromptAssembler
@@ -33,6 +34,8 @@ examples:
   cardloop prompt validate my-tenant-prompt.txt
   cardloop card schema > card.schema.json
   cardloop config check
+  cardloop tenant set-prompt acme prompt.txt --mode append --language German
+  cardloop tenant versions acme
 
 exit codes: 0 ok, 1 input refused (e.g. a rejected tenant prompt), 2 bad usage, config or input.
 """
@@ -250,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.set_defaults(func=cmd_card_check, needs_config=False)
     add_service_commands(sub, csub)
+    add_tenant_commands(sub)
 
     conf = sub.add_parser("config", help="configuration")
     fsub = conf.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")

@@ -6,18 +6,23 @@ import argparse
 import asyncio
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cardloop.cards import CardService
 from cardloop.config import Config
-from cardloop.demo import card_url, run_demo
 from cardloop.errors import InputError
 from cardloop.models import CardRef
-from cardloop.stack import dev_stack, open_store, run_api, run_worker, wait_for_ctrl_c
-from cardloop.temporal import connect
 from prompts.card import Card, CardError, parse_card
+
+if TYPE_CHECKING:
+    from cardloop.cards import CardService
+
+# The service modules (temporalio, anthropic, uvicorn) take seconds to import: each command
+# imports what it needs, so `cardloop prompt ...` and `--help` stay quick.
 
 
 def cmd_worker(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.stack import run_worker
+
     asyncio.run(run_worker(config))
     return 0
 
@@ -26,17 +31,26 @@ def cmd_api(args: argparse.Namespace, config: Config) -> int:
     if args.host or args.port:
         config = config.model_copy(update={"api": config.api.model_copy(
             update={k: v for k, v in (("host", args.host), ("port", args.port)) if v})})
+    from cardloop.stack import run_api
+
     asyncio.run(run_api(config))
     return 0
 
 
 def cmd_dev(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.stack import dev_stack, wait_for_ctrl_c
+
     async def main() -> None:
         async with dev_stack(config, with_api=True) as stack:
             print(f"Temporal dev server on {stack.server.address if stack.server else '?'} (SQLite in "
                   f"{config.dev.data_dir}); UI {stack.ui_url}\nworker on task queue {config.temporal.task_queue}; "
                   f"store {stack.store.url}\nAPI on {stack.api_url} (docs: {stack.api_url}/docs)\n"
                   "Press Ctrl-C to stop.", flush=True)
+            missing = sorted({config.profiles[config.stage(st).profile].api_key_env for st in config.stages_enum()
+                              if config.api_key(config.stage(st).profile) is None})
+            if missing:
+                print(f"warning: {', '.join(missing)} not set: stages will fail with 'no API key'. Set it, or run "
+                      "`cardloop demo` to see the flow with the offline scripted model.", flush=True)
             await wait_for_ctrl_c()
             print("stopping …", flush=True)
 
@@ -45,6 +59,8 @@ def cmd_dev(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.demo import run_demo
+
     return asyncio.run(run_demo(args.config, keep_running=args.keep_running,
                                 out=lambda s: print(s, flush=True)))
 
@@ -70,6 +86,10 @@ def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
 
 
 def _card_command(args: argparse.Namespace, config: Config, action) -> int:
+    from cardloop.cards import CardService
+    from cardloop.stack import open_store
+    from cardloop.temporal import connect
+
     async def main() -> int:
         ref, card = _resolve(args.card, args)  # bad input fails before any connection
         store = open_store(config)
@@ -86,6 +106,8 @@ def _card_command(args: argparse.Namespace, config: Config, action) -> int:
 
 
 def cmd_card_move(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.demo import card_url
+
     async def action(svc: CardService, ref: CardRef) -> int:
         await svc.move(ref, args.to, delivery_id=args.delivery_id, actor=args.actor)
         link = card_url(config.temporal.ui_url, config.temporal.namespace, ref.workflow_id)

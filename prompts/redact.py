@@ -328,6 +328,9 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     ),
     RedactionRule("slack-token", _token("x(?:ox[abeoprs]|app)-", 5, r"[A-Za-z0-9\-]{10,}")),
     RedactionRule("google-api-key", _token("AIza", 4, r"[A-Za-z0-9_\-]{35}")),
+    # cardloop's own tenant API tokens: "cl_" + 43 URL-safe characters (secrets.token_urlsafe(32)).
+    RedactionRule("cardloop-api-token", _token("cl_", 3, r"[A-Za-z0-9_\-]{43}(?![A-Za-z0-9_\-])"),
+                  validator=lambda m: _looks_random(m.group(0)[3:])),
     RedactionRule(
         "jwt",
         _token("eyJ", 3, r"[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*"),

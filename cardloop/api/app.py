@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
 
 import httpx
 from fastapi import FastAPI, Request
@@ -16,7 +15,7 @@ from fastapi.responses import JSONResponse
 from temporalio.client import Client
 
 from activities.runtime import Runtime
-from cardloop.api import cards, webhooks
+from cardloop.api import cards, gateway, tenants, webhooks
 from cardloop.api.limits import BodySizeLimit
 from cardloop.api.services import Services
 from cardloop.cards import CardService
@@ -25,18 +24,6 @@ from cardloop.store import Store
 from cardloop.temporal import connect
 
 log = logging.getLogger(__name__)
-
-
-def _optional_routers() -> list[Any]:
-    """Routers of parts that may not be installed in a partial checkout of the tree."""
-    routers = []
-    for name in ("tenants", "gateway"):
-        try:
-            module = __import__(f"cardloop.api.{name}", fromlist=["router"])
-        except ImportError:
-            continue
-        routers.append(module.router)
-    return routers
 
 
 def create_app(svc: Services) -> FastAPI:
@@ -65,10 +52,8 @@ def create_app(svc: Services) -> FastAPI:
         svc.store.schema_version()
         return {"status": "ok", "temporal": "connected" if svc.cards is not None else "not configured"}
 
-    app.include_router(webhooks.router)
-    app.include_router(cards.router)
-    for router in _optional_routers():
-        app.include_router(router)
+    for module in (webhooks, tenants, cards, gateway):
+        app.include_router(module.router)
     app.add_middleware(BodySizeLimit, max_bytes=svc.config.api.max_body_bytes)
     return app
 

@@ -33,8 +33,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cardloop.api.auth import bearer_token, require_admin_path, require_tenant_path
 from cardloop.api.services import Services, services
+from cardloop.config import Config
 from cardloop.store import NotFoundError, StoreError, TenantPromptVersion
-from prompts.assemble import AssemblyError, AssemblyRequest
+from prompts.assemble import AssemblyError, AssemblyRequest, PromptAssembler
 from prompts.card import Card, TenantPrompt
 from prompts.layers import tenant_text
 from prompts.validate import (
@@ -216,13 +217,13 @@ def _rejected(issues: list[Issue], detail: str = "the prompt was rejected; nothi
     return JSONResponse(body.model_dump(), status_code=400)
 
 
-def effective_prompt(svc: Services, tenant: str, prompt: TenantPrompt | None) -> str:
+def effective_prompt(assembler: PromptAssembler, config: Config, tenant: str, prompt: TenantPrompt | None) -> str:
     """The first system block a card of `tenant` gets with the default profile and no stage:
     assembled by the prompt core itself, so it is exactly what the layering produces."""
     card = Card(id="effective-prompt", tenant=tenant, board="api", title="Effective system prompt")
     try:
-        assembled = svc.runtime.assembler.assemble(
-            AssemblyRequest(card=card, stage=None, tenant_prompt=prompt), svc.config.assembly_settings(None))
+        assembled = assembler.assemble(
+            AssemblyRequest(card=card, stage=None, tenant_prompt=prompt), config.assembly_settings(None))
     except AssemblyError as exc:
         raise HTTPException(500, f"configuration problem: {exc}") from None
     return assembled.conversation.system[0].text
@@ -230,7 +231,8 @@ def effective_prompt(svc: Services, tenant: str, prompt: TenantPrompt | None) ->
 
 def _out(svc: Services, version: TenantPromptVersion) -> PromptOut:
     return PromptOut(**PromptVersionOut.of(version).model_dump(),
-                     effective_prompt=effective_prompt(svc, version.tenant, version.prompt))
+                     effective_prompt=effective_prompt(svc.runtime.assembler, svc.config, version.tenant,
+                                                       version.prompt))
 
 
 def _actor(request: Request, svc: Services, tenant: str) -> str:

@@ -37,7 +37,8 @@ def _error(status: int, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"status": "refused", "detail": message, **extra}, status_code=status)
 
 
-async def _apply(svc: Services, event: BoardEvent) -> dict[str, Any]:
+async def _apply(svc: Services, event: BoardEvent, moving: set[str]) -> dict[str, Any]:
+    """`moving`: card keys that this delivery also moves to a stage (they may be created)."""
     ref = card_ref(event)
     base = {"card": ref.key, "kind": event.kind, "delivery_id": event.delivery_id}
     if svc.cards is None:
@@ -51,7 +52,7 @@ async def _apply(svc: Services, event: BoardEvent) -> dict[str, Any]:
     if event.kind == "build_failed" and not known:
         return {**base, "status": "ignored", "reason": f"no card is known for {event.card_id}"}
     if not known:
-        if event.kind == "comment":
+        if event.kind == "comment" and ref.key not in moving:
             return {**base, "status": "ignored", "reason": f"no card is known for {event.card_id} yet: move it first"}
         svc.cards.import_card(Card(id=ref.card_id, tenant=ref.tenant, board=ref.board,
                                    title=(event.title or event.card_id)[:1000], body=event.body or "",
@@ -95,9 +96,10 @@ async def webhook(board: str, request: Request, svc: SvcDep) -> Response:
     if isinstance(parsed, Ignored):
         return JSONResponse({"status": "ignored", "reason": parsed.reason})
     results = []
+    moving = {card_ref(e).key for e in parsed if e.kind == "transition" and e.stage is not None}
     try:
         for event in parsed:
-            results.append(await _apply(svc, event))
+            results.append(await _apply(svc, event, moving))
     except (RPCError, RuntimeError, ConfigError) as err:
         log.error("%s webhook not applied, Temporal unavailable: %s", board, err)
         return _error(503, "the event could not be handed to Temporal; redeliver later", applied=results)

@@ -13,6 +13,21 @@ PostgreSQL when the URL says so (`postgresql://...`, driven by psycopg 3).
 `Store.open(url)` creates the engine and migrates; one Store is shared by all threads.
 `store.for_tenant(t)` is a view scoped to one tenant; on PostgreSQL row-level security enforces
 the scope (schema.py says how, `Store.provision_postgres_role` prepares the application role).
+
+PostgreSQL deployment (two roles; superusers and BYPASSRLS roles are never isolated):
+
+1. A DBA creates the owner role and its schema (or database):
+       CREATE ROLE cardloop_owner LOGIN PASSWORD '...' NOSUPERUSER NOBYPASSRLS CREATEROLE;
+       CREATE SCHEMA cardloop AUTHORIZATION cardloop_owner;    -- or use the owner's database
+   (Without CREATEROLE the DBA also runs CREATE ROLE cardloop_app LOGIN PASSWORD '...'.)
+2. As the owner, migrate and provision the application role, on every upgrade (idempotent):
+       python -c "from cardloop.store import Store; Store.provision_postgres_role(
+           'postgresql://cardloop_owner:...@db/cardloop?options=-csearch_path%3Dcardloop', 'cardloop_app', '...')"
+   The password travels as a SCRAM verifier; omit it to keep the role's current one.
+3. Run the API and the workers with DATABASE_URL naming cardloop_app (same search_path).
+   They open the store without migrating; a release with a new migration refuses to start
+   until step 2 has run for it. Backups (pg_dump) need a superuser or BYPASSRLS role: FORCEd
+   row-level security hides every row from the owner too.
 """
 
 from cardloop.store.core import TOKEN_PREFIX, Store, scram_sha256_verifier

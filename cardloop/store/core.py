@@ -834,7 +834,11 @@ def _provision(conn: Connection, role: str, password: str | None) -> None:
         if found.rolsuper or found.rolbypassrls:
             raise StoreError(f"role {role!r} is a superuser or has BYPASSRLS: row-level security would not bind it")
         if verifier:
-            conn.exec_driver_sql(f"ALTER ROLE {quote(role)}{verifier}")
+            try:
+                conn.exec_driver_sql(f"ALTER ROLE {quote(role)}{verifier}")
+            except ProgrammingError as exc:
+                raise StoreError(f"cannot set the password of role {role!r} ({exc.orig}); "
+                                 "provision without a password, or as a role with CREATEROLE") from None
     for statement in s.provision_role_sql(conn, role):
         conn.exec_driver_sql(statement)
 

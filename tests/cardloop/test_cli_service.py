@@ -44,7 +44,7 @@ def test_dev_stack_runs_cards_from_the_cli_and_stops_on_ctrl_c(dev_env, tmp_path
                            text=True)
     try:
         deadline = time.monotonic() + 60
-        while not port_open(port) and time.monotonic() < deadline:
+        while not (port_open(port) and port_open(ui)) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert port_open(ui), "the Temporal UI is served"
         out = run("card", "move", str(EXAMPLE_CARD), "--to", "review", "--delivery-id", "d1", env=env)

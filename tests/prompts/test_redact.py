@@ -398,3 +398,12 @@ def test_spans_are_disjoint_sorted_and_secrets_never_survive(parts: list[str]) -
     for secret in SECRETS:
         if f" {secret} " in f" {text} ":  # a whole, separated secret
             assert secret not in result.text
+
+
+def test_cardloop_api_token() -> None:
+    import secrets
+
+    token = "cl_" + secrets.token_urlsafe(32)
+    out = redact(f"Authorization for the gateway: {token}.")
+    assert token not in out and "[REDACTED:cardloop-api-token]" in out
+    assert redact("cl_" + "x" * 43) == "cl_" + "x" * 43  # not random: an identifier, kept

@@ -158,3 +158,46 @@ async def test_fuzzed_requests_never_5xx_and_never_move_a_card_unsigned(stack: S
         assert r.status_code in (400, 401, 404, 413), (board, r.status_code, r.text)
     started = [wf.id async for wf in stack.client.list_workflows(f"TaskQueue = '{stack.task_queue}'")]
     assert started == [], "an unsigned fuzzed request started a card workflow"
+
+
+@pytest.mark.stack_env(**ENV)
+async def test_comment_with_a_move_creates_the_card_and_joins_its_history(stack: Stack, api) -> None:
+    body = generic("WEB-6", "review", "g-6", comment="Please focus on the retry cap.", actor="priya")
+    r = await post(api, "generic", body, sign(body))
+    assert r.status_code == 200, r.text
+    assert [e["status"] for e in r.json()["events"]] == ["accepted", "accepted"]
+    ref = CardRef(tenant="default", board="generic", card_id="WEB-6")
+    await stack.cards.wait_for(ref, lambda s: s.status == "done", timeout=60)
+    comments = [m for m in stack.store.messages(ref.key) if m.content == "Please focus on the retry cap."]
+    assert len(comments) == 1 and comments[0].author == "priya"
+
+
+@pytest.mark.stack_env(**ENV, CARDLOOP_GITHUB_TOKEN="ghp_" + "T" * 36)
+async def test_github_projects_move_resolves_through_graphql_and_starts_the_stage(stack: Stack) -> None:
+    from tests.cardloop.boards.conftest import FakeGitHub
+    from tests.cardloop.boards.test_github import FIELD, IN_PROGRESS, ISSUE, ITEM, STATUS_FIELD, item_node, moved
+
+    github = FakeGitHub()
+    github.nodes[FIELD] = STATUS_FIELD
+    github.nodes[ITEM] = item_node(ISSUE, status="In Progress")
+    config = stack.config.model_copy(update={"boards": {**stack.config.boards, "github": stack.config.board(
+        "github").model_copy(update={"graphql_url": github.url})}})
+    try:
+        async with httpx.AsyncClient() as http:
+            svc = Services(config=config, store=stack.store, runtime=stack.runtime, cards=stack.cards, http=http,
+                           adapters=build_adapters(config, http))
+            transport = httpx.ASGITransport(app=create_app(svc))
+            async with httpx.AsyncClient(transport=transport, base_url="http://cardloop") as api:
+                body = moved(to=IN_PROGRESS)
+                r = await api.post("/webhooks/github", content=body, headers={
+                    "x-github-event": "projects_v2_item", "x-github-delivery": "gh-1",
+                    "x-hub-signature-256": sign(body), "content-type": "application/json"})
+        assert r.status_code == 200, r.text
+        event = r.json()["events"][0]
+        assert event["stage"] == "coding" and event["status"] == "accepted"
+        ref = CardRef.parse(event["card"])
+        await stack.cards.wait_for(ref, lambda s: s.stage == "coding" and s.stage_runs >= 1, timeout=60)
+        card = stack.store.card_fields(ref.key)
+        assert card is not None and card.title == ISSUE["title"] and card.repo == "Octocoders/payments"
+    finally:
+        github.close()
