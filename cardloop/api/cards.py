@@ -28,12 +28,12 @@ def card_prompt(
         st = parse_stage(stage)
     except ValueError as exc:
         raise HTTPException(400, str(exc)) from None
-    found = svc.store.get_card(f"{tenant}/{card}") if card.count("/") == 1 else None
+    store = svc.store.for_tenant(tenant)  # on PostgreSQL the database itself keeps other tenants out
+    found = store.get_card(f"{tenant}/{card}") if card.count("/") == 1 else None
     if found is None:
         raise HTTPException(404, "not found")
-    current = getattr(svc.store, "current_tenant_prompt", None)
-    stored = current(tenant) if current else None
-    tenant_prompt = getattr(stored, "prompt", None) if stored is not None else None
+    stored = store.current_tenant_prompt(tenant)
+    tenant_prompt = stored.prompt if stored is not None else None
     settings = svc.config.assembly_settings(st)
     try:
         prompt = svc.runtime.assembler.assemble(
