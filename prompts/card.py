@@ -35,6 +35,8 @@ class ContextKind(StrEnum):
     TEST_RESULT = "test_result"
     ADR = "adr"
     LIBRARY_DOC = "library_doc"
+    # A context source that could not answer, and why: the agent must know what it is missing.
+    SOURCE_STATUS = "source_status"
 
 
 # Kinds whose text is a log: cut by keeping head, tail and the lines around errors.

@@ -1,0 +1,1 @@
+"""Context sources: each gathers context items with provenance for a card and stage (I/O)."""
