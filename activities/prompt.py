@@ -53,7 +53,7 @@ class PromptActivities:
         cfg = self.rt.config.stage(st)
         return StageSettings(profile=cfg.profile, max_iterations=cfg.max_iterations,
                              token_budget=cfg.token_budget, auto_advance=cfg.auto_advance,
-                             next_stage=cfg.next)
+                             next_stage=cfg.next, sources=self.rt.config.sources_for(st))
 
     @activity.defn(name="prompt.assemble")
     def assemble(self, inp: AssembleInput) -> AssembleResult:

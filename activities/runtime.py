@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from activities.providers import Price, Provider, ProviderError, build_provider, cost_usd
 from activities.providers.base import Usage
+from activities.sources.base import Source
 from cardloop.config import Config
 from cardloop.store import Store
 from prompts.assemble import PromptAssembler
@@ -24,6 +26,7 @@ class Runtime:
     base_urls: dict[str, str] = field(default_factory=dict)
     timeout: float = 600.0
     _providers: dict[str, Provider] = field(default_factory=dict)
+    _sources: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -49,11 +52,22 @@ class Runtime:
             self._providers[profile] = provider
             return provider
 
+    def source(self, name: str) -> Source:
+        """One instance per source name, built on first use from config.toml."""
+        with self._lock:
+            cached = self._sources.get(name)
+            if cached is None:
+                from activities.sources.factory import build_source
+
+                cached = self._sources[name] = build_source(name, self.config)
+            return cached
+
     def close(self) -> None:
-        """Close the provider clients (their connection pools)."""
+        """Close the provider clients and context sources (their connection pools)."""
         with self._lock:
             providers, self._providers = list(self._providers.values()), {}
-        for provider in providers:
+            sources, self._sources = list(self._sources.values()), {}
+        for provider in [*providers, *sources]:
             close = getattr(provider, "close", None)
             if close is not None:
                 close()

@@ -86,6 +86,7 @@ async def main() -> None:
                "CARDLOOP_PATHS__PROMPT_OVERRIDES": str(Path(tmp) / "none")}
         for stage in ("coding", "testing"):
             env[f"CARDLOOP_STAGES__{stage.upper()}__AUTO_ADVANCE"] = "false"
+            env[f"CARDLOOP_CONTEXT__SOURCES__{stage.upper()}"] = "[]"  # the model's latency only
             env[f"CARDLOOP_STAGES__{stage.upper()}__MAX_ITERATIONS"] = str(args.turns)
         config = load_config(REPO_CONFIG, env)
         store = Store.open(f"sqlite:///{Path(tmp) / 'store.sqlite'}")

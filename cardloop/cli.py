@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cardloop.cli_context import add_context_command
 from cardloop.cli_service import add_service_commands
 from cardloop.cli_tenant import add_tenant_commands
 from cardloop.config import Config, load_config
@@ -254,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_card_check, needs_config=False)
     add_service_commands(sub, csub)
     add_tenant_commands(sub)
+    add_context_command(sub, _stage)
 
     conf = sub.add_parser("config", help="configuration")
     fsub = conf.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")

@@ -85,6 +85,20 @@ def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
     return ref, None
 
 
+def load_card_arg(arg: str, config: Config) -> Card:
+    """A card file, or a card in the store by key."""
+    ref, card = _resolve(arg, argparse.Namespace(tenant=None, board=None))
+    if card is not None:
+        return card
+    from cardloop.stack import open_store
+
+    with open_store(config) as store:
+        found = store.get_card(ref.key)
+    if found is None:
+        raise InputError(f"card {ref.key!r} is neither a file nor a card in the store")
+    return found
+
+
 def _card_command(args: argparse.Namespace, config: Config, action) -> int:
     from cardloop.cards import CardService
     from cardloop.stack import open_store

@@ -153,12 +153,62 @@ class HistoryConfig(_Section):
     min_summary_tokens: int = Field(default=200, ge=0)
 
 
+SOURCE_NAMES = ("repository", "github_actions", "github_reviews", "github_tests", "kubernetes")
+SourceName = Literal["repository", "github_actions", "github_reviews", "github_tests", "kubernetes"]
+
+
 class ContextConfig(_Section):
     max_item_tokens: int = Field(default=6_000, gt=0)
     min_item_tokens: int = Field(default=120, ge=1)
     card_max_tokens: int = Field(default=2_000, gt=0)
     priorities: dict[ContextKind, int] = Field(default_factory=dict)
     stages: dict[ContextKind, list[Stage]] = Field(default_factory=dict)
+    sources: dict[Stage, list[SourceName]] = Field(default_factory=dict)
+
+
+class GitHubSourceConfig(_Section):
+    api_url: str = "https://api.github.com"
+    graphql_url: str = ""  # empty: derived from api_url
+    token_env: str = "CARDLOOP_GITHUB_TOKEN"
+    app_id_env: str = "CARDLOOP_GITHUB_APP_ID"
+    app_private_key_env: str = "CARDLOOP_GITHUB_APP_PRIVATE_KEY"
+    installation_id: int = Field(default=0, ge=0)
+    max_runs: int = Field(default=3, ge=1, le=20)
+    excerpt_tokens: int = Field(default=4_000, ge=200)
+    timeout: float = Field(default=30.0, gt=0)
+
+
+class K8sServiceConfig(_Section):
+    namespace: str = Field(min_length=1)
+    selector: str = Field(min_length=1)
+
+
+class KubernetesSourceConfig(_Section):
+    kubeconfig: str = ""
+    context: str = ""
+    tail_lines: int = Field(default=300, ge=1)
+    since_seconds: int = Field(default=86_400, ge=1)
+    excerpt_tokens: int = Field(default=3_000, ge=200)
+    timeout: float = Field(default=15.0, gt=0)
+    services: dict[str, K8sServiceConfig] = Field(default_factory=dict)
+
+
+class RepositorySourceConfig(_Section):
+    cache_dir: str = "~/.cache/cardloop/repos"
+    clone_url: str = "https://github.com/{repo}.git"
+    token_env: str = "CARDLOOP_GITHUB_TOKEN"
+    depth: int = Field(default=50, ge=1)
+    adr_globs: list[str] = Field(default_factory=lambda: ["docs/adr/**/*.md", "doc/architecture/decisions/**/*.md"])
+    doc_globs: list[str] = Field(default_factory=list)
+    max_files: int = Field(default=8, ge=0, le=100)
+    max_file_tokens: int = Field(default=2_500, ge=100)
+    max_adrs: int = Field(default=3, ge=0, le=50)
+
+
+class SourcesConfig(_Section):
+    github: GitHubSourceConfig = GitHubSourceConfig()
+    kubernetes: KubernetesSourceConfig = KubernetesSourceConfig()
+    repository: RepositorySourceConfig = RepositorySourceConfig()
 
 
 class ProviderConfig(_Section):
@@ -207,6 +257,7 @@ class Config(_Section):
     budget: BudgetConfig = BudgetConfig()
     history: HistoryConfig = HistoryConfig()
     context: ContextConfig = ContextConfig()
+    sources: SourcesConfig = SourcesConfig()
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
@@ -285,6 +336,9 @@ class Config(_Section):
 
     def token_counter(self) -> TokenCounter:
         return TokenCounter(self.tokens.encoding)
+
+    def sources_for(self, stage: Stage) -> list[str]:
+        return list(self.context.sources.get(stage, []))
 
     def board(self, name: str) -> BoardConfig:
         return self.boards.get(name) or BoardConfig()

@@ -41,9 +41,12 @@ def needs_scripted_model(config: Config) -> bool:
 
 def demo_config(config_path: str | None, env: Mapping[str, str], scripted: bool) -> Config:
     env = dict(env)
-    # The demo moves the card column by column, as a board does: no auto-advance.
+    # The demo moves the card column by column, as a board does: no auto-advance. The sample
+    # card carries its own context (logs, files, ADR); its repository does not exist, so the
+    # live context sources are off.
     for stage in STAGE_NAMES:
         env[f"CARDLOOP_STAGES__{stage.upper()}__AUTO_ADVANCE"] = "false"
+        env[f"CARDLOOP_CONTEXT__SOURCES__{stage.upper()}"] = "[]"
     if scripted:
         env["ANTHROPIC_API_KEY"] = SCRIPTED_KEY
     config = load_config(config_path, env)

@@ -135,6 +135,22 @@ class StageSettings(_Value):
     token_budget: int
     auto_advance: bool
     next_stage: Target | None = None
+    sources: list[str] = Field(default_factory=list)  # context sources gathered when the stage starts
+
+
+class GatherInput(_Value):
+    card_key: str
+    stage: str
+    source: str
+    # The activity's last attempt records the source as unavailable instead of failing.
+    max_attempts: int = 3
+
+
+class GatherResult(_Value):
+    source: str
+    status: Literal["ok", "unavailable", "skipped"]
+    items: int = 0
+    reason: str = ""
 
 
 class StageInput(_Value):

@@ -9,6 +9,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.context import ContextActivities
 from activities.history import HistoryActivities
 from activities.llm import LlmActivities
 from activities.prompt import PromptActivities
@@ -20,8 +21,9 @@ WORKFLOWS: Sequence[type] = (CardWorkflow, StageWorkflow)
 
 
 def activities_for(rt: Runtime) -> list[Any]:
-    prompt, history, llm = PromptActivities(rt), HistoryActivities(rt), LlmActivities(rt)
-    return [prompt.stage_settings, prompt.assemble, history.append, history.summarize, llm.complete]
+    prompt, history = PromptActivities(rt), HistoryActivities(rt)
+    llm, context = LlmActivities(rt), ContextActivities(rt)
+    return [prompt.stage_settings, prompt.assemble, history.append, history.summarize, llm.complete, context.gather]
 
 
 def build_worker(client: Client, rt: Runtime, *, task_queue: str | None = None) -> Worker:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cache
@@ -85,22 +86,25 @@ class TokenCounter:
         self._encoding = load_encoding(encoding)
         self._cache: OrderedDict[bytes, int] = OrderedDict()
         self._max_entries = max_entries
+        self._lock = threading.Lock()
         self.stats = CacheStats()
 
     def raw(self, text: str) -> int:
         if not text:
             return 0
         key = digest(text)
-        cached = self._cache.get(key)
-        if cached is not None:
-            self.stats.hits += 1
-            self._cache.move_to_end(key)
-            return cached
-        self.stats.misses += 1
+        with self._lock:  # one counter serves several threads (activities, API requests)
+            cached = self._cache.get(key)
+            if cached is not None:
+                self.stats.hits += 1
+                self._cache.move_to_end(key)
+                return cached
+            self.stats.misses += 1
         n = len(self._encoding.encode_ordinary(text))
-        self._cache[key] = n
-        if len(self._cache) > self._max_entries:
-            self._cache.popitem(last=False)
+        with self._lock:
+            self._cache[key] = n
+            if len(self._cache) > self._max_entries:
+                self._cache.popitem(last=False)
         return n
 
     def count(self, text: str) -> int:
@@ -116,6 +120,7 @@ class TokenCounter:
         view.calibration = calibration
         view._encoding = self._encoding
         view._cache = self._cache
+        view._lock = self._lock
         view._max_entries = self._max_entries
         view.stats = self.stats
         return view

@@ -39,8 +39,14 @@ class Stack:
         return await self.cards.wait_for(ref, done, timeout=timeout)
 
 
+# Context sources reach GitHub, Kubernetes and git remotes: tests that are not about them run without.
+NO_SOURCES = {f"CARDLOOP_CONTEXT__SOURCES__{stage.upper()}": "[]"
+              for stage in ("planning", "coding", "review", "testing", "error_fixing")}
+
+
 def make_config(server_address: str, task_queue: str, **env: str) -> Config:
     return load_config(REPO_CONFIG, env={
+        **NO_SOURCES,
         "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789",
         "CARDLOOP_TEMPORAL__ADDRESS": server_address,
         "CARDLOOP_TEMPORAL__TASK_QUEUE": task_queue,

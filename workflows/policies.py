@@ -12,6 +12,7 @@ SUMMARIZE = "history.summarize"
 COMPLETE = "llm.complete"
 APPEND = "history.append"
 STAGE_SETTINGS = "config.stage"
+GATHER = "context.gather"
 
 # Deterministic failures: retrying cannot help, so the activity fails at once.
 NON_RETRYABLE = ["ConfigError", "CardNotFound", "InvalidInput", "ProviderRejected"]
@@ -35,6 +36,14 @@ SUMMARIZE_TIMEOUT = timedelta(minutes=15)
 SUMMARIZE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                               maximum_interval=timedelta(seconds=30), maximum_attempts=3,
                               non_retryable_error_types=NON_RETRYABLE)
+
+# A context source: a few attempts, then the stage goes on without it (the activity records
+# the source as unavailable on its last attempt instead of failing).
+GATHER_TIMEOUT = timedelta(minutes=5)
+GATHER_ATTEMPTS = 3
+GATHER_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0,
+                           maximum_interval=timedelta(seconds=30), maximum_attempts=GATHER_ATTEMPTS,
+                           non_retryable_error_types=NON_RETRYABLE)
 
 STORE_TIMEOUT = timedelta(seconds=30)
 STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),

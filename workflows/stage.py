@@ -20,6 +20,8 @@ with workflow.unsafe.imports_passed_through():
         AssembleResult,
         CompleteInput,
         CompleteResult,
+        GatherInput,
+        GatherResult,
         StageInput,
         StageProgress,
         StageRun,
@@ -43,6 +45,10 @@ class StageWorkflow:
         s = inp.settings
         p = self.progress
         try:
+            # Histories recorded before context sources existed replay without this step.
+            if s.sources and workflow.patched("context-sources"):
+                self._details(inp, f"gathering context: {', '.join(s.sources)}")
+                await self._gather(inp)
             for iteration in range(1, s.max_iterations + 1):
                 p.iteration = iteration
                 self._details(inp, "assembling the prompt")
@@ -89,6 +95,25 @@ class StageWorkflow:
                 cause = getattr(cause, "cause", None) or cause.__cause__  # type: ignore[assignment]
             message = getattr(cause, "message", None) or str(cause)
             return self._done(inp, "failed", str(message)[:1000])
+
+    async def _gather(self, inp: StageInput) -> None:
+        """All of the stage's sources at once; each one's failure is recorded, never fatal."""
+        results = await asyncio.gather(*(
+            workflow.execute_activity(
+                policies.GATHER,
+                GatherInput(card_key=inp.ref.key, stage=inp.stage, source=name,
+                            max_attempts=policies.GATHER_ATTEMPTS),
+                result_type=GatherResult,
+                start_to_close_timeout=policies.GATHER_TIMEOUT,
+                heartbeat_timeout=policies.LLM_HEARTBEAT,
+                retry_policy=policies.GATHER_RETRY,
+                summary=f"gather context: {name}",
+            ) for name in inp.settings.sources), return_exceptions=True)
+        for name, result in zip(inp.settings.sources, results, strict=True):
+            if isinstance(result, asyncio.CancelledError):
+                raise result
+            if isinstance(result, BaseException):  # a deterministic failure (e.g. bad config): go on without it
+                workflow.logger.warning("context source %s failed: %s", name, result)
 
     async def _report(self, inp: StageInput) -> None:
         """Tell the card workflow after each turn, so its state query and details are live."""

@@ -15,6 +15,7 @@ import pytest
 from cardloop.devstack import free_port, port_open
 from cardloop.scripted_model import ScriptedModel, load_transcript
 from tests.conftest import EXAMPLE_CARD, ROOT
+from tests.stack import NO_SOURCES
 
 pytestmark = pytest.mark.timeout(240)
 CLI = Path(sys.executable).parent / "cardloop"
@@ -33,7 +34,8 @@ def dev_env(tmp_path: Path):
            "CARDLOOP_DEV__UI_PORT": str(ui), "CARDLOOP_TEMPORAL__ADDRESS": f"127.0.0.1:{port}",
            "CARDLOOP_API_PORT": str(free_port()),
            "DATABASE_URL": f"sqlite:///{tmp_path / 'data' / 'cardloop.sqlite'}",
-           "CARDLOOP_PROFILES__CLAUDE__BASE_URL": model.url, "CARDLOOP_PROFILES__CLAUDE_FAST__BASE_URL": model.url}
+           "CARDLOOP_PROFILES__CLAUDE__BASE_URL": model.url, "CARDLOOP_PROFILES__CLAUDE_FAST__BASE_URL": model.url,
+           **NO_SOURCES}
     yield env, port, ui
     model.stop()
 

@@ -21,6 +21,7 @@ from cardloop.devstack import TemporalDevServer, free_port
 from cardloop.scripted_model import ScriptedModel, load_transcript
 from cardloop.store import Store
 from cardloop.worker import build_worker
+from tests.stack import NO_SOURCES
 from tests.workflows.conftest import TRANSCRIPT, make_config, replay_all
 from tests.workflows.test_card_workflow import small_card
 
@@ -50,7 +51,8 @@ async def test_worker_killed_mid_model_call_restarts_and_nothing_is_duplicated(
     tq = f"crash-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test", "DATABASE_URL": f"sqlite:///{db}",
            "CARDLOOP_TEMPORAL__ADDRESS": temporal_server.address, "CARDLOOP_TEMPORAL__TASK_QUEUE": tq,
-           "CARDLOOP_PROFILES__CLAUDE__BASE_URL": model.url, "CARDLOOP_PROFILES__CLAUDE_FAST__BASE_URL": model.url}
+           "CARDLOOP_PROFILES__CLAUDE__BASE_URL": model.url, "CARDLOOP_PROFILES__CLAUDE_FAST__BASE_URL": model.url,
+           **NO_SOURCES}
     config = make_config(temporal_server.address, tq)
     store = Store.open(f"sqlite:///{db}")
     client = await Client.connect(temporal_server.address, data_converter=pydantic_data_converter)

@@ -1,0 +1,69 @@
+"""context.gather: run one context source for a card and stage, and keep what it found.
+
+A source that fails never fails the stage: transient failures retry per the activity's
+policy; on the last attempt (or at once for a failure retrying cannot fix) the card gets a
+`source_status` item saying the source was unavailable and why, so the prompt tells the agent
+what it is missing, and the activity returns normally."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.errors import card_not_found, invalid_input
+from activities.heartbeat import call_with_heartbeat
+from activities.runtime import Runtime
+from activities.sources.base import SourceRequest, SourceResult, SourceUnavailable
+from cardloop.models import GatherInput, GatherResult
+from prompts.card import ContextItem, ContextKind
+from prompts.stages import parse_stage
+
+LABELS = {"repository": "Repository files, ADRs and docs", "github_actions": "GitHub Actions build logs",
+          "github_reviews": "Pull request review threads", "github_tests": "Test results",
+          "kubernetes": "Kubernetes pod logs"}
+
+
+def status_item(source: str, text: str) -> ContextItem:
+    # One status item per source (same `source`), replaced on every gather.
+    return ContextItem(kind=ContextKind.SOURCE_STATUS, source=f"cardloop:source/{source}",
+                       title=LABELS.get(source, source), content=text, created_at=datetime.now(UTC))
+
+
+class ContextActivities:
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    @activity.defn(name="context.gather")
+    def gather(self, inp: GatherInput) -> GatherResult:
+        rt = self.rt
+        try:
+            stage = parse_stage(inp.stage)
+        except ValueError as exc:
+            raise invalid_input(str(exc)) from None
+        card = rt.store.get_card(inp.card_key)
+        if card is None:
+            raise card_not_found(inp.card_key)
+        try:
+            source = rt.source(inp.source)
+            result: SourceResult = call_with_heartbeat(lambda: source.gather(SourceRequest(card, stage)),
+                                                       detail=f"gathering {inp.source}")
+        except SourceUnavailable as err:
+            last = activity.info().attempt >= inp.max_attempts
+            if err.retryable and not last:
+                delay = timedelta(seconds=err.retry_after) if err.retry_after else None
+                raise ApplicationError(err.reason, type="SourceUnavailable", next_retry_delay=delay) from None
+            why = err.reason if not err.retryable else f"{err.reason} (after {activity.info().attempt} attempts)"
+            rt.store.put_context_items(inp.card_key, [status_item(
+                inp.source, f"{LABELS.get(inp.source, inp.source)} are unavailable for this turn: {why}. "
+                            "Work with what the prompt has, and say what you could not check.")])
+            activity.logger.warning("context source %s unavailable for %s: %s", inp.source, inp.card_key, why)
+            return GatherResult(source=inp.source, status="unavailable", reason=why[:500])
+        for label, text in result.blobs.items():
+            rt.store.put_blob(card.tenant, text, f"context:{label}")
+        found = f"{len(result.items)} item(s)" + (f"; {'; '.join(result.notes)}" if result.notes else "")
+        items = [*result.items, status_item(inp.source, f"{LABELS.get(inp.source, inp.source)}: {found}"[:2000])]
+        rt.store.put_context_items(inp.card_key, items)
+        return GatherResult(source=inp.source, status="ok", items=len(result.items),
+                            reason="; ".join(result.notes)[:500])

@@ -1,0 +1,64 @@
+"""Context sources inside a stage run: a real git repository (file://) feeds the prompt; a
+source that cannot answer never fails the stage, and the prompt says what is missing."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from cardloop.models import CardRef
+from tests.stack import Stack, replay_all
+from tests.workflows.test_card_workflow import small_card
+
+pytestmark = pytest.mark.timeout(180)
+REPOS = Path(tempfile.mkdtemp(prefix="cardloop-repos-"))
+CACHE = Path(tempfile.mkdtemp(prefix="cardloop-cache-"))
+GIT = ["git", "-c", "user.email=dev@acme.test", "-c", "user.name=dev", "-c", "init.defaultBranch=main"]
+
+
+def make_repo() -> None:
+    repo = REPOS / "acme" / "payments-api"
+    if (repo / ".git").exists():
+        return
+    (repo / "app" / "webhooks").mkdir(parents=True)
+    (repo / "docs" / "adr").mkdir(parents=True)
+    (repo / "app" / "webhooks" / "retry.py").write_text(
+        "def next_delay(attempt: int, base: float, cap: float) -> float:\n"
+        "    delay = base * 2 ** attempt\n    return min(delay, cap)\n")
+    (repo / "app" / "unrelated.py").write_text("def greet() -> str:\n    return 'hello'\n")
+    (repo / "docs" / "adr" / "0007-webhook-retries.md").write_text("# ADR 7: retry webhooks with capped backoff\n")
+    subprocess.run([*GIT, "init", "-q", str(repo)], check=True)
+    subprocess.run([*GIT, "-C", str(repo), "add", "."], check=True)
+    subprocess.run([*GIT, "-C", str(repo), "commit", "-qm", "initial"], check=True)
+    subprocess.run([*GIT, "-C", str(repo), "branch", "card/PAY-1"], check=True)
+
+
+ENV = {"CARDLOOP_CONTEXT__SOURCES__ERROR_FIXING": '["repository", "github_actions"]',
+       "CARDLOOP_SOURCES__REPOSITORY__CLONE_URL": f"file://{REPOS}/{{repo}}",
+       "CARDLOOP_SOURCES__REPOSITORY__CACHE_DIR": str(CACHE),
+       "CARDLOOP_STAGES__ERROR_FIXING__AUTO_ADVANCE": "false"}
+
+
+@pytest.mark.stack_env(**ENV)
+async def test_sources_feed_the_prompt_and_an_unavailable_one_is_said_not_fatal(stack: Stack) -> None:
+    make_repo()
+    card = small_card("CTX-1", body="The retry delay in app/webhooks/retry.py ignores the cap.")
+    ref: CardRef = stack.cards.import_card(card)
+    await stack.cards.move(ref, "error_fixing", delivery_id="e1")
+    state = await stack.wait_state(ref, lambda s: len(s.history) >= 1, timeout=120)
+    assert state.history[0].outcome == "completed"
+    items = stack.store.context_items(ref.key)
+    sources = {(i.kind.value, i.title) for i in items}
+    assert ("source_file", "app/webhooks/retry.py") in sources
+    assert any(kind == "adr" for kind, _ in sources)
+    status = {i.source: i.content for i in items if i.kind.value == "source_status"}
+    assert "unavailable" in status["cardloop:source/github_actions"]
+    assert "CARDLOOP_GITHUB_TOKEN" in status["cardloop:source/github_actions"]
+    # What the model saw: the repository's file (with line numbers) and the missing source.
+    sent = str(stack.model.last_request["messages"])
+    assert "def next_delay" in sent
+    assert "GitHub Actions build logs are unavailable" in sent
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "context-sources")
