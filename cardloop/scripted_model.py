@@ -23,7 +23,12 @@ temperature range, unknown fields, the anthropic-version and x-api-key headers) 
 400 invalid_request_error otherwise. Usage numbers are plausible: about one token per four
 characters, and a prompt-cache model (a prefix up to a cache_control breakpoint, at least
 `min_cache_tokens` long, is written once and read by later requests with the same prefix
-within `cache_ttl`). Streaming is not supported (400).
+within `cache_ttl`). ``"stream": true`` is answered with the API's server-sent events
+(message_start, content_block_start, ping, content_block_delta..., content_block_stop,
+message_delta, message_stop), the reply text cut into several text deltas; `latency` (and an
+injected delay) passes before the first event, `chunk_delay` (constructor, attribute or
+``inject(chunk_delay=...)``) between deltas, so tests can watch a stream arrive piece by piece.
+An injected error status is a plain JSON error response, as the API answers before a stream.
 
 Run it alone: ``python -m cardloop.scripted_model examples/transcript.json --port 8765``.
 """
@@ -43,7 +48,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -164,6 +169,8 @@ class Fault:
     headers: Mapping[str, str] = field(default_factory=dict)
     # Answer with these content blocks (text and tool_use) instead of the scripted text.
     content: tuple[Mapping[str, Any], ...] | None = None
+    # Seconds between streamed deltas for this request (None: the model's chunk_delay).
+    chunk_delay: float | None = None
 
 
 @dataclass(frozen=True)
@@ -179,6 +186,65 @@ class _Answer:
     status: int
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
+    stream: bool = False  # send `body` (a message) as the API's server-sent events
+    chunk_delay: float = 0.0
+
+
+# Characters per streamed text delta, at most (cut after whitespace): a reply of a sentence or two
+# still arrives in several deltas, as the API's does.
+STREAM_CHUNK_CHARS = 24
+
+
+def text_deltas(text: str, size: int = STREAM_CHUNK_CHARS) -> list[str]:
+    """`text` cut into deltas of at most `size` characters, after whitespace where possible."""
+    deltas: list[str] = []
+    current = ""
+    for word in re.findall(r"\S+\s*|\s+", text):
+        if current and len(current) + len(word) > size:
+            deltas.append(current)
+            current = ""
+        while len(word) > size:
+            deltas.append(word[:size])
+            word = word[size:]
+        current += word
+    if current:
+        deltas.append(current)
+    return deltas
+
+
+def stream_events(message: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A complete message as the API's stream events (name, data), in the API's order.
+
+    content_block_delta events are the only ones a per-chunk delay applies to.
+    """
+    usage = dict(message["usage"])
+    output_tokens = usage["output_tokens"]
+    # message_start carries the input side; output_tokens is the API's small running count there.
+    start = {**message, "content": [], "stop_reason": None, "stop_sequence": None,
+             "usage": {**usage, "output_tokens": min(output_tokens, 1)}}
+    yield "message_start", {"type": "message_start", "message": start}
+    for index, block in enumerate(message["content"]):
+        if block.get("type") == "tool_use":
+            yield "content_block_start", {"type": "content_block_start", "index": index,
+                                          "content_block": {**block, "input": {}}}
+            partial = json.dumps(block.get("input", {}))
+            yield "content_block_delta", {"type": "content_block_delta", "index": index,
+                                          "delta": {"type": "input_json_delta", "partial_json": partial}}
+        else:
+            yield "content_block_start", {"type": "content_block_start", "index": index,
+                                          "content_block": {"type": "text", "text": ""}}
+            if index == 0:
+                yield "ping", {"type": "ping"}
+            for piece in text_deltas(block.get("text", "")):
+                yield "content_block_delta", {"type": "content_block_delta", "index": index,
+                                              "delta": {"type": "text_delta", "text": piece}}
+        yield "content_block_stop", {"type": "content_block_stop", "index": index}
+    if not message["content"]:
+        yield "ping", {"type": "ping"}
+    yield "message_delta", {"type": "message_delta",
+                            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                            "usage": {"output_tokens": output_tokens}}
+    yield "message_stop", {"type": "message_stop"}
 
 
 def _new_id(prefix: str) -> str:
@@ -275,8 +341,9 @@ def validate_request(body: Any, api_version: str = SAMPLING_REMOVED_IN) -> str |
         return "max_tokens: Input should be a valid integer"
     if max_tokens < 1:
         return "max_tokens: Input should be greater than or equal to 1"
-    if body.get("stream"):
-        return "stream: streaming is not supported by ScriptedModel (a test double)"
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        return "stream: Input should be a valid boolean"
     temperature = body.get("temperature")
     if temperature is not None:
         if not isinstance(temperature, int | float) or isinstance(temperature, bool):
@@ -456,6 +523,9 @@ class _Handler(BaseHTTPRequestHandler):
         if answer is None:
             self.close_connection = True  # stopped while sleeping: drop the connection, like a crash
             return
+        if answer.stream:
+            self._send_stream(answer)
+            return
         data = json.dumps(answer.body).encode()
         self.send_response(answer.status)
         self.send_header("content-type", "application/json")
@@ -464,6 +534,29 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
+
+    def _send_stream(self, answer: _Answer) -> None:
+        # Chunked, as the API sends it: the length is unknown up front and the connection stays reusable.
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        for name, value in answer.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        deltas = 0
+        for name, data in stream_events(answer.body):
+            if name == "content_block_delta":
+                if deltas and not self.server.model._sleep(answer.chunk_delay):
+                    self.close_connection = True  # stopped mid-stream: cut it off, no final chunk
+                    return
+                deltas += 1
+            # Compact JSON, one `data:` line per event, exactly as the API sends them.
+            frame = f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def do_POST(self) -> None:
         self._serve()
@@ -498,6 +591,7 @@ class ScriptedModel:
         host: str = "127.0.0.1",
         port: int = 0,
         latency: float = 0.0,
+        chunk_delay: float = 0.0,
         api_key: str | None = None,
         min_cache_tokens: int = 1024,
         cache_ttl: float = 300.0,
@@ -506,6 +600,8 @@ class ScriptedModel:
         self.host = host
         self.port = port
         self.latency = latency
+        # Seconds slept between the text deltas of a streamed answer (the first leaves after `latency`).
+        self.chunk_delay = chunk_delay
         # None: any non-empty key is accepted; a value: only that key (others get 401).
         self.api_key = api_key
         self.min_cache_tokens = min_cache_tokens
@@ -580,6 +676,7 @@ class ScriptedModel:
         headers: Mapping[str, str] | None = None,
         times: int = 1,
         content: Sequence[Mapping[str, Any]] | None = None,
+        chunk_delay: float | None = None,
     ) -> None:
         """Queue a fault for each of the next `times` requests to /v1/messages.
 
@@ -591,13 +688,14 @@ class ScriptedModel:
         content: answer (with status None) with these content blocks, e.g. a text block and a
         {"type": "tool_use", "id": "toolu_...", "name": ..., "input": {...}} block; stop_reason is
         "tool_use" when one is present.
+        chunk_delay: seconds between the deltas of a streamed answer (None: the model's).
         """
         if status is not None and not 400 <= status <= 599:
             raise ValueError(f"inject(status={status}): an injected status must be an HTTP error (400-599)")
-        if delay < 0 or times < 1:
-            raise ValueError("inject: delay must be >= 0 and times >= 1")
+        if delay < 0 or times < 1 or (chunk_delay is not None and chunk_delay < 0):
+            raise ValueError("inject: delay and chunk_delay must be >= 0 and times >= 1")
         fault = Fault(status, message, error_type, retry_after, delay, dict(headers or {}),
-                      tuple(dict(b) for b in content) if content is not None else None)
+                      tuple(dict(b) for b in content) if content is not None else None, chunk_delay)
         with self._lock:
             self._faults.extend([fault] * times)
 
@@ -682,7 +780,12 @@ class ScriptedModel:
         problem = validate_request(body, headers["anthropic-version"].strip())
         if problem:
             return _invalid(problem)
-        return self._reply(body, fault.content if fault is not None else None)
+        answer = self._reply(body, fault.content if fault is not None else None)
+        if body.get("stream"):
+            answer.stream = True
+            answer.chunk_delay = (fault.chunk_delay if fault is not None and fault.chunk_delay is not None
+                                  else self.chunk_delay)
+        return answer
 
     def _reply(self, body: Mapping[str, Any], content: Sequence[Mapping[str, Any]] | None = None) -> _Answer:
         system_texts = _system_texts(body.get("system"))

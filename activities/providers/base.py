@@ -22,7 +22,7 @@ import math
 import re
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
@@ -111,6 +111,27 @@ class Completion:
     response_id: str | None
 
 
+@dataclass(frozen=True)
+class StreamStart:
+    """A streamed turn has begun: the provider accepted the request. `usage` holds the input side."""
+
+    usage: Usage
+    model: str
+    response_id: str | None
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """The next piece of a streamed turn's text, as the provider produced it."""
+
+    text: str
+
+
+# What StreamingProvider.stream yields: one StreamStart, TextDeltas, then the turn's Completion
+# (its text is the deltas joined, its usage the whole call's); nothing follows the Completion.
+StreamEvent = StreamStart | TextDelta | Completion
+
+
 class ProviderError(Exception):
     def __init__(
         self,
@@ -155,6 +176,16 @@ class Provider(Protocol):
     def complete(
         self, conversation: Conversation, *, model: str, max_tokens: int, temperature: float | None
     ) -> Completion: ...
+
+
+@runtime_checkable
+class StreamingProvider(Provider, Protocol):
+    """A provider that can also stream a turn. Failures before or during the stream raise the
+    same classified ProviderError as complete(), from the iterator's next()."""
+
+    def stream(
+        self, conversation: Conversation, *, model: str, max_tokens: int, temperature: float | None
+    ) -> Iterator[StreamEvent]: ...
 
 
 def redact(text: str, secret: str | None) -> str:

@@ -35,10 +35,13 @@ Decisions callers and operators should know:
   ignored and named in the `x-cardloop-ignored-params` response header; tool calls and tool
   results in the history are carried as readable text (intercept's rules). `n` other than 1 is
   refused.
-- Streaming ("stream": true) is answered as server-sent events in the caller's protocol, but
-  produced from the completed answer: the providers have no streaming call (and the ScriptedModel
-  test double refuses streaming), so the first event leaves once the provider has answered. A
-  provider failure is therefore still a plain HTTP error, never an error event mid-stream.
+- Streaming ("stream": true) is answered as server-sent events in the caller's protocol. When
+  the profile's provider can stream (`StreamingProvider`: the anthropic provider), each text delta
+  is forwarded as the provider produces it; the response starts once the provider has accepted
+  the call, so a failure before that is the plain HTTP error below, and a failure after it ends
+  the stream with an error event (Anthropic `event: error`; OpenAI a `data: {"error": ...}` line,
+  no `[DONE]`). Usage is recorded from the stream's final event. Other providers' answers are
+  completed first and replayed as events (the first event leaves once the provider has answered).
 - Status mapping of provider failures: rate limited -> 429; overloaded, 5xx, timeout, connection
   and other retryable failures -> 503; both with `retry-after` (whole seconds) when the provider
   said how long. The provider's 400/422 -> 400 with its message (prompt too long too; 413 stays
@@ -72,7 +75,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from activities.providers import Completion, ProviderError
+from activities.providers import Completion, ProviderError, StreamingProvider, StreamStart, TextDelta
 from cardloop.api.auth import require_tenant
 from cardloop.api.services import Services, services
 from cardloop.store import UsageRecord
@@ -184,15 +187,25 @@ async def _serve(request: Request, tenant: str, svc: Services, protocol: Protoco
                                code="too_large")
         call = read_request(raw, protocol)
         # Store, prompt assembly and the provider call all block: keep them off the event loop.
-        outcome = await run_in_threadpool(complete, svc, tenant, call, call_id)
+        prepared = await run_in_threadpool(prepare, svc, tenant, call)
+        live = await run_in_threadpool(open_stream, svc, tenant, call, call_id, prepared) if call.stream else None
+        outcome = None if live else await run_in_threadpool(complete, svc, tenant, call, call_id, prepared)
     except GatewayError as exc:
         return error_response(protocol, exc, call_id)
     headers = {"x-cardloop-call-id": f"gateway/{call_id}"}
     if call.ignored:
         headers["x-cardloop-ignored-params"] = ", ".join(call.ignored)
-    if outcome.redactions:
-        headers["x-cardloop-redactions"] = str(outcome.redactions)
+    if prepared.redactions:
+        headers["x-cardloop-redactions"] = str(prepared.redactions)
     created = int(svc.clock())
+    if live is not None:
+        # A sync iterator: Starlette pulls each event in a worker thread, so the blocking provider
+        # read and the usage write stay off the event loop.
+        events = (_live_openai_events(live, created, call.include_usage) if protocol == "openai"
+                  else _live_anthropic_events(live))
+        return StreamingResponse(events, media_type="text/event-stream",
+                                 headers={**headers, "cache-control": "no-cache"})
+    assert outcome is not None
     if call.stream:
         events = (_openai_events(outcome, created, call.include_usage) if protocol == "openai"
                   else _anthropic_events(outcome))
@@ -381,22 +394,114 @@ def layered_conversation(svc: Services, tenant: str, call: GatewayCall) -> tuple
     return Conversation(system=(system,), turns=tuple(turns)), redactions, parsed.warnings
 
 
-def complete(svc: Services, tenant: str, call: GatewayCall, call_id: str) -> Outcome:
-    """Layer, forward, record: the blocking part of one gateway call."""
+@dataclass(frozen=True)
+class Prepared:
+    """A call ready for the provider: the layered, redacted conversation and the profile's limits."""
+
+    conversation: Conversation
+    redactions: int
+    warnings: list[str]
+    profile: str
+    max_tokens: int
+    temperature: float | None
+
+
+def prepare(svc: Services, tenant: str, call: GatewayCall) -> Prepared:
     conversation, redactions, warnings = layered_conversation(svc, tenant, call)
     profile_name = svc.config.gateway.profile
     profile = svc.config.profiles[profile_name]
     max_tokens = min(call.max_tokens or profile.max_tokens, profile.max_tokens)
     temperature = call.temperature if call.temperature is not None else profile.temperature
+    return Prepared(conversation, redactions, warnings, profile_name, max_tokens, temperature)
+
+
+def _provider_failed(call_id: str, tenant: str, err: ProviderError) -> None:
+    logger.warning("gateway/%s tenant %s: provider failed (%s, status %s): %s", call_id, tenant, err.kind,
+                   err.status, err)
+
+
+def complete(svc: Services, tenant: str, call: GatewayCall, call_id: str,
+             prepared: Prepared | None = None) -> Outcome:
+    """Layer, forward, record: the blocking part of one gateway call."""
+    p = prepared or prepare(svc, tenant, call)
+    profile = svc.config.profiles[p.profile]
     try:
-        provider = svc.runtime.provider(profile_name)
-        done = provider.complete(conversation, model=profile.model, max_tokens=max_tokens, temperature=temperature)
+        provider = svc.runtime.provider(p.profile)
+        done = provider.complete(p.conversation, model=profile.model, max_tokens=p.max_tokens,
+                                 temperature=p.temperature)
     except ProviderError as err:
-        logger.warning("gateway/%s tenant %s: provider failed (%s, status %s): %s", call_id, tenant, err.kind,
-                       err.status, err)
+        _provider_failed(call_id, tenant, err)
         raise from_provider_error(err) from None
-    _record_usage(svc, tenant, call_id, profile_name, profile.provider, profile.model, done)
-    return Outcome(done, call_id, call.model_label or profile.model, redactions, warnings)
+    _record_usage(svc, tenant, call_id, p.profile, profile.provider, profile.model, done)
+    return Outcome(done, call_id, call.model_label or profile.model, p.redactions, p.warnings)
+
+
+@dataclass
+class LiveStream:
+    """A provider stream that has started (its StreamStart is in hand), to be forwarded."""
+
+    events: Iterator[Any]  # the rest of the provider's StreamEvents
+    start: StreamStart
+    finish: Any  # Callable[[Completion], None]: records usage once the final event arrives
+    fail: Any  # Callable[[ProviderError], GatewayError]: logs a mid-stream failure
+    call_id: str
+    model: str  # the caller's label, else the profile's model
+
+
+def open_stream(svc: Services, tenant: str, call: GatewayCall, call_id: str, p: Prepared) -> LiveStream | None:
+    """Start the provider's stream and wait for it to accept the call; None when it cannot stream.
+
+    Waiting for the first event (StreamStart) here, before any byte of the response, is what lets
+    a refusal (429, 529, 400...) still answer with the plain HTTP error the caller expects.
+    """
+    profile = svc.config.profiles[p.profile]
+    try:
+        provider = svc.runtime.provider(p.profile)
+        if not isinstance(provider, StreamingProvider):
+            return None
+        events = iter(provider.stream(p.conversation, model=profile.model, max_tokens=p.max_tokens,
+                                      temperature=p.temperature))
+        first = next(events, None)
+    except ProviderError as err:
+        _provider_failed(call_id, tenant, err)
+        raise from_provider_error(err) from None
+    if not isinstance(first, StreamStart):
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
+        logger.warning("gateway/%s: provider stream opened with %r", call_id, type(first).__name__)
+        raise from_provider_error(ProviderError("stream did not start", kind="bad_response", retryable=True))
+
+    def finish(done: Completion) -> None:
+        _record_usage(svc, tenant, call_id, p.profile, profile.provider, profile.model, done)
+
+    def fail(err: ProviderError) -> GatewayError:
+        _provider_failed(call_id, tenant, err)
+        return from_provider_error(err)
+
+    return LiveStream(events, first, finish, fail, call_id, call.model_label or profile.model)
+
+
+def _live_events(live: LiveStream) -> Iterator[str | Completion | GatewayError]:
+    """The provider's stream as text deltas, then its Completion (usage recorded) or a GatewayError."""
+    try:
+        for event in live.events:
+            if isinstance(event, TextDelta):
+                if event.text:
+                    yield event.text
+            elif isinstance(event, Completion):
+                live.finish(event)
+                yield event
+                return
+        # The provider's iterator ended without its final event: a cut stream, never a silent end.
+        yield live.fail(ProviderError("provider stream ended before its final event", kind="bad_response",
+                                      retryable=True))
+    except ProviderError as err:
+        yield live.fail(err)
+    finally:
+        close = getattr(live.events, "close", None)
+        if close is not None:
+            close()  # a caller that hung up: release the provider's connection now
 
 
 def _record_usage(svc: Services, tenant: str, call_id: str, profile: str, provider: str, model: str,
@@ -551,3 +656,50 @@ def _anthropic_events(outcome: Outcome) -> Iterator[str]:
     yield _event("message_delta", {"delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
                                    "usage": usage})
     yield _event("message_stop", {})
+
+
+def _live_openai_events(live: LiveStream, created: int, include_usage: bool) -> Iterator[str]:
+    base = {"id": f"chatcmpl-{live.call_id}", "object": "chat.completion.chunk", "created": created,
+            "model": live.model}
+    extra: dict[str, Any] = {"usage": None} if include_usage else {}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        return _data({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra})
+
+    yield chunk({"role": "assistant", "content": ""})
+    for item in _live_events(live):
+        if isinstance(item, str):
+            yield chunk({"content": item})
+        elif isinstance(item, Completion):
+            yield chunk({}, openai_finish_reason(item.stop_reason))
+            if include_usage:
+                outcome = Outcome(item, live.call_id, live.model, 0)
+                yield _data({**base, "choices": [], "usage": _openai_usage(outcome)})
+            yield "data: [DONE]\n\n"
+        else:
+            # OpenAI's own mid-stream failure: an error object on a data line, and no [DONE].
+            yield _data({"error": {"message": item.message, "type": "server_error", "param": None,
+                                   "code": item.code}})
+
+
+def _live_anthropic_events(live: LiveStream) -> Iterator[str]:
+    started = Completion("", live.start.usage, None, live.start.model, live.start.response_id)
+    usage = _anthropic_usage(Outcome(started, live.call_id, live.model, 0))
+    yield _event("message_start", {"message": {
+        "id": f"msg_{live.call_id}", "type": "message", "role": "assistant", "model": live.model, "content": [],
+        "stop_reason": None, "stop_sequence": None, "usage": {**usage, "output_tokens": 0}}})
+    yield _event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+    yield _event("ping", {})
+    for item in _live_events(live):
+        if isinstance(item, str):
+            yield _event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": item}})
+        elif isinstance(item, Completion):
+            yield _event("content_block_stop", {"index": 0})
+            yield _event("message_delta", {
+                "delta": {"stop_reason": anthropic_stop_reason(item.stop_reason), "stop_sequence": None},
+                "usage": _anthropic_usage(Outcome(item, live.call_id, live.model, 0))})
+            yield _event("message_stop", {})
+        else:
+            # The API's own mid-stream failure event; the SDK raises it as an APIStatusError.
+            yield _event("error", {"error": {"type": _ANTHROPIC_ERROR_TYPES.get(item.status, "api_error"),
+                                             "message": item.message}})

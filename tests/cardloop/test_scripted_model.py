@@ -4,6 +4,7 @@ to check (the real SDK against it is covered in tests/activities/test_providers.
 from __future__ import annotations
 
 import json
+import math
 import re
 import socket
 import time
@@ -247,7 +248,7 @@ def _five_cache_blocks() -> dict[str, Any]:
      "system.0.cache_control.type: Input should be 'ephemeral'"),
     (request(temperature=0.2), "temperature: Extra inputs are not permitted"),
     (request(max_completion_tokens=10), "max_completion_tokens: Extra inputs are not permitted"),
-    (request(stream=True), "stream: streaming is not supported"),
+    (request(stream="yes"), "stream: Input should be a valid boolean"),
 ])
 def test_invalid_requests_get_the_apis_400(model: ScriptedModel, body: dict[str, Any], message: str) -> None:
     response = post(model, body)
@@ -424,3 +425,54 @@ def test_transcript_file_errors_and_comments(tmp_path: Path) -> None:
 def test_cli_reports_a_bad_transcript(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([str(tmp_path / "missing.json")]) == 2
     assert "file not found" in capsys.readouterr().err
+
+
+# --- streaming ----------------------------------------------------------------------------
+
+
+def test_streaming_through_the_real_sdk_arrives_in_pieces() -> None:
+    import anthropic
+
+    reply = "One two three four five six seven eight nine ten eleven twelve thirteen."
+    with ScriptedModel({"coding": [reply]}, chunk_delay=0.2) as server:
+        client = anthropic.Anthropic(api_key="k", base_url=server.url, max_retries=0)
+        try:
+            body = request()
+            arrived: list[tuple[float, str]] = []
+            t0 = time.monotonic()
+            with client.messages.stream(model=body["model"], max_tokens=100, system=body["system"],
+                                        messages=body["messages"]) as stream:
+                for piece in stream.text_stream:
+                    arrived.append((time.monotonic() - t0, piece))
+                final = stream.get_final_message()
+            assert "".join(p for _, p in arrived) == reply and len(arrived) >= 3
+            assert arrived[-1][0] - arrived[0][0] >= 0.2 * (len(arrived) - 1) - 0.05  # the delay between deltas
+            assert final.content[0].text == reply and final.stop_reason == "end_turn"
+            assert final.usage.input_tokens > 0 and final.usage.output_tokens == math.ceil(len(reply) / 4)
+            assert server.last_request["stream"] is True
+            # An injected error is the API's JSON error before any event, not a stream.
+            server.inject(529)
+            opening = client.messages.stream(model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}])
+            with pytest.raises(anthropic.InternalServerError) as caught, opening:
+                pass
+            assert caught.value.status_code == 529 and caught.value.body["error"]["type"] == "overloaded_error"
+        finally:
+            client.close()
+
+
+def test_stream_wire_format(model: ScriptedModel) -> None:
+    model.inject(chunk_delay=0.0)
+    assert _http is not None
+    response = _http.post(model.url + "/v1/messages", json=request(stream=True),
+                          headers={"anthropic-version": NEW_API, "x-api-key": "k"})
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    frames = response.text.strip().split("\n\n")
+    names = [f.split("\n")[0].removeprefix("event: ") for f in frames]
+    assert names[:3] == ["message_start", "content_block_start", "ping"]
+    assert names[-3:] == ["content_block_stop", "message_delta", "message_stop"]
+    data = [json.loads(f.split("\n")[1].removeprefix("data: ")) for f in frames]
+    assert [d["type"] for d in data] == names
+    assert "".join(d["delta"]["text"] for d in data if d["type"] == "content_block_delta") == "first coding reply"
+    assert data[-2]["delta"] == {"stop_reason": "end_turn", "stop_sequence": None}
+    assert data[-2]["usage"]["output_tokens"] > 0

@@ -676,3 +676,87 @@ def test_the_anthropic_sdk_reads_our_messages_and_our_stream(served: str, tenant
         bad.close()
     finally:
         client.close()
+
+
+# --- real streaming (the anthropic provider streams) -------------------------------------------
+
+# About 24 characters per ScriptedModel delta: five deltas, 0.3 s apart.
+SLOW_REPLY = "First words arrive early, then more words follow, and yet more, until the end."
+
+
+def read_deltas(url: str, path: str, body: dict[str, Any]) -> tuple[list[tuple[float, str]], list[str]]:
+    """POST with httpx streaming; (seconds after the request, text) per delta, and every data line."""
+    arrived: list[tuple[float, str]] = []
+    lines: list[str] = []
+    t0 = time.monotonic()
+    with httpx.stream("POST", url + path, json=body, headers={"authorization": "Bearer tok-acme"},
+                      timeout=10) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            lines.append(line.removeprefix("data: "))
+            data = json.loads(lines[-1]) if lines[-1] != "[DONE]" else {}
+            text = (data["delta"].get("text") if data.get("type") == "content_block_delta"
+                    else (data.get("choices") or [{}])[0].get("delta", {}).get("content"))
+            if text:
+                arrived.append((time.monotonic() - t0, text))
+    return arrived, lines
+
+
+@pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
+def test_streaming_forwards_deltas_as_the_provider_produces_them(served: str, tenant_gw: Gateway,
+                                                                 path: str) -> None:
+    tenant_gw.model.inject(content=[{"type": "text", "text": SLOW_REPLY}], chunk_delay=0.3)
+    body = {"model": "label", "max_tokens": 200, "stream": True, "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "go"}]}
+    if path == ANTHROPIC:
+        del body["stream_options"]
+    arrived, lines = read_deltas(served, path, body)
+    assert "".join(text for _, text in arrived) == SLOW_REPLY and len(arrived) >= 3
+    # The first delta left long before the provider finished: the stream is not replayed.
+    assert arrived[-1][0] - arrived[0][0] >= 0.3 * (len(arrived) - 1) - 0.1
+    assert arrived[0][0] < arrived[-1][0] - 0.5
+    assert tenant_gw.model.last_request["stream"] is True
+    totals = tenant_gw.store.usage_totals("acme/gateway/-").total
+    assert totals.calls == 1 and totals.output_tokens > 0 and totals.input_tokens > 0
+    if path == OPENAI:
+        assert lines[-1] == "[DONE]" and json.loads(lines[-2])["usage"]["completion_tokens"] == totals.output_tokens
+    else:
+        final = json.loads(lines[-2])
+        assert final["type"] == "message_delta" and final["usage"]["output_tokens"] == totals.output_tokens
+
+
+@pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
+def test_overloaded_provider_before_a_real_stream_is_503(gw: Gateway, path: str) -> None:
+    gw.model.inject(529, retry_after=7)
+    r = gw.client.post(path, json={"model": "m", "max_tokens": 10, "stream": True,
+                                   "messages": [{"role": "user", "content": "x"}]})
+    if path == OPENAI:
+        assert assert_openai_error(r, 503)["type"] == "server_error"
+    else:
+        assert assert_anthropic_error(r, 503)["type"] == "overloaded_error"
+    assert r.headers["retry-after"] == "7"
+    assert gw.store.usage_totals("acme/gateway/-").total.calls == 0
+
+
+@pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
+def test_provider_lost_mid_stream_ends_with_an_error_event(served: str, tenant_gw: Gateway, path: str) -> None:
+    tenant_gw.model.inject(content=[{"type": "text", "text": SLOW_REPLY}], chunk_delay=0.3)
+    body = {"model": "m", "max_tokens": 200, "stream": True, "messages": [{"role": "user", "content": "go"}]}
+    lines: list[str] = []
+    with httpx.stream("POST", served + path, json=body, headers={"authorization": "Bearer tok-acme"},
+                      timeout=10) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            lines.append(line)
+            if "First words" in line:
+                tenant_gw.model.stop()  # the provider's connection drops between two deltas
+    if path == OPENAI:
+        error = json.loads(lines[-1].removeprefix("data: ") if lines[-1] else lines[-2].removeprefix("data: "))
+        assert error["error"]["type"] == "server_error" and "[DONE]" not in "\n".join(lines)
+    else:
+        events = [line for line in lines if line.startswith("event: ")]
+        assert events[-1] == "event: error" and "message_stop" not in "\n".join(lines)
+    assert tenant_gw.store.usage_totals("acme/gateway/-").total.calls == 0
