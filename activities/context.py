@@ -20,6 +20,9 @@ from cardloop.models import GatherInput, GatherResult
 from prompts.card import ContextItem, ContextKind
 from prompts.stages import parse_stage
 
+# What each source produces: a successful gather replaces all earlier items of these kinds.
+SOURCE_KINDS = {"repository": ("source_file", "adr", "library_doc"), "github_actions": ("build_log",),
+                "github_reviews": ("review_comment",), "github_tests": ("test_result",), "kubernetes": ("pod_log",)}
 LABELS = {"repository": "Repository files, ADRs and docs", "github_actions": "GitHub Actions build logs",
           "github_reviews": "Pull request review threads", "github_tests": "Test results",
           "kubernetes": "Kubernetes pod logs"}
@@ -64,6 +67,6 @@ class ContextActivities:
             rt.store.put_blob(card.tenant, text, f"context:{label}")
         found = f"{len(result.items)} item(s)" + (f"; {'; '.join(result.notes)}" if result.notes else "")
         items = [*result.items, status_item(inp.source, f"{LABELS.get(inp.source, inp.source)}: {found}"[:2000])]
-        rt.store.put_context_items(inp.card_key, items)
+        rt.store.put_context_items(inp.card_key, items, replace_kinds=SOURCE_KINDS.get(inp.source, ()))
         return GatherResult(source=inp.source, status="ok", items=len(result.items),
                             reason="; ".join(result.notes)[:500])

@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Connection, Engine, Row, Table, bindparam, delete, func, select, text, update
+from sqlalchemy import Connection, Engine, Row, Table, bindparam, delete, func, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.sql.dml import Insert
@@ -301,15 +301,18 @@ class Store:
 
     # -- context ----------------------------------------------------------------------------------
 
-    def put_context_items(self, card_key: str, items: Sequence[ContextItem]) -> None:
+    def put_context_items(self, card_key: str, items: Sequence[ContextItem], *,
+                          replace_kinds: Sequence[str] = ()) -> None:
         """Make `items` the card's context for their sources.
 
         Every earlier item with one of these sources is dropped (a new build log replaces the
-        old one); items of other sources stay. The new items come after the kept ones, in the
+        old one), and so is every earlier item of a kind in `replace_kinds` (a context source
+        that looked again replaces all it found before: yesterday's failed run must not stay
+        once CI is green); other items stay. The new items come after the kept ones, in the
         given order. Contents are stored once per tenant as blobs, by digest. Idempotent.
         """
         tenant = self._card_tenant(card_key)
-        if not items:
+        if not items and not replace_kinds:
             return
         sources = {item.source for item in items}
         contents = {blob_ref(item.content): (item.content, f"context/{item.kind.value}") for item in items}
@@ -318,9 +321,12 @@ class Store:
             _, base = self._lock_counter(conn, card_key, tenant)
             conn.execute(
                 delete(s.context_items).where(
-                    ci.card_key == card_key, ci.tenant == tenant, ci.source.in_(sorted(sources))
+                    ci.card_key == card_key, ci.tenant == tenant,
+                    or_(ci.source.in_(sorted(sources)), ci.kind.in_(sorted(replace_kinds))),
                 )
             )
+            if not items:
+                return
             self._put_blobs(conn, tenant, contents)
             conn.execute(
                 s.context_items.insert(),

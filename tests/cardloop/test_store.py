@@ -372,6 +372,20 @@ def test_messages_window(store: Store) -> None:
 # -- context items --------------------------------------------------------------------------------
 
 
+def test_context_put_with_replace_kinds_drops_every_earlier_item_of_those_kinds(store: Store) -> None:
+    def item(kind: ContextKind, source: str) -> ContextItem:
+        return ContextItem(kind=kind, source=source, content=f"{kind.value} from {source}")
+
+    old_log, adr, old_pod = (item(ContextKind.BUILD_LOG, "run/1"), item(ContextKind.ADR, "docs/adr/1.md"),
+                             item(ContextKind.POD_LOG, "k8s:pay/pod/a"))
+    store.put_context_items(KEY, [old_log, adr, old_pod])
+    new_log = item(ContextKind.BUILD_LOG, "run/2")
+    store.put_context_items(KEY, [new_log], replace_kinds=["build_log"])  # CI looked again
+    assert store.context_items(KEY) == [adr, old_pod, new_log]
+    store.put_context_items(KEY, [], replace_kinds=["pod_log"])  # no unhealthy pod any more
+    assert store.context_items(KEY) == [adr, new_log]
+
+
 def test_context_put_replaces_the_items_of_the_same_source(store: Store) -> None:
     def log(source: str, content: str) -> ContextItem:
         return ContextItem(kind=ContextKind.BUILD_LOG, source=source, content=content)
