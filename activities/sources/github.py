@@ -21,6 +21,7 @@ and connection errors retry with the policy's backoff. Reasons never carry a cre
 
 from __future__ import annotations
 
+import abc
 import io
 import itertools
 import math
@@ -395,7 +396,9 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-class _GitHubSource:
+class _GitHubSource(abc.ABC):
+    """The shared part of the three GitHub sources; each subclass implements `_gather`."""
+
     name = "github"
 
     def __init__(self, client: GitHubClient, *, count: Counter | None = None) -> None:
@@ -407,8 +410,9 @@ class _GitHubSource:
         with self.client.calling(f"gathering {self.name} for card {request.card.id}"):
             return self._gather(request)
 
+    @abc.abstractmethod
     def _gather(self, request: SourceRequest) -> SourceResult:
-        raise NotImplementedError
+        """What the source finds for the card (GitHub calls inside `client.calling`)."""
 
 
 # --- GitHub Actions: failed jobs and their logs --------------------------------------------
