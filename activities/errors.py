@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from temporalio.exceptions import ApplicationError
 
-from activities.providers import ProviderError
+from cardloop.integrations.providers import ProviderError
 
 
 def card_not_found(card_key: str) -> ApplicationError:

@@ -12,18 +12,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from cardloop.activities.deps import Runtime
+from cardloop.activities.errors import card_not_found, from_provider, invalid_input
+from cardloop.activities.heartbeat import call_with_heartbeat
+from cardloop.prompts.card import Message
+from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
+from cardloop.prompts.isolate import wrap_untrusted
+from cardloop.prompts.logs import excerpt_text
 from temporalio import activity
 
-from activities.errors import card_not_found, from_provider, invalid_input
-from activities.heartbeat import call_with_heartbeat
-from activities.providers import ProviderError
-from activities.runtime import Runtime
-from cardloop.models import AppendInput, SummarizeInput, SummarizeResult
+from cardloop.contracts.payloads import AppendInput, SummarizeInput, SummarizeResult
+from cardloop.integrations.providers import ProviderError
 from cardloop.store import UsageRecord
-from prompts.card import Message
-from prompts.conversation import Conversation, SystemBlock, Turn
-from prompts.isolate import wrap_untrusted
-from prompts.logs import excerpt_text
 
 SUMMARY_TEMPLATE = "summarize"
 # Room for the summarize prompt itself and the reply framing within the summarizer's window.

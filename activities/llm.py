@@ -8,17 +8,17 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from cardloop.activities.deps import Runtime
+from cardloop.activities.errors import card_not_found, from_provider
+from cardloop.activities.heartbeat import call_with_heartbeat
+from cardloop.activities.promise import read_promise
+from cardloop.activities.prompt import conversation_from
+from cardloop.prompts.card import Message
 from temporalio import activity
 
-from activities.errors import card_not_found, from_provider
-from activities.heartbeat import call_with_heartbeat
-from activities.promise import read_promise
-from activities.prompt import conversation_from
-from activities.providers import ProviderError
-from activities.runtime import Runtime
-from cardloop.models import CompleteInput, CompleteResult
+from cardloop.contracts.payloads import CompleteInput, CompleteResult
+from cardloop.integrations.providers import ProviderError
 from cardloop.store import UsageRecord
-from prompts.card import Message
 
 EXCERPT_CHARS = 1_500
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from cardloop.activities.deps import Runtime
+from cardloop.activities.errors import card_not_found, config_error, invalid_input
+from cardloop.prompts.assemble import AssembledPrompt, AssemblyError, AssemblyRequest
+from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
+from cardloop.prompts.history import FoldRequest
+from cardloop.prompts.stages import parse_stage
 from temporalio import activity
 
-from activities.errors import card_not_found, config_error, invalid_input
-from activities.runtime import Runtime
-from cardloop.errors import ConfigError
-from cardloop.models import AssembleInput, AssembleResult, FoldNeeded, StageSettings
-from prompts.assemble import AssembledPrompt, AssemblyError, AssemblyRequest
-from prompts.conversation import Conversation, SystemBlock, Turn
-from prompts.history import FoldRequest
-from prompts.stages import parse_stage
+from cardloop.contracts.errors import ConfigError
+from cardloop.contracts.payloads import AssembleInput, AssembleResult, FoldNeeded, StageSettings
 
 
 class SummaryPending(Exception):

@@ -22,12 +22,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from prompts.assemble import AssemblyRequest, PromptAssembler
-from prompts.card import Card, Message
-from prompts.settings import AssemblySettings, TokenBudget
-from prompts.stages import Stage
-from prompts.templates import TemplateStore
-from prompts.tokens import TokenCounter, load_encoding
+from cardloop.prompts.assemble import AssemblyRequest, PromptAssembler
+from cardloop.prompts.card import Card, Message
+from cardloop.prompts.settings import AssemblySettings, TokenBudget
+from cardloop.prompts.stages import Stage
+from cardloop.prompts.templates import TemplateStore
+from cardloop.prompts.tokens import TokenCounter, load_encoding
 
 SAMPLE = Path(__file__).resolve().parent.parent / "examples" / "card.json"
 BUDGET = TokenBudget(system=1_000, agent=1_500, history=22_000, context=16_000, total=42_000)

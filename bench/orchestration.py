@@ -23,18 +23,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from cardloop.activities.deps import Runtime
+from cardloop.prompts.card import Card
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.runtime import Runtime
-from cardloop.cards import CardService
-from cardloop.config import REPO_CONFIG, load_config
-from cardloop.devstack import TemporalDevServer, free_port
-from cardloop.scripted_model import ScriptedModel
+from cardloop.app.cards import CardService
+from cardloop.app.devserver import TemporalDevServer, free_port
+from cardloop.app.scripted_model import ScriptedModel
+from cardloop.app.worker import build_worker
+from cardloop.contracts.config import REPO_CONFIG, load_config
 from cardloop.store import Store
-from cardloop.worker import build_worker
-from prompts.card import Card
 
 
 def card(card_id: str) -> Card:

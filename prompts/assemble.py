@@ -15,19 +15,19 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from prompts.card import Card, TenantPrompt
-from prompts.context import SEAM_TOKENS, ContextFitter
-from prompts.conversation import Conversation, SystemBlock, Turn
-from prompts.explain import ExplainRow
-from prompts.formats import render
-from prompts.history import HistoryFitter, Summarizer, truncate_tokens
-from prompts.layers import GLOBAL_TEMPLATE, GUARDRAILS_TEMPLATE, resolve_behaviour
-from prompts.logs import Excerpt
-from prompts.scrub import Scrubber
-from prompts.settings import AssemblySettings, PromptSource
-from prompts.stages import Stage
-from prompts.templates import TemplateStore
-from prompts.tokens import TokenCounter
+from cardloop.prompts.card import Card, TenantPrompt
+from cardloop.prompts.context import SEAM_TOKENS, ContextFitter
+from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
+from cardloop.prompts.explain import ExplainRow
+from cardloop.prompts.formats import render
+from cardloop.prompts.history import HistoryFitter, Summarizer, truncate_tokens
+from cardloop.prompts.layers import GLOBAL_TEMPLATE, GUARDRAILS_TEMPLATE, resolve_behaviour
+from cardloop.prompts.logs import Excerpt
+from cardloop.prompts.scrub import Scrubber
+from cardloop.prompts.settings import AssemblySettings, PromptSource
+from cardloop.prompts.stages import Stage
+from cardloop.prompts.templates import TemplateStore
+from cardloop.prompts.tokens import TokenCounter
 
 TURN_TEMPLATE = "turn"
 # Room always kept for the current turn: a prompt without a user turn cannot be sent.

@@ -22,14 +22,14 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from prompts.card import Message
-from prompts.conversation import Turn
-from prompts.explain import ExplainRow
-from prompts.isolate import neutralize, wrap_untrusted
-from prompts.logs import excerpt_log, excerpt_text, find_error_lines
-from prompts.scrub import Scrubber
-from prompts.settings import HistorySettings
-from prompts.tokens import TokenCounter, digest
+from cardloop.prompts.card import Message
+from cardloop.prompts.conversation import Turn
+from cardloop.prompts.explain import ExplainRow
+from cardloop.prompts.isolate import neutralize, wrap_untrusted
+from cardloop.prompts.logs import excerpt_log, excerpt_text, find_error_lines
+from cardloop.prompts.scrub import Scrubber
+from cardloop.prompts.settings import HistorySettings
+from cardloop.prompts.tokens import TokenCounter, digest
 
 
 @dataclass(frozen=True, slots=True)

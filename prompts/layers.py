@@ -21,10 +21,10 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
-from prompts.card import TenantPrompt
-from prompts.explain import ExplainRow
-from prompts.settings import AssemblySettings, PromptSource
-from prompts.validate import ValidationResult, ValidationStatus, validate_tenant_prompt
+from cardloop.prompts.card import TenantPrompt
+from cardloop.prompts.explain import ExplainRow
+from cardloop.prompts.settings import AssemblySettings, PromptSource
+from cardloop.prompts.validate import ValidationResult, ValidationStatus, validate_tenant_prompt
 
 GUARDRAILS_TEMPLATE = "guardrails"
 GLOBAL_TEMPLATE = "global"

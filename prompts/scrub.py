@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 
-from prompts.redact import DEFAULT_REDACTOR, Redactor
-from prompts.tokens import digest
+from cardloop.prompts.redact import DEFAULT_REDACTOR, Redactor
+from cardloop.prompts.tokens import digest
 
 
 class Scrubber:

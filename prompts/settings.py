@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from prompts.card import ContextKind
-from prompts.stages import Stage
+from cardloop.prompts.card import ContextKind
+from cardloop.prompts.stages import Stage
 
 BUDGET_SECTIONS: tuple[str, ...] = ("system", "agent", "history", "context")
 

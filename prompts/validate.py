@@ -43,7 +43,7 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
-from prompts.redact import DEFAULT_REDACTOR
+from cardloop.prompts.redact import DEFAULT_REDACTOR
 
 MAX_TENANT_PROMPT_CHARS = 8000
 

@@ -8,16 +8,16 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from cardloop.activities.deps import Runtime
+from cardloop.prompts.tokens import TokenCounter
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from activities.runtime import Runtime
-from cardloop.cards import CardService
-from cardloop.devstack import TemporalDevServer, free_port
-from cardloop.scripted_model import ScriptedModel, load_transcript
+from cardloop.app.cards import CardService
+from cardloop.app.devserver import TemporalDevServer, free_port
+from cardloop.app.scripted_model import ScriptedModel, load_transcript
+from cardloop.app.worker import build_worker
 from cardloop.store import Store
-from cardloop.worker import build_worker
-from prompts.tokens import TokenCounter
 from tests.stack import TRANSCRIPT, Stack, make_config
 
 ROOT = Path(__file__).resolve().parent.parent

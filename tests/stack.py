@@ -8,17 +8,17 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from cardloop.activities.deps import Runtime
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from activities.runtime import Runtime
-from cardloop.cards import CardService
-from cardloop.config import REPO_CONFIG, Config, load_config
-from cardloop.models import CardState
-from cardloop.scripted_model import ScriptedModel
+from cardloop.app.cards import CardService
+from cardloop.app.scripted_model import ScriptedModel
+from cardloop.app.worker import WORKFLOWS
+from cardloop.contracts.config import REPO_CONFIG, Config, load_config
+from cardloop.contracts.payloads import CardState
 from cardloop.store import Store
-from cardloop.worker import WORKFLOWS
 
 ROOT = Path(__file__).resolve().parent.parent
 HISTORIES = Path(__file__).parent / "workflows" / "histories"

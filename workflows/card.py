@@ -18,7 +18,10 @@ from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSear
 from temporalio.exceptions import CancelledError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from cardloop.models import (
+    from cardloop.workflows import policies
+    from cardloop.workflows.stage import StageWorkflow
+
+    from cardloop.contracts.payloads import (
         AppendInput,
         CardComment,
         CardStart,
@@ -29,8 +32,6 @@ with workflow.unsafe.imports_passed_through():
         StageSettings,
         Transition,
     )
-    from workflows import policies
-    from workflows.stage import StageWorkflow
 
 CARD_ID = SearchAttributeKey.for_keyword("CardId")
 CARD_STAGE = SearchAttributeKey.for_keyword("CardStage")

@@ -15,7 +15,9 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from cardloop.models import (
+    from cardloop.workflows import policies
+
+    from cardloop.contracts.payloads import (
         AssembleInput,
         AssembleResult,
         CompleteInput,
@@ -28,7 +30,6 @@ with workflow.unsafe.imports_passed_through():
         SummarizeInput,
         SummarizeResult,
     )
-    from workflows import policies
 
 
 @workflow.defn(name="StageWorkflow")

@@ -32,6 +32,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import OperationalError, ProgrammingError
 from sqlalchemy.sql.dml import Insert
 
+from cardloop.prompts.card import Card, ContextItem, Message, TenantPrompt
+from cardloop.prompts.validate import ValidationResult, ValidationStatus
 from cardloop.store import schema as s
 from cardloop.store.engine import Database, open_database
 from cardloop.store.values import (
@@ -53,8 +55,6 @@ from cardloop.store.values import (
     encode_text,
     tenant_of,
 )
-from prompts.card import Card, ContextItem, Message, TenantPrompt
-from prompts.validate import ValidationResult, ValidationStatus
 
 _NANO = Decimal("1e-9")
 TOKEN_PREFIX = "cl_"  # lets people and secret scanners recognize a cardloop token

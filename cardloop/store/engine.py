@@ -20,7 +20,9 @@ SQLite has no row-level security: there the store's queries filter by tenant the
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,6 +145,23 @@ def _open_sqlite(url: URL) -> Database:
     return Database(engine, url, in_memory=False)
 
 
+def _enable_wal(cursor: Any) -> None:
+    """WAL is a property of the file, set once. Switching needs an exclusive lock, and SQLite
+    does not call its busy handler for it: two stores opening a new file at the same moment
+    see "database is locked" at once. So wait for the other opener here, up to the busy timeout."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+            return
+        try:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def _sqlite_hooks(engine: Engine, *, wal: bool) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -153,7 +172,7 @@ def _sqlite_hooks(engine: Engine, *, wal: bool) -> None:
         try:
             cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
             if wal:
-                cursor.execute("PRAGMA journal_mode = WAL")
+                _enable_wal(cursor)
                 # In WAL mode NORMAL loses no committed data on an application crash, and skips an fsync per commit.
                 cursor.execute("PRAGMA synchronous = NORMAL")
         finally:

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
-from cardloop.errors import CardloopError
-from prompts.card import Card, TenantPrompt
+from cardloop.contracts.errors import CardloopError
+from cardloop.prompts.card import Card, TenantPrompt
 
 # One rule for every tenant name: the same characters CardRef allows for a key part, so the
 # tenant segment of a card key and the tenant column always agree (row-level security keys on it).

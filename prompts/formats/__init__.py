@@ -5,8 +5,8 @@ ChatML / Gemma / legacy Human-Assistant prompt text; ``intercept`` parses any of
 (and a few looser ones) back into a ``Conversation``.
 """
 
-from prompts.formats.intercept import clean_system_text, detect_format, intercept
-from prompts.formats.render import (
+from cardloop.prompts.formats.intercept import clean_system_text, detect_format, intercept
+from cardloop.prompts.formats.render import (
     ALIASES,
     FORMATS,
     MAX_CACHE_BREAKPOINTS,

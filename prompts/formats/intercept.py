@@ -59,8 +59,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prompts.conversation import Conversation, InterceptResult, Role, SystemBlock, Turn
-from prompts.formats.render import (
+from cardloop.prompts.conversation import Conversation, InterceptResult, Role, SystemBlock, Turn
+from cardloop.prompts.formats.render import (
     ASSISTANT_LABEL,
     CHATML_END,
     CHATML_START,

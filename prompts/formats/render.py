@@ -18,7 +18,7 @@ Decisions callers must know:
   system block is ignored (empty blocks are not sent).
 - Empty system blocks are skipped by every format, as ``Conversation.system_text`` does.
 - Text is never trimmed or rewritten; what a format cannot express is listed in
-  ``prompts.formats.intercept`` (round-trip limits).
+  ``cardloop.prompts.formats.intercept`` (round-trip limits).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from prompts.conversation import Conversation, Turn
+from cardloop.prompts.conversation import Conversation, Turn
 
 logger = logging.getLogger(__name__)
 

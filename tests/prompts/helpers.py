@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from prompts.assemble import AssemblyRequest, PromptAssembler
-from prompts.card import Card, ContextItem, ContextKind, Message, TenantPrompt, ToolCall
-from prompts.settings import AssemblySettings, PromptSource, TokenBudget
-from prompts.stages import Stage
-from prompts.templates import TemplateStore
-from prompts.tokens import TokenCounter
+from cardloop.prompts.assemble import AssemblyRequest, PromptAssembler
+from cardloop.prompts.card import Card, ContextItem, ContextKind, Message, TenantPrompt, ToolCall
+from cardloop.prompts.settings import AssemblySettings, PromptSource, TokenBudget
+from cardloop.prompts.stages import Stage
+from cardloop.prompts.templates import TemplateStore
+from cardloop.prompts.tokens import TokenCounter
 
 T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
-from prompts.card import ContextKind
-from prompts.context import ContextFitter
-from prompts.scrub import Scrubber
-from prompts.settings import ContextSettings
-from prompts.stages import Stage
-from prompts.tokens import TokenCounter
+from cardloop.prompts.card import ContextKind
+from cardloop.prompts.context import ContextFitter
+from cardloop.prompts.scrub import Scrubber
+from cardloop.prompts.settings import ContextSettings
+from cardloop.prompts.stages import Stage
+from cardloop.prompts.tokens import TokenCounter
+
 from tests.prompts.helpers import card, item
 
 BUILD_LOG = "\n".join(

@@ -8,11 +8,8 @@ import os
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
-
-from prompts.conversation import Conversation, SystemBlock, Turn
-from prompts.formats import (
+from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
+from cardloop.prompts.formats import (
     ALIASES,
     FORMATS,
     clean_system_text,
@@ -27,6 +24,8 @@ from prompts.formats import (
     to_human_assistant,
     to_openai,
 )
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 EPHEMERAL = {"type": "ephemeral"}
 
@@ -266,7 +265,7 @@ def test_anthropic_keeps_the_first_four_cache_breakpoints(caplog: Any) -> None:
         system=tuple(SystemBlock(f"s{i}", cache=True) for i in range(3)),
         turns=tuple(Turn("user", f"t{i}", cache=True) for i in range(3)),
     )
-    with caplog.at_level(logging.WARNING, logger="prompts.formats.render"):
+    with caplog.at_level(logging.WARNING, logger="cardloop.prompts.formats.render"):
         got = to_anthropic(conv)
     flagged = [b["text"] for b in got["system"] if "cache_control" in b]
     flagged += [
@@ -495,7 +494,7 @@ def test_embedded_system_only_keeps_cache_flag() -> None:
 
 def test_plain_text_falls_back_to_a_user_turn_with_a_warning(caplog: Any) -> None:
     text = "Please fix the login page.\n\nThanks, Human: Bob"
-    with caplog.at_level(logging.WARNING, logger="prompts.formats.intercept"):
+    with caplog.at_level(logging.WARNING, logger="cardloop.prompts.formats.intercept"):
         got = intercept(text)
     assert got.detected_format == "chatml"
     assert got.conversation == Conversation(turns=(Turn("user", text),))

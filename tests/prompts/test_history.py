@@ -1,10 +1,11 @@
 from __future__ import annotations
 
-from prompts.card import Message
-from prompts.history import FoldRequest, HistoryFitter, group_units
-from prompts.scrub import Scrubber
-from prompts.settings import HistorySettings
-from prompts.tokens import TokenCounter
+from cardloop.prompts.card import Message
+from cardloop.prompts.history import FoldRequest, HistoryFitter, group_units
+from cardloop.prompts.scrub import Scrubber
+from cardloop.prompts.settings import HistorySettings
+from cardloop.prompts.tokens import TokenCounter
+
 from tests.prompts.helpers import chat, tool_exchange
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prompts.card import TenantPrompt
-from prompts.settings import PromptSource
-from prompts.stages import Stage
+from cardloop.prompts.card import TenantPrompt
+from cardloop.prompts.settings import PromptSource
+from cardloop.prompts.stages import Stage
+
 from tests.prompts.helpers import assemble, card, settings
 
 GUARD_START = "# Core guardrails"
@@ -117,7 +118,7 @@ def test_rule_rejected_tenant_prompt_is_left_out_and_explained() -> None:
 
 
 def test_rule_behaviour_over_the_system_budget_is_cut_never_the_guardrails() -> None:
-    from prompts.settings import TokenBudget
+    from cardloop.prompts.settings import TokenBudget
 
     long = PromptSource("Long profile instructions. " * 400, "config profiles.x.system_prompt")
     p = assemble(card(), s=settings(profile_prompt=long, budget=TokenBudget()))

@@ -10,10 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from prompts.redact import (
+from cardloop.prompts.redact import (
     DEFAULT_REDACTOR,
     DEFAULT_RULES,
     Finding,
@@ -21,6 +18,8 @@ from prompts.redact import (
     Redactor,
     redact,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 # --------------------------------------------------------------------------- fake secrets
 

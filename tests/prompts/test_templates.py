@@ -3,9 +3,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from prompts.stages import Stage
-from prompts.templates import PACKAGED_DIR, TemplateError, TemplateStore
+from cardloop.prompts.stages import Stage
+from cardloop.prompts.templates import PACKAGED_DIR, TemplateError, TemplateStore
 
 
 def test_every_stage_has_an_agent_template_with_both_completion_signals() -> None:
@@ -39,7 +38,7 @@ def test_missing_template_names_every_place_looked(tmp_path: Path) -> None:
 
 
 def test_placeholders_leave_code_braces_alone() -> None:
-    from prompts.templates import LoadedTemplate
+    from cardloop.prompts.templates import LoadedTemplate
 
     t = LoadedTemplate("x", "stage ${stage}: {'a': 1} and $notaplaceholder", Path("x"), "packaged")
     assert t.render({"stage": "review"}) == "stage review: {'a': 1} and $notaplaceholder"

@@ -6,8 +6,7 @@ import sys
 import textwrap
 
 import pytest
-
-from prompts.tokens import TokenCounter, TokenizerError, load_encoding
+from cardloop.prompts.tokens import TokenCounter, TokenizerError, load_encoding
 
 
 def test_counts_text_containing_endoftext_instead_of_crashing(counter: TokenCounter) -> None:
@@ -58,7 +57,7 @@ def test_vocabulary_loads_with_the_network_unreachable(tmp_path) -> None:
         socket.socket.connect = refuse
         socket.create_connection = refuse
         socket.getaddrinfo = refuse
-        from prompts.tokens import TokenCounter
+        from cardloop.prompts.tokens import TokenCounter
         print(TokenCounter("cl100k_base").raw("hello world, offline"))
     """)
     env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(tmp_path / "empty-cache"),

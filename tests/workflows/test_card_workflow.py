@@ -3,10 +3,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from cardloop.prompts.card import Card, Message
 from temporalio.client import WorkflowExecutionStatus
 
-from cardloop.models import CardRef
-from prompts.card import Card, Message
+from cardloop.contracts.payloads import CardRef
 from tests.workflows.conftest import Stack, replay_all
 
 pytestmark = pytest.mark.timeout(180)
@@ -121,7 +121,7 @@ async def test_provider_400_fails_the_stage_fast_with_the_message(stack: Stack) 
     await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "provider-400-fails")
 
 async def test_unknown_card_is_refused_before_anything_starts(stack: Stack) -> None:
-    from cardloop.errors import InputError
+    from cardloop.contracts.errors import InputError
 
     with pytest.raises(InputError, match="not known"):
         await stack.cards.move(CardRef(tenant="acme", board="github", card_id="NOPE"), "coding")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cardloop.models import CardRef
+from cardloop.contracts.payloads import CardRef
 from tests.stack import Stack, replay_all
 from tests.workflows.test_card_workflow import small_card
 

@@ -12,15 +12,15 @@ import uuid
 from pathlib import Path
 
 import pytest
+from cardloop.activities.deps import Runtime
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from activities.runtime import Runtime
-from cardloop.cards import CardService
-from cardloop.devstack import TemporalDevServer, free_port
-from cardloop.scripted_model import ScriptedModel, load_transcript
+from cardloop.app.cards import CardService
+from cardloop.app.devserver import TemporalDevServer, free_port
+from cardloop.app.scripted_model import ScriptedModel, load_transcript
+from cardloop.app.worker import build_worker
 from cardloop.store import Store
-from cardloop.worker import build_worker
 from tests.stack import NO_SOURCES
 from tests.workflows.conftest import TRANSCRIPT, make_config, replay_all
 from tests.workflows.test_card_workflow import small_card

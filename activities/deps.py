@@ -1,0 +1,78 @@
+"""What activities share on one worker: the store, the config, the prompt assembler and
+the providers. Built once by the worker (cardloop/worker.py) and injected, so activities
+stay thin and tests can build one around a loopback model server."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from cardloop.prompts.assemble import PromptAssembler
+from cardloop.prompts.scrub import Scrubber
+
+from cardloop.contracts.config import Config
+from cardloop.integrations.providers import Price, Provider, ProviderError, build_provider, cost_usd
+from cardloop.integrations.providers.base import Usage
+from cardloop.integrations.sources.base import Source
+from cardloop.store import Store
+
+
+@dataclass
+class Runtime:
+    config: Config
+    store: Store
+    assembler: PromptAssembler
+    # Profile name -> base URL, overriding config (the demo's scripted model, tests).
+    base_urls: dict[str, str] = field(default_factory=dict)
+    timeout: float = 600.0
+    _providers: dict[str, Provider] = field(default_factory=dict)
+    _sources: dict[str, Any] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def build(cls, config: Config, store: Store, *, base_urls: dict[str, str] | None = None) -> Runtime:
+        assembler = PromptAssembler(config.template_store(), config.token_counter(), Scrubber())
+        return cls(config=config, store=store, assembler=assembler, base_urls=dict(base_urls or {}))
+
+    def provider(self, profile: str) -> Provider:
+        """One client per profile, built on first use; its key comes from the environment."""
+        with self._lock:
+            cached = self._providers.get(profile)
+            if cached is not None:
+                return cached
+            prof = self.config.profiles[profile]
+            key = self.config.api_key(profile)
+            if key is None and prof.provider != "openai":
+                raise ProviderError(
+                    f"profile {profile!r}: no API key; set the environment variable {prof.api_key_env}",
+                    status=None, retryable=False, kind="auth")
+            base_url = self.base_urls.get(profile) or prof.base_url or None
+            provider = build_provider(prof.provider, api_key=key.reveal() if key else None,
+                                      base_url=base_url, timeout=self.timeout)
+            self._providers[profile] = provider
+            return provider
+
+    def source(self, name: str) -> Source:
+        """One instance per source name, built on first use from config.toml."""
+        with self._lock:
+            cached = self._sources.get(name)
+            if cached is None:
+                from cardloop.integrations.sources.factory import build_source
+
+                cached = self._sources[name] = build_source(name, self.config)
+            return cached
+
+    def close(self) -> None:
+        """Close the provider clients and context sources (their connection pools)."""
+        with self._lock:
+            providers, self._providers = list(self._providers.values()), {}
+            sources, self._sources = list(self._sources.values()), {}
+        for provider in [*providers, *sources]:
+            close = getattr(provider, "close", None)
+            if close is not None:
+                close()
+
+    def cost(self, model: str, usage: Usage) -> float:
+        p = self.config.price(model)
+        return cost_usd(usage, Price(p.input, p.output, p.cache_read, p.cache_write))

@@ -1,0 +1,69 @@
+"""The FastAPI app: board webhooks, tenant prompt management, card prompts, the prompt gateway.
+
+`create_app(services)` wires routers around shared Services; `build_services(config)`
+connects the store, Temporal and the board adapters for `cardloop api` / `cardloop dev`."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import httpx
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from temporalio.client import Client
+
+from cardloop.activities.deps import Runtime
+from cardloop.app.api import cards, gateway, tenants, webhooks
+from cardloop.app.api.limits import BodySizeLimit
+from cardloop.app.api.services import Services
+from cardloop.app.cards import CardService
+from cardloop.app.temporal import connect
+from cardloop.contracts.config import Config
+from cardloop.store import Store
+
+log = logging.getLogger(__name__)
+
+
+def create_app(svc: Services) -> FastAPI:
+    app = FastAPI(
+        title="cardloop",
+        version="0.1.0",
+        description="Board webhooks drive card workflows on Temporal; tenants manage their prompts; "
+                    "the prompt gateway layers any request under the guardrails and the tenant's prompt.",
+    )
+    app.state.services = svc
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # 400 with field-level messages rather than FastAPI's 422: a malformed body is a bad request.
+        problems = [{"loc": ".".join(str(p) for p in e["loc"]), "msg": e["msg"]} for e in exc.errors()]
+        return JSONResponse({"detail": "invalid request", "problems": problems}, status_code=400)
+
+    @app.exception_handler(Exception)
+    async def internal(request: Request, exc: Exception) -> JSONResponse:
+        incident = uuid.uuid4().hex[:12]
+        log.exception("unhandled error %s on %s %s", incident, request.method, request.url.path)
+        return JSONResponse({"detail": "internal error", "incident": incident}, status_code=500)
+
+    @app.get("/healthz", tags=["ops"], summary="Liveness: the app and its store answer")
+    def healthz() -> dict[str, str]:
+        svc.store.schema_version()
+        return {"status": "ok", "temporal": "connected" if svc.cards is not None else "not configured"}
+
+    for module in (webhooks, tenants, cards, gateway):
+        app.include_router(module.router)
+    app.add_middleware(BodySizeLimit, max_bytes=svc.config.api.max_body_bytes)
+    return app
+
+
+async def build_services(config: Config, store: Store, runtime: Runtime | None = None,
+                         client: Client | None = None) -> Services:
+    from cardloop.app.boards.adapters import build_adapters
+
+    client = client or await connect(config)
+    http = httpx.AsyncClient(timeout=httpx.Timeout(20.0, connect=5.0))
+    return Services(config=config, store=store, runtime=runtime or Runtime.build(config, store),
+                    cards=CardService(client, store, config), http=http,
+                    adapters=build_adapters(config, http))

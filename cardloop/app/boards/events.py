@@ -1,0 +1,54 @@
+"""The one canonical event every board adapter produces."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cardloop.contracts.config import StageTarget
+
+
+class BoardEvent(BaseModel):
+    """Something that happened to a card on a board.
+
+    kind "transition": the card moved to `to_column`; `stage` is what config.toml maps that column
+    to (None: an unmapped column, acknowledged and ignored). kind "comment": `comment` joins the
+    card's chat history. kind "build_failed": CI failed on the card's branch (`stage` is the
+    board's failure_stage)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["transition", "comment", "build_failed"]
+    board: Literal["github", "linear", "jira", "trello", "generic"]
+    tenant: str
+    card_id: str = Field(min_length=1, max_length=200)
+    delivery_id: str = Field(min_length=1, max_length=300)
+    from_column: str | None = None
+    to_column: str | None = None
+    stage: StageTarget | None = None
+    title: str | None = None
+    body: str | None = None
+    url: str | None = None
+    repo: str | None = None
+    branch: str | None = None
+    actor: str | None = None
+    comment: str | None = None
+
+
+class Ignored(BaseModel):
+    """A well-formed delivery that asks nothing of cardloop; the reason goes into the 2xx reply."""
+
+    model_config = ConfigDict(frozen=True)
+
+    reason: str
+
+
+class WebhookError(Exception):
+    """A delivery cardloop refuses. `status` is the HTTP answer: 400 malformed, 401 signature,
+    413 too large, 503 board not configured (no secret). Never a 500 for sender input."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message

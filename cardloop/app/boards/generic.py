@@ -1,0 +1,104 @@
+"""The generic board: any tool that can POST JSON signed like GitHub (X-Hub-Signature-256)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from cardloop.app.boards.events import BoardEvent, Ignored
+from cardloop.app.boards.payload import bad, event, header, load_object
+from cardloop.app.boards.signatures import verify_github
+from cardloop.contracts.config import BoardConfig, StageTarget
+
+_Text = Field(default=None, max_length=100_000)
+# Room left in BoardEvent.delivery_id (300) for the ":comment" suffix of a move's comment.
+MAX_DELIVERY_ID = 280
+
+
+class GenericEvent(BaseModel):
+    """One card event posted to the generic webhook (POST, JSON, `X-Hub-Signature-256:
+    sha256=<hex HMAC-SHA256 of the body>` keyed with CARDLOOP_GENERIC_WEBHOOK_SECRET).
+
+    - A move: `to_column` (mapped through [boards.generic.columns]) or `stage` (a stage name or
+      "done", used as given; `to_column` is then only recorded). An unmapped `to_column` is
+      acknowledged and ignored.
+    - A comment: `comment` without `to_column` or `stage`. With a move, the comment is delivered
+      first, so the stage it starts already sees it.
+    - `delivery_id` (or the X-Delivery-Id header) is required: a redelivery with the same id is
+      applied once.
+    - `tenant` is a key looked up in [boards.generic.tenants]; unknown keys go to the board's tenant.
+    Unknown fields are refused, so a misspelt `stgae` fails loudly instead of being dropped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    card_id: str = Field(min_length=1, max_length=200, description="The card's id on the sending board.")
+    tenant: str | None = Field(default=None, max_length=200,
+                               description="Tenant key, mapped by boards.generic.tenants.")
+    to_column: str | None = Field(default=None, min_length=1, max_length=200,
+                                  description="The column the card moved to.")
+    stage: StageTarget | None = Field(default=None, description="The stage to run, instead of a column.")
+    from_column: str | None = Field(default=None, max_length=200, description="The column the card left.")
+    title: str | None = Field(default=None, max_length=1_000)
+    body: str | None = _Text
+    url: str | None = Field(default=None, max_length=2_000)
+    repo: str | None = Field(default=None, max_length=200, description='Repository, "owner/name".')
+    branch: str | None = Field(default=None, max_length=300)
+    actor: str | None = Field(default=None, max_length=200, description="Who made the change.")
+    delivery_id: str | None = Field(default=None, min_length=1, max_length=MAX_DELIVERY_ID,
+                                    description="Unique per event; else the X-Delivery-Id header.")
+    comment: str | None = Field(default=None, min_length=1, max_length=100_000,
+                                description="A comment that joins the card's chat history.")
+
+    @model_validator(mode="after")
+    def _says_something(self) -> GenericEvent:
+        if self.to_column is None and self.stage is None and self.comment is None:
+            raise ValueError("give to_column, stage or comment")
+        return self
+
+
+def generic_event_schema() -> dict[str, Any]:
+    """The JSON Schema of what the generic webhook accepts (GenericEvent)."""
+    return GenericEvent.model_json_schema()
+
+
+class GenericAdapter:
+    name = "generic"
+    secret_env = "CARDLOOP_GENERIC_WEBHOOK_SECRET"
+
+    def __init__(self, board: BoardConfig) -> None:
+        self.board = board
+
+    def verify(self, headers: Mapping[str, str], body: bytes, secret: str, now: float) -> None:
+        verify_github(headers, body, secret)
+
+    async def parse(self, headers: Mapping[str, str], body: bytes) -> list[BoardEvent] | Ignored:
+        data = load_object(body)
+        try:
+            posted = GenericEvent.model_validate(data)
+        except ValidationError as exc:
+            # loc and msg only: pydantic's own text would echo the (possibly huge) input back.
+            problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}"
+                                 for err in exc.errors()[:5])
+            raise bad(f"not a generic card event: {problems}") from None
+        delivery = posted.delivery_id or header(headers, "X-Delivery-Id")
+        if not delivery:
+            raise bad("missing delivery_id (in the body or the X-Delivery-Id header)")
+        if len(delivery) > MAX_DELIVERY_ID:
+            raise bad(f"delivery id longer than {MAX_DELIVERY_ID} characters")
+        common = {
+            "board": self.name, "tenant": self.board.tenant_for(posted.tenant), "card_id": posted.card_id,
+            "title": posted.title, "body": posted.body, "url": posted.url, "repo": posted.repo,
+            "branch": posted.branch, "actor": posted.actor,
+        }
+        events: list[BoardEvent] = []
+        moves = posted.to_column is not None or posted.stage is not None
+        if posted.comment is not None:
+            events.append(event(kind="comment", **common, comment=posted.comment,
+                                delivery_id=f"{delivery}:comment" if moves else delivery))
+        if moves:
+            stage = posted.stage or self.board.stage_for(posted.to_column)
+            events.append(event(kind="transition", **common, delivery_id=delivery, from_column=posted.from_column,
+                                to_column=posted.to_column or posted.stage, stage=stage))
+        return events

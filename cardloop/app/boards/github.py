@@ -1,0 +1,421 @@
+"""GitHub: Projects (v2) status moves, issue/PR comments and failed CI runs.
+
+A `projects_v2_item` webhook names the changed field and the new option by node id / option id
+and says nothing about the item's issue. cardloop resolves the field's name and options and the
+item's content through GitHub's GraphQL API (config: graphql_url, token_env), cached in memory
+for a few minutes, so a burst of moves costs one query. A GraphQL failure is GitHub's, not the
+sender's: it is WebhookError(502), so the delivery shows as failed and can be redelivered.
+
+    event               action      result
+    projects_v2_item    edited      transition (only the configured status_field)
+    issue_comment       created     comment on "<owner>/<repo>#<number>"
+    workflow_run        completed   build_failed per linked PR when the conclusion is a failure
+    check_suite         completed   build_failed per linked PR when the conclusion is a failure
+    ping, others        -           Ignored
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from cardloop.app.boards.cache import TTLCache
+from cardloop.app.boards.events import BoardEvent, Ignored, WebhookError
+from cardloop.app.boards.payload import (
+    bad,
+    event,
+    header,
+    load_object,
+    lookup,
+    opt_int,
+    opt_list,
+    opt_obj,
+    opt_str,
+    req_int,
+    req_obj,
+    req_str,
+    short,
+)
+from cardloop.app.boards.signatures import verify_github
+from cardloop.contracts.config import BoardConfig
+from cardloop.contracts.secrets import Secret
+
+# Conclusions that mean "the build is broken"; cancelled, neutral and skipped runs are not.
+FAILED_CONCLUSIONS = frozenset({"failure", "timed_out"})
+# GitHub gives a webhook receiver 10 s; the lookup must leave time for the rest of the request.
+GRAPHQL_TIMEOUT = httpx.Timeout(6.0, connect=3.0)
+CACHE_TTL_SECONDS = 300.0
+_API_REPO = re.compile(r"/repos/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/?$")
+
+
+@dataclass(frozen=True)
+class ProjectField:
+    name: str
+    options: Mapping[str, str] = field(default_factory=dict)   # single-select option id -> name
+
+
+@dataclass(frozen=True)
+class ProjectItem:
+    content_type: str | None             # "Issue", "PullRequest", "DraftIssue"; None when redacted
+    number: int | None = None
+    title: str | None = None
+    body: str | None = None
+    url: str | None = None
+    repo: str | None = None              # nameWithOwner
+    branch: str | None = None            # a pull request's head branch
+    values: Mapping[str, str] = field(default_factory=dict)   # field node id -> selected option name
+
+
+def _field_selection() -> str:
+    return """field: node(id: $field) {
+    __typename
+    ... on ProjectV2FieldCommon { name }
+    ... on ProjectV2SingleSelectField { options { id name } }
+  }"""
+
+
+def _item_selection() -> str:
+    return """item: node(id: $item) {
+    __typename
+    ... on ProjectV2Item {
+      fieldValues(first: 50) {
+        nodes {
+          __typename
+          ... on ProjectV2ItemFieldSingleSelectValue {
+            name
+            field { ... on ProjectV2FieldCommon { id } }
+          }
+        }
+      }
+      content {
+        __typename
+        ... on Issue { number title body url repository { nameWithOwner } }
+        ... on PullRequest { number title body url headRefName repository { nameWithOwner } }
+        ... on DraftIssue { title body }
+      }
+    }
+  }"""
+
+
+def build_query(field_id: str | None, item_id: str | None) -> tuple[str, dict[str, str]]:
+    """One query for whichever of the two nodes is wanted (GraphQL refuses unused variables)."""
+    params, parts, variables = [], [], {}
+    if field_id is not None:
+        params.append("$field: ID!")
+        parts.append(_field_selection())
+        variables["field"] = field_id
+    if item_id is not None:
+        params.append("$item: ID!")
+        parts.append(_item_selection())
+        variables["item"] = item_id
+    return f"query CardloopProjectItem({', '.join(params)}) {{\n  " + "\n  ".join(parts) + "\n}", variables
+
+
+class GitHubGraphQL:
+    """Resolves project fields and items, cached per node id (an LRU with a TTL).
+
+    Concurrent deliveries that need the same nodes share one request in flight."""
+
+    def __init__(self, http: httpx.AsyncClient, url: str, token: Callable[[], Secret | None], token_env: str,
+                 ttl: float = CACHE_TTL_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        self._http = http
+        self._url = url
+        self._token = token
+        self._token_env = token_env
+        self.fields: TTLCache[str, ProjectField] = TTLCache(maxsize=256, ttl=ttl, clock=clock)
+        self.items: TTLCache[str, ProjectItem] = TTLCache(maxsize=1024, ttl=ttl, clock=clock)
+        self._inflight: dict[tuple[str | None, str | None], asyncio.Future[None]] = {}
+        self.queries = 0   # requests sent, for tests and metrics
+
+    def cached_field(self, field_id: str) -> ProjectField | None:
+        return self.fields.get(field_id)
+
+    async def resolve(self, field_id: str, item_id: str, *, fresh_item: bool = False,
+                      fresh_field: bool = False) -> tuple[ProjectField, ProjectItem]:
+        """The field and the item; `fresh_*` bypasses the cache (the item's current values are
+        needed live when the payload does not say which option was chosen)."""
+        field_ = None if fresh_field else self.fields.get(field_id)
+        item = None if fresh_item else self.items.get(item_id)
+        if field_ is None or item is None:
+            await self._fetch(None if field_ is not None else field_id, None if item is not None else item_id,
+                              share=not (fresh_item or fresh_field))
+            field_ = field_ or self.fields.get(field_id)
+            item = item or self.items.get(item_id)
+        if field_ is None or item is None:  # only a TTL shorter than the request could cause this
+            raise WebhookError(502, "GitHub GraphQL lookup did not yield the project field and item")
+        return field_, item
+
+    async def _fetch(self, field_id: str | None, item_id: str | None, share: bool) -> None:
+        if not share:
+            await self._query(field_id, item_id)
+            return
+        key = (field_id, item_id)
+        task = self._inflight.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._query(field_id, item_id))
+            self._inflight[key] = task
+
+            def done(t: asyncio.Future[None]) -> None:
+                self._inflight.pop(key, None)
+                if not t.cancelled():
+                    t.exception()  # retrieved here too, so a failure nobody awaits is not logged as lost
+
+            task.add_done_callback(done)
+        # shield: one caller giving up (client disconnect) must not cancel the others' lookup.
+        await asyncio.shield(task)
+
+    async def _query(self, field_id: str | None, item_id: str | None) -> None:
+        token = self._token()
+        if token is None:
+            raise WebhookError(503, f"{self._token_env} is not set: GitHub project items cannot be resolved")
+        query, variables = build_query(field_id, item_id)
+        self.queries += 1
+        try:
+            response = await self._http.post(
+                self._url, json={"query": query, "variables": variables}, timeout=GRAPHQL_TIMEOUT,
+                headers={"Authorization": f"bearer {token.reveal()}", "Accept": "application/json"})
+        except httpx.HTTPError as exc:
+            raise WebhookError(502, f"GitHub GraphQL at {self._url} is unreachable: {type(exc).__name__}") from None
+        try:
+            payload = response.json()
+        except (ValueError, RecursionError):
+            payload = None
+        if response.status_code != 200:
+            detail = payload.get("message") if isinstance(payload, dict) else None
+            raise WebhookError(502, f"GitHub GraphQL answered {response.status_code}"
+                               + (f": {str(detail)[:200]}" if detail else ""))
+        if not isinstance(payload, dict):
+            raise WebhookError(502, "GitHub GraphQL answered with something other than a JSON object")
+        errors = payload.get("errors")
+        if errors:
+            messages = [str(e.get("message", e))[:200] if isinstance(e, dict) else str(e)[:200]
+                        for e in (errors if isinstance(errors, list) else [errors])][:3]
+            raise WebhookError(502, "GitHub GraphQL errors: " + "; ".join(messages))
+        try:
+            data = req_obj(payload, "data")
+            if field_id is not None:
+                self.fields.put(field_id, _parse_field(data))
+            if item_id is not None:
+                self.items.put(item_id, _parse_item(data))
+        except WebhookError as exc:  # a shape we did not expect is GitHub's doing, not the sender's
+            raise WebhookError(502, f"unexpected GitHub GraphQL response: {exc.message}") from None
+
+
+def _parse_field(data: dict[str, Any]) -> ProjectField:
+    req_obj(data, "field")
+    options: dict[str, str] = {}
+    for i, _ in enumerate(opt_list(data, "field.options")):
+        options[req_str(data, f"field.options.{i}.id")] = req_str(data, f"field.options.{i}.name")
+    return ProjectField(name=req_str(data, "field.name"), options=options)
+
+
+def _parse_item(data: dict[str, Any]) -> ProjectItem:
+    req_obj(data, "item")
+    values: dict[str, str] = {}
+    for value in opt_list(data, "item.fieldValues.nodes"):
+        if isinstance(value, dict) and value.get("__typename") == "ProjectV2ItemFieldSingleSelectValue":
+            field_id, name = opt_str(value, "field.id"), opt_str(value, "name")
+            if field_id and name:
+                values[field_id] = name
+    if opt_obj(data, "item.content") is None:  # the token cannot see the content (REDACTED) or there is none
+        return ProjectItem(content_type=None, values=values)
+    return ProjectItem(
+        content_type=opt_str(data, "item.content.__typename"),
+        number=opt_int(data, "item.content.number"),
+        title=opt_str(data, "item.content.title"),
+        body=opt_str(data, "item.content.body"),
+        url=opt_str(data, "item.content.url"),
+        repo=opt_str(data, "item.content.repository.nameWithOwner"),
+        branch=opt_str(data, "item.content.headRefName"),
+        values=values,
+    )
+
+
+def _repo_from_api_url(url: str | None) -> str | None:
+    match = _API_REPO.search(url or "")
+    return match.group(1) if match else None
+
+
+class GitHubAdapter:
+    name = "github"
+    secret_env = "CARDLOOP_GITHUB_WEBHOOK_SECRET"
+
+    def __init__(self, board: BoardConfig, graphql: GitHubGraphQL) -> None:
+        self.board = board
+        self.graphql = graphql
+
+    def verify(self, headers: Mapping[str, str], body: bytes, secret: str, now: float) -> None:
+        verify_github(headers, body, secret)
+
+    async def parse(self, headers: Mapping[str, str], body: bytes) -> list[BoardEvent] | Ignored:
+        data = load_object(body)
+        kind = header(headers, "X-GitHub-Event")
+        if kind is None:
+            raise bad("missing X-GitHub-Event header")
+        if kind == "ping":
+            return Ignored(reason="ping: the webhook is set up")
+        handler = {
+            "projects_v2_item": self._project_item,
+            "issue_comment": self._issue_comment,
+            "workflow_run": self._workflow_run,
+            "check_suite": self._check_suite,
+        }.get(kind)
+        if handler is None:
+            return Ignored(reason=f"GitHub event {short(kind)} is not one cardloop acts on")
+        return await handler(headers, data)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _tenant(self, data: dict[str, Any]) -> str:
+        return self.board.tenant_for(opt_str(data, "organization.login") or opt_str(data, "repository.owner.login"))
+
+    @staticmethod
+    def _delivery(headers: Mapping[str, str]) -> str:
+        delivery = header(headers, "X-GitHub-Delivery")
+        if delivery is None:
+            raise bad("missing X-GitHub-Delivery header")
+        return delivery
+
+    def _is_status(self, name: str) -> bool:
+        return name.casefold() == self.board.status_field.casefold()
+
+    # -- projects_v2_item ------------------------------------------------------------------------
+
+    async def _project_item(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:
+        action = opt_str(data, "action")
+        if action != "edited":
+            return Ignored(reason=f"projects_v2_item {short(action)}: cardloop acts on field edits only")
+        change = opt_obj(data, "changes.field_value")
+        if change is None:
+            return Ignored(reason="project item edit changed no field value")
+        field_type = opt_str(change, "field_type")
+        if field_type is not None and field_type != "single_select":
+            return Ignored(reason=f"a {short(field_type)} field changed; the {self.board.status_field} field "
+                                  "is a single select")
+        field_id = req_str(data, "changes.field_value.field_node_id")
+        item_id = req_str(data, "projects_v2_item.node_id")
+        delivery = self._delivery(headers)
+        # Newer payloads carry the chosen option ({id, name}) as `to`; older ones carry nothing,
+        # and then the item's current value is looked up live.
+        has_to = "to" in change
+        to_id = _option_id(data, "changes.field_value.to")
+        if has_to and to_id is None:
+            return Ignored(reason=f"the {self.board.status_field} field was cleared")
+        cached = self.graphql.cached_field(field_id)
+        if cached is not None and not self._is_status(cached.name):
+            return Ignored(reason=f"field {cached.name!r} changed, not {self.board.status_field!r}")
+        field_, item = await self.graphql.resolve(field_id, item_id, fresh_item=not has_to)
+        if not self._is_status(field_.name):
+            return Ignored(reason=f"field {field_.name!r} changed, not {self.board.status_field!r}")
+        if to_id is None:
+            to_column = item.values.get(field_id)
+            if to_column is None:
+                return Ignored(reason=f"the {self.board.status_field} field was cleared")
+        else:
+            if to_id not in field_.options:  # an option added since the field was cached
+                field_, item = await self.graphql.resolve(field_id, item_id, fresh_field=True)
+            to_column = field_.options.get(to_id) or opt_str(change, "to.name")
+            if to_column is None:  # GitHub was just asked afresh: the payload names an option that is not there
+                raise bad(f"changes.field_value.to.id {short(to_id)} is not an option of field {field_.name!r}")
+        from_id = _option_id(data, "changes.field_value.from")
+        from_column = (field_.options.get(from_id) or opt_str(change, "from.name")) if from_id else None
+        linked = item.content_type in ("Issue", "PullRequest") and item.repo and item.number is not None
+        return [event(
+            kind="transition", board=self.name, tenant=self._tenant(data),
+            card_id=f"{item.repo}#{item.number}" if linked else item_id,
+            delivery_id=delivery, from_column=from_column, to_column=to_column,
+            stage=self.board.stage_for(to_column), title=item.title, body=item.body, url=item.url,
+            repo=item.repo, branch=item.branch, actor=opt_str(data, "sender.login"),
+        )]
+
+    # -- issue_comment ---------------------------------------------------------------------------
+
+    async def _issue_comment(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:
+        action = opt_str(data, "action")
+        if action != "created":
+            return Ignored(reason=f"issue_comment {short(action)}: cardloop acts on new comments only")
+        author_type = opt_str(data, "comment.user.type")
+        author = opt_str(data, "comment.user.login") or opt_str(data, "sender.login")
+        if author_type == "Bot":
+            # cardloop's own replies arrive as bot comments; feeding them back would loop.
+            return Ignored(reason=f"comment by bot {short(author)}")
+        text = opt_str(data, "comment.body")
+        if not text or not text.strip():
+            return Ignored(reason="empty comment")
+        repo = req_str(data, "repository.full_name")
+        number = req_int(data, "issue.number")
+        return [event(
+            kind="comment", board=self.name, tenant=self._tenant(data), card_id=f"{repo}#{number}",
+            delivery_id=self._delivery(headers), title=opt_str(data, "issue.title"),
+            url=opt_str(data, "issue.html_url"), repo=repo, actor=author, comment=text,
+        )]
+
+    # -- workflow_run / check_suite --------------------------------------------------------------
+
+    async def _workflow_run(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:
+        action = opt_str(data, "action")
+        if action != "completed":
+            return Ignored(reason=f"workflow_run {short(action)}: cardloop acts on completed runs")
+        run = req_obj(data, "workflow_run")
+        name = opt_str(run, "name") or opt_str(data, "workflow.name") or opt_str(run, "path") or "workflow"
+        number = opt_int(run, "run_number")
+        label = f"GitHub Actions workflow {short(name)}" + (f" run #{number}" if number is not None else "")
+        return self._build_failed(headers, data, run, label, opt_str(run, "html_url"))
+
+    async def _check_suite(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:
+        action = opt_str(data, "action")
+        if action != "completed":
+            return Ignored(reason=f"check_suite {short(action)}: cardloop acts on completed suites")
+        suite = req_obj(data, "check_suite")
+        app = opt_str(suite, "app.name")
+        label = "check suite" + (f" of {short(app)}" if app else "")
+        sha, repo_url = opt_str(suite, "head_sha"), opt_str(data, "repository.html_url")
+        return self._build_failed(headers, data, suite, label,
+                                  f"{repo_url}/commit/{sha}/checks" if sha and repo_url else None)
+
+    def _build_failed(self, headers: Mapping[str, str], data: dict[str, Any], run: dict[str, Any], label: str,
+                      url: str | None) -> list[BoardEvent] | Ignored:
+        conclusion = opt_str(run, "conclusion")
+        if conclusion not in FAILED_CONCLUSIONS:
+            return Ignored(reason=f"{label} concluded {short(conclusion)}, not a failure")
+        stage = self.board.failure_stage
+        if not stage:
+            return Ignored(reason="boards.github.failure_stage is empty: build failures are not acted on")
+        repo = req_str(data, "repository.full_name")
+        branch = opt_str(run, "head_branch")
+        cards: list[str] = []
+        for i, pr in enumerate(opt_list(run, "pull_requests")):
+            if not isinstance(pr, dict):
+                raise bad(f"pull_requests.{i} must be an object")
+            # The PR lives in its base repository; the run may be in another (a fork's head).
+            card = f"{_repo_from_api_url(opt_str(pr, 'base.repo.url')) or repo}#{req_int(pr, 'number')}"
+            if card not in cards:
+                cards.append(card)
+        if not cards:
+            return Ignored(reason=f"no pull request is linked to branch {short(branch)}")
+        delivery = self._delivery(headers)
+        sha = opt_str(run, "head_sha")
+        note = (f"{label} concluded {conclusion} on branch {branch or '?'}"
+                + (f" at {sha[:12]}" if sha else "") + (f": {url}" if url else ""))
+        return [event(
+            kind="build_failed", board=self.name, tenant=self._tenant(data), card_id=card,
+            # one delivery may fail several PRs: each event gets its own id so dedup keeps them all
+            delivery_id=delivery if len(cards) == 1 else f"{delivery}/{card}",
+            stage=stage, url=url, repo=repo, branch=branch, actor=opt_str(data, "sender.login"), comment=note,
+        ) for card in cards]
+
+
+def _option_id(data: dict[str, Any], path: str) -> str | None:
+    """The option id of a single-select change's `from`/`to`: an object {id, name, ...}, or null."""
+    value = lookup(data, path)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise bad(f"{path} must be an object for a single-select field")
+    return req_str(data, f"{path}.id")

@@ -1,0 +1,139 @@
+"""Jira Cloud: status changes and new comments.
+
+    webhookEvent         result
+    jira:issue_updated   transition when a changelog item's field is "status" (fromString -> toString)
+    comment_created      comment on issue.key
+    others               Ignored
+
+The tenant key is the issue's project key (issue.fields.project.key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cardloop.app.boards.events import BoardEvent, Ignored
+from cardloop.app.boards.payload import (
+    bad,
+    event,
+    header,
+    kind,
+    load_object,
+    lookup,
+    opt_list,
+    opt_str,
+    req_int,
+    req_str,
+    short,
+)
+from cardloop.app.boards.signatures import verify_jira
+from cardloop.contracts.config import BoardConfig
+
+_ADF_MAX_NODES = 10_000
+
+
+def adf_text(doc: Any) -> str:
+    """Plain text of an Atlassian Document Format tree (what REST v3 returns for descriptions and
+    comments); blocks end with newlines. Walked iteratively: a hostile tree may nest deeply."""
+    out: list[str] = []
+    stack: list[Any] = [doc]
+    seen = 0
+    while stack and seen < _ADF_MAX_NODES:
+        node = stack.pop()
+        seen += 1
+        if isinstance(node, str):  # a block's closing newline, pushed below
+            out.append(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        if node.get("type") == "text" and isinstance(node.get("text"), str):
+            out.append(node["text"])
+        elif node.get("type") == "hardBreak":
+            out.append("\n")
+        children = node.get("content")
+        if isinstance(children, list):
+            if node.get("type") in ("paragraph", "heading", "listItem", "codeBlock", "blockquote"):
+                stack.append("\n")
+            stack.extend(reversed(children))
+    return "".join(out).strip()
+
+
+def _text(data: Any, path: str) -> str | None:
+    """A rich-text field: a string (REST v2, what webhooks send) or an ADF document."""
+    value = lookup(data, path)
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return adf_text(value) or None
+    raise bad(f"{path} must be a string or a document, got {kind(value)}")
+
+
+def browse_url(issue_self: str | None, key: str) -> str | None:
+    """https://SITE/browse/KEY from the issue's REST URL (https://SITE/rest/api/2/issue/ID)."""
+    if not issue_self or "/rest/api/" not in issue_self:
+        return None
+    return f"{issue_self.split('/rest/api/', 1)[0]}/browse/{key}"
+
+
+class JiraAdapter:
+    name = "jira"
+    secret_env = "CARDLOOP_JIRA_WEBHOOK_SECRET"
+
+    def __init__(self, board: BoardConfig) -> None:
+        self.board = board
+
+    def verify(self, headers: Mapping[str, str], body: bytes, secret: str, now: float) -> None:
+        verify_jira(headers, body, secret)
+
+    async def parse(self, headers: Mapping[str, str], body: bytes) -> list[BoardEvent] | Ignored:
+        data = load_object(body)
+        webhook_event = opt_str(data, "webhookEvent")
+        if webhook_event == "jira:issue_updated":
+            return self._issue_updated(headers, data)
+        if webhook_event == "comment_created":
+            return self._comment(headers, data)
+        return Ignored(reason=f"Jira event {short(webhook_event)}: cardloop acts on status changes and new comments")
+
+    def _delivery(self, headers: Mapping[str, str], data: dict[str, Any], key: str) -> str:
+        delivery = header(headers, "X-Atlassian-Webhook-Identifier")
+        if delivery:
+            return delivery
+        # Jira keeps this header across retries; without it the event, its time and the issue do.
+        return f"{req_str(data, 'webhookEvent')}:{req_int(data, 'timestamp')}:{key}"
+
+    def _common(self, headers: Mapping[str, str], data: dict[str, Any]) -> dict[str, Any]:
+        key = req_str(data, "issue.key")
+        return {
+            "board": self.name,
+            "tenant": self.board.tenant_for(opt_str(data, "issue.fields.project.key")),
+            "card_id": key,
+            "delivery_id": self._delivery(headers, data, key),
+            "title": opt_str(data, "issue.fields.summary"),
+            "url": browse_url(opt_str(data, "issue.self"), key),
+        }
+
+    def _issue_updated(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:
+        status = None
+        for i, item in enumerate(opt_list(data, "changelog.items")):
+            if not isinstance(item, dict):
+                raise bad(f"changelog.items.{i} must be an object, got {kind(item)}")
+            if item.get("field") == "status" or item.get("fieldId") == "status":
+                status = (opt_str(item, "fromString"), req_str(data, f"changelog.items.{i}.toString"))
+        if status is None:
+            return Ignored(reason="Jira issue update did not change its status")
+        from_column, to_column = status
+        return [event(
+            kind="transition", **self._common(headers, data), from_column=from_column, to_column=to_column,
+            stage=self.board.stage_for(to_column), body=_text(data, "issue.fields.description"),
+            actor=opt_str(data, "user.displayName"),
+        )]
+
+    def _comment(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:
+        text = _text(data, "comment.body")
+        if not text or not text.strip():
+            return Ignored(reason="empty comment")
+        return [event(
+            kind="comment", **self._common(headers, data),
+            actor=opt_str(data, "comment.author.displayName"), comment=text,
+        )]

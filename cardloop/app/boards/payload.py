@@ -1,0 +1,145 @@
+"""Reading sender-controlled JSON: every lookup either returns a value of the expected type or
+raises WebhookError(400) naming the path, so a malformed delivery never becomes a 500.
+
+Absent and null are the same thing here ("missing"): boards send `null` for unset fields.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from cardloop.app.boards.events import BoardEvent, WebhookError
+
+
+def bad(message: str) -> WebhookError:
+    return WebhookError(400, message)
+
+
+def kind(value: Any) -> str:
+    """The JSON name of a value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def load_object(body: bytes) -> dict[str, Any]:
+    """The body as a JSON object, or 400."""
+    try:
+        data = json.loads(body)
+    except RecursionError:
+        # json's C decoder recurses per nesting level; a hostile body can nest deeper than the stack.
+        raise bad("body is not valid JSON: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError both derive from it
+        raise bad(f"body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise bad(f"body must be a JSON object, got {kind(data)}")
+    return data
+
+
+def lookup(data: Any, path: str) -> Any:
+    """The value at a dotted path (a numeric step indexes an array); None when any step is absent or null."""
+    cur = data
+    walked: list[str] = []
+    for part in path.split("."):
+        if cur is None:
+            return None
+        if isinstance(cur, list) and part.isdigit():
+            cur = cur[int(part)] if int(part) < len(cur) else None
+        elif isinstance(cur, dict):
+            cur = cur.get(part)
+        else:
+            raise bad(f"{'.'.join(walked) or 'body'} must be an object, got {kind(cur)}")
+        walked.append(part)
+    return cur
+
+
+def opt_str(data: Any, path: str) -> str | None:
+    value = lookup(data, path)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise bad(f"{path} must be a string, got {kind(value)}")
+    return value
+
+
+def req_str(data: Any, path: str) -> str:
+    value = opt_str(data, path)
+    if not value:
+        raise bad(f"missing {path}")
+    return value
+
+
+def opt_int(data: Any, path: str) -> int | None:
+    value = lookup(data, path)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise bad(f"{path} must be an integer, got {kind(value)}")
+    return value
+
+
+def req_int(data: Any, path: str) -> int:
+    value = opt_int(data, path)
+    if value is None:
+        raise bad(f"missing {path}")
+    return value
+
+
+def opt_obj(data: Any, path: str) -> dict[str, Any] | None:
+    value = lookup(data, path)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise bad(f"{path} must be an object, got {kind(value)}")
+    return value
+
+
+def req_obj(data: Any, path: str) -> dict[str, Any]:
+    value = opt_obj(data, path)
+    if value is None:
+        raise bad(f"missing {path}")
+    return value
+
+
+def opt_list(data: Any, path: str) -> list[Any]:
+    value = lookup(data, path)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise bad(f"{path} must be an array, got {kind(value)}")
+    return value
+
+
+def header(headers: Mapping[str, str], name: str) -> str | None:
+    """A header by its lower-case name (the Mapping is case-insensitive, as starlette's and httpx's are)."""
+    value = headers.get(name.lower())
+    return (value.strip() or None) if isinstance(value, str) else None
+
+
+def event(**fields: Any) -> BoardEvent:
+    """A BoardEvent, or 400 when a sender's value breaks one of its limits (e.g. an over-long card id)."""
+    try:
+        return BoardEvent(**fields)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors())
+        raise bad(f"payload yields an invalid event: {problems}") from None
+
+
+def short(value: Any, limit: int = 60) -> str:
+    """A sender's value quoted for a reason or message, cut so a reply never echoes a whole payload."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

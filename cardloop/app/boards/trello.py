@@ -1,0 +1,71 @@
+"""Trello: cards moved between lists and new comments.
+
+    action.type   result
+    updateCard    transition when action.data has listBefore and listAfter (a move between lists)
+    commentCard   comment on the card
+    others        Ignored
+
+card_id is the card's shortLink (the id in https://trello.com/c/<shortLink>), else its id; the
+tenant key is the board id (action.data.board.id, else the webhook's model.id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cardloop.app.boards.events import BoardEvent, Ignored
+from cardloop.app.boards.payload import event, load_object, opt_obj, opt_str, req_obj, req_str, short
+from cardloop.app.boards.signatures import verify_trello
+from cardloop.contracts.config import BoardConfig
+
+
+class TrelloAdapter:
+    name = "trello"
+    secret_env = "CARDLOOP_TRELLO_SECRET"
+
+    def __init__(self, board: BoardConfig) -> None:
+        self.board = board
+
+    def verify(self, headers: Mapping[str, str], body: bytes, secret: str, now: float) -> None:
+        verify_trello(headers, body, secret, self.board.callback_url)
+
+    async def parse(self, headers: Mapping[str, str], body: bytes) -> list[BoardEvent] | Ignored:
+        data = load_object(body)
+        action_type = opt_str(data, "action.type")
+        if action_type == "updateCard":
+            return self._update_card(data)
+        if action_type == "commentCard":
+            return self._comment(data)
+        return Ignored(reason=f"Trello action {short(action_type)}: cardloop acts on list moves and comments")
+
+    def _common(self, data: dict[str, Any]) -> dict[str, Any]:
+        req_obj(data, "action.data.card")
+        short_link = opt_str(data, "action.data.card.shortLink")
+        return {
+            "board": self.name,
+            "tenant": self.board.tenant_for(opt_str(data, "action.data.board.id") or opt_str(data, "model.id")),
+            "card_id": short_link or req_str(data, "action.data.card.id"),
+            # Trello retries with the same action, so its id identifies the delivery.
+            "delivery_id": req_str(data, "action.id"),
+            "title": opt_str(data, "action.data.card.name"),
+            "url": f"https://trello.com/c/{short_link}" if short_link else None,
+            "actor": opt_str(data, "action.memberCreator.fullName") or opt_str(data, "action.memberCreator.username"),
+        }
+
+    def _update_card(self, data: dict[str, Any]) -> list[BoardEvent] | Ignored:
+        before, after = opt_obj(data, "action.data.listBefore"), opt_obj(data, "action.data.listAfter")
+        if before is None or after is None:
+            return Ignored(reason="Trello card update was not a move between lists")
+        to_column = req_str(data, "action.data.listAfter.name")
+        return [event(
+            kind="transition", **self._common(data), from_column=opt_str(data, "action.data.listBefore.name"),
+            to_column=to_column, stage=self.board.stage_for(to_column),
+            body=opt_str(data, "action.data.card.desc"),
+        )]
+
+    def _comment(self, data: dict[str, Any]) -> list[BoardEvent] | Ignored:
+        text = opt_str(data, "action.data.text")
+        if not text or not text.strip():
+            return Ignored(reason="empty comment")
+        return [event(kind="comment", **self._common(data), comment=text)]

@@ -1,0 +1,118 @@
+"""Acting on cards as a board does: import a card, move it to a column, comment on it, read
+its state. Moves and comments are signal-with-start: the first one creates the card's
+workflow, later ones reach the same run; each carries a delivery id so a repeat is applied once."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from cardloop.contracts.config import Config
+from cardloop.contracts.errors import InputError
+from cardloop.contracts.payloads import CardComment, CardRef, CardStart, CardState, Transition
+from cardloop.prompts.card import Card
+from cardloop.store import Store
+from cardloop.workflows.card import CardWorkflow, search_attributes
+
+
+def ref_for(card: Card) -> CardRef:
+    return CardRef(tenant=card.tenant, board=card.board, card_id=card.id)
+
+
+class CardService:
+    def __init__(self, client: Client, store: Store, config: Config) -> None:
+        self.client = client
+        self.store = store
+        self.config = config
+
+    def import_card(self, card: Card) -> CardRef:
+        """Store the card's fields, history and context (history only if the store has none yet)."""
+        ref = ref_for(card)
+        self.store.upsert_card(ref.key, card)
+        if self.store.message_count(ref.key) == 0:
+            for i, message in enumerate(card.history):
+                self.store.append_message(ref.key, message, dedup_key=f"import/{i}")
+        if card.context:
+            self.store.put_context_items(ref.key, card.context)
+        return ref
+
+    def _start(self, ref: CardRef) -> CardStart:
+        card = self.store.card_fields(ref.key)
+        if card is None:
+            raise InputError(f"card {ref.key!r} is not known; import it first with "
+                             "`cardloop card move FILE.json --to STAGE`")
+        return CardStart(ref=ref, title=card.title, url=card.url, repo=card.repo,
+                         max_history_events=self.config.temporal.continue_as_new_after_events)
+
+    async def _previous_state(self, ref: CardRef) -> CardState | None:
+        """The state of the card's last run when it has closed (a card that reached done):
+        a new run started by a later move or comment continues from it."""
+        handle = self.client.get_workflow_handle(ref.workflow_id)
+        try:
+            desc = await handle.describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        if desc.status is None or desc.status == WorkflowExecutionStatus.RUNNING:
+            return None
+        try:
+            return await handle.query("state", result_type=CardState)
+        except (RPCError, WorkflowQueryFailedError):
+            return None
+
+    async def _signal_with_start(self, ref: CardRef, signal: str, arg: Any) -> WorkflowHandle:
+        start = self._start(ref)
+        previous = await self._previous_state(ref)
+        if previous is not None:
+            start = start.model_copy(update={"state": previous})
+        return await self.client.start_workflow(
+            CardWorkflow.run, start, id=ref.workflow_id, task_queue=self.config.temporal.task_queue,
+            start_signal=signal, start_signal_args=[arg],
+            search_attributes=search_attributes(start, "new"),
+            static_summary=f"card {ref.key}: {start.title[:200]}",
+            memo={"title": start.title, "url": start.url or ""},
+        )
+
+    async def move(self, ref: CardRef, to: str, *, delivery_id: str | None = None, actor: str | None = None,
+                   reason: str | None = None) -> WorkflowHandle:
+        t = Transition(to=to, delivery_id=delivery_id or f"cli/{uuid.uuid4()}", actor=actor, reason=reason)  # type: ignore[arg-type]
+        return await self._signal_with_start(ref, "transition", t)
+
+    async def say(self, ref: CardRef, text: str, *, author: str | None = None,
+                  delivery_id: str | None = None) -> WorkflowHandle:
+        c = CardComment(delivery_id=delivery_id or f"cli/{uuid.uuid4()}", author=author, text=text)
+        return await self._signal_with_start(ref, "comment", c)
+
+    async def state(self, ref: CardRef) -> CardState | None:
+        handle = self.client.get_workflow_handle(ref.workflow_id)
+        try:
+            return await handle.query("state", result_type=CardState)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+
+    async def wait_for(self, ref: CardRef, done: Callable[[CardState], bool], *, timeout: float,
+                       on_change: Callable[[CardState], None] | None = None, poll: float = 0.25) -> CardState:
+        """Poll the card's state until `done` holds; TimeoutError after `timeout` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        last: CardState | None = None
+        while True:
+            state = await self.state(ref)
+            if state is not None:
+                if on_change and (last is None or state.model_dump() != last.model_dump()):
+                    on_change(state)
+                last = state
+                if done(state):
+                    return state
+            if loop.time() > deadline:
+                raise TimeoutError(f"card {ref.key} did not reach the expected state in {timeout:.0f}s "
+                                   f"(last: {last.model_dump() if last else 'no workflow'})")
+            await asyncio.sleep(poll)

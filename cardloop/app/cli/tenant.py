@@ -1,0 +1,166 @@
+"""`cardloop tenant ...`: the tenant prompt and token operations of the API, for operators,
+straight against the store (no API server needed)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from cardloop.contracts.config import Config
+from cardloop.contracts.errors import InputError, RejectedError
+from cardloop.prompts.assemble import PromptAssembler
+from cardloop.prompts.scrub import Scrubber
+from cardloop.store import NotFoundError, Store, StoreError
+
+ACTOR = "cli"
+
+
+def _version_dict(v: Any) -> dict[str, Any]:
+    return v.model_dump(mode="json")
+
+
+def open_store(config: Config) -> Store:
+    from cardloop.app.stack import open_store as _open
+
+    return _open(config)
+
+
+def _print_version(v: Any, config: Config, as_json: bool) -> None:
+    from cardloop.app.api.tenants import effective_prompt
+
+    assembler = PromptAssembler(config.template_store(), config.token_counter(), Scrubber())
+    effective = effective_prompt(assembler, config, v.tenant, v.prompt) if not v.deleted else None
+    if as_json:
+        print(json.dumps({**_version_dict(v), "effective_prompt": effective}, indent=2, ensure_ascii=False))
+        return
+    print(f"tenant {v.tenant} · version {v.version} · {v.override_mode} · {v.validation_status} · "
+          f"by {v.created_by} at {v.created_at:%Y-%m-%d %H:%M}"
+          + (f" · restored from {v.restored_from}" if v.restored_from else ""))
+    print("--- custom system prompt ---\n" + v.custom_system_prompt)
+    if effective:
+        print("--- effective system prompt (what the tenant's cards get) ---\n" + effective)
+
+
+def _tone(pairs: list[str]) -> dict[str, str]:
+    tone = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--tone {pair!r}: use KEY=VALUE")
+        tone[key.strip()] = value.strip()
+    return tone
+
+
+def cmd_set_prompt(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.app.api.tenants import PromptIn, check_prompt
+
+    path = Path(args.file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{args.file}: cannot read: {exc.strerror}") from None
+    try:
+        body = PromptIn(custom_system_prompt=text, override_mode=args.mode, language_preference=args.language,
+                        tone_profile=_tone(args.tone or []))
+    except ValidationError as exc:
+        raise InputError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
+    prompt, verdict, issues = check_prompt(body)
+    if issues and verdict.status.value == "REJECTED":
+        for issue in issues:
+            print(f"  {issue.field}: {issue.category} [{issue.start}:{issue.end}] {issue.message}")
+        raise RejectedError(f"tenant prompt for {args.tenant} rejected ({len(issues)} issue(s)); nothing was stored")
+    with open_store(config) as store:
+        version = store.for_tenant(args.tenant).put_tenant_prompt(args.tenant, prompt, verdict, ACTOR)
+        _print_version(version, config, args.json)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, config: Config) -> int:
+    with open_store(config) as store:
+        current = store.for_tenant(args.tenant).current_tenant_prompt(args.tenant)
+    if current is None:
+        raise InputError(f"tenant {args.tenant} has no prompt")
+    _print_version(current, config, args.json)
+    return 0
+
+
+def cmd_versions(args: argparse.Namespace, config: Config) -> int:
+    with open_store(config) as store:
+        versions = store.for_tenant(args.tenant).tenant_prompt_versions(args.tenant)
+    if args.json:
+        print(json.dumps([_version_dict(v) for v in versions], indent=2, ensure_ascii=False))
+        return 0
+    if not versions:
+        print(f"tenant {args.tenant} has no prompt versions")
+    for v in versions:
+        what = "deleted" if v.deleted else f"{v.override_mode}, {len(v.custom_system_prompt):,} chars"
+        print(f"  v{v.version:<4} {v.created_at:%Y-%m-%d %H:%M}  {v.created_by:<14} {what}"
+              + (f" (restored from v{v.restored_from})" if v.restored_from else ""))
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace, config: Config) -> int:
+    with open_store(config) as store:
+        try:
+            version = store.for_tenant(args.tenant).rollback_tenant_prompt(args.tenant, args.version, ACTOR)
+        except NotFoundError:
+            raise InputError(f"tenant {args.tenant} has no version {args.version}") from None
+        except StoreError as exc:
+            raise InputError(str(exc)) from None
+        _print_version(version, config, args.json)
+    return 0
+
+
+def cmd_token_create(args: argparse.Namespace, config: Config) -> int:
+    with open_store(config) as store:
+        issued = store.for_tenant(args.tenant).create_api_token(args.tenant, args.name)
+    print(f"token {issued.id} for tenant {args.tenant} (shown once, store it now):\n{issued.token}")
+    return 0
+
+
+def cmd_token_revoke(args: argparse.Namespace, config: Config) -> int:
+    with open_store(config) as store:
+        if not store.for_tenant(args.tenant).revoke_api_token(args.tenant, args.token_id):
+            raise InputError(f"tenant {args.tenant} has no token {args.token_id}")
+    print(f"token {args.token_id} revoked")
+    return 0
+
+
+def add_tenant_commands(sub: argparse._SubParsersAction) -> None:
+    tenant = sub.add_parser("tenant", help="tenant prompts and API tokens (straight against the store)")
+    tsub = tenant.add_subparsers(dest="tenant_command", required=True, metavar="SUBCOMMAND")
+
+    def common(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
+        p.add_argument("tenant", help="tenant id")
+        if json_flag:
+            p.add_argument("--json", action="store_true")
+
+    p = tsub.add_parser("set-prompt", help="validate and store a new version of the tenant's prompt")
+    common(p)
+    p.add_argument("file", help="text file with the custom system prompt")
+    p.add_argument("--mode", choices=("append", "replace_behavior"), default="append")
+    p.add_argument("--language", default="auto")
+    p.add_argument("--tone", action="append", metavar="KEY=VALUE", help="tone profile entry (repeatable)")
+    p.set_defaults(func=cmd_set_prompt)
+    p = tsub.add_parser("show", help="the current prompt and the effective system prompt")
+    common(p)
+    p.set_defaults(func=cmd_show)
+    p = tsub.add_parser("versions", help="every version, oldest first")
+    common(p)
+    p.set_defaults(func=cmd_versions)
+    p = tsub.add_parser("rollback", help="make a copy of VERSION the current version")
+    common(p)
+    p.add_argument("version", type=int)
+    p.set_defaults(func=cmd_rollback)
+    p = tsub.add_parser("token-create", help="issue an API token for the tenant (shown once)")
+    common(p, json_flag=False)
+    p.add_argument("name")
+    p.set_defaults(func=cmd_token_create)
+    p = tsub.add_parser("token-revoke", help="revoke one of the tenant's API tokens")
+    common(p, json_flag=False)
+    p.add_argument("token_id")
+    p.set_defaults(func=cmd_token_revoke)

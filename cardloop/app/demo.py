@@ -1,0 +1,147 @@
+"""`cardloop demo`: the sample card through every stage on the embedded stack.
+
+With an API key for the configured profiles it uses the real model. Without one it says so
+and runs the offline scripted model: a documented test double (cardloop/scripted_model.py)
+that serves the Anthropic Messages API on 127.0.0.1 and replays examples/transcript.json, so
+a newcomer sees the whole flow. It is never used silently when a key exists."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import quote
+
+from temporalio.service import RPCError
+
+from cardloop.app.cards import CardService
+from cardloop.app.scripted_model import ScriptedModel, load_transcript
+from cardloop.app.stack import dev_stack, wait_for_ctrl_c
+from cardloop.contracts.config import Config, load_config
+from cardloop.contracts.errors import ConfigError
+from cardloop.contracts.payloads import CardRef, CardState, StageProgress
+from cardloop.prompts.card import Card
+from cardloop.prompts.stages import STAGE_NAMES
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SCRIPTED_KEY = "scripted-model-offline"
+
+
+def card_url(ui_url: str, namespace: str, workflow_id: str) -> str:
+    return f"{ui_url}/namespaces/{namespace}/workflows/{quote(workflow_id, safe='')}"
+
+
+def needs_scripted_model(config: Config) -> bool:
+    profiles = {config.stage(s).profile for s in config.stages_enum()} | {config.summarizer.profile}
+    return any(config.api_key(p) is None for p in profiles)
+
+
+def demo_config(config_path: str | None, env: Mapping[str, str], scripted: bool) -> Config:
+    env = dict(env)
+    # The demo moves the card column by column, as a board does: no auto-advance. The sample
+    # card carries its own context (logs, files, ADR); its repository does not exist, so the
+    # live context sources are off.
+    for stage in STAGE_NAMES:
+        env[f"CARDLOOP_STAGES__{stage.upper()}__AUTO_ADVANCE"] = "false"
+        env[f"CARDLOOP_CONTEXT__SOURCES__{stage.upper()}"] = "[]"
+    if scripted:
+        env["ANTHROPIC_API_KEY"] = SCRIPTED_KEY
+    config = load_config(config_path, env)
+    if scripted:
+        for name in {config.stage(s).profile for s in config.stages_enum()} | {config.summarizer.profile}:
+            if config.profiles[name].provider != "anthropic":
+                raise ConfigError(f"profile {name!r} uses provider {config.profiles[name].provider!r} and has no "
+                                  "API key; the offline scripted model only speaks the Anthropic API")
+    return config
+
+
+async def _progress(svc: CardService, ref: CardRef, stage: str, run: int) -> StageProgress | None:
+    handle = svc.client.get_workflow_handle(f"{ref.workflow_id}/{run}-{stage}")
+    try:
+        return await handle.query("progress", result_type=StageProgress)
+    except RPCError:
+        return None
+
+
+async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, out) -> CardState:
+    before = await svc.state(ref)
+    seen = len(before.history) if before else 0
+    run = (before.stage_runs if before else 0) + 1
+    await svc.move(ref, stage, delivery_id=f"demo/{ref.card_id}/{stage}", actor="demo")
+    out(f"\n▶ moved to {stage}")
+    last_iter = 0
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        state = await svc.state(ref)
+        if state and len(state.history) > seen:
+            r = state.history[-1]
+            mark = {"completed": "✓", "blocked": "⏸", "cancelled": "↷"}.get(r.outcome, "✗")
+            out(f"  {mark} {stage}: {r.outcome} after {r.iterations} turn(s), "
+                f"{r.input_tokens + r.output_tokens:,} tokens, ${r.cost_usd:.4f}: {r.reason}")
+            return state
+        progress = await _progress(svc, ref, stage, run)
+        if progress and progress.iteration != last_iter:
+            last_iter = progress.iteration
+            out(f"  … turn {progress.iteration}: assembling the prompt and asking the model")
+        if loop.time() > deadline:
+            raise TimeoutError(f"stage {stage} did not finish within {timeout:.0f}s")
+        await asyncio.sleep(0.2)
+
+
+async def run_demo(config_path: str | None, *, keep_running: bool | None, out=print) -> int:
+    env = dict(os.environ)
+    probe = load_config(config_path, env)
+    scripted = needs_scripted_model(probe)
+    config = demo_config(config_path, env, scripted)
+    model: ScriptedModel | None = None
+    base_urls: dict[str, str] = {}
+    if scripted:
+        out("No API key for the configured model (ANTHROPIC_API_KEY is not set).\n"
+            "This demo therefore runs the OFFLINE SCRIPTED MODEL: a test double that serves the Anthropic\n"
+            "Messages API on 127.0.0.1 and replays examples/transcript.json. Everything else is real:\n"
+            "Temporal, the workflows, prompt assembly, RLM summarization, the store and the anthropic client.\n"
+            "Set ANTHROPIC_API_KEY to run the real model.")
+        model = ScriptedModel(load_transcript(EXAMPLES / "transcript.json")).start()
+        base_urls = {name: model.url for name, p in config.profiles.items() if p.provider == "anthropic"}
+    else:
+        out(f"Using the real model: profile {config.stage(config.stages_enum()[0]).profile}.")
+    sample = Card.model_validate_json((EXAMPLES / "card.json").read_text(encoding="utf-8"))
+    stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
+    card = sample.model_copy(update={"id": f"{sample.id}-demo-{stamp}"})
+    timeout = 120.0 if scripted else 1800.0
+    try:
+        out("\nstarting the dev stack: temporal server start-dev (SQLite), worker, store …")
+        async with dev_stack(config, base_urls=base_urls, pick_free_ports=True) as stack:
+            svc = CardService(stack.client, stack.store, config)
+            ref = svc.import_card(card)
+            link = card_url(stack.ui_url or config.temporal.ui_url, config.temporal.namespace, ref.workflow_id)
+            out(f"card {ref.key}: {card.title}\n  Temporal UI: {link}")
+            for stage in STAGE_NAMES:
+                await run_stage(svc, ref, stage, timeout, out)
+            await svc.move(ref, "done", delivery_id=f"demo/{ref.card_id}/done", actor="demo")
+            state = await svc.wait_for(ref, lambda s: s.status == "done", timeout=60)
+            totals = stack.store.usage_totals(ref.key)
+            out(f"\n■ done: {len(state.history)} stage runs, {totals.total.calls} model calls, "
+                f"{totals.total.input_tokens + totals.total.output_tokens:,} tokens, "
+                f"${float(totals.total.cost_usd):.4f}")
+            for stage, s in totals.by_stage.items():
+                out(f"    {stage:<13} {s.calls} call(s)  {s.input_tokens:>8,} in  {s.output_tokens:>6,} out  "
+                    f"${float(s.cost_usd):.4f}")
+            out(f"\nSee the card in the Temporal UI: {link}\n"
+                f"Search there for: CardStage = 'done' AND Repo = '{card.repo}'")
+            if keep_running is None:
+                keep_running = sys.stdin.isatty() and sys.stdout.isatty()
+            if keep_running:
+                out("\nThe stack keeps running so you can open the UI. Press Ctrl-C to stop.")
+                await wait_for_ctrl_c()
+            else:
+                out(f"(The stack stops now; `cardloop dev` brings the UI back with this card: its history is "
+                    f"kept in {config.dev.data_dir}.)")
+    finally:
+        if model is not None:
+            model.stop()
+    return 0

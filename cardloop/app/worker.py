@@ -1,0 +1,40 @@
+"""The cardloop worker: CardWorkflow, StageWorkflow and the activities on one task queue."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Sequence
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from cardloop.activities.context import ContextActivities
+from cardloop.activities.deps import Runtime
+from cardloop.activities.history import HistoryActivities
+from cardloop.activities.llm import LlmActivities
+from cardloop.activities.prompt import PromptActivities
+from cardloop.workflows.card import CardWorkflow
+from cardloop.workflows.stage import StageWorkflow
+
+WORKFLOWS: Sequence[type] = (CardWorkflow, StageWorkflow)
+
+
+def activities_for(rt: Runtime) -> list[Any]:
+    prompt, history = PromptActivities(rt), HistoryActivities(rt)
+    llm, context = LlmActivities(rt), ContextActivities(rt)
+    return [prompt.stage_settings, prompt.assemble, history.append, history.summarize, llm.complete, context.gather]
+
+
+def build_worker(client: Client, rt: Runtime, *, task_queue: str | None = None) -> Worker:
+    size = rt.config.temporal.max_concurrent_activities
+    return Worker(
+        client,
+        task_queue=task_queue or rt.config.temporal.task_queue,
+        workflows=list(WORKFLOWS),
+        activities=activities_for(rt),
+        activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=size,
+                                                                thread_name_prefix="cardloop-activity"),
+        max_concurrent_activities=size,
+        max_concurrent_local_activities=size,
+    )

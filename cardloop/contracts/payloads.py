@@ -1,0 +1,232 @@
+"""Values that cross the Temporal boundary: workflow and activity inputs and outputs.
+
+They are a contract with workflows already running: add fields only with defaults, never
+rename or remove one. Every value here is small (ids, counts, short excerpts); the large
+things (history, prompts, logs) live in the store and travel as references.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from cardloop.prompts.stages import STAGE_NAMES
+
+CARD_STATES = (*STAGE_NAMES, "done", "blocked")
+Target = Literal["planning", "coding", "review", "testing", "error_fixing", "done"]
+Outcome = Literal["completed", "blocked", "budget_exhausted", "cancelled", "failed"]
+Promise = Literal["COMPLETE", "BLOCKED"]
+
+_KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:#-]{0,199}$")
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class CardRef(_Value):
+    """Which card: tenant, board and the board's card id. Never a secret, never prompt text."""
+
+    tenant: str = "default"
+    board: str = "generic"
+    card_id: str
+
+    @field_validator("tenant", "board", "card_id")
+    @classmethod
+    def _safe(cls, value: str) -> str:
+        if not _KEY_PART.match(value):
+            raise ValueError(f"{value!r}: use letters, digits and . _ : # - (at most 200)")
+        return value
+
+    @property
+    def key(self) -> str:
+        return f"{self.tenant}/{self.board}/{self.card_id}"
+
+    @property
+    def workflow_id(self) -> str:
+        return f"card/{self.key}"
+
+    @classmethod
+    def parse(cls, key: str) -> CardRef:
+        """'tenant/board/card', 'board/card' or 'card' (defaults fill the rest)."""
+        parts = key.split("/")
+        if len(parts) > 3 or not all(parts):
+            raise ValueError(f"card key {key!r}: expected CARD, BOARD/CARD or TENANT/BOARD/CARD")
+        names = ("tenant", "board", "card_id")[3 - len(parts):]
+        return cls(**dict(zip(names, parts, strict=True)))
+
+
+class Transition(_Value):
+    """A card moved to a column that maps to `to`. `delivery_id` makes it idempotent."""
+
+    to: Target
+    delivery_id: str = Field(min_length=1, max_length=300)
+    actor: str | None = Field(default=None, max_length=200)
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class CardComment(_Value):
+    """A user's message on the card (a board comment): joins the chat history."""
+
+    delivery_id: str = Field(min_length=1, max_length=300)
+    author: str | None = Field(default=None, max_length=200)
+    text: str = Field(max_length=32_000)
+
+
+class StageRun(_Value):
+    stage: str
+    run: int
+    outcome: Outcome
+    reason: str = ""
+    iterations: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    # Turns whose history was truncated because the summarizer failed after its retries.
+    truncated_turns: int = 0
+
+
+class StageProgress(BaseModel):
+    iteration: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    last_result: str = ""
+    truncated_turns: int = 0
+
+
+class CardState(BaseModel):
+    """What the card workflow holds and its query returns; carried across continue-as-new."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    stage: str | None = None           # the current or last stage
+    status: Literal["idle", "running", "blocked", "done"] = "idle"
+    iteration: int = 0
+    last_result: str = ""              # a short excerpt of the last model reply
+    blocked_reason: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    stage_runs: int = 0
+    history: list[StageRun] = Field(default_factory=list)   # the latest stage runs, bounded
+    seen_deliveries: list[str] = Field(default_factory=list)  # bounded, oldest first
+    current: StageProgress | None = None  # the running stage's progress, reported after each turn
+
+
+class CardStart(_Value):
+    """The card workflow's input (also after continue-as-new, with `state` carried)."""
+
+    ref: CardRef
+    title: str = Field(default="", max_length=1000)
+    url: str | None = None
+    repo: str | None = None
+    state: CardState | None = None
+    pending: list[Transition] = Field(default_factory=list)
+    # Continue-as-new once the event history is longer than this (temporal.continue_as_new_after_events).
+    max_history_events: int = Field(default=5_000, ge=10, le=40_000)
+
+
+class StageSettings(_Value):
+    profile: str
+    max_iterations: int
+    token_budget: int
+    auto_advance: bool
+    next_stage: Target | None = None
+    sources: list[str] = Field(default_factory=list)  # context sources gathered when the stage starts
+
+
+class GatherInput(_Value):
+    card_key: str
+    stage: str
+    source: str
+    # The activity's last attempt records the source as unavailable instead of failing.
+    max_attempts: int = 3
+
+
+class GatherResult(_Value):
+    source: str
+    status: Literal["ok", "unavailable", "skipped"]
+    items: int = 0
+    reason: str = ""
+
+
+class StageInput(_Value):
+    ref: CardRef
+    stage: str
+    run: int
+    settings: StageSettings
+
+
+class FoldNeeded(_Value):
+    """The history must be folded and no cached summary covers this range yet."""
+
+    first: int
+    last: int
+    max_tokens: int
+
+
+class AssembleInput(_Value):
+    card_key: str
+    stage: str
+    run: int
+    iteration: int
+    profile: str
+
+
+class AssembleResult(_Value):
+    prompt_ref: str
+    tokens: dict[str, int]
+    total_tokens: int
+    history_mode: str
+    fold: FoldNeeded | None = None
+    redactions: int = 0
+
+
+class SummarizeInput(_Value):
+    card_key: str
+    first: int
+    last: int
+    max_tokens: int
+
+
+class SummarizeResult(_Value):
+    tokens: int
+    method: str  # "cached" | "llm" | "incremental" | "recursive"
+    calls: int = 0
+    cost_usd: float = 0.0
+
+
+class CompleteInput(_Value):
+    card_key: str
+    stage: str
+    run: int
+    iteration: int
+    profile: str
+    prompt_ref: str
+    # Unique per model call: the history message and the usage row are recorded once under it.
+    call_key: str
+
+
+class CompleteResult(_Value):
+    message_seq: int
+    promise: Promise | None = None
+    reason: str = ""
+    excerpt: str = ""
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class AppendInput(_Value):
+    card_key: str
+    role: Literal["user", "assistant"]
+    text: str = Field(max_length=32_000)
+    author: str | None = None
+    dedup_key: str
+    stage: str | None = None

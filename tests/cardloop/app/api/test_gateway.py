@@ -1,0 +1,762 @@
+"""The prompt gateway over HTTP: a minimal app around the router, the real Anthropic client behind
+it talking to ScriptedModel on loopback (and a tiny OpenAI-compatible server for the openai
+provider). What the provider received is checked on the wire: layering, turns, redaction."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import pytest
+import uvicorn
+from cardloop.activities.deps import Runtime
+from cardloop.prompts.card import TenantPrompt
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from cardloop.app.api import gateway
+from cardloop.app.api.auth import require_tenant
+from cardloop.app.api.gateway import text_chunks
+from cardloop.app.api.services import Services
+from cardloop.app.scripted_model import ScriptedModel
+from cardloop.contracts.config import REPO_CONFIG, load_config
+from cardloop.store import Store
+
+ROOT = Path(__file__).resolve().parents[4]
+GUARDRAILS = (ROOT / "prompts" / "templates" / "guardrails.md").read_text(encoding="utf-8").strip()
+API_KEY = "sk-ant-api03-GATEWAY-TEST-KEY-0123456789abcdefghijklmnopqrstuvwxyz"
+PROFILE_PROMPT = "You are an expert software engineer working through a team's backlog."
+TENANT_TEXT = "Always mention the ACME style guide."
+GITHUB_TOKEN = "ghp_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7d"
+OPENAI = "/v1/chat/completions"
+ANTHROPIC = "/v1/messages"
+OPENAI_KEYS = {"id", "object", "created", "model", "choices", "usage"}
+ANTHROPIC_KEYS = {"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"}
+
+
+class TenantStore(Store):
+    """Store with the two methods other work adds to it (token lookup, current tenant prompt),
+    as small fakes with real logic, so the unpatched require_tenant and the tenant layer run."""
+
+    tokens: dict[str, str]
+    prompt: TenantPrompt | None
+
+    def tenant_for_token(self, token: str) -> str | None:
+        return self.tokens.get(token)
+
+    def current_tenant_prompt(self, tenant: str) -> TenantPrompt | None:
+        return self.prompt if tenant == "acme" else None
+
+
+@dataclass
+class Gateway:
+    client: TestClient
+    app: FastAPI
+    model: ScriptedModel
+    store: Store
+
+
+def build_app(tmp_path: Path, *, store: Store, env: dict[str, str] | None = None,
+              base_urls: dict[str, str] | None = None, override: bool = True) -> FastAPI:
+    config = load_config(REPO_CONFIG, env={"ANTHROPIC_API_KEY": API_KEY,
+                                           "CARDLOOP_PATHS__PROMPT_OVERRIDES": str(tmp_path / "no-overrides"),
+                                           **(env or {})})
+    runtime = Runtime.build(config, store, base_urls=base_urls)
+    app = FastAPI()
+    app.state.services = Services(config=config, store=store, runtime=runtime, cards=None, http=httpx.AsyncClient())
+    app.include_router(gateway.router)
+    if override:
+        app.dependency_overrides[require_tenant] = lambda: "acme"
+    return app
+
+
+def close_app(app: FastAPI) -> None:
+    svc: Services = app.state.services
+    asyncio.run(svc.http.aclose())
+    # Runtime has no close(): the provider clients it cached hold kept-alive connections.
+    for provider in list(svc.runtime._providers.values()):
+        provider.close()  # type: ignore[attr-defined]  # every built-in provider has one
+    svc.store.close()
+
+
+@pytest.fixture
+def model() -> Iterator[ScriptedModel]:
+    with ScriptedModel(api_key=API_KEY) as server:
+        yield server
+
+
+@pytest.fixture
+def gw(tmp_path: Path, model: ScriptedModel) -> Iterator[Gateway]:
+    """The override path: require_tenant answers "acme"; the store has no tenant methods."""
+    store = Store.open(f"sqlite:///{tmp_path / 'gateway.sqlite'}")
+    app = build_app(tmp_path, store=store, base_urls={"claude": model.url})
+    with TestClient(app) as client:
+        yield Gateway(client, app, model, store)
+    close_app(app)
+
+
+@pytest.fixture
+def tenant_gw(tmp_path: Path, model: ScriptedModel) -> Iterator[Gateway]:
+    """The real require_tenant over a store that knows tokens and a tenant prompt."""
+    store = TenantStore.open(f"sqlite:///{tmp_path / 'gateway.sqlite'}")
+    assert isinstance(store, TenantStore)
+    store.tokens = {"tok-acme": "acme"}
+    store.prompt = TenantPrompt(custom_system_prompt=TENANT_TEXT)
+    app = build_app(tmp_path, store=store, base_urls={"claude": model.url}, override=False)
+    with TestClient(app, headers={"authorization": "Bearer tok-acme"}) as client:
+        yield Gateway(client, app, model, store)
+    close_app(app)
+
+
+def system_text(request: dict[str, Any]) -> str:
+    system = request.get("system", [])
+    return "\n\n".join(b["text"] for b in system) if isinstance(system, list) else system
+
+
+def turns(request: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(m["role"], "".join(b["text"] for b in m["content"])) for m in request["messages"]]
+
+
+def reply(model: ScriptedModel, text: str) -> None:
+    model.inject(content=[{"type": "text", "text": text}])
+
+
+def assert_openai_error(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert isinstance(error["message"], str) and error["message"]
+    return error
+
+
+def assert_anthropic_error(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["type"] == "error"
+    assert set(body["error"]) == {"type", "message"} and body["error"]["message"]
+    return body["error"]
+
+
+# --- shapes in and out ---------------------------------------------------------------------
+
+
+def test_openai_shape_in_and_out(gw: Gateway) -> None:
+    reply(gw.model, "Hello from the provider.")
+    r = gw.client.post(OPENAI, json={
+        "model": "my-app-model", "max_tokens": 300, "temperature": 0.5,
+        "messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hi there"}]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert set(body) == OPENAI_KEYS
+    assert body["object"] == "chat.completion" and body["id"].startswith("chatcmpl-")
+    assert body["model"] == "my-app-model"  # the caller's label is echoed...
+    assert isinstance(body["created"], int)
+    assert body["choices"] == [{"index": 0, "message": {"role": "assistant", "content": "Hello from the provider."},
+                                "finish_reason": "stop"}]
+    usage = body["usage"]
+    assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert r.headers["x-cardloop-call-id"] == "gateway/" + body["id"].removeprefix("chatcmpl-")
+
+    sent = gw.model.last_request
+    assert sent["model"] == "claude-sonnet-4-6"  # ...but the profile's model answers
+    assert sent["max_tokens"] == 300
+    assert len(sent["system"]) == 1  # guardrails + behaviour; no card-stage agent block
+    text = system_text(sent)
+    assert text.startswith(GUARDRAILS)
+    assert text.endswith("You are terse.")  # the request layer overrides the profile prompt
+    assert PROFILE_PROMPT not in text and "# Stage:" not in text
+    assert turns(sent) == [("user", "Hi there")]
+
+
+def test_anthropic_shape_in_and_out(gw: Gateway) -> None:
+    reply(gw.model, "Bonjour.")
+    r = gw.client.post(ANTHROPIC, json={
+        "model": "claude-whatever", "max_tokens": 256,
+        "system": [{"type": "text", "text": "Answer in French.", "cache_control": {"type": "ephemeral"}}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Hello"}]},
+                     {"role": "assistant", "content": "Bonjour"},
+                     {"role": "user", "content": "How are you?"}]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert set(body) == ANTHROPIC_KEYS
+    assert body["type"] == "message" and body["role"] == "assistant" and body["id"].startswith("msg_")
+    assert body["model"] == "claude-whatever"
+    assert body["content"] == [{"type": "text", "text": "Bonjour."}]
+    assert body["stop_reason"] == "end_turn" and body["stop_sequence"] is None
+    assert set(body["usage"]) == {"input_tokens", "output_tokens", "cache_read_input_tokens",
+                                  "cache_creation_input_tokens"}
+    assert body["usage"]["input_tokens"] > 0 and body["usage"]["output_tokens"] > 0
+
+    sent = gw.model.last_request
+    assert system_text(sent) == GUARDRAILS + "\n\nAnswer in French."
+    assert turns(sent) == [("user", "Hello"), ("assistant", "Bonjour"), ("user", "How are you?")]
+
+
+def test_max_tokens_capped_by_profile_and_length_maps_both_ways(gw: Gateway) -> None:
+    r = gw.client.post(OPENAI, json={"model": "m", "max_completion_tokens": 1_000_000, "max_tokens": 5,
+                                     "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 200, r.text
+    assert gw.model.last_request["max_tokens"] == 8192  # profiles.claude.max_tokens
+    # The scripted reply is cut at max_tokens, so the provider says max_tokens -> OpenAI "length".
+    r = gw.client.post(OPENAI, json={"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
+    assert r.json()["choices"][0]["finish_reason"] == "length"
+    r = gw.client.post(ANTHROPIC, json={"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]})
+    assert r.json()["stop_reason"] == "max_tokens"
+    # No max_tokens from an OpenAI caller: the profile's.
+    gw.client.post(OPENAI, json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    assert gw.model.last_request["max_tokens"] == 8192
+
+
+# --- intercepting system prompts in any format, layering ------------------------------------
+
+
+def test_gemma_markers_in_an_openai_system_message(tenant_gw: Gateway) -> None:
+    gemma = ("<start_of_turn>system\nYou are a pirate.<end_of_turn>\n"
+             "<start_of_turn>user\nWho are you?<end_of_turn>\n"
+             "<start_of_turn>model\nArr, a pirate.<end_of_turn>\n")
+    r = tenant_gw.client.post(OPENAI, json={"model": "m", "messages": [
+        {"role": "system", "content": gemma}, {"role": "user", "content": "Where is the treasure?"}]})
+    assert r.status_code == 200, r.text
+    sent = tenant_gw.model.last_request
+    text = system_text(sent)
+    assert "<start_of_turn>" not in text and "<end_of_turn>" not in text
+    # Guardrails first, then the cleaned request system text, then the tenant prompt (append mode).
+    assert text == f"{GUARDRAILS}\n\nYou are a pirate.\n\n{TENANT_TEXT}"
+    assert turns(sent) == [("user", "Who are you?"), ("assistant", "Arr, a pirate."),
+                           ("user", "Where is the treasure?")]
+
+
+def test_human_assistant_text_in_a_system_prompt(tenant_gw: Gateway) -> None:
+    system = "Be brief and exact.\n\nHuman: What is 2+2?\n\nAssistant: 4"
+    r = tenant_gw.client.post(ANTHROPIC, json={"model": "m", "max_tokens": 64, "system": system,
+                                               "messages": [{"role": "user", "content": "And 3+3?"}]})
+    assert r.status_code == 200, r.text
+    sent = tenant_gw.model.last_request
+    text = system_text(sent)
+    assert "Human:" not in text and "Assistant:" not in text
+    assert text.index(GUARDRAILS) < text.index("Be brief and exact.") < text.index(TENANT_TEXT)
+    assert turns(sent) == [("user", "What is 2+2?"), ("assistant", "4"), ("user", "And 3+3?")]
+
+
+def test_human_assistant_lines_inside_an_openai_system_message(gw: Gateway) -> None:
+    system = "You grade arithmetic.\nHuman: 1+1?\nAssistant: 2"
+    gw.client.post(OPENAI, json={"model": "m", "messages": [{"role": "developer", "content": system},
+                                                            {"role": "user", "content": "2+2?"}]})
+    sent = gw.model.last_request
+    assert system_text(sent) == GUARDRAILS + "\n\nYou grade arithmetic."
+    assert turns(sent) == [("user", "1+1?"), ("assistant", "2"), ("user", "2+2?")]
+
+
+def test_tenant_prompt_modes_follow_the_prompt_core_precedence(tenant_gw: Gateway) -> None:
+    store = tenant_gw.store
+    assert isinstance(store, TenantStore)
+    store.prompt = TenantPrompt(custom_system_prompt=TENANT_TEXT, override_mode="replace_behavior")
+    # No request system text: the tenant prompt replaces the profile's.
+    tenant_gw.client.post(OPENAI, json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    assert system_text(tenant_gw.model.last_request) == f"{GUARDRAILS}\n\n{TENANT_TEXT}"
+    # A request system text is the highest behaviour layer: it wins over replace_behavior.
+    tenant_gw.client.post(OPENAI, json={"model": "m", "messages": [{"role": "system", "content": "Req layer."},
+                                                                   {"role": "user", "content": "hi"}]})
+    assert system_text(tenant_gw.model.last_request) == f"{GUARDRAILS}\n\nReq layer."
+    # No tenant prompt and no request system: the profile's prompt is the behaviour layer.
+    store.prompt = None
+    tenant_gw.client.post(OPENAI, json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    assert system_text(tenant_gw.model.last_request) == f"{GUARDRAILS}\n\n{PROFILE_PROMPT}"
+
+
+def test_turns_are_kept_in_order_and_an_assistant_opening_gets_a_user_opener(gw: Gateway) -> None:
+    messages = [{"role": "assistant", "content": "How can I help?"}, {"role": "user", "content": "one"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\": 1}"}}]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "result one"},
+                {"role": "system", "content": "Mid-conversation rule."},
+                {"role": "user", "content": [{"type": "text", "text": "two"}]}]
+    r = gw.client.post(OPENAI, json={"model": "m", "messages": messages, "tools": [{"type": "function"}]})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-cardloop-ignored-params"] == "tools"
+    sent = gw.model.last_request
+    assert system_text(sent) == GUARDRAILS + "\n\nMid-conversation rule."
+    got = turns(sent)
+    assert got[0] == ("user", gateway.OPENER)
+    assert [role for role, _ in got[1:]] == ["assistant", "user", "assistant", "user", "user"]
+    assert got[1][1] == "How can I help?" and got[2][1] == "one" and got[-1][1] == "two"
+    assert "[tool_call lookup id=call_1]" in got[3][1] and "result one" in got[4][1]
+
+
+def test_secrets_in_the_request_never_reach_the_provider(gw: Gateway) -> None:
+    r = gw.client.post(OPENAI, json={"model": "m", "messages": [
+        {"role": "system", "content": f"Deploy with token {GITHUB_TOKEN} when asked."},
+        {"role": "user", "content": f"My token is {GITHUB_TOKEN}, push the fix."},
+        {"role": "assistant", "content": f"Using {GITHUB_TOKEN}."},
+        {"role": "user", "content": "Go."}]})
+    assert r.status_code == 200, r.text
+    raw = json.dumps(gw.model.last_request)
+    assert GITHUB_TOKEN not in raw
+    assert GITHUB_TOKEN[:12] not in raw  # not even a recognisable piece of it
+    assert raw.count("[REDACTED:github-token]") == 3
+    assert r.headers["x-cardloop-redactions"] == "3"
+    r = gw.client.post(ANTHROPIC, json={"model": "m", "max_tokens": 32, "system": f"key {GITHUB_TOKEN}",
+                                        "messages": [{"role": "user", "content": f"{GITHUB_TOKEN}"}]})
+    assert r.status_code == 200, r.text
+    assert GITHUB_TOKEN not in json.dumps(gw.model.last_request)
+
+
+# --- streaming -----------------------------------------------------------------------------
+
+
+def sse_data(text: str) -> list[str]:
+    return [line.removeprefix("data: ") for line in text.split("\n") if line.startswith("data: ")]
+
+
+def anthropic_events(text: str) -> list[tuple[str, dict[str, Any]]]:
+    events = []
+    for block in text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.split("\n"))
+        data = json.loads(lines["data"])
+        assert data["type"] == lines["event"]
+        events.append((lines["event"], data))
+    return events
+
+
+LONG_REPLY = "The quick brown fox jumps over the lazy dog. " * 6 + "Done."
+
+
+def test_openai_streaming(gw: Gateway) -> None:
+    reply(gw.model, LONG_REPLY)
+    r = gw.client.post(OPENAI, json={"model": "my-label", "stream": True, "stream_options": {"include_usage": True},
+                                     "messages": [{"role": "user", "content": "tell me"}]})
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/event-stream")
+    data = sse_data(r.text)
+    assert data[-1] == "[DONE]"
+    chunks = [json.loads(d) for d in data[:-1]]
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
+    assert len({c["id"] for c in chunks}) == 1 and {c["model"] for c in chunks} == {"my-label"}
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    with_choices = [c for c in chunks if c["choices"]]
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in with_choices) == LONG_REPLY
+    assert len(with_choices) > 4  # really chunked
+    assert with_choices[-1]["choices"][0]["finish_reason"] == "stop"
+    assert all(c["choices"][0]["finish_reason"] is None for c in with_choices[:-1])
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] > 0
+    # Without stream_options.include_usage there is no usage chunk.
+    reply(gw.model, "short")
+    r = gw.client.post(OPENAI, json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}]})
+    chunks = [json.loads(d) for d in sse_data(r.text)[:-1]]
+    assert all(c["choices"] and "usage" not in c for c in chunks)
+
+
+def test_anthropic_streaming(gw: Gateway) -> None:
+    reply(gw.model, LONG_REPLY)
+    r = gw.client.post(ANTHROPIC, json={"model": "my-label", "max_tokens": 500, "stream": True,
+                                        "messages": [{"role": "user", "content": "tell me"}]})
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("text/event-stream")
+    events = anthropic_events(r.text)
+    names = [name for name, _ in events]
+    assert names[:3] == ["message_start", "content_block_start", "ping"]
+    assert names[-3:] == ["content_block_stop", "message_delta", "message_stop"]
+    assert set(names[3:-3]) == {"content_block_delta"} and len(names[3:-3]) > 4
+    start = events[0][1]["message"]
+    assert start["model"] == "my-label" and start["content"] == [] and start["stop_reason"] is None
+    assert start["usage"]["input_tokens"] > 0
+    text = "".join(e["delta"]["text"] for name, e in events if name == "content_block_delta")
+    assert text == LONG_REPLY
+    assert all(e["delta"]["type"] == "text_delta" for name, e in events if name == "content_block_delta")
+    delta = events[-2][1]
+    assert delta["delta"] == {"stop_reason": "end_turn", "stop_sequence": None}
+    assert delta["usage"]["output_tokens"] > 0
+
+
+def test_text_chunks_rejoin_exactly() -> None:
+    for text in ["", "a", "word " * 40, "x" * 130, "  lead and trail  ", "new\nlines\n\nkept " * 9]:
+        chunks = text_chunks(text, 16)
+        assert "".join(chunks) == text
+        assert all(0 < len(c) <= 16 for c in chunks)
+
+
+# --- provider failures ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
+def test_overloaded_provider_is_503_with_retry_after(gw: Gateway, path: str) -> None:
+    gw.model.inject(529, retry_after=7)
+    r = gw.client.post(path, json={"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]})
+    if path == OPENAI:
+        assert assert_openai_error(r, 503)["type"] == "server_error"
+    else:
+        assert assert_anthropic_error(r, 503)["type"] == "overloaded_error"
+    assert r.headers["retry-after"] == "7"
+    assert gw.model.request_count == 1  # no retries of our own: the caller's client owns them
+    # Unknown wait: still 503, without a retry-after header.
+    gw.model.inject(529)
+    r = gw.client.post(path, json={"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]})
+    assert r.status_code == 503 and "retry-after" not in r.headers
+
+
+@pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
+def test_rate_limited_provider_is_429_with_retry_after(gw: Gateway, path: str) -> None:
+    gw.model.inject(429, retry_after=2.5)
+    r = gw.client.post(path, json={"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]})
+    error = assert_openai_error(r, 429) if path == OPENAI else assert_anthropic_error(r, 429)
+    assert error["type"] == "rate_limit_error"
+    assert r.headers["retry-after"] == "3"  # whole seconds, rounded up
+
+
+@pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
+def test_provider_400_is_400_with_its_message(gw: Gateway, path: str) -> None:
+    gw.model.inject(400, message="messages.0.content: something the provider dislikes")
+    r = gw.client.post(path, json={"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]})
+    error = assert_openai_error(r, 400) if path == OPENAI else assert_anthropic_error(r, 400)
+    assert "something the provider dislikes" in error["message"]
+    assert error["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
+def test_our_provider_key_refused_is_502_and_never_echoed(gw: Gateway, path: str) -> None:
+    gw.model.inject(401, message=f"invalid x-api-key {API_KEY}")
+    r = gw.client.post(path, json={"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]})
+    assert r.status_code == 502
+    assert API_KEY not in r.text and API_KEY[:16] not in r.text and "x-api-key" not in r.text
+    assert "auth" in r.text
+
+
+def test_missing_provider_key_is_502(tmp_path: Path, model: ScriptedModel) -> None:
+    store = Store.open(f"sqlite:///{tmp_path / 'gateway.sqlite'}")
+    app = build_app(tmp_path, store=store, env={"ANTHROPIC_API_KEY": ""}, base_urls={"claude": model.url})
+    try:
+        with TestClient(app) as client:
+            r = client.post(OPENAI, json={"model": "m", "messages": [{"role": "user", "content": "x"}]})
+        assert_openai_error(r, 502)
+        assert model.request_count == 0
+    finally:
+        close_app(app)
+
+
+# --- malformed requests --------------------------------------------------------------------
+
+OK_MESSAGES = [{"role": "user", "content": "hi"}]
+MALFORMED: list[tuple[str, Any]] = [
+    ("not json", b"{nope"),
+    ("not utf-8", b"\xff\xfe{}"),
+    ("NaN", b'{"max_tokens": 10, "temperature": NaN, "messages": [{"role": "user", "content": "hi"}]}'),
+    ("array body", [OK_MESSAGES]),
+    ("no messages", {"model": "m", "max_tokens": 10}),
+    ("messages not a list", {"max_tokens": 10, "messages": {"role": "user", "content": "hi"}}),
+    ("empty messages", {"max_tokens": 10, "messages": []}),
+    ("message not an object", {"max_tokens": 10, "messages": ["hi"]}),
+    ("bad role", {"max_tokens": 10, "messages": [{"role": "wizard", "content": "hi"}]}),
+    ("no role", {"max_tokens": 10, "messages": [{"content": "hi"}]}),
+    ("content a number", {"max_tokens": 10, "messages": [{"role": "user", "content": 42}]}),
+    ("content part without type", {"max_tokens": 10, "messages": [{"role": "user", "content": [{"text": "hi"}]}]}),
+    ("model a number", {"model": 4, "max_tokens": 10, "messages": OK_MESSAGES}),
+    ("max_tokens zero", {"max_tokens": 0, "messages": OK_MESSAGES}),
+    ("max_tokens a string", {"max_tokens": "10", "messages": OK_MESSAGES}),
+    ("max_tokens a bool", {"max_tokens": True, "messages": OK_MESSAGES}),
+    ("temperature a string", {"max_tokens": 10, "temperature": "hot", "messages": OK_MESSAGES}),
+    ("temperature too high", {"max_tokens": 10, "temperature": 9, "messages": OK_MESSAGES}),
+    ("stream a string", {"max_tokens": 10, "stream": "yes", "messages": OK_MESSAGES}),
+    ("only system text", {"max_tokens": 10, "messages": [{"role": "system", "content": "rules"}]}),
+]
+
+
+def _post_raw(client: TestClient, path: str, body: Any) -> httpx.Response:
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return client.post(path, content=content, headers={"content-type": "application/json"})
+
+
+@pytest.mark.parametrize(("why", "body"), MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_openai_body_is_400_in_openai_shape(gw: Gateway, why: str, body: Any) -> None:
+    error = assert_openai_error(_post_raw(gw.client, OPENAI, body), 400)
+    assert error["type"] == "invalid_request_error"
+    assert gw.model.request_count == 0
+
+
+ANTHROPIC_ONLY: list[tuple[str, Any]] = [
+    ("no max_tokens", {"model": "m", "messages": OK_MESSAGES}),
+    ("system role message", {"max_tokens": 10, "messages": [{"role": "system", "content": "x"}, *OK_MESSAGES]}),
+    ("system a number", {"max_tokens": 10, "system": 3, "messages": OK_MESSAGES}),
+    ("system block not text", {"max_tokens": 10, "system": [{"type": "image"}], "messages": OK_MESSAGES}),
+    ("temperature above 1", {"max_tokens": 10, "temperature": 1.5, "messages": OK_MESSAGES}),
+    ("assistant content null", {"max_tokens": 10, "messages": [*OK_MESSAGES, {"role": "assistant", "content": None}]}),
+]
+
+
+@pytest.mark.parametrize(("why", "body"), MALFORMED[:-1] + ANTHROPIC_ONLY,
+                         ids=[m[0] for m in MALFORMED[:-1] + ANTHROPIC_ONLY])
+def test_malformed_anthropic_body_is_400_in_anthropic_shape(gw: Gateway, why: str, body: Any) -> None:
+    error = assert_anthropic_error(_post_raw(gw.client, ANTHROPIC, body), 400)
+    assert error["type"] == "invalid_request_error"
+    assert gw.model.request_count == 0
+
+
+def test_missing_max_tokens_message_names_the_field(gw: Gateway) -> None:
+    r = gw.client.post(ANTHROPIC, json={"model": "m", "messages": OK_MESSAGES})
+    assert assert_anthropic_error(r, 400)["message"] == "max_tokens: Field required"
+
+
+def test_openai_n_other_than_one_is_refused(gw: Gateway) -> None:
+    r = gw.client.post(OPENAI, json={"model": "m", "n": 2, "messages": OK_MESSAGES})
+    assert assert_openai_error(r, 400)["param"] == "n"
+
+
+def test_oversized_body_is_413_in_the_callers_shape(gw: Gateway) -> None:
+    big = "x" * (gw.app.state.services.config.api.max_body_bytes + 1)
+    r = gw.client.post(ANTHROPIC, json={"max_tokens": 10, "messages": [{"role": "user", "content": big}]})
+    assert assert_anthropic_error(r, 413)["type"] == "request_too_large"
+
+
+# --- usage, auth ---------------------------------------------------------------------------
+
+
+def test_usage_and_cost_are_recorded_per_tenant(gw: Gateway) -> None:
+    r1 = gw.client.post(OPENAI, json={"model": "m", "messages": OK_MESSAGES}).json()
+    r2 = gw.client.post(ANTHROPIC, json={"model": "m", "max_tokens": 50, "messages": OK_MESSAGES}).json()
+    totals = gw.store.usage_totals("acme/gateway/-")
+    assert totals.total.calls == 2 and set(totals.by_stage) == {"gateway"}
+    assert totals.total.output_tokens == r1["usage"]["completion_tokens"] + r2["usage"]["output_tokens"]
+    assert totals.total.input_tokens + totals.total.cache_read_tokens + totals.total.cache_write_tokens == (
+        r1["usage"]["prompt_tokens"] + r2["usage"]["input_tokens"] + r2["usage"]["cache_read_input_tokens"]
+        + r2["usage"]["cache_creation_input_tokens"])
+    assert totals.total.cost_usd > 0  # claude-sonnet-4-6 has a price in config.toml
+    # A failed call costs nothing and records nothing.
+    gw.model.inject(529)
+    gw.client.post(OPENAI, json={"model": "m", "messages": OK_MESSAGES})
+    assert gw.store.usage_totals("acme/gateway/-").total.calls == 2
+
+
+def test_real_require_tenant_with_token_store(tenant_gw: Gateway) -> None:
+    r = tenant_gw.client.post(OPENAI, json={"model": "m", "messages": OK_MESSAGES})
+    assert r.status_code == 200, r.text
+    assert tenant_gw.store.usage_totals("acme/gateway/-").total.calls == 1
+    for headers in ({"authorization": "Bearer nope"}, {"authorization": ""}, {"authorization": "Basic tok-acme"}):
+        r = tenant_gw.client.post(OPENAI, json={"model": "m", "messages": OK_MESSAGES}, headers=headers)
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    assert tenant_gw.model.request_count == 1
+
+
+def test_no_bearer_token_is_401_without_override(tmp_path: Path, model: ScriptedModel) -> None:
+    # A plain Store (no tenant_for_token yet): without a token the lookup is never reached.
+    store = Store.open(f"sqlite:///{tmp_path / 'gateway.sqlite'}")
+    app = build_app(tmp_path, store=store, base_urls={"claude": model.url}, override=False)
+    try:
+        with TestClient(app) as client:
+            for path in (OPENAI, ANTHROPIC):
+                r = client.post(path, json={"model": "m", "max_tokens": 5, "messages": OK_MESSAGES})
+                assert r.status_code == 401
+        assert model.request_count == 0
+    finally:
+        close_app(app)
+
+
+# --- an OpenAI-compatible provider behind the gateway ----------------------------------------
+
+
+class OpenAIServer:
+    """A loopback OpenAI-compatible /v1/chat/completions: answers from a queue, records requests."""
+
+    def __init__(self) -> None:
+        self.answers: deque[dict[str, Any]] = deque()
+        self.received: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+                outer.received.append(json.loads(raw))
+                data = json.dumps(outer.answers.popleft()).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def test_openai_provider_profile_gets_openai_format(tmp_path: Path) -> None:
+    server = OpenAIServer()
+    server.answers.append({
+        "id": "chatcmpl-up", "object": "chat.completion", "model": "qwen2.5-coder-32b-instruct",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "cut sho"}, "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127,
+                  "prompt_tokens_details": {"cached_tokens": 100}}})
+    store = Store.open(f"sqlite:///{tmp_path / 'gateway.sqlite'}")
+    app = build_app(tmp_path, store=store, env={"CARDLOOP_GATEWAY__PROFILE": "local"},
+                    base_urls={"local": server.url})
+    try:
+        with TestClient(app) as client:
+            r = client.post(ANTHROPIC, json={"model": "caller", "max_tokens": 100_000, "system": "Be kind.",
+                                             "messages": [{"role": "user", "content": f"hi {GITHUB_TOKEN}"}]})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["stop_reason"] == "max_tokens" and body["content"] == [{"type": "text", "text": "cut sho"}]
+        assert body["usage"] == {"input_tokens": 20, "output_tokens": 7, "cache_read_input_tokens": 100,
+                                 "cache_creation_input_tokens": 0}
+        sent = server.received[-1]
+        assert sent["model"] == "qwen2.5-coder-32b-instruct" and sent["max_tokens"] == 4096
+        assert sent["messages"][0]["role"] == "system"
+        # profiles.local has no system prompt, but the request layer is there anyway.
+        assert sent["messages"][0]["content"] == GUARDRAILS + "\n\nBe kind."
+        assert sent["messages"][1]["role"] == "user" and GITHUB_TOKEN not in sent["messages"][1]["content"]
+        totals = store.usage_totals("acme/gateway/-")
+        assert totals.total.calls == 1 and totals.total.cache_read_tokens == 100
+    finally:
+        close_app(app)
+        server.close()
+
+
+# --- the real Anthropic SDK against the gateway over HTTP ------------------------------------
+
+
+@pytest.fixture
+def served(tenant_gw: Gateway) -> Iterator[str]:
+    """The gateway app on a real loopback port (uvicorn), for clients that bring their own HTTP stack."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(tenant_gw.app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.started
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+    sock.close()
+
+
+def test_the_anthropic_sdk_reads_our_messages_and_our_stream(served: str, tenant_gw: Gateway) -> None:
+    client = anthropic.Anthropic(auth_token="tok-acme", base_url=served, max_retries=0)
+    try:
+        reply(tenant_gw.model, "plain answer")
+        message = client.messages.create(model="any", max_tokens=64, messages=[{"role": "user", "content": "hi"}])
+        assert message.content[0].text == "plain answer" and message.stop_reason == "end_turn"
+        assert message.model == "any"
+        reply(tenant_gw.model, LONG_REPLY)
+        with client.messages.stream(model="any", max_tokens=200, messages=[{"role": "user", "content": "hi"}]) as s:
+            pieces = list(s.text_stream)
+            final = s.get_final_message()
+        assert "".join(pieces) == LONG_REPLY and len(pieces) > 4
+        assert final.content[0].text == LONG_REPLY and final.stop_reason == "end_turn"
+        assert final.usage.output_tokens > 0
+        tenant_gw.model.inject(529, retry_after=4)
+        with pytest.raises(anthropic.APIStatusError) as caught:
+            client.messages.create(model="any", max_tokens=64, messages=[{"role": "user", "content": "hi"}])
+        assert caught.value.status_code == 503 and caught.value.response.headers["retry-after"] == "4"
+        bad = anthropic.Anthropic(auth_token="wrong", base_url=served, max_retries=0)
+        with pytest.raises(anthropic.AuthenticationError):
+            bad.messages.create(model="any", max_tokens=64, messages=[{"role": "user", "content": "hi"}])
+        bad.close()
+    finally:
+        client.close()
+
+
+# --- real streaming (the anthropic provider streams) -------------------------------------------
+
+# About 24 characters per ScriptedModel delta: five deltas, 0.3 s apart.
+SLOW_REPLY = "First words arrive early, then more words follow, and yet more, until the end."
+
+
+def read_deltas(url: str, path: str, body: dict[str, Any]) -> tuple[list[tuple[float, str]], list[str]]:
+    """POST with httpx streaming; (seconds after the request, text) per delta, and every data line."""
+    arrived: list[tuple[float, str]] = []
+    lines: list[str] = []
+    t0 = time.monotonic()
+    with httpx.stream("POST", url + path, json=body, headers={"authorization": "Bearer tok-acme"},
+                      timeout=10) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        for line in response.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            lines.append(line.removeprefix("data: "))
+            data = json.loads(lines[-1]) if lines[-1] != "[DONE]" else {}
+            text = (data["delta"].get("text") if data.get("type") == "content_block_delta"
+                    else (data.get("choices") or [{}])[0].get("delta", {}).get("content"))
+            if text:
+                arrived.append((time.monotonic() - t0, text))
+    return arrived, lines
+
+
+@pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
+def test_streaming_forwards_deltas_as_the_provider_produces_them(served: str, tenant_gw: Gateway,
+                                                                 path: str) -> None:
+    tenant_gw.model.inject(content=[{"type": "text", "text": SLOW_REPLY}], chunk_delay=0.3)
+    body = {"model": "label", "max_tokens": 200, "stream": True, "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "go"}]}
+    if path == ANTHROPIC:
+        del body["stream_options"]
+    arrived, lines = read_deltas(served, path, body)
+    assert "".join(text for _, text in arrived) == SLOW_REPLY and len(arrived) >= 3
+    # The first delta left long before the provider finished: the stream is not replayed.
+    assert arrived[-1][0] - arrived[0][0] >= 0.3 * (len(arrived) - 1) - 0.1
+    assert arrived[0][0] < arrived[-1][0] - 0.5
+    assert tenant_gw.model.last_request["stream"] is True
+    totals = tenant_gw.store.usage_totals("acme/gateway/-").total
+    assert totals.calls == 1 and totals.output_tokens > 0 and totals.input_tokens > 0
+    if path == OPENAI:
+        assert lines[-1] == "[DONE]" and json.loads(lines[-2])["usage"]["completion_tokens"] == totals.output_tokens
+    else:
+        final = json.loads(lines[-2])
+        assert final["type"] == "message_delta" and final["usage"]["output_tokens"] == totals.output_tokens
+
+
+@pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
+def test_overloaded_provider_before_a_real_stream_is_503(gw: Gateway, path: str) -> None:
+    gw.model.inject(529, retry_after=7)
+    r = gw.client.post(path, json={"model": "m", "max_tokens": 10, "stream": True,
+                                   "messages": [{"role": "user", "content": "x"}]})
+    if path == OPENAI:
+        assert assert_openai_error(r, 503)["type"] == "server_error"
+    else:
+        assert assert_anthropic_error(r, 503)["type"] == "overloaded_error"
+    assert r.headers["retry-after"] == "7"
+    assert gw.store.usage_totals("acme/gateway/-").total.calls == 0
+
+
+@pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
+def test_provider_lost_mid_stream_ends_with_an_error_event(served: str, tenant_gw: Gateway, path: str) -> None:
+    tenant_gw.model.inject(content=[{"type": "text", "text": SLOW_REPLY}], chunk_delay=0.3)
+    body = {"model": "m", "max_tokens": 200, "stream": True, "messages": [{"role": "user", "content": "go"}]}
+    lines: list[str] = []
+    with httpx.stream("POST", served + path, json=body, headers={"authorization": "Bearer tok-acme"},
+                      timeout=10) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            lines.append(line)
+            if "First words" in line:
+                tenant_gw.model.stop()  # the provider's connection drops between two deltas
+    if path == OPENAI:
+        error = json.loads(lines[-1].removeprefix("data: ") if lines[-1] else lines[-2].removeprefix("data: "))
+        assert error["error"]["type"] == "server_error" and "[DONE]" not in "\n".join(lines)
+    else:
+        events = [line for line in lines if line.startswith("event: ")]
+        assert events[-1] == "event: error" and "message_stop" not in "\n".join(lines)
+    assert tenant_gw.store.usage_totals("acme/gateway/-").total.calls == 0

@@ -1,0 +1,310 @@
+"""Linear, Jira, Trello and the generic board on realistic payloads: the canonical event in full,
+unmapped columns, ignored deliveries with their reasons, and 400s for bad shapes."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from cardloop.app.boards.adapters import BoardAdapter, build_adapters
+from cardloop.app.boards.events import BoardEvent, Ignored, WebhookError
+from cardloop.app.boards.generic import GenericEvent, generic_event_schema
+from cardloop.app.boards.jira import adf_text, browse_url
+
+from .conftest import fixture_bytes, fixture_json, make_config
+
+ISSUE_TITLE = "Retry failed payouts with exponential backoff"
+DESCRIPTION = ("Payouts that fail with a 5xx from the bank API are dropped.\n\n"
+               "Retry them with exponential backoff (max 5 attempts) and alert after the last one.")
+COMMENT = "Cap the delay at 30s, the bank's idempotency window is 60s."
+
+
+@pytest.fixture
+async def adapters() -> AsyncIterator[dict[str, BoardAdapter]]:
+    async with httpx.AsyncClient() as http:
+        yield build_adapters(make_config(), http)
+
+
+async def parse(adapter: BoardAdapter, data: dict[str, Any] | bytes, **hdrs: str) -> list[BoardEvent] | Ignored:
+    body = data if isinstance(data, bytes) else json.dumps(data).encode()
+    return await adapter.parse(httpx.Headers({k.replace("_", "-"): v for k, v in hdrs.items()}), body)
+
+
+async def bad(adapter: BoardAdapter, data: dict[str, Any] | bytes, **hdrs: str) -> str:
+    with pytest.raises(WebhookError) as info:
+        await parse(adapter, data, **hdrs)
+    assert info.value.status == 400
+    return info.value.message
+
+
+# -- Linear ---------------------------------------------------------------------------------------
+
+async def test_linear_state_change(adapters: dict[str, BoardAdapter]) -> None:
+    result = await parse(adapters["linear"], fixture_bytes("linear/issue_update_state.json"),
+                         Linear_Delivery="5b0a3c1e-0f4d-4a7e-9c2b-8d6e1f3a5c70", Linear_Event="Issue")
+    assert result == [BoardEvent(
+        kind="transition", board="linear", tenant="acme", card_id="ENG-123",
+        delivery_id="5b0a3c1e-0f4d-4a7e-9c2b-8d6e1f3a5c70", from_column=None, to_column="In Progress",
+        stage="coding", title=ISSUE_TITLE, body=DESCRIPTION,
+        url="https://linear.app/acme/issue/ENG-123/retry-failed-payouts-with-exponential-backoff",
+        repo=None, branch="priya/eng-123-retry-failed-payouts-with-exponential-backoff", actor="Priya Raman")]
+
+
+async def test_linear_delivery_id_without_the_header(adapters: dict[str, BoardAdapter]) -> None:
+    [event] = await parse(adapters["linear"], fixture_bytes("linear/issue_update_state.json"))
+    assert event.delivery_id == "0b3f4c5d-6e7f-4a8b-9c0d-1e2f3a4b5c6d:2025-03-04T10:15:30.123Z"
+
+
+async def test_linear_comment(adapters: dict[str, BoardAdapter]) -> None:
+    result = await parse(adapters["linear"], fixture_bytes("linear/comment_create.json"), Linear_Delivery="ld-2")
+    assert result == [BoardEvent(
+        kind="comment", board="linear", tenant="acme", card_id="ENG-123", delivery_id="ld-2",
+        title=ISSUE_TITLE, url="https://linear.app/acme/issue/ENG-123/retry-failed-payouts-with-exponential-backoff",
+        actor="Marco Bianchi", comment=COMMENT)]
+
+
+async def test_linear_unmapped_state_and_unknown_org(adapters: dict[str, BoardAdapter]) -> None:
+    data = fixture_json("linear/issue_update_state.json")
+    data["data"]["state"]["name"] = "Backlog"
+    data["organizationId"] = "another-org"
+    [event] = await parse(adapters["linear"], data)
+    assert (event.kind, event.to_column, event.stage, event.tenant) == ("transition", "Backlog", None, "default")
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    (lambda d: d["updatedFrom"].pop("stateId"), "Linear issue update did not change its state"),
+    (lambda d: d.pop("updatedFrom"), "Linear issue update did not change its state"),
+    (lambda d: d.update(action="create"), "Linear 'Issue' 'create': cardloop acts on issue state changes and new "
+                                          "comments"),
+    (lambda d: d.update(type="Project"), "Linear 'Project' 'update': cardloop acts on issue state changes and new "
+                                         "comments"),
+])
+async def test_linear_ignored(adapters: dict[str, BoardAdapter], change: Any, reason: str) -> None:
+    data = fixture_json("linear/issue_update_state.json")
+    change(data)
+    assert await parse(adapters["linear"], data) == Ignored(reason=reason)
+
+
+async def test_linear_bad_shapes(adapters: dict[str, BoardAdapter]) -> None:
+    data = fixture_json("linear/issue_update_state.json")
+    broken = copy.deepcopy(data)
+    del broken["data"]["identifier"]
+    assert await bad(adapters["linear"], broken, Linear_Delivery="x") == "missing data.identifier"
+    broken = copy.deepcopy(data)
+    broken["data"]["state"] = "In Progress"
+    assert await bad(adapters["linear"], broken) == "data.state must be an object, got a string"
+    broken = copy.deepcopy(data)
+    del broken["webhookId"]
+    assert await bad(adapters["linear"], broken) == "missing webhookId"   # no Linear-Delivery header either
+    comment = fixture_json("linear/comment_create.json")
+    comment["data"]["issue"] = None
+    assert await bad(adapters["linear"], comment, Linear_Delivery="x") == "missing data.issue.identifier"
+
+
+# -- Jira -----------------------------------------------------------------------------------------
+
+async def test_jira_status_change(adapters: dict[str, BoardAdapter]) -> None:
+    result = await parse(adapters["jira"], fixture_bytes("jira/issue_updated_status.json"),
+                         X_Atlassian_Webhook_Identifier="34c8a3f1-9d7e-4b52-a1c6-0e2f4d8b7a91")
+    assert result == [BoardEvent(
+        kind="transition", board="jira", tenant="payments", card_id="PAY-142",
+        delivery_id="34c8a3f1-9d7e-4b52-a1c6-0e2f4d8b7a91", from_column="To Do", to_column="In Progress",
+        stage="coding", title=ISSUE_TITLE, body=DESCRIPTION.replace("\n", "\r\n"),
+        url="https://acme.atlassian.net/browse/PAY-142", actor="Priya Raman")]
+
+
+async def test_jira_delivery_id_without_the_header(adapters: dict[str, BoardAdapter]) -> None:
+    [event] = await parse(adapters["jira"], fixture_bytes("jira/issue_updated_status.json"))
+    assert event.delivery_id == "jira:issue_updated:1741083330456:PAY-142"
+
+
+async def test_jira_comment(adapters: dict[str, BoardAdapter]) -> None:
+    result = await parse(adapters["jira"], fixture_bytes("jira/comment_created.json"))
+    assert result == [BoardEvent(
+        kind="comment", board="jira", tenant="payments", card_id="PAY-142",
+        delivery_id="comment_created:1741086130400:PAY-142", title=ISSUE_TITLE,
+        url="https://acme.atlassian.net/browse/PAY-142", actor="Marco Bianchi", comment=COMMENT)]
+
+
+async def test_jira_unmapped_status_and_adf_description(adapters: dict[str, BoardAdapter]) -> None:
+    data = fixture_json("jira/issue_updated_status.json")
+    data["changelog"]["items"][0]["toString"] = "Blocked"
+    data["issue"]["fields"]["description"] = {"type": "doc", "version": 1, "content": [
+        {"type": "paragraph", "content": [{"type": "text", "text": "First "}, {"type": "text", "text": "line."}]},
+        {"type": "paragraph", "content": [{"type": "text", "text": "Second."}]}]}
+    [event] = await parse(adapters["jira"], data)
+    assert (event.to_column, event.stage, event.body) == ("Blocked", None, "First line.\nSecond.")
+
+
+async def test_jira_ignored(adapters: dict[str, BoardAdapter]) -> None:
+    data = fixture_json("jira/issue_updated_status.json")
+    data["changelog"]["items"] = [{"field": "summary", "fieldtype": "jira", "fieldId": "summary",
+                                   "from": None, "fromString": "Old", "to": None, "toString": "New"}]
+    assert await parse(adapters["jira"], data) == Ignored(reason="Jira issue update did not change its status")
+    data["webhookEvent"] = "jira:issue_created"
+    assert await parse(adapters["jira"], data) == Ignored(
+        reason="Jira event 'jira:issue_created': cardloop acts on status changes and new comments")
+
+
+async def test_jira_bad_shapes(adapters: dict[str, BoardAdapter]) -> None:
+    data = fixture_json("jira/issue_updated_status.json")
+    broken = copy.deepcopy(data)
+    del broken["changelog"]["items"][0]["toString"]
+    assert await bad(adapters["jira"], broken) == "missing changelog.items.0.toString"
+    broken = copy.deepcopy(data)
+    broken["changelog"]["items"] = {"field": "status"}
+    assert await bad(adapters["jira"], broken) == "changelog.items must be an array, got an object"
+    broken = copy.deepcopy(data)
+    broken["issue"]["key"] = 142
+    assert await bad(adapters["jira"], broken) == "issue.key must be a string, got a number"
+    broken = copy.deepcopy(data)
+    broken["issue"]["fields"]["description"] = 5
+    assert await bad(adapters["jira"], broken) == \
+        "issue.fields.description must be a string or a document, got a number"
+
+
+def test_jira_helpers() -> None:
+    assert browse_url("https://acme.atlassian.net/rest/api/2/issue/10142", "PAY-142") == \
+        "https://acme.atlassian.net/browse/PAY-142"
+    assert browse_url(None, "PAY-1") is None and browse_url("https://x/other", "PAY-1") is None
+    assert adf_text({"type": "doc", "content": [{"type": "paragraph", "content": [
+        {"type": "text", "text": "a"}, {"type": "hardBreak"}, {"type": "text", "text": "b"}]}]}) == "a\nb"
+
+
+# -- Trello ---------------------------------------------------------------------------------------
+
+async def test_trello_list_move(adapters: dict[str, BoardAdapter]) -> None:
+    result = await parse(adapters["trello"], fixture_bytes("trello/update_card_move.json"))
+    assert result == [BoardEvent(
+        kind="transition", board="trello", tenant="acme", card_id="aB3dE5fG", delivery_id="67c6d5e2f1a2b3c4d5e6f708",
+        from_column="To Do", to_column="Doing", stage="coding", title=ISSUE_TITLE,
+        url="https://trello.com/c/aB3dE5fG", actor="Priya Raman")]
+
+
+async def test_trello_comment(adapters: dict[str, BoardAdapter]) -> None:
+    result = await parse(adapters["trello"], fixture_bytes("trello/comment_card.json"))
+    assert result == [BoardEvent(
+        kind="comment", board="trello", tenant="acme", card_id="aB3dE5fG", delivery_id="67c6e3a4b5c6d7e8f9a0b1c2",
+        title=ISSUE_TITLE, url="https://trello.com/c/aB3dE5fG", actor="Marco Bianchi",
+        comment="Cap the delay at 30s – the bank's idempotency window is 60s.")]
+
+
+async def test_trello_card_without_short_link_and_unmapped_list(adapters: dict[str, BoardAdapter]) -> None:
+    data = fixture_json("trello/update_card_move.json")
+    del data["action"]["data"]["card"]["shortLink"]
+    del data["action"]["data"]["board"]
+    data["action"]["data"]["listAfter"]["name"] = "Icebox"
+    [event] = await parse(adapters["trello"], data)
+    assert (event.card_id, event.url, event.to_column, event.stage, event.tenant) == (
+        "67c0a1b2c3d4e5f6a7b8c9d0", None, "Icebox", None, "acme")   # tenant key from model.id
+
+
+async def test_trello_ignored(adapters: dict[str, BoardAdapter]) -> None:
+    data = fixture_json("trello/update_card_move.json")
+    rename = copy.deepcopy(data)
+    for key in ("listBefore", "listAfter"):
+        del rename["action"]["data"][key]
+    rename["action"]["data"]["old"] = {"name": "Retry payouts"}
+    assert await parse(adapters["trello"], rename) == Ignored(reason="Trello card update was not a move between lists")
+    data["action"]["type"] = "addMemberToCard"
+    assert await parse(adapters["trello"], data) == Ignored(
+        reason="Trello action 'addMemberToCard': cardloop acts on list moves and comments")
+
+
+async def test_trello_bad_shapes(adapters: dict[str, BoardAdapter]) -> None:
+    data = fixture_json("trello/update_card_move.json")
+    broken = copy.deepcopy(data)
+    del broken["action"]["id"]
+    assert await bad(adapters["trello"], broken) == "missing action.id"
+    broken = copy.deepcopy(data)
+    del broken["action"]["data"]["card"]
+    assert await bad(adapters["trello"], broken) == "missing action.data.card"
+    broken = copy.deepcopy(data)
+    broken["action"]["data"]["listAfter"] = {"id": "x"}
+    assert await bad(adapters["trello"], broken) == "missing action.data.listAfter.name"
+
+
+# -- generic --------------------------------------------------------------------------------------
+
+async def test_generic_move_by_column(adapters: dict[str, BoardAdapter]) -> None:
+    posted = {"card_id": "OPS-7", "tenant": "ops", "to_column": "Coding", "from_column": "planning",
+              "title": "Rotate the TLS certificates", "body": "Before Friday.", "url": "https://ops.example/7",
+              "repo": "acme/infra", "branch": "ops-7-rotate-certs", "actor": "sam", "delivery_id": "g-1"}
+    assert await parse(adapters["generic"], posted) == [BoardEvent(
+        kind="transition", board="generic", tenant="ops-team", card_id="OPS-7", delivery_id="g-1",
+        from_column="planning", to_column="Coding", stage="coding", title="Rotate the TLS certificates",
+        body="Before Friday.", url="https://ops.example/7", repo="acme/infra", branch="ops-7-rotate-certs",
+        actor="sam")]
+
+
+async def test_generic_explicit_stage_and_header_delivery(adapters: dict[str, BoardAdapter]) -> None:
+    result = await parse(adapters["generic"], {"card_id": "OPS-7", "stage": "done"}, X_Delivery_Id="hdr-1")
+    assert result == [BoardEvent(kind="transition", board="generic", tenant="default", card_id="OPS-7",
+                                 delivery_id="hdr-1", to_column="done", stage="done")]
+
+
+async def test_generic_comment_alone_and_with_a_move(adapters: dict[str, BoardAdapter]) -> None:
+    alone = await parse(adapters["generic"], {"card_id": "OPS-7", "comment": "Use the new CA.", "delivery_id": "c"})
+    assert alone == [BoardEvent(kind="comment", board="generic", tenant="default", card_id="OPS-7",
+                                delivery_id="c", comment="Use the new CA.")]
+    both = await parse(adapters["generic"], {"card_id": "OPS-7", "comment": "Go.", "stage": "testing",
+                                             "delivery_id": "m"})
+    assert isinstance(both, list)
+    assert [(e.kind, e.delivery_id, e.stage) for e in both] == [("comment", "m:comment", None),
+                                                                ("transition", "m", "testing")]
+
+
+async def test_generic_unmapped_column(adapters: dict[str, BoardAdapter]) -> None:
+    [event] = await parse(adapters["generic"], {"card_id": "OPS-7", "to_column": "someday",
+                                                "delivery_id": "u"})
+    assert (event.to_column, event.stage) == ("someday", None)
+
+
+@pytest.mark.parametrize(("posted", "needle"), [
+    ({"card_id": "OPS-7", "stage": "deploying", "delivery_id": "x"}, "stage: Input should be"),
+    ({"card_id": "OPS-7", "delivery_id": "x"}, "give to_column, stage or comment"),
+    ({"card_id": "OPS-7", "to_column": "coding"}, "missing delivery_id"),
+    ({"card_id": "", "to_column": "coding", "delivery_id": "x"}, "card_id: String should have at least 1"),
+    ({"card_id": 7, "to_column": "coding", "delivery_id": "x"}, "card_id: Input should be a valid string"),
+    ({"card_id": "OPS-7", "stgae": "coding", "delivery_id": "x"}, "stgae: Extra inputs are not permitted"),
+    ({"card_id": "OPS-7", "to_column": "coding", "delivery_id": "x" * 281}, "delivery_id: String should have at most"),
+])
+async def test_generic_bad_posts(adapters: dict[str, BoardAdapter], posted: dict[str, Any], needle: str) -> None:
+    assert needle in await bad(adapters["generic"], posted)
+
+
+async def test_generic_overlong_header_delivery_id(adapters: dict[str, BoardAdapter]) -> None:
+    message = await bad(adapters["generic"], {"card_id": "OPS-7", "stage": "coding"}, X_Delivery_Id="d" * 400)
+    assert "longer than 280" in message
+
+
+def test_generic_schema_is_exported() -> None:
+    schema = generic_event_schema()
+    assert schema["title"] == "GenericEvent" and schema["required"] == ["card_id"]
+    assert schema["additionalProperties"] is False
+    stage = schema["properties"]["stage"]["anyOf"][0]
+    assert stage["enum"] == ["planning", "coding", "review", "testing", "error_fixing", "done"]
+    assert GenericEvent.__doc__ and "X-Hub-Signature-256" in GenericEvent.__doc__
+
+
+# -- shared rules ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["linear", "jira", "trello", "generic"])
+@pytest.mark.parametrize(("body", "needle"), [
+    (b"", "not valid JSON"), (b"\xff\xfe\x00", "not valid JSON"), (b'"text"', "got a string"),
+    (b"null", "got null"), (b"[" * 100_000, "not valid JSON"),
+])
+async def test_malformed_bodies_are_400(adapters: dict[str, BoardAdapter], name: str, body: bytes,
+                                        needle: str) -> None:
+    assert needle in await bad(adapters[name], body)
+
+
+async def test_an_overlong_card_id_is_400_not_500(adapters: dict[str, BoardAdapter]) -> None:
+    data = fixture_json("jira/issue_updated_status.json")
+    data["issue"]["key"] = "PAY-" + "9" * 300
+    assert "card_id: String should have at most 200 characters" in await bad(adapters["jira"], data)

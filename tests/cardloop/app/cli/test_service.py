@@ -1,0 +1,99 @@
+"""`cardloop dev`, `cardloop card move|say|show` and `cardloop demo` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cardloop.app.devserver import free_port, port_open
+from cardloop.app.scripted_model import ScriptedModel, load_transcript
+from tests.conftest import EXAMPLE_CARD, ROOT
+from tests.stack import NO_SOURCES
+
+pytestmark = pytest.mark.timeout(240)
+CLI = Path(sys.executable).parent / "cardloop"
+
+
+def run(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CLI), *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
+
+
+@pytest.fixture
+def dev_env(tmp_path: Path):
+    model = ScriptedModel(load_transcript(ROOT / "examples" / "transcript.json")).start()
+    port, ui = free_port(), free_port()
+    env = {**os.environ, "HOME": str(tmp_path), "ANTHROPIC_API_KEY": "sk-ant-test",
+           "CARDLOOP_DEV__DATA_DIR": str(tmp_path / "data"), "CARDLOOP_DEV__TEMPORAL_PORT": str(port),
+           "CARDLOOP_DEV__UI_PORT": str(ui), "CARDLOOP_TEMPORAL__ADDRESS": f"127.0.0.1:{port}",
+           "CARDLOOP_API_PORT": str(free_port()),
+           "DATABASE_URL": f"sqlite:///{tmp_path / 'data' / 'cardloop.sqlite'}",
+           "CARDLOOP_PROFILES__CLAUDE__BASE_URL": model.url, "CARDLOOP_PROFILES__CLAUDE_FAST__BASE_URL": model.url,
+           **NO_SOURCES}
+    yield env, port, ui
+    model.stop()
+
+
+def test_dev_stack_runs_cards_from_the_cli_and_stops_on_ctrl_c(dev_env, tmp_path: Path) -> None:
+    env, port, ui = dev_env
+    dev = subprocess.Popen([str(CLI), "dev"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (port_open(port) and port_open(ui)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert port_open(ui), "the Temporal UI is served"
+        out = run("card", "move", str(EXAMPLE_CARD), "--to", "review", "--delivery-id", "d1", env=env)
+        assert out.returncode == 0, out.stderr
+        assert "card acme/github-projects/PAY-142 -> review" in out.stdout
+        out = run("card", "say", "acme/github-projects/PAY-142", "Please check the jitter cap.", "--author", "priya",
+                  env=env)
+        assert out.returncode == 0, out.stderr
+        for _ in range(200):
+            shown = run("card", "show", "acme/github-projects/PAY-142", "--json", "--last", "500", env=env)
+            data = json.loads(shown.stdout)
+            if data["state"] and data["state"]["status"] == "done":
+                break
+            time.sleep(0.3)
+        assert data["state"]["status"] == "done"
+        assert any(m["content"] == "Please check the jitter cap." for m in data["messages"])
+        assert data["usage"]["total"]["calls"] >= 2
+        text = run("card", "show", "PAY-142", "--tenant", "acme", "--board", "github-projects", env=env)
+        assert "stage done" in text.stdout and "usage:" in text.stdout
+    finally:
+        dev.send_signal(signal.SIGINT)
+        code = dev.wait(60)
+    assert code == 0, dev.stdout.read() if dev.stdout else ""
+    assert not port_open(port), "Ctrl-C stopped the Temporal server too"
+
+
+def test_card_commands_give_clear_errors(dev_env, tmp_path: Path) -> None:
+    env, _, _ = dev_env
+    out = run("card", "move", "acme/github/NOPE", "--to", "coding", env=env)
+    assert out.returncode == 2
+    assert "cannot reach Temporal" in out.stderr or "not known" in out.stderr
+    out = run("card", "move", str(tmp_path / "missing.json"), "--to", "coding", env=env)
+    assert out.returncode == 2 and "no such file" in out.stderr
+    out = run("card", "move", "a/b/c/d", "--to", "coding", env=env)
+    assert out.returncode == 2 and "expected CARD" in out.stderr
+    out = run("card", "move", "PAY-1", "--to", "deploying", env=env)
+    assert out.returncode == 2 and "invalid choice" in out.stderr
+
+
+def test_demo_runs_offline_and_says_so(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    env.update({"HOME": str(tmp_path), "CARDLOOP_DEV__DATA_DIR": str(tmp_path / "data"),
+                "CARDLOOP_DEV__TEMPORAL_PORT": str(free_port()), "CARDLOOP_DEV__UI_PORT": str(free_port())})
+    out = run("demo", "--exit", env=env, timeout=200)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "OFFLINE SCRIPTED MODEL" in out.stdout
+    for stage in ("planning", "coding", "review", "testing", "error_fixing"):
+        assert f"✓ {stage}: completed" in out.stdout
+    assert "■ done: 5 stage runs" in out.stdout
+    assert "/namespaces/default/workflows/card%2Facme%2Fgithub-projects%2FPAY-142-demo-" in out.stdout

@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cardloop.prompts.stages import Stage
+
+from cardloop.contracts.config import REPO_CONFIG, load_config
+from cardloop.contracts.errors import ConfigError
+from cardloop.contracts.secrets import Secret
+
+BASE = REPO_CONFIG.read_text()
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return path
+
+
+def test_bundled_config_loads_and_builds_settings_for_every_stage() -> None:
+    config = load_config(REPO_CONFIG, env={})
+    for stage in Stage:
+        s = config.assembly_settings(stage)
+        assert s.budget.total == 27_500
+        assert s.calibration == 1.3
+    assert config.assembly_settings(Stage.REVIEW).temperature == 0.0
+    assert config.stage(Stage.CODING).max_iterations == 12
+
+
+def test_unknown_key_is_named(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE.replace("[budget]\n", "[budget]\nsystme = 5\n"))
+    with pytest.raises(ConfigError, match=r"budget\.systme: unknown key"):
+        load_config(path, env={})
+
+
+def test_section_budget_larger_than_total_is_named(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE.replace("history = 10000", "history = 30000"))
+    with pytest.raises(ConfigError, match=r"budget\.history \(30,000\) is larger than total \(27,500\)"):
+        load_config(path, env={})
+
+
+def test_total_larger_than_window_minus_max_tokens_is_named(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE.replace('context_window = 32768', 'context_window = 20000')
+                 .replace('[stages.testing]\nprofile = "claude"', '[stages.testing]\nprofile = "local"'))
+    with pytest.raises(ConfigError, match=r"stages\.testing\.budget\.total: 27,500 is larger than model "
+                                          r"qwen2\.5-coder-32b-instruct's context window \(20,000\) minus "
+                                          r"max_tokens \(4,096\)"):
+        load_config(path, env={})
+
+
+def test_unknown_stage_name_is_named(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE + '\n[stages.deploying]\nprofile = "claude"\n')
+    with pytest.raises(ConfigError, match=r"stages\.deploying: unknown stage"):
+        load_config(path, env={})
+
+
+def test_unknown_profile_name_is_named(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE.replace('[stages.review]\nprofile = "claude"', '[stages.review]\nprofile = "gpt"'))
+    with pytest.raises(ConfigError, match=r"stages\.review\.profile: unknown profile 'gpt'"):
+        load_config(path, env={})
+
+
+def test_unknown_context_kind_in_priorities_is_named(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE.replace("adr = 50", "adrs = 50"))
+    with pytest.raises(ConfigError, match=r"context\.priorities\.adrs"):
+        load_config(path, env={})
+
+
+def test_stage_budget_override_is_checked_against_the_total(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE.replace("[stages.error_fixing.budget]\ncontext = 15000",
+                                        "[stages.error_fixing.budget]\ncontext = 40000"))
+    with pytest.raises(ConfigError, match=r"stages\.error_fixing\.budget: context \(40,000\) is larger"):
+        load_config(path, env={})
+
+
+def test_environment_overrides_with_double_underscores() -> None:
+    config = load_config(REPO_CONFIG, env={"CARDLOOP_BUDGET__TOTAL": "30000",
+                                           "CARDLOOP_STAGES__CODING__MAX_ITERATIONS": "3",
+                                           "CARDLOOP_PROFILES__CLAUDE_FAST__TEMPERATURE": "0.5"})
+    assert config.budget.total == 30_000
+    assert config.stage(Stage.CODING).max_iterations == 3
+    assert config.profiles["claude-fast"].temperature == 0.5
+
+
+def test_bad_environment_override_names_the_variable() -> None:
+    with pytest.raises(ConfigError, match=r"budget\.totl \(from CARDLOOP_BUDGET__TOTL\): unknown key"):
+        load_config(REPO_CONFIG, env={"CARDLOOP_BUDGET__TOTL": "1"})
+    with pytest.raises(ConfigError, match=r"CARDLOOP_BUDGET__TOTAL"):
+        load_config(REPO_CONFIG, env={"CARDLOOP_BUDGET__TOTAL": "lots"})
+
+
+def test_secrets_come_from_the_environment_and_never_print() -> None:
+    config = load_config(REPO_CONFIG, env={"ANTHROPIC_API_KEY": "sk-ant-api03-verysecretvalue"})
+    key = config.api_key("claude")
+    assert isinstance(key, Secret)
+    assert key.reveal() == "sk-ant-api03-verysecretvalue"
+    assert "verysecret" not in repr(key) + str(key) + f"{key}" + repr(config)
+    assert config.api_key("local") is None
+
+
+def test_not_toml_and_missing_file_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(write(tmp_path, "[budget\n"), env={})
+    with pytest.raises(ConfigError, match="configuration file not found"):
+        load_config(tmp_path / "nope.toml", env={})
