@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from cardloop.activities.deps import Runtime
+from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import card_not_found, invalid_input
 from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.prompts.card import ContextItem, ContextKind
@@ -35,7 +35,7 @@ def status_item(source: str, text: str) -> ContextItem:
 
 
 class ContextActivities:
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: ActivityDeps) -> None:
         self.rt = rt
 
     @activity.defn(name="context.gather")

@@ -1,5 +1,5 @@
 """What activities share on one worker: the store, the config, the prompt assembler and
-the providers. Built once by the worker (cardloop/worker.py) and injected, so activities
+the providers. Built once by the worker (cardloop/app/worker.py) and injected, so activities
 stay thin and tests can build one around a loopback model server."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from cardloop.store import Store
 
 
 @dataclass
-class Runtime:
+class ActivityDeps:
     config: Config
     store: Store
     assembler: PromptAssembler
@@ -31,7 +31,7 @@ class Runtime:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def build(cls, config: Config, store: Store, *, base_urls: dict[str, str] | None = None) -> Runtime:
+    def build(cls, config: Config, store: Store, *, base_urls: dict[str, str] | None = None) -> ActivityDeps:
         assembler = PromptAssembler(config.template_store(), config.token_counter(), Scrubber())
         return cls(config=config, store=store, assembler=assembler, base_urls=dict(base_urls or {}))
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from cardloop.activities.deps import Runtime
+from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import card_not_found, from_provider, invalid_input
 from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.prompts.card import Message
@@ -48,7 +48,7 @@ class _Tally:
 
 
 class HistoryActivities:
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: ActivityDeps) -> None:
         self.rt = rt
 
     @activity.defn(name="history.append")

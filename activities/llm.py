@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from cardloop.activities.deps import Runtime
+from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import card_not_found, from_provider
 from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.activities.promise import read_promise
@@ -24,7 +24,7 @@ EXCERPT_CHARS = 1_500
 
 
 class LlmActivities:
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: ActivityDeps) -> None:
         self.rt = rt
 
     @activity.defn(name="llm.complete")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cardloop.activities.deps import Runtime
+from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import card_not_found, config_error, invalid_input
 from cardloop.prompts.assemble import AssembledPrompt, AssemblyError, AssemblyRequest
 from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
@@ -41,7 +41,7 @@ def conversation_from(payload: dict[str, Any]) -> Conversation:
 
 
 class PromptActivities:
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: ActivityDeps) -> None:
         self.rt = rt
 
     @activity.defn(name="config.stage")

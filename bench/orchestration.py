@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cardloop.activities.deps import Runtime
+from cardloop.activities.deps import ActivityDeps
 from cardloop.prompts.card import Card
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -90,7 +90,7 @@ async def main() -> None:
             env[f"CARDLOOP_STAGES__{stage.upper()}__MAX_ITERATIONS"] = str(args.turns)
         config = load_config(REPO_CONFIG, env)
         store = Store.open(f"sqlite:///{Path(tmp) / 'store.sqlite'}")
-        runtime = Runtime.build(config, store, base_urls={p: model.url for p in config.profiles})
+        runtime = ActivityDeps.build(config, store, base_urls={p: model.url for p in config.profiles})
         client = await Client.connect(server.address, data_converter=pydantic_data_converter)
         worker = build_worker(client, runtime)
         task = asyncio.create_task(worker.run())

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from cardloop.activities.deps import Runtime
+from cardloop.activities.deps import ActivityDeps
 from cardloop.prompts.tokens import TokenCounter
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -54,7 +54,7 @@ async def stack(temporal_server: TemporalDevServer, tmp_path: Path, request: pyt
     config = make_config(temporal_server.address, task_queue, **env)
     store = Store.open(f"sqlite:///{tmp_path / 'store.sqlite'}")
     model = ScriptedModel(load_transcript(TRANSCRIPT)).start()
-    runtime = Runtime.build(config, store, base_urls={name: model.url for name in config.profiles})
+    runtime = ActivityDeps.build(config, store, base_urls={name: model.url for name in config.profiles})
     runtime.timeout = 5.0
     client = await Client.connect(temporal_server.address, data_converter=pydantic_data_converter)
     worker = build_worker(client, runtime)

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from cardloop.activities.deps import Runtime
+from cardloop.activities.deps import ActivityDeps
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
@@ -31,7 +31,7 @@ class Stack:
     store: Store
     model: ScriptedModel
     config: Config
-    runtime: Runtime
+    runtime: ActivityDeps
     cards: CardService
     task_queue: str
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import uvicorn
 from temporalio.client import Client
 
-from cardloop.activities.deps import Runtime
+from cardloop.activities.deps import ActivityDeps
 from cardloop.app.devserver import DevStackError, TemporalDevServer, free_port, port_open
 from cardloop.app.temporal import connect
 from cardloop.app.worker import build_worker
@@ -37,7 +37,7 @@ def open_store(config: Config) -> Store:
 class RunningStack:
     client: Client
     store: Store
-    runtime: Runtime
+    runtime: ActivityDeps
     server: TemporalDevServer | None
     api_url: str | None = None
 
@@ -60,7 +60,7 @@ async def dev_stack(config: Config, *, base_urls: dict[str, str] | None = None,
     try:
         client = await connect(config, address=server.address)
         store = open_store(config)
-        runtime = Runtime.build(config, store, base_urls=base_urls)
+        runtime = ActivityDeps.build(config, store, base_urls=base_urls)
         worker = build_worker(client, runtime)
         task = asyncio.create_task(worker.run())
         api = None
@@ -91,7 +91,7 @@ class ApiServer:
         await asyncio.gather(self.task, return_exceptions=True)
 
 
-async def start_api(config: Config, store: Store, runtime: Runtime, client: Client) -> ApiServer:
+async def start_api(config: Config, store: Store, runtime: ActivityDeps, client: Client) -> ApiServer:
     from cardloop.app.api.app import build_services, create_app
 
     if port_open(config.api.port, config.api.host):
@@ -127,7 +127,7 @@ async def run_worker(config: Config) -> None:
     """`cardloop worker`: until SIGINT/SIGTERM, then finish in-flight tasks and stop."""
     client = await connect(config)
     store = open_store(config)
-    runtime = Runtime.build(config, store)
+    runtime = ActivityDeps.build(config, store)
     worker = build_worker(client, runtime)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -10,7 +10,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from cardloop.activities.context import ContextActivities
-from cardloop.activities.deps import Runtime
+from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.history import HistoryActivities
 from cardloop.activities.llm import LlmActivities
 from cardloop.activities.prompt import PromptActivities
@@ -20,13 +20,13 @@ from cardloop.workflows.stage import StageWorkflow
 WORKFLOWS: Sequence[type] = (CardWorkflow, StageWorkflow)
 
 
-def activities_for(rt: Runtime) -> list[Any]:
+def activities_for(rt: ActivityDeps) -> list[Any]:
     prompt, history = PromptActivities(rt), HistoryActivities(rt)
     llm, context = LlmActivities(rt), ContextActivities(rt)
     return [prompt.stage_settings, prompt.assemble, history.append, history.summarize, llm.complete, context.gather]
 
 
-def build_worker(client: Client, rt: Runtime, *, task_queue: str | None = None) -> Worker:
+def build_worker(client: Client, rt: ActivityDeps, *, task_queue: str | None = None) -> Worker:
     size = rt.config.temporal.max_concurrent_activities
     return Worker(
         client,

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from cardloop.activities.deps import Runtime
+from cardloop.activities.deps import ActivityDeps
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
@@ -91,7 +91,7 @@ async def test_dev_server_restarted_on_its_sqlite_file_the_card_continues(tmp_pa
     model.inject(delay=4.0)  # planning's model call is in flight when the server dies
     config = make_config(server.address, "restart")
     store = Store.open(f"sqlite:///{tmp_path / 'store.sqlite'}")
-    runtime = Runtime.build(config, store, base_urls={name: model.url for name in config.profiles})
+    runtime = ActivityDeps.build(config, store, base_urls={name: model.url for name in config.profiles})
     client = await Client.connect(server.address, data_converter=pydantic_data_converter)
     worker = build_worker(client, runtime)
     task = asyncio.create_task(worker.run())

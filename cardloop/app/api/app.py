@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from temporalio.client import Client
 
-from cardloop.activities.deps import Runtime
+from cardloop.activities.deps import ActivityDeps
 from cardloop.app.api import cards, gateway, tenants, webhooks
 from cardloop.app.api.limits import BodySizeLimit
 from cardloop.app.api.services import Services
@@ -58,12 +58,12 @@ def create_app(svc: Services) -> FastAPI:
     return app
 
 
-async def build_services(config: Config, store: Store, runtime: Runtime | None = None,
+async def build_services(config: Config, store: Store, runtime: ActivityDeps | None = None,
                          client: Client | None = None) -> Services:
     from cardloop.app.boards.adapters import build_adapters
 
     client = client or await connect(config)
     http = httpx.AsyncClient(timeout=httpx.Timeout(20.0, connect=5.0))
-    return Services(config=config, store=store, runtime=runtime or Runtime.build(config, store),
+    return Services(config=config, store=store, runtime=runtime or ActivityDeps.build(config, store),
                     cards=CardService(client, store, config), http=http,
                     adapters=build_adapters(config, http))

@@ -20,7 +20,7 @@ Every call (bearer token -> tenant, `require_tenant`):
 4. The caller's turns follow in order, each through the prompt core's secret redactor; none is
    dropped. A conversation that opens with an assistant turn gets a short user opener first
    (providers want the user to speak first), as the assembler does for card history.
-5. The conversation goes to `config.gateway.profile`'s provider (`Runtime.provider`), rendered in
+5. The conversation goes to `config.gateway.profile`'s provider (`ActivityDeps.provider`), rendered in
    that provider's format by the provider itself; usage and cost are recorded per call.
 
 Decisions callers and operators should know:

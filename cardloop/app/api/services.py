@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 from fastapi import Request
 
-from cardloop.activities.deps import Runtime
+from cardloop.activities.deps import ActivityDeps
 from cardloop.app.cards import CardService
 from cardloop.contracts.config import Config
 from cardloop.store import Store
@@ -20,7 +20,7 @@ from cardloop.store import Store
 class Services:
     config: Config
     store: Store
-    runtime: Runtime                   # prompt assembler and LLM providers (the gateway)
+    runtime: ActivityDeps                   # prompt assembler and LLM providers (the gateway)
     cards: CardService | None          # Temporal; None when the API runs without it (some tests)
     http: httpx.AsyncClient            # outbound calls: GitHub GraphQL
     clock: Callable[[], float] = field(default=time.time)  # wall clock, injectable for signature windows

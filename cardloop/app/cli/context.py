@@ -15,11 +15,11 @@ from cardloop.prompts.stages import Stage
 
 def gather_all(card: Card, stage: Stage, config: Config, names: list[str]) -> list[dict[str, Any]]:
     from cardloop.activities.context import status_item
-    from cardloop.activities.deps import Runtime
+    from cardloop.activities.deps import ActivityDeps
     from cardloop.integrations.sources.base import SourceRequest, SourceUnavailable
     from cardloop.store import Store
 
-    runtime = Runtime.build(config, Store.open("sqlite://"))
+    runtime = ActivityDeps.build(config, Store.open("sqlite://"))
     counter = runtime.assembler.counter
     out = []
     for name in names:

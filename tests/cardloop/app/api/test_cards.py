@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import httpx
-from cardloop.activities.deps import Runtime
+from cardloop.activities.deps import ActivityDeps
 from cardloop.prompts.card import Card
 from fastapi.testclient import TestClient
 
@@ -22,7 +22,7 @@ def test_a_tenant_sees_its_cards_prompt_and_never_another_tenants(store_factory)
                                                                      "id": "G-1", "history": (), "context": ()}))
     acme = store.create_api_token("acme", "t").token
     globex = store.create_api_token("globex", "t").token
-    app = create_app(Services(config=config, store=store, runtime=Runtime.build(config, store), cards=None,
+    app = create_app(Services(config=config, store=store, runtime=ActivityDeps.build(config, store), cards=None,
                               http=httpx.AsyncClient()))
     try:
         with TestClient(app) as client:

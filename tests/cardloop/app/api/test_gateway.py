@@ -20,7 +20,7 @@ import anthropic
 import httpx
 import pytest
 import uvicorn
-from cardloop.activities.deps import Runtime
+from cardloop.activities.deps import ActivityDeps
 from cardloop.prompts.card import TenantPrompt
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -72,7 +72,7 @@ def build_app(tmp_path: Path, *, store: Store, env: dict[str, str] | None = None
     config = load_config(REPO_CONFIG, env={"ANTHROPIC_API_KEY": API_KEY,
                                            "CARDLOOP_PATHS__PROMPT_OVERRIDES": str(tmp_path / "no-overrides"),
                                            **(env or {})})
-    runtime = Runtime.build(config, store, base_urls=base_urls)
+    runtime = ActivityDeps.build(config, store, base_urls=base_urls)
     app = FastAPI()
     app.state.services = Services(config=config, store=store, runtime=runtime, cards=None, http=httpx.AsyncClient())
     app.include_router(gateway.router)
@@ -84,7 +84,7 @@ def build_app(tmp_path: Path, *, store: Store, env: dict[str, str] | None = None
 def close_app(app: FastAPI) -> None:
     svc: Services = app.state.services
     asyncio.run(svc.http.aclose())
-    # Runtime has no close(): the provider clients it cached hold kept-alive connections.
+    # ActivityDeps has no close(): the provider clients it cached hold kept-alive connections.
     for provider in list(svc.runtime._providers.values()):
         provider.close()  # type: ignore[attr-defined]  # every built-in provider has one
     svc.store.close()

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from cardloop.activities.deps import Runtime
+from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.prompt import PromptActivities
 from cardloop.prompts.card import Card, TenantPrompt
 from fastapi import FastAPI
@@ -43,7 +43,7 @@ class Api:
     client: TestClient
     store: Store
     config: Config
-    runtime: Runtime
+    runtime: ActivityDeps
     tokens: dict[str, str]
 
     def auth(self, tenant: str = "acme") -> dict[str, str]:
@@ -57,12 +57,12 @@ class Api:
         return self.client.put(f"/tenants/{tenant}/prompt", json=body, headers=self.auth(tenant))
 
 
-def build_app(tmp_path: Path, store: Store, *, admin: bool = True) -> tuple[FastAPI, Config, Runtime]:
+def build_app(tmp_path: Path, store: Store, *, admin: bool = True) -> tuple[FastAPI, Config, ActivityDeps]:
     env = {"CARDLOOP_PATHS__PROMPT_OVERRIDES": str(tmp_path / "no-overrides")}
     if admin:
         env["CARDLOOP_ADMIN_TOKEN"] = ADMIN
     config = load_config(REPO_CONFIG, env=env)
-    runtime = Runtime.build(config, store)
+    runtime = ActivityDeps.build(config, store)
     app = FastAPI()
     app.state.services = Services(config=config, store=store, runtime=runtime, cards=None, http=httpx.AsyncClient())
     app.include_router(router)
