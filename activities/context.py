@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from cardloop.activities.deps import ActivityDeps
-from cardloop.activities.errors import card_not_found, invalid_input
-from cardloop.activities.heartbeat import call_with_heartbeat
-from cardloop.prompts.card import ContextItem, ContextKind
-from cardloop.prompts.stages import parse_stage
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from cardloop.activities.deps import ActivityDeps
+from cardloop.activities.errors import card_not_found, invalid_input
+from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.contracts.payloads import GatherInput, GatherResult
 from cardloop.integrations.sources.base import SourceRequest, SourceResult, SourceUnavailable
+from cardloop.prompts.card import ContextItem, ContextKind
+from cardloop.prompts.stages import parse_stage
 
 # What each source produces: a successful gather replaces all earlier items of these kinds.
 SOURCE_KINDS = {"repository": ("source_file", "adr", "library_doc"), "github_actions": ("build_log",),

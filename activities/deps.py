@@ -8,13 +8,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from cardloop.prompts.assemble import PromptAssembler
-from cardloop.prompts.scrub import Scrubber
-
 from cardloop.contracts.config import Config
 from cardloop.integrations.providers import Price, Provider, ProviderError, build_provider, cost_usd
 from cardloop.integrations.providers.base import Usage
 from cardloop.integrations.sources.base import Source
+from cardloop.prompts.assemble import PromptAssembler
+from cardloop.prompts.scrub import Scrubber
 from cardloop.store import Store
 
 

@@ -12,17 +12,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from temporalio import activity
+
 from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import card_not_found, from_provider, invalid_input
 from cardloop.activities.heartbeat import call_with_heartbeat
+from cardloop.contracts import names
+from cardloop.contracts.payloads import AppendInput, SummarizeInput, SummarizeResult
+from cardloop.integrations.providers import ProviderError
 from cardloop.prompts.card import Message
 from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
 from cardloop.prompts.isolate import wrap_untrusted
 from cardloop.prompts.logs import excerpt_text
-from temporalio import activity
-
-from cardloop.contracts.payloads import AppendInput, SummarizeInput, SummarizeResult
-from cardloop.integrations.providers import ProviderError
 from cardloop.store import UsageRecord
 
 SUMMARY_TEMPLATE = "summarize"
@@ -51,14 +52,14 @@ class HistoryActivities:
     def __init__(self, rt: ActivityDeps) -> None:
         self.rt = rt
 
-    @activity.defn(name="history.append")
+    @activity.defn(name=names.APPEND)
     def append(self, inp: AppendInput) -> int:
         if self.rt.store.card_fields(inp.card_key) is None:
             raise card_not_found(inp.card_key)
         message = Message(role=inp.role, content=inp.text, author=inp.author, created_at=datetime.now(UTC))
         return self.rt.store.append_message(inp.card_key, message, dedup_key=inp.dedup_key, stage=inp.stage)
 
-    @activity.defn(name="history.summarize")
+    @activity.defn(name=names.SUMMARIZE)
     def summarize(self, inp: SummarizeInput) -> SummarizeResult:
         rt = self.rt
         cfg = rt.config.summarizer

@@ -8,16 +8,17 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+from temporalio import activity
+
 from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import card_not_found, from_provider
 from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.activities.promise import read_promise
-from cardloop.activities.prompt import conversation_from
-from cardloop.prompts.card import Message
-from temporalio import activity
-
+from cardloop.contracts import names
 from cardloop.contracts.payloads import CompleteInput, CompleteResult
 from cardloop.integrations.providers import ProviderError
+from cardloop.prompts.card import Message
+from cardloop.prompts.conversation import Conversation
 from cardloop.store import UsageRecord
 
 EXCERPT_CHARS = 1_500
@@ -27,14 +28,14 @@ class LlmActivities:
     def __init__(self, rt: ActivityDeps) -> None:
         self.rt = rt
 
-    @activity.defn(name="llm.complete")
+    @activity.defn(name=names.COMPLETE)
     def complete(self, inp: CompleteInput) -> CompleteResult:
         rt = self.rt
         card = rt.store.card_fields(inp.card_key)
         if card is None:
             raise card_not_found(inp.card_key)
         payload = json.loads(rt.store.get_blob(inp.prompt_ref))
-        conversation = conversation_from(payload)
+        conversation = Conversation.from_payload(payload)
         model = payload["model"]
         try:
             provider = rt.provider(inp.profile)

@@ -3,48 +3,24 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+
+from temporalio import activity
 
 from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import card_not_found, config_error, invalid_input
-from cardloop.prompts.assemble import AssembledPrompt, AssemblyError, AssemblyRequest
-from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
-from cardloop.prompts.history import FoldRequest
-from cardloop.prompts.stages import parse_stage
-from temporalio import activity
-
+from cardloop.contracts import names
 from cardloop.contracts.errors import ConfigError
 from cardloop.contracts.payloads import AssembleInput, AssembleResult, FoldNeeded, StageSettings
-
-
-class SummaryPending(Exception):
-    """No cached summary covers the folded range yet: assemble truncated, ask for one."""
-
-
-def prompt_payload(prompt: AssembledPrompt) -> dict[str, Any]:
-    s = prompt.settings
-    conv = prompt.conversation
-    return {
-        "profile": s.profile, "provider": s.provider, "format": s.format, "model": s.model,
-        "max_tokens": s.max_tokens, "temperature": s.temperature,
-        "system": [{"text": b.text, "cache": b.cache} for b in conv.system],
-        "turns": [{"role": t.role, "text": t.text, "cache": t.cache} for t in conv.turns],
-        "tokens": prompt.sections,
-    }
-
-
-def conversation_from(payload: dict[str, Any]) -> Conversation:
-    return Conversation(
-        system=tuple(SystemBlock(b["text"], b["cache"]) for b in payload["system"]),
-        turns=tuple(Turn(t["role"], t["text"], t["cache"]) for t in payload["turns"]),
-    )
+from cardloop.prompts.assemble import AssemblyError, AssemblyRequest
+from cardloop.prompts.history import Fold, FoldRequest
+from cardloop.prompts.stages import parse_stage
 
 
 class PromptActivities:
     def __init__(self, rt: ActivityDeps) -> None:
         self.rt = rt
 
-    @activity.defn(name="config.stage")
+    @activity.defn(name=names.STAGE_SETTINGS)
     def stage_settings(self, stage: str) -> StageSettings:
         try:
             st = parse_stage(stage)
@@ -55,7 +31,7 @@ class PromptActivities:
                              token_budget=cfg.token_budget, auto_advance=cfg.auto_advance,
                              next_stage=cfg.next, sources=self.rt.config.sources_for(st))
 
-    @activity.defn(name="prompt.assemble")
+    @activity.defn(name=names.ASSEMBLE)
     def assemble(self, inp: AssembleInput) -> AssembleResult:
         rt = self.rt
         card = rt.store.get_card(inp.card_key)
@@ -69,14 +45,10 @@ class PromptActivities:
         except (ValueError, ConfigError) as exc:
             raise config_error(str(exc)) from None
         summary_model = rt.config.profiles[rt.config.summarizer.profile].model
-        fold: list[FoldNeeded] = []
 
-        def cached_summary(req: FoldRequest) -> str:
+        def cached_summary(req: FoldRequest) -> str | None:
             hit = rt.store.find_summary(inp.card_key, req.first, req.last, summary_model)
-            if hit is not None:
-                return hit.text
-            fold.append(FoldNeeded(first=req.first, last=req.last, max_tokens=req.max_tokens))
-            raise SummaryPending(f"messages {req.first + 1}-{req.last + 1} not summarized yet")
+            return hit.text if hit is not None else None
 
         try:
             prompt = rt.assembler.assemble(
@@ -85,8 +57,12 @@ class PromptActivities:
                 settings, cached_summary)
         except AssemblyError as exc:
             raise config_error(str(exc)) from None
-        payload = json.dumps(prompt_payload(prompt), ensure_ascii=False)
+        payload = json.dumps(prompt.payload(), ensure_ascii=False)
         ref = rt.store.put_blob(card.tenant, payload, "prompt")
         return AssembleResult(prompt_ref=ref, tokens=prompt.sections, total_tokens=prompt.total_tokens,
-                              history_mode=prompt.history_mode, fold=fold[0] if fold else None,
+                              history_mode=prompt.history_mode, fold=_fold(prompt.fold_needed),
                               redactions=sum(prompt.redactions.values()))
+
+
+def _fold(needed: Fold | None) -> FoldNeeded | None:
+    return None if needed is None else FoldNeeded(first=needed.first, last=needed.last, max_tokens=needed.max_tokens)

@@ -23,17 +23,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cardloop.activities.deps import ActivityDeps
-from cardloop.prompts.card import Card
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
+from cardloop.activities.deps import ActivityDeps
 from cardloop.app.cards import CardService
 from cardloop.app.devserver import TemporalDevServer, free_port
 from cardloop.app.scripted_model import ScriptedModel
 from cardloop.app.worker import build_worker
 from cardloop.contracts.config import REPO_CONFIG, load_config
+from cardloop.prompts.card import Card
 from cardloop.store import Store
 
 

@@ -35,10 +35,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cardloop.prompts.card import Card
-
 from cardloop.integrations.sources.ranking import BM25Index, BM25Params
 from cardloop.integrations.sources.repository import PathResolver, card_query, choose_files, decode_text, indexable
+from cardloop.prompts.card import Card
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_FILE_BYTES = 256_000  # RepositorySource's default

@@ -20,7 +20,7 @@ from cardloop.prompts.context import SEAM_TOKENS, ContextFitter
 from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
 from cardloop.prompts.explain import ExplainRow
 from cardloop.prompts.formats import render
-from cardloop.prompts.history import HistoryFitter, Summarizer, truncate_tokens
+from cardloop.prompts.history import Fold, HistoryFitter, Summarizer, truncate_tokens
 from cardloop.prompts.layers import GLOBAL_TEMPLATE, GUARDRAILS_TEMPLATE, resolve_behaviour
 from cardloop.prompts.logs import Excerpt
 from cardloop.prompts.scrub import Scrubber
@@ -61,10 +61,19 @@ class AssembledPrompt:
     stage: Stage | None
     history_mode: str
     redactions: dict[str, int] = field(default_factory=dict)
+    # The history fold this prompt needed and the summarizer had no summary for (it was truncated).
+    fold_needed: Fold | None = None
 
     @property
     def total_tokens(self) -> int:
         return sum(self.sections.values())
+
+    def payload(self) -> dict[str, Any]:
+        """What the model call needs, as JSON-ready values (the service stores it as a blob)."""
+        s = self.settings
+        return {"profile": s.profile, "provider": s.provider, "format": s.format, "model": s.model,
+                "max_tokens": s.max_tokens, "temperature": s.temperature,
+                **self.conversation.to_payload(), "tokens": self.sections}
 
     def render(self, fmt: str | None = None) -> dict[str, Any] | str:
         s = self.settings
@@ -265,7 +274,7 @@ class PromptAssembler:
             budget={"system": budget.system, "agent": budget.agent, "history": budget.history,
                     "context": budget.context, "total": budget.total},
             settings=settings, stage=request.stage, history_mode=history.mode,
-            redactions=dict(found),
+            redactions=dict(found), fold_needed=history.fold_needed,
         )
 
 

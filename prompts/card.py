@@ -13,8 +13,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from cardloop.prompts.stages import Stage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from cardloop.prompts.stages import Stage
 
 CARD_SCHEMA_VERSION = 1
 

@@ -8,8 +8,9 @@ formats with one system slot (Gemini) join them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 Role = Literal["user", "assistant"]
 
@@ -36,6 +37,15 @@ class Conversation:
     @property
     def system_text(self) -> str:
         return "\n\n".join(b.text for b in self.system if b.text)
+
+    def to_payload(self) -> dict[str, Any]:
+        return {"system": [{"text": b.text, "cache": b.cache} for b in self.system],
+                "turns": [{"role": t.role, "text": t.text, "cache": t.cache} for t in self.turns]}
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> Conversation:
+        return cls(system=tuple(SystemBlock(b["text"], b["cache"]) for b in payload["system"]),
+                   turns=tuple(Turn(t["role"], t["text"], t["cache"]) for t in payload["turns"]))
 
     def normalized(self) -> tuple[str, tuple[tuple[str, str], ...]]:
         """Roles and text only: what a round trip through any format must preserve."""

@@ -42,7 +42,20 @@ class FoldRequest:
     max_tokens: int
 
 
-Summarizer = Callable[[FoldRequest], str]
+@dataclass(frozen=True, slots=True)
+class Fold:
+    """A fold the fit needed and could not make: summarize history[first:last+1] into at most
+    max_tokens, then assemble again."""
+
+    first: int
+    last: int
+    max_tokens: int
+
+
+# The summary text, or None when there is none for this range yet (the service only looks up
+# summaries while assembling; a missing one is made by its own activity, then it assembles again).
+# Raising is a failure: the fit truncates either way.
+Summarizer = Callable[[FoldRequest], str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +65,7 @@ class HistoryFit:
     mode: str  # verbatim | summarized | truncated | empty
     rows: tuple[ExplainRow, ...]
     folded: tuple[int, int] | None = None  # inclusive message index range folded away
+    fold_needed: Fold | None = None         # the summarizer had no summary for this fold yet
 
 
 def render_message(message: Message, text: str) -> Turn:
@@ -293,6 +307,7 @@ class HistoryFitter:
         tail_cost = used
 
         summary_text, failure = "", ""
+        needed: Fold | None = None
         room = budget - head_cost - tail_cost - pinned_cost - self.overhead
         frame_open = f'<conversation_summary covers="messages {first + 1}-{last + 1}">\n'
         frame_close = "\n</conversation_summary>"
@@ -306,12 +321,16 @@ class HistoryFitter:
             redacted = tuple(m.model_copy(update={"content": t})
                              for m, t in zip(folded_messages, texts[first: last + 1], strict=True))
             try:
-                summary_text = summarizer(FoldRequest(redacted, first, last, room)).strip()
+                found_summary = summarizer(FoldRequest(redacted, first, last, room))
             except Exception as exc:  # the fallback is the contract: any summarizer failure truncates
                 failure = f"summarizer failed: {type(exc).__name__}: {exc}"[:300]
             else:
+                summary_text = (found_summary or "").strip()
+                if found_summary is None:
+                    needed = Fold(first, last, room)
+                    failure = f"no summary of messages {first + 1}-{last + 1} yet"
                 summary_text = self.scrubber.scrub(summary_text, found)
-                if not summary_text:
+                if not summary_text and not failure:
                     failure = "summarizer returned nothing"
                 elif self.counter.count(summary_text) > room:
                     summary_text = truncate_tokens(summary_text, room, self.counter)
@@ -385,7 +404,7 @@ class HistoryFitter:
                                    pinned_used, "error lines, file paths and commands kept verbatim"))
         rows.append(ExplainRow("history", f"messages {dropped_last + 2}-{len(messages)}", "card history",
                                "verbatim", kept, "most recent messages, newest first"))
-        return HistoryFit(tuple(out), pinned_used + kept, "truncated", tuple(rows), (0, dropped_last))
+        return HistoryFit(tuple(out), pinned_used + kept, "truncated", tuple(rows), (0, dropped_last), needed)
 
     def _shrink(self, message: Message, text: str, cap: int) -> str:
         frame = self.counter.count(render_message(message, "").text)

@@ -8,15 +8,15 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from cardloop.activities.deps import ActivityDeps
-from cardloop.prompts.tokens import TokenCounter
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from cardloop.activities.deps import ActivityDeps
 from cardloop.app.cards import CardService
 from cardloop.app.devserver import TemporalDevServer, free_port
 from cardloop.app.scripted_model import ScriptedModel, load_transcript
 from cardloop.app.worker import build_worker
+from cardloop.prompts.tokens import TokenCounter
 from cardloop.store import Store
 from tests.stack import TRANSCRIPT, Stack, make_config
 

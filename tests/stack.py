@@ -8,11 +8,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from cardloop.activities.deps import ActivityDeps
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from cardloop.activities.deps import ActivityDeps
 from cardloop.app.cards import CardService
 from cardloop.app.scripted_model import ScriptedModel
 from cardloop.app.worker import WORKFLOWS

@@ -18,10 +18,9 @@ from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSear
 from temporalio.exceptions import CancelledError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from cardloop.workflows import policies
-    from cardloop.workflows.stage import StageWorkflow
-
+    from cardloop.contracts import names
     from cardloop.contracts.payloads import (
+        DEFAULT_MAX_HISTORY_EVENTS,
         AppendInput,
         CardComment,
         CardStart,
@@ -32,12 +31,13 @@ with workflow.unsafe.imports_passed_through():
         StageSettings,
         Transition,
     )
+    from cardloop.workflows import policies, transitions
+    from cardloop.workflows.stage import StageWorkflow
 
-CARD_ID = SearchAttributeKey.for_keyword("CardId")
-CARD_STAGE = SearchAttributeKey.for_keyword("CardStage")
-REPO = SearchAttributeKey.for_keyword("Repo")
-TENANT = SearchAttributeKey.for_keyword("Tenant")
-SEARCH_ATTRIBUTES = (CARD_ID, CARD_STAGE, REPO, TENANT)
+CARD_ID = SearchAttributeKey.for_keyword(names.SA_CARD_ID)
+CARD_STAGE = SearchAttributeKey.for_keyword(names.SA_CARD_STAGE)
+REPO = SearchAttributeKey.for_keyword(names.SA_REPO)
+TENANT = SearchAttributeKey.for_keyword(names.SA_TENANT)
 
 
 def search_attributes(start: CardStart, stage: str) -> TypedSearchAttributes:
@@ -48,7 +48,13 @@ def search_attributes(start: CardStart, stage: str) -> TypedSearchAttributes:
     return TypedSearchAttributes(pairs)
 
 
-@workflow.defn(name="CardWorkflow")
+def _card_cancelled() -> bool:
+    """True once someone asked Temporal to cancel this card workflow (its main task)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+@workflow.defn(name=names.CARD_WORKFLOW)
 class CardWorkflow:
     def __init__(self) -> None:
         self.state = CardState()
@@ -56,30 +62,30 @@ class CardWorkflow:
         self.comments: list[CardComment] = []
         self.card_key = ""
         self.title = ""
-        self.max_events = policies.MAX_HISTORY_EVENTS
+        self.max_events = DEFAULT_MAX_HISTORY_EVENTS
 
     # --- signals and queries -------------------------------------------------------------
 
-    @workflow.signal(name="transition")
+    @workflow.signal(name=names.SIGNAL_TRANSITION)
     def transition(self, t: Transition) -> None:
         if self._seen(t.delivery_id):
             return
         self.pending.append(t)
 
-    @workflow.signal(name="comment")
+    @workflow.signal(name=names.SIGNAL_COMMENT)
     def comment(self, c: CardComment) -> None:
         if self._seen(c.delivery_id):
             return
         self.comments.append(c)
 
-    @workflow.signal(name="stage_progress")
+    @workflow.signal(name=names.SIGNAL_STAGE_PROGRESS)
     def stage_progress(self, progress: StageProgress) -> None:
         if self.state.status == "running":
             self.state.current = progress
             self.state.iteration = progress.iteration
             self._details()
 
-    @workflow.query(name="state")
+    @workflow.query(name=names.QUERY_STATE)
     def get_state(self) -> CardState:
         return self.state
 
@@ -110,21 +116,17 @@ class CardWorkflow:
             await workflow.wait_condition(lambda: bool(self.pending or self.comments))
             await self._flush_comments()
             if not self.pending:
-                if self.state.status == "blocked" and self.state.stage:
-                    # A human answered a blocked card: run the stage again with the answer in its history.
-                    self.pending.append(Transition(to=self.state.stage, delivery_id=f"resume/{self.state.stage_runs}",
-                                                   reason="a comment on a blocked card"))
-                elif self.state.status == "done":
+                then = transitions.after_comments(self.state)
+                if then == "finish":
                     return self.state  # a comment on a finished card: recorded, nothing to run
-                else:
+                if then == "wait":
                     self._details()
                     if self._should_continue_as_new():
                         self._continue_as_new(start)
                     continue
-            target = self.pending.pop(0)
-            if self.pending:  # only the newest of several queued moves matters
-                target = self.pending.pop()
-                self.pending.clear()
+                self.pending.append(then)
+            target = transitions.pick_move(self.pending)
+            self.pending.clear()
             if target.to == "done":
                 self._set_stage(start, "done", "done")
                 self._details()
@@ -139,8 +141,7 @@ class CardWorkflow:
         stage = target.to
         # The worker's config.toml decides; the answer is recorded, so replays see the same one.
         settings = await workflow.execute_local_activity(
-            policies.STAGE_SETTINGS, stage, result_type=StageSettings,
-            start_to_close_timeout=policies.ASSEMBLE_TIMEOUT, retry_policy=policies.ASSEMBLE_RETRY,
+            names.STAGE_SETTINGS, stage, result_type=StageSettings, **policies.LOCAL,
             summary=f"settings of stage {stage}")
         self.state.stage_runs += 1
         run = self.state.stage_runs
@@ -167,42 +168,34 @@ class CardWorkflow:
             result = StageRun(stage=stage, run=run, outcome="cancelled" if cancelled else "failed",
                               reason="the card moved to another stage" if cancelled else str(err.cause or err)[:500])
         except asyncio.CancelledError:
-            if not self.pending:
-                raise  # the card workflow itself is being cancelled
+            if not self.pending or _card_cancelled():
+                raise
             result = StageRun(stage=stage, run=run, outcome="cancelled", reason="the card moved to another stage")
+        if _card_cancelled():
+            # The card was cancelled while we awaited its stage: the SDK passed the cancel on to
+            # the stage, which returned normally ("cancelled"), so nothing raised here. A cancel
+            # of the card is not a move: end the card instead of running the next stage.
+            raise asyncio.CancelledError("the card workflow was cancelled")
         self._record(start, result, settings)
 
     def _record(self, start: CardStart, result: StageRun, settings: StageSettings) -> None:
-        st = self.state
-        st.current = None
-        st.iteration = result.iterations
-        st.input_tokens += result.input_tokens
-        st.output_tokens += result.output_tokens
-        st.cost_usd += result.cost_usd
-        st.history.append(result)
-        del st.history[: max(0, len(st.history) - policies.MAX_STAGE_RUNS_KEPT)]
-        st.last_result = f"{result.stage}: {result.outcome} ({result.reason})"
-        if result.outcome == "blocked":
-            st.blocked_reason = result.reason
+        self.state, auto = transitions.record_run(self.state, result, settings, moves_queued=bool(self.pending),
+                                                  keep_runs=policies.MAX_STAGE_RUNS_KEPT)
+        if self.state.status == "blocked":
             self._set_stage(start, result.stage, "blocked")
-        elif result.outcome == "completed" and settings.auto_advance and settings.next_stage and not self.pending:
-            st.status = "idle"
-            self.pending.append(Transition(to=settings.next_stage, delivery_id=f"auto/{result.run}",
-                                           actor="cardloop", reason=f"{result.stage} completed"))
-        else:
-            st.status = "idle"
+        if auto is not None:
+            self.pending.append(auto)
         self._details()
 
     async def _flush_comments(self) -> None:
         while self.comments:
             c = self.comments[0]
             await workflow.execute_activity(
-                policies.APPEND,
+                names.APPEND,
                 AppendInput(card_key=self.card_key, role="user", text=c.text, author=c.author,
                             dedup_key=f"comment/{c.delivery_id}", stage=self.state.stage),
                 result_type=int,
-                start_to_close_timeout=policies.STORE_TIMEOUT,
-                retry_policy=policies.STORE_RETRY,
+                **policies.STORE,
                 summary=f"comment from {c.author or 'someone'} joins the history",
             )
             self.comments.pop(0)

@@ -1,57 +1,56 @@
-"""Every timeout and retry policy of the workflows, named once."""
+"""Every timeout and retry policy of the workflows, named once.
+
+Each activity's options are one bundle, passed as `**policies.LLM`, so a call site names the
+activity and its input and nothing else that could drift from the other call sites.
+"""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 from temporalio.common import RetryPolicy
+from temporalio.workflow import ActivityConfig, LocalActivityConfig
 
-# Activity names are a contract with running workflows: never rename one.
-ASSEMBLE = "prompt.assemble"
-SUMMARIZE = "history.summarize"
-COMPLETE = "llm.complete"
-APPEND = "history.append"
-STAGE_SETTINGS = "config.stage"
-GATHER = "context.gather"
+from cardloop.contracts.names import NON_RETRYABLE
 
-# Deterministic failures: retrying cannot help, so the activity fails at once.
-NON_RETRYABLE = ["ConfigError", "CardNotFound", "InvalidInput", "ProviderRejected"]
 
-# Prompt assembly is CPU work on data in the store: a local activity, fast, retried briefly.
-ASSEMBLE_TIMEOUT = timedelta(seconds=60)
-ASSEMBLE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=2.0,
-                             maximum_interval=timedelta(seconds=5), maximum_attempts=5,
-                             non_retryable_error_types=NON_RETRYABLE)
+def _retry(initial: timedelta, maximum: timedelta, attempts: int = 0) -> RetryPolicy:
+    return RetryPolicy(initial_interval=initial, backoff_coefficient=2.0, maximum_interval=maximum,
+                       maximum_attempts=attempts, non_retryable_error_types=list(NON_RETRYABLE))
+
+
+# Heartbeats are how Temporal learns that a worker died during a long call.
+HEARTBEAT = timedelta(seconds=15)
+
+# Prompt assembly and stage settings are CPU work on data in the store: local activities,
+# fast, retried briefly.
+LOCAL: LocalActivityConfig = LocalActivityConfig(
+    start_to_close_timeout=timedelta(seconds=60),
+    retry_policy=_retry(timedelta(milliseconds=200), timedelta(seconds=5), attempts=5))
 
 # One model call. Providers fail transiently (429, 529, 5xx): retry with backoff for a while;
-# the activity sets next_retry_delay from retry-after. Heartbeats detect a dead worker.
-LLM_TIMEOUT = timedelta(minutes=10)
-LLM_HEARTBEAT = timedelta(seconds=15)
-LLM_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                        maximum_interval=timedelta(minutes=2), maximum_attempts=8,
-                        non_retryable_error_types=NON_RETRYABLE)
+# the activity sets next_retry_delay from retry-after.
+LLM: ActivityConfig = ActivityConfig(
+    start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=HEARTBEAT,
+    retry_policy=_retry(timedelta(seconds=1), timedelta(minutes=2), attempts=8))
 
 # Summarization is optional (truncation is the fallback): give up sooner.
-SUMMARIZE_TIMEOUT = timedelta(minutes=15)
-SUMMARIZE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
-                              maximum_interval=timedelta(seconds=30), maximum_attempts=3,
-                              non_retryable_error_types=NON_RETRYABLE)
+SUMMARIZE: ActivityConfig = ActivityConfig(
+    start_to_close_timeout=timedelta(minutes=15), heartbeat_timeout=HEARTBEAT,
+    retry_policy=_retry(timedelta(seconds=1), timedelta(seconds=30), attempts=3))
 
 # A context source: a few attempts, then the stage goes on without it (the activity records
 # the source as unavailable on its last attempt instead of failing).
-GATHER_TIMEOUT = timedelta(minutes=5)
 GATHER_ATTEMPTS = 3
-GATHER_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0,
-                           maximum_interval=timedelta(seconds=30), maximum_attempts=GATHER_ATTEMPTS,
-                           non_retryable_error_types=NON_RETRYABLE)
+GATHER: ActivityConfig = ActivityConfig(
+    start_to_close_timeout=timedelta(minutes=5), heartbeat_timeout=HEARTBEAT,
+    retry_policy=_retry(timedelta(seconds=2), timedelta(seconds=30), attempts=GATHER_ATTEMPTS))
 
-STORE_TIMEOUT = timedelta(seconds=30)
-STORE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10),
-                          non_retryable_error_types=NON_RETRYABLE)
+# A write to the store: retried until it lands (the store is ours; it comes back).
+STORE: ActivityConfig = ActivityConfig(
+    start_to_close_timeout=timedelta(seconds=30),
+    retry_policy=_retry(timedelta(milliseconds=200), timedelta(seconds=10)))
 
-# Continue-as-new well before Temporal's limits (51,200 events / 50 MB); the card's start
-# input may lower it (config temporal.continue_as_new_after_events).
-MAX_HISTORY_EVENTS = 5_000
 # Delivery ids remembered for dedup, carried across continue-as-new.
 MAX_SEEN_DELIVERIES = 500
 MAX_STAGE_RUNS_KEPT = 20

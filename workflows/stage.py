@@ -15,8 +15,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from cardloop.workflows import policies
-
+    from cardloop.contracts import names
     from cardloop.contracts.payloads import (
         AssembleInput,
         AssembleResult,
@@ -30,14 +29,15 @@ with workflow.unsafe.imports_passed_through():
         SummarizeInput,
         SummarizeResult,
     )
+    from cardloop.workflows import policies
 
 
-@workflow.defn(name="StageWorkflow")
+@workflow.defn(name=names.STAGE_WORKFLOW)
 class StageWorkflow:
     def __init__(self) -> None:
         self.progress = StageProgress()
 
-    @workflow.query(name="progress")
+    @workflow.query(name=names.QUERY_PROGRESS)
     def get_progress(self) -> StageProgress:
         return self.progress
 
@@ -60,14 +60,12 @@ class StageWorkflow:
                         prompt = await self._assemble(inp, iteration)
                 self._details(inp, f"waiting for the model ({prompt.total_tokens:,} prompt tokens)")
                 reply = await workflow.execute_activity(
-                    policies.COMPLETE,
+                    names.COMPLETE,
                     CompleteInput(card_key=inp.ref.key, stage=inp.stage, run=inp.run, iteration=iteration,
                                   profile=s.profile, prompt_ref=prompt.prompt_ref,
                                   call_key=f"{workflow.info().workflow_id}/turn-{iteration}"),
                     result_type=CompleteResult,
-                    start_to_close_timeout=policies.LLM_TIMEOUT,
-                    heartbeat_timeout=policies.LLM_HEARTBEAT,
-                    retry_policy=policies.LLM_RETRY,
+                    **policies.LLM,
                     summary=f"{inp.stage} turn {iteration}: model call ({s.profile})",
                 )
                 p.input_tokens += reply.input_tokens
@@ -101,13 +99,11 @@ class StageWorkflow:
         """All of the stage's sources at once; each one's failure is recorded, never fatal."""
         results = await asyncio.gather(*(
             workflow.execute_activity(
-                policies.GATHER,
+                names.GATHER,
                 GatherInput(card_key=inp.ref.key, stage=inp.stage, source=name,
                             max_attempts=policies.GATHER_ATTEMPTS),
                 result_type=GatherResult,
-                start_to_close_timeout=policies.GATHER_TIMEOUT,
-                heartbeat_timeout=policies.LLM_HEARTBEAT,
-                retry_policy=policies.GATHER_RETRY,
+                **policies.GATHER,
                 summary=f"gather context: {name}",
             ) for name in inp.settings.sources), return_exceptions=True)
         for name, result in zip(inp.settings.sources, results, strict=True):
@@ -123,18 +119,17 @@ class StageWorkflow:
             return
         handle = workflow.get_external_workflow_handle(parent.workflow_id, run_id=parent.run_id)
         try:
-            await handle.signal("stage_progress", self.progress)
+            await handle.signal(names.SIGNAL_STAGE_PROGRESS, self.progress)
         except Exception as err:  # the card workflow moved on (continued as new); progress is advisory
             workflow.logger.info("progress not delivered: %s", err)
 
     async def _assemble(self, inp: StageInput, iteration: int) -> AssembleResult:
         return await workflow.execute_local_activity(
-            policies.ASSEMBLE,
+            names.ASSEMBLE,
             AssembleInput(card_key=inp.ref.key, stage=inp.stage, run=inp.run, iteration=iteration,
                           profile=inp.settings.profile),
             result_type=AssembleResult,
-            start_to_close_timeout=policies.ASSEMBLE_TIMEOUT,
-            retry_policy=policies.ASSEMBLE_RETRY,
+            **policies.LOCAL,
             summary=f"{inp.stage} turn {iteration}: assemble prompt",
         )
 
@@ -144,12 +139,10 @@ class StageWorkflow:
         assert fold is not None
         try:
             done = await workflow.execute_activity(
-                policies.SUMMARIZE,
+                names.SUMMARIZE,
                 SummarizeInput(card_key=inp.ref.key, first=fold.first, last=fold.last, max_tokens=fold.max_tokens),
                 result_type=SummarizeResult,
-                start_to_close_timeout=policies.SUMMARIZE_TIMEOUT,
-                heartbeat_timeout=policies.LLM_HEARTBEAT,
-                retry_policy=policies.SUMMARIZE_RETRY,
+                **policies.SUMMARIZE,
                 summary=f"summarize messages {fold.first + 1}-{fold.last + 1}",
             )
         except ActivityError as err:

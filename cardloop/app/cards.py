@@ -12,6 +12,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from cardloop.contracts import names
 from cardloop.contracts.config import Config
 from cardloop.contracts.errors import InputError
 from cardloop.contracts.payloads import CardComment, CardRef, CardStart, CardState, Transition
@@ -62,7 +63,7 @@ class CardService:
         if desc.status is None or desc.status == WorkflowExecutionStatus.RUNNING:
             return None
         try:
-            return await handle.query("state", result_type=CardState)
+            return await handle.query(names.QUERY_STATE, result_type=CardState)
         except (RPCError, WorkflowQueryFailedError):
             return None
 
@@ -82,17 +83,17 @@ class CardService:
     async def move(self, ref: CardRef, to: str, *, delivery_id: str | None = None, actor: str | None = None,
                    reason: str | None = None) -> WorkflowHandle:
         t = Transition(to=to, delivery_id=delivery_id or f"cli/{uuid.uuid4()}", actor=actor, reason=reason)  # type: ignore[arg-type]
-        return await self._signal_with_start(ref, "transition", t)
+        return await self._signal_with_start(ref, names.SIGNAL_TRANSITION, t)
 
     async def say(self, ref: CardRef, text: str, *, author: str | None = None,
                   delivery_id: str | None = None) -> WorkflowHandle:
         c = CardComment(delivery_id=delivery_id or f"cli/{uuid.uuid4()}", author=author, text=text)
-        return await self._signal_with_start(ref, "comment", c)
+        return await self._signal_with_start(ref, names.SIGNAL_COMMENT, c)
 
     async def state(self, ref: CardRef) -> CardState | None:
         handle = self.client.get_workflow_handle(ref.workflow_id)
         try:
-            return await handle.query("state", result_type=CardState)
+            return await handle.query(names.QUERY_STATE, result_type=CardState)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return None

@@ -20,6 +20,7 @@ from temporalio.service import RPCError
 from cardloop.app.cards import CardService
 from cardloop.app.scripted_model import ScriptedModel, load_transcript
 from cardloop.app.stack import dev_stack, wait_for_ctrl_c
+from cardloop.contracts import names
 from cardloop.contracts.config import Config, load_config
 from cardloop.contracts.errors import ConfigError
 from cardloop.contracts.payloads import CardRef, CardState, StageProgress
@@ -61,7 +62,7 @@ def demo_config(config_path: str | None, env: Mapping[str, str], scripted: bool)
 async def _progress(svc: CardService, ref: CardRef, stage: str, run: int) -> StageProgress | None:
     handle = svc.client.get_workflow_handle(f"{ref.workflow_id}/{run}-{stage}")
     try:
-        return await handle.query("progress", result_type=StageProgress)
+        return await handle.query(names.QUERY_PROGRESS, result_type=StageProgress)
     except RPCError:
         return None
 

@@ -17,8 +17,7 @@ import time
 from pathlib import Path
 
 from cardloop.contracts.errors import CardloopError
-
-SEARCH_ATTRIBUTE_TYPES = {"CardId": "Keyword", "CardStage": "Keyword", "Repo": "Keyword", "Tenant": "Keyword"}
+from cardloop.contracts.names import SEARCH_ATTRIBUTE_TYPES
 
 
 class DevStackError(CardloopError):

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cardloop.contracts.errors import ConfigError
+from cardloop.contracts.payloads import DEFAULT_MAX_HISTORY_EVENTS, Target
 from cardloop.contracts.secrets import Secret, secret_from_env
 from cardloop.prompts.card import ContextKind
 from cardloop.prompts.formats import resolve_format
@@ -51,7 +52,7 @@ class TemporalConfig(_Section):
     tls_client_key: str = ""
     api_key_env: str = "TEMPORAL_API_KEY"
     max_concurrent_activities: int = Field(default=64, ge=1, le=10_000)
-    continue_as_new_after_events: int = Field(default=5_000, ge=10, le=40_000)
+    continue_as_new_after_events: int = Field(default=DEFAULT_MAX_HISTORY_EVENTS, ge=10, le=40_000)
 
 
 class StoreConfig(_Section):
@@ -80,7 +81,7 @@ class PriceConfig(_Section):
     cache_write: float = Field(default=0.0, ge=0)
 
 
-StageTarget = Literal["planning", "coding", "review", "testing", "error_fixing", "done"]
+StageTarget = Target
 BOARD_NAMES = ("github", "linear", "jira", "trello", "generic")
 
 
@@ -238,7 +239,7 @@ class StageConfig(_Section):
     max_iterations: int = Field(default=8, ge=1, le=1_000)
     token_budget: int = Field(default=500_000, ge=1)
     auto_advance: bool = False
-    next: Literal["planning", "coding", "review", "testing", "error_fixing", "done"] | None = None
+    next: Target | None = None
     max_tokens: int | None = Field(default=None, gt=0)
     temperature: float | None = Field(default=None, ge=0, le=2)
     budget: BudgetOverride = BudgetOverride()

@@ -14,8 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cardloop.prompts.stages import STAGE_NAMES
 
-CARD_STATES = (*STAGE_NAMES, "done", "blocked")
-Target = Literal["planning", "coding", "review", "testing", "error_fixing", "done"]
+# Where a card can be moved: a stage, or done. Derived from the Stage enum, written once.
+TARGET_NAMES: tuple[str, ...] = (*STAGE_NAMES, "done")
+Target = Literal[TARGET_NAMES]  # type: ignore[valid-type]
+# A card workflow continues as new past this many history events (Temporal's limit is 51,200).
+DEFAULT_MAX_HISTORY_EVENTS = 5_000
 Outcome = Literal["completed", "blocked", "budget_exhausted", "cancelled", "failed"]
 Promise = Literal["COMPLETE", "BLOCKED"]
 
@@ -126,7 +129,7 @@ class CardStart(_Value):
     state: CardState | None = None
     pending: list[Transition] = Field(default_factory=list)
     # Continue-as-new once the event history is longer than this (temporal.continue_as_new_after_events).
-    max_history_events: int = Field(default=5_000, ge=10, le=40_000)
+    max_history_events: int = Field(default=DEFAULT_MAX_HISTORY_EVENTS, ge=10, le=40_000)
 
 
 class StageSettings(_Value):

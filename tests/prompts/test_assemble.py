@@ -3,16 +3,16 @@ from __future__ import annotations
 import json
 import os
 
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
 from cardloop.prompts.assemble import AssemblyRequest, PromptAssembler
 from cardloop.prompts.card import Card, ContextItem, ContextKind, Message, ToolCall
 from cardloop.prompts.settings import TokenBudget
 from cardloop.prompts.stages import Stage
 from cardloop.prompts.templates import TemplateStore
 from cardloop.prompts.tokens import TokenCounter
-from hypothesis import HealthCheck, given
-from hypothesis import settings as hsettings
-from hypothesis import strategies as st
-
 from tests.conftest import EXAMPLE_CARD
 from tests.prompts.helpers import assemble, card, chat, item, settings, tool_exchange, total_of
 

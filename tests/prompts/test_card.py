@@ -3,8 +3,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from cardloop.prompts.card import CardError, card_json_schema, parse_card
 
+from cardloop.prompts.card import CardError, card_json_schema, parse_card
 from tests.conftest import ROOT
 
 SCHEMA_FILE = ROOT / "examples" / "card.schema.json"

@@ -6,7 +6,6 @@ from cardloop.prompts.scrub import Scrubber
 from cardloop.prompts.settings import ContextSettings
 from cardloop.prompts.stages import Stage
 from cardloop.prompts.tokens import TokenCounter
-
 from tests.prompts.helpers import card, item
 
 BUILD_LOG = "\n".join(

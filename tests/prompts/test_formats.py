@@ -8,6 +8,9 @@ import os
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
 from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
 from cardloop.prompts.formats import (
     ALIASES,
@@ -24,8 +27,6 @@ from cardloop.prompts.formats import (
     to_human_assistant,
     to_openai,
 )
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
 
 EPHEMERAL = {"type": "ephemeral"}
 

@@ -5,7 +5,6 @@ from cardloop.prompts.history import FoldRequest, HistoryFitter, group_units
 from cardloop.prompts.scrub import Scrubber
 from cardloop.prompts.settings import HistorySettings
 from cardloop.prompts.tokens import TokenCounter
-
 from tests.prompts.helpers import chat, tool_exchange
 
 

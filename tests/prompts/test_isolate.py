@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from cardloop.prompts.isolate import RESERVED_TAGS, SAFE_LT, neutralize, untrusted_frame, wrap_untrusted
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from cardloop.prompts.isolate import RESERVED_TAGS, SAFE_LT, neutralize, untrusted_frame, wrap_untrusted
 
 # "<", optional invisible gap and "/", then a reserved name: what must never survive.
 _LIVE_TAG = re.compile(

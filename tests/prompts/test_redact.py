@@ -10,6 +10,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from cardloop.prompts.redact import (
     DEFAULT_REDACTOR,
     DEFAULT_RULES,
@@ -18,8 +21,6 @@ from cardloop.prompts.redact import (
     Redactor,
     redact,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 # --------------------------------------------------------------------------- fake secrets
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from cardloop.prompts.stages import Stage
 from cardloop.prompts.templates import PACKAGED_DIR, TemplateError, TemplateStore
 

@@ -6,6 +6,7 @@ import sys
 import textwrap
 
 import pytest
+
 from cardloop.prompts.tokens import TokenCounter, TokenizerError, load_encoding
 
 

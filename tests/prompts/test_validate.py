@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from cardloop.prompts.validate import (
     CATEGORIES,
     MAX_TENANT_PROMPT_CHARS,

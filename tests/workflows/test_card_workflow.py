@@ -3,10 +3,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from cardloop.prompts.card import Card, Message
 from temporalio.client import WorkflowExecutionStatus
 
 from cardloop.contracts.payloads import CardRef
+from cardloop.prompts.card import Card, Message
 from tests.workflows.conftest import Stack, replay_all
 
 pytestmark = pytest.mark.timeout(180)

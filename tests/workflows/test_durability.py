@@ -12,10 +12,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from cardloop.activities.deps import ActivityDeps
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from cardloop.activities.deps import ActivityDeps
 from cardloop.app.cards import CardService
 from cardloop.app.devserver import TemporalDevServer, free_port
 from cardloop.app.scripted_model import ScriptedModel, load_transcript

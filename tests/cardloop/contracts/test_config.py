@@ -3,11 +3,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cardloop.prompts.stages import Stage
 
 from cardloop.contracts.config import REPO_CONFIG, load_config
 from cardloop.contracts.errors import ConfigError
 from cardloop.contracts.secrets import Secret
+from cardloop.prompts.stages import Stage
 
 BASE = REPO_CONFIG.read_text()
 

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
 
 from cardloop.app.scripted_model import ScriptedModel, load_transcript
 from cardloop.integrations.providers import (
@@ -38,6 +37,7 @@ from cardloop.integrations.providers import (
     retry_after_from,
 )
 from cardloop.integrations.providers.anthropic import SDK_TAKES_TEMPERATURE
+from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
 
 ROOT = Path(__file__).resolve().parents[3]
 API_KEY = "sk-ant-api03-THIS-KEY-MUST-NEVER-BE-PRINTED-0123456789"

@@ -18,14 +18,14 @@ from decimal import Decimal
 from typing import Any, TypeVar
 
 import pytest
-from cardloop.prompts.card import Card, ChecklistItem, ContextItem, ContextKind, Message, TenantPrompt, ToolCall
-from cardloop.prompts.stages import Stage
 from pydantic import ValidationError
 from sqlalchemy import Engine, create_engine, inspect, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from cardloop.contracts.errors import CardloopError
+from cardloop.prompts.card import Card, ChecklistItem, ContextItem, ContextKind, Message, TenantPrompt, ToolCall
+from cardloop.prompts.stages import Stage
 from cardloop.store import (
     MIGRATIONS,
     Migration,

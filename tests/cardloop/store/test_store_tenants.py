@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cardloop.prompts.card import Card, ContextItem, ContextKind, Message, TenantPrompt
-from cardloop.prompts.validate import ValidationStatus, validate_tenant_prompt
 from sqlalchemy import Connection, Engine, create_engine, inspect, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, ProgrammingError
 
+from cardloop.prompts.card import Card, ContextItem, ContextKind, Message, TenantPrompt
+from cardloop.prompts.validate import ValidationStatus, validate_tenant_prompt
 from cardloop.store import (
     MIGRATIONS,
     RLS_TABLES,

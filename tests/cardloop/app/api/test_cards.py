@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import httpx
-from cardloop.activities.deps import ActivityDeps
-from cardloop.prompts.card import Card
 from fastapi.testclient import TestClient
 
+from cardloop.activities.deps import ActivityDeps
 from cardloop.app.api.app import create_app
 from cardloop.app.api.services import Services
 from cardloop.contracts.config import REPO_CONFIG, load_config
+from cardloop.prompts.card import Card
 from tests.cardloop.app.api.test_tenants import postgres_admin, store_factory  # noqa: F401  (fixtures)
 from tests.conftest import EXAMPLE_CARD
 

@@ -20,17 +20,17 @@ import anthropic
 import httpx
 import pytest
 import uvicorn
-from cardloop.activities.deps import ActivityDeps
-from cardloop.prompts.card import TenantPrompt
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from cardloop.activities.deps import ActivityDeps
 from cardloop.app.api import gateway
 from cardloop.app.api.auth import require_tenant
 from cardloop.app.api.gateway import text_chunks
 from cardloop.app.api.services import Services
 from cardloop.app.scripted_model import ScriptedModel
 from cardloop.contracts.config import REPO_CONFIG, load_config
+from cardloop.prompts.card import TenantPrompt
 from cardloop.store import Store
 
 ROOT = Path(__file__).resolve().parents[4]

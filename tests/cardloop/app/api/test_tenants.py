@@ -15,19 +15,19 @@ from typing import Any
 
 import httpx
 import pytest
-from cardloop.activities.deps import ActivityDeps
-from cardloop.activities.prompt import PromptActivities
-from cardloop.prompts.card import Card, TenantPrompt
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
+from cardloop.activities.deps import ActivityDeps
+from cardloop.activities.prompt import PromptActivities
 from cardloop.app.api.services import Services
 from cardloop.app.api.tenants import router
 from cardloop.contracts.config import REPO_CONFIG, Config, load_config
 from cardloop.contracts.payloads import AssembleInput
+from cardloop.prompts.card import Card, TenantPrompt
 from cardloop.store import Store
 from tests.cardloop.store.test_store_tenants import PG_URL, _drop_roles, _in_ci, _schema_url
 

@@ -25,9 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cardloop.prompts.card import Card, ContextKind
-from cardloop.prompts.stages import Stage
-from cardloop.prompts.tokens import TokenCounter
 
 from cardloop.integrations.sources.base import SourceRequest, SourceResult, SourceUnavailable
 from cardloop.integrations.sources.github import (
@@ -38,6 +35,9 @@ from cardloop.integrations.sources.github import (
     excerpt_job_log,
     parse_pr_ref,
 )
+from cardloop.prompts.card import Card, ContextKind
+from cardloop.prompts.stages import Stage
+from cardloop.prompts.tokens import TokenCounter
 
 LOGS = Path(__file__).resolve().parents[3] / "prompts" / "fixtures" / "logs"
 TOKEN = "ghp_TestToken1234567890abcdefABCDEF1234"

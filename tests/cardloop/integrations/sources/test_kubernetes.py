@@ -26,14 +26,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import yaml
-from cardloop.prompts.card import Card, ContextKind
-from cardloop.prompts.stages import Stage
-from cardloop.prompts.tokens import TokenCounter
 from kubernetes import client as k8s
 from kubernetes.config import incluster_config
 
 from cardloop.integrations.sources.base import SourceRequest, SourceResult, SourceUnavailable
 from cardloop.integrations.sources.kubernetes import KubernetesSource
+from cardloop.prompts.card import Card, ContextKind
+from cardloop.prompts.stages import Stage
+from cardloop.prompts.tokens import TokenCounter
 from tests.conftest import ROOT
 
 TOKEN = "eyJhbGciOiJSUzI1NiIsImtpZCI6ImNhcmRsb29wIn0.sa-token-THAT-MUST-NEVER-LEAK-4f1c9e"

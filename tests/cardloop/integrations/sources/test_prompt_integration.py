@@ -7,15 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from cardloop.integrations.sources.base import SourceRequest
+from cardloop.integrations.sources.github import GitHubActionsSource, GitHubReviewsSource, GitHubTestResultsSource
 from cardloop.prompts.assemble import AssemblyRequest, PromptAssembler
 from cardloop.prompts.card import Card, ContextItem, ContextKind
 from cardloop.prompts.settings import AssemblySettings
 from cardloop.prompts.stages import Stage
 from cardloop.prompts.templates import TemplateStore
 from cardloop.prompts.tokens import TokenCounter
-
-from cardloop.integrations.sources.base import SourceRequest
-from cardloop.integrations.sources.github import GitHubActionsSource, GitHubReviewsSource, GitHubTestResultsSource
 from tests.cardloop.integrations.sources.test_github import (  # noqa: F401  (fixtures)
     LOGS,
     REPO,

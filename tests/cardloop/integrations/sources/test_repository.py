@@ -15,9 +15,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from cardloop.prompts.card import Card, ContextItem, ContextKind, Message, ToolCall
-from cardloop.prompts.stages import Stage
-from cardloop.prompts.tokens import TokenCounter
 
 from cardloop.integrations.sources.base import SourceRequest, SourceResult, SourceUnavailable
 from cardloop.integrations.sources.repository import (
@@ -29,6 +26,9 @@ from cardloop.integrations.sources.repository import (
     indexable,
     render_file,
 )
+from cardloop.prompts.card import Card, ContextItem, ContextKind, Message, ToolCall
+from cardloop.prompts.stages import Stage
+from cardloop.prompts.tokens import TokenCounter
 
 REPO = "acme/payments"
 TOKEN = "ghs_S3cretT0kenValue0123456789abcdef"

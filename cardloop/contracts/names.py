@@ -1,0 +1,46 @@
+"""Names that running workflows depend on: activities, workflows, signals, queries, search
+attributes and the error types that must not be retried.
+
+Every one of them is recorded in Temporal's histories, so renaming one breaks the replay of
+cards already in flight: add names, never rename or remove one. The activities' decorators,
+the workflows and the clients all take them from here (tests/activities/test_contract.py
+checks that the worker registers exactly the activities the workflows call).
+"""
+
+from __future__ import annotations
+
+# --- activities ------------------------------------------------------------------------------
+STAGE_SETTINGS = "config.stage"
+GATHER = "context.gather"
+ASSEMBLE = "prompt.assemble"
+SUMMARIZE = "history.summarize"
+COMPLETE = "llm.complete"
+APPEND = "history.append"
+
+ACTIVITIES = (STAGE_SETTINGS, GATHER, ASSEMBLE, SUMMARIZE, COMPLETE, APPEND)
+
+# --- workflows, signals, queries -------------------------------------------------------------
+CARD_WORKFLOW = "CardWorkflow"
+STAGE_WORKFLOW = "StageWorkflow"
+
+SIGNAL_TRANSITION = "transition"
+SIGNAL_COMMENT = "comment"
+SIGNAL_STAGE_PROGRESS = "stage_progress"
+QUERY_STATE = "state"
+QUERY_PROGRESS = "progress"
+
+# --- search attributes (registered on the namespace; the operator's queries use them) --------
+SA_CARD_ID = "CardId"
+SA_CARD_STAGE = "CardStage"
+SA_REPO = "Repo"
+SA_TENANT = "Tenant"
+SEARCH_ATTRIBUTE_TYPES = {SA_CARD_ID: "Keyword", SA_CARD_STAGE: "Keyword", SA_REPO: "Keyword", SA_TENANT: "Keyword"}
+
+# --- error types -----------------------------------------------------------------------------
+# Deterministic failures: retrying cannot help, so the activity fails at once and the
+# workflow decides (a stage ends "failed" with the message).
+CONFIG_ERROR = "ConfigError"
+CARD_NOT_FOUND = "CardNotFound"
+INVALID_INPUT = "InvalidInput"
+PROVIDER_REJECTED = "ProviderRejected"
+NON_RETRYABLE = (CONFIG_ERROR, CARD_NOT_FOUND, INVALID_INPUT, PROVIDER_REJECTED)
