@@ -25,6 +25,8 @@ with workflow.unsafe.imports_passed_through():
         CardComment,
         CardStart,
         CardState,
+        SavedState,
+        SaveStateInput,
         StageInput,
         StageProgress,
         StageRun,
@@ -48,6 +50,10 @@ def search_attributes(start: CardStart, stage: str) -> TypedSearchAttributes:
     return TypedSearchAttributes(pairs)
 
 
+# Runs recorded before the state was kept in the store replay without loading or saving it.
+_STATE_IN_STORE = "card-state-in-store"
+
+
 def _card_cancelled() -> bool:
     """True once someone asked Temporal to cancel this card workflow (its main task)."""
     task = asyncio.current_task()
@@ -63,20 +69,25 @@ class CardWorkflow:
         self.card_key = ""
         self.title = ""
         self.max_events = DEFAULT_MAX_HISTORY_EVENTS
+        # Signals that arrive before the state is loaded wait here: dedup needs the state.
+        self.loaded = False
+        self.inbox: list[Transition | CardComment] = []
 
     # --- signals and queries -------------------------------------------------------------
 
     @workflow.signal(name=names.SIGNAL_TRANSITION)
     def transition(self, t: Transition) -> None:
-        if self._seen(t.delivery_id):
-            return
-        self.pending.append(t)
+        if not self.loaded:
+            self.inbox.append(t)
+        elif not self._seen(t.delivery_id):
+            self.pending.append(t)
 
     @workflow.signal(name=names.SIGNAL_COMMENT)
     def comment(self, c: CardComment) -> None:
-        if self._seen(c.delivery_id):
-            return
-        self.comments.append(c)
+        if not self.loaded:
+            self.inbox.append(c)
+        elif not self._seen(c.delivery_id):
+            self.comments.append(c)
 
     @workflow.signal(name=names.SIGNAL_STAGE_PROGRESS)
     def stage_progress(self, progress: StageProgress) -> None:
@@ -106,8 +117,7 @@ class CardWorkflow:
         self.card_key = start.ref.key
         self.title = start.title
         self.max_events = start.max_history_events
-        if start.state is not None:
-            self.state = start.state
+        await self._load_state(start)
         self.pending = list(start.pending) + self.pending
         if start.state is None and workflow.info().continued_run_id is None and not workflow.memo():
             # Started by something other than CardService (which sets the memo at start).
@@ -118,7 +128,9 @@ class CardWorkflow:
             if not self.pending:
                 then = transitions.after_comments(self.state)
                 if then == "finish":
-                    return self.state  # a comment on a finished card: recorded, nothing to run
+                    if await self._close():
+                        return self.state  # a comment on a finished card: recorded, nothing to run
+                    continue
                 if then == "wait":
                     self._details()
                     if self._should_continue_as_new():
@@ -130,12 +142,40 @@ class CardWorkflow:
             if target.to == "done":
                 self._set_stage(start, "done", "done")
                 self._details()
-                if not self.comments and not self.pending:
+                if not self.comments and not self.pending and await self._close():
                     return self.state
                 continue
             await self._run_stage(start, target)
             if not self.pending and self._should_continue_as_new():
                 self._continue_as_new(start)
+
+    async def _load_state(self, start: CardStart) -> None:
+        """The state carried by continue-as-new, or the one the card's last run closed with
+        (the store holds it: the next run starts only after the last one closed)."""
+        if start.state is not None:
+            self.state = start.state
+        elif workflow.info().continued_run_id is None and workflow.patched(_STATE_IN_STORE):
+            saved = await workflow.execute_local_activity(
+                names.LOAD_STATE, start.ref.key, result_type=SavedState, **policies.LOCAL,
+                summary="the card's state when its last run closed")
+            if saved.state is not None:
+                self.state = saved.state
+        self.loaded = True
+        for waiting in self.inbox:
+            if isinstance(waiting, Transition):
+                self.transition(waiting)
+            else:
+                self.comment(waiting)
+        self.inbox.clear()
+
+    async def _close(self) -> bool:
+        """Save the state for the card's next run; False when a move or comment arrived
+        meanwhile (the run goes on instead of closing over it)."""
+        if workflow.patched(_STATE_IN_STORE):
+            await workflow.execute_activity(
+                names.SAVE_STATE, SaveStateInput(card_key=self.card_key, state=self.state), **policies.STORE,
+                summary="keep the card's state for its next run")
+        return not self.comments and not self.pending
 
     async def _run_stage(self, start: CardStart, target: Transition) -> None:
         stage = target.to

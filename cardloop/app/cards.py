@@ -1,6 +1,6 @@
 """Acting on cards as a board does: import a card, move it to a column, comment on it, read
-its state. Moves and comments are signal-with-start: the first one creates the card's
-workflow, later ones reach the same run; each carries a delivery id so a repeat is applied once."""
+its state. A move or comment reaches the card's open run, or starts one that carries the state
+the last run closed with (see _deliver); each carries a delivery id so a repeat is applied once."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.client import (
+    Client,
+    WorkflowHandle,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from cardloop.contracts import names
@@ -42,36 +45,28 @@ class CardService:
             self.store.put_context_items(ref.key, card.context)
         return ref
 
-    def _start(self, ref: CardRef) -> CardStart:
-        card = self.store.card_fields(ref.key)
+    def _start(self, ref: CardRef, fields: Card | None = None) -> CardStart:
+        # The webhook already read the card: pass it in instead of reading it again.
+        card = fields if fields is not None else self.store.card_fields(ref.key)
         if card is None:
             raise InputError(f"card {ref.key!r} is not known; import it first with "
                              "`cardloop card move FILE.json --to STAGE`")
         return CardStart(ref=ref, title=card.title, url=card.url, repo=card.repo,
                          max_history_events=self.config.temporal.continue_as_new_after_events)
 
-    async def _previous_state(self, ref: CardRef) -> CardState | None:
-        """The state of the card's last run when it has closed (a card that reached done):
-        a new run started by a later move or comment continues from it."""
+    async def _deliver(self, ref: CardRef, signal: str, arg: Any, fields: Card | None = None) -> WorkflowHandle:
+        """Signal the card's open run (one RPC, the common case); when there is none, start one
+        with signal-with-start (which signals a run that opened meanwhile). A new run loads the
+        state the last one closed with from the store itself: no state travels from here, so
+        no run can start from a stale copy."""
         handle = self.client.get_workflow_handle(ref.workflow_id)
         try:
-            desc = await handle.describe()
+            await handle.signal(signal, arg)
+            return handle
         except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return None
-            raise
-        if desc.status is None or desc.status == WorkflowExecutionStatus.RUNNING:
-            return None
-        try:
-            return await handle.query(names.QUERY_STATE, result_type=CardState)
-        except (RPCError, WorkflowQueryFailedError):
-            return None
-
-    async def _signal_with_start(self, ref: CardRef, signal: str, arg: Any) -> WorkflowHandle:
-        start = self._start(ref)
-        previous = await self._previous_state(ref)
-        if previous is not None:
-            start = start.model_copy(update={"state": previous})
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+        start = self._start(ref, fields)
         return await self.client.start_workflow(
             CardWorkflow.run, start, id=ref.workflow_id, task_queue=self.config.temporal.task_queue,
             start_signal=signal, start_signal_args=[arg],
@@ -81,14 +76,14 @@ class CardService:
         )
 
     async def move(self, ref: CardRef, to: str, *, delivery_id: str | None = None, actor: str | None = None,
-                   reason: str | None = None) -> WorkflowHandle:
+                   reason: str | None = None, fields: Card | None = None) -> WorkflowHandle:
         t = Transition(to=to, delivery_id=delivery_id or f"cli/{uuid.uuid4()}", actor=actor, reason=reason)  # type: ignore[arg-type]
-        return await self._signal_with_start(ref, names.SIGNAL_TRANSITION, t)
+        return await self._deliver(ref, names.SIGNAL_TRANSITION, t, fields)
 
     async def say(self, ref: CardRef, text: str, *, author: str | None = None,
-                  delivery_id: str | None = None) -> WorkflowHandle:
+                  delivery_id: str | None = None, fields: Card | None = None) -> WorkflowHandle:
         c = CardComment(delivery_id=delivery_id or f"cli/{uuid.uuid4()}", author=author, text=text)
-        return await self._signal_with_start(ref, names.SIGNAL_COMMENT, c)
+        return await self._deliver(ref, names.SIGNAL_COMMENT, c, fields)
 
     async def state(self, ref: CardRef) -> CardState | None:
         handle = self.client.get_workflow_handle(ref.workflow_id)

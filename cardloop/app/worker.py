@@ -9,6 +9,7 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from cardloop.activities.card_state import CardStateActivities
 from cardloop.activities.context import ContextActivities
 from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.history import HistoryActivities
@@ -22,8 +23,9 @@ WORKFLOWS: Sequence[type] = (CardWorkflow, StageWorkflow)
 
 def activities_for(rt: ActivityDeps) -> list[Any]:
     prompt, history = PromptActivities(rt), HistoryActivities(rt)
-    llm, context = LlmActivities(rt), ContextActivities(rt)
-    return [prompt.stage_settings, prompt.assemble, history.append, history.summarize, llm.complete, context.gather]
+    llm, context, state = LlmActivities(rt), ContextActivities(rt), CardStateActivities(rt)
+    return [prompt.stage_settings, prompt.assemble, history.append, history.summarize, llm.complete, context.gather,
+            state.load, state.save]
 
 
 def build_worker(client: Client, rt: ActivityDeps, *, task_queue: str | None = None) -> Worker:

@@ -16,8 +16,10 @@ ASSEMBLE = "prompt.assemble"
 SUMMARIZE = "history.summarize"
 COMPLETE = "llm.complete"
 APPEND = "history.append"
+LOAD_STATE = "card.load_state"
+SAVE_STATE = "card.save_state"
 
-ACTIVITIES = (STAGE_SETTINGS, GATHER, ASSEMBLE, SUMMARIZE, COMPLETE, APPEND)
+ACTIVITIES = (STAGE_SETTINGS, GATHER, ASSEMBLE, SUMMARIZE, COMPLETE, APPEND, LOAD_STATE, SAVE_STATE)
 
 # --- workflows, signals, queries -------------------------------------------------------------
 CARD_WORKFLOW = "CardWorkflow"

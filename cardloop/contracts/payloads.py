@@ -119,6 +119,17 @@ class CardState(BaseModel):
     current: StageProgress | None = None  # the running stage's progress, reported after each turn
 
 
+class SaveStateInput(_Value):
+    card_key: str
+    state: CardState
+
+
+class SavedState(_Value):
+    """The state the card's last run closed with; None before its first run closed."""
+
+    state: CardState | None = None
+
+
 class CardStart(_Value):
     """The card workflow's input (also after continue-as-new, with `state` carried)."""
 

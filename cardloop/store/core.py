@@ -55,6 +55,7 @@ from cardloop.store.values import (
     encode_text,
     tenant_of,
 )
+from cardloop.store.workflow_state import WorkflowStateMixin
 
 _NANO = Decimal("1e-9")
 TOKEN_PREFIX = "cl_"  # lets people and secret scanners recognize a cardloop token
@@ -62,7 +63,7 @@ TOKEN_PREFIX = "cl_"  # lets people and secret scanners recognize a cardloop tok
 TOKEN_USE_RESOLUTION = timedelta(minutes=1)
 
 
-class Store:
+class Store(WorkflowStateMixin):
     """Everything too large for a Temporal payload, keyed by card key 'tenant/board/card id'.
 
     One Store is shared by all threads of a worker: every method is one short transaction on a

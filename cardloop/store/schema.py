@@ -122,6 +122,8 @@ cards = Table(
     Column("fields", Text, nullable=False),
     Column("created_at", UTCDateTime, nullable=False, server_default=_now()),
     Column("updated_at", UTCDateTime, nullable=False, server_default=_now()),
+    # The card workflow's state when its last run closed (CardState JSON; migration 3).
+    Column("workflow_state", Text),
     Index("ix_cards_tenant_board", "tenant", "board"),
     Index("ix_cards_tenant_repo", "tenant", "repo"),
 )
@@ -526,6 +528,7 @@ $fn$""")
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "cards, chat history, context, blobs, summaries, LLM usage, deliveries", _V1),
     Migration(2, "tenant prompts (versioned), API tokens, row-level security", (*_V2_TABLES, _v2_row_level_security)),
+    Migration(3, "the card workflow's state when a run closes", ("ALTER TABLE cards ADD COLUMN workflow_state TEXT",)),
 )
 
 _SCHEMA_TABLE_DDL = """CREATE TABLE IF NOT EXISTS cardloop_schema (
