@@ -1,6 +1,6 @@
 """The values the prompt core needs, as frozen dataclasses.
 
-cardloop/config.py reads config.toml and the environment and builds these; the prompt core
+cardloop/contracts/config.py reads config.toml and the environment and builds these; the prompt core
 never reads a file of configuration or an environment variable itself.
 """
 
