@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -279,5 +282,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def run() -> None:
+    """The console script. Once a Temporal client has run, exit without interpreter
+    finalization: the SDK's Rust runtime keeps threads that may call into Python while it
+    finalizes, which aborts a command that already succeeded ("Fatal Python error:
+    PyGILState_Release", exit -6). Everything the command owns is closed before main returns."""
+    code = main()
+    if "temporalio.bridge.temporal_sdk_bridge" not in sys.modules:
+        sys.exit(code)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
