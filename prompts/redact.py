@@ -55,6 +55,7 @@ an unquoted digit-free identifier cannot be told apart from a variable reference
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections import Counter
@@ -269,8 +270,41 @@ def _token(prefix: str, width: int, body: str) -> re.Pattern[str]:
 _ASSIGN = r"\\?[\"']?[ \t]*(?:=>|:=|:(?!:)|=(?!=))[ \t]*\\?[\"']?"
 
 
+# anchor pattern -> (its literal word, whether its tail starts by consuming the rest of the
+# identifier run). Hits are found with str.find (linear); when such a tail fails at one hit, it
+# fails at every later hit of the same run (same remainder, same next character), so the
+# search skips to the run's end instead of trying every hit: "keykeykey..." stays linear.
+_ANCHOR_WORDS: dict[str, tuple[str, bool]] = {}
+_RUN_TAIL = r"[a-z0-9_.\-]*+"
+
+
 def _anchors(*words: str, tail: str) -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(re.escape(w) + tail) for w in words)
+    patterns = tuple(re.compile(re.escape(w) + tail) for w in words)
+    for w, pattern in zip(words, patterns, strict=True):
+        _ANCHOR_WORDS[pattern.pattern] = (w, tail.startswith(_RUN_TAIL))
+    return patterns
+
+
+def _anchor_starts(anchor: re.Pattern[str], lowered: str, runs: list[int], run_ends: list[int]) -> set[int]:
+    """Start of the identifier run holding each hit of `anchor` in `lowered`."""
+    found: set[int] = set()
+    known = _ANCHOR_WORDS.get(anchor.pattern)
+    if known is None:  # an anchor made elsewhere: a plain scan
+        hits: Iterable[int] = (m.start() for m in anchor.finditer(lowered))
+        for h in hits:
+            i = bisect.bisect_right(runs, h) - 1
+            found.add(runs[i] if i >= 0 and h < run_ends[i] else h)
+        return found
+    word, skips = known
+    pos = lowered.find(word)
+    while pos >= 0:
+        i = bisect.bisect_right(runs, pos) - 1
+        inside = i >= 0 and pos < run_ends[i]
+        if anchor.match(lowered, pos):
+            found.add(runs[i] if inside else pos)
+        nxt = run_ends[i] if inside and skips else pos + 1
+        pos = lowered.find(word, max(nxt, pos + 1))
+    return found
 
 
 # A key word, the rest of its identifier, an optional closing quote, `=` or `:`, then six
@@ -395,15 +429,19 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
 
 # --------------------------------------------------------------------------- the redactor
 
-_IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
-_MAX_IDENT_BACKTRACK = 128
+# Identifier runs, found once per text in one linear scan: an anchor hit maps to the start of
+# the run that holds it, so each run is matched at most once per rule however many anchor
+# hits it holds ("keykeykey..." used to start a match at every hit: quadratic).
+_IDENT_RUN = re.compile(r"[A-Za-z0-9_.\-]+")
 
 
-def _identifier_start(lowered: str, i: int) -> int:
-    j, stop = i, max(0, i - _MAX_IDENT_BACKTRACK)
-    while j > stop and lowered[j - 1] in _IDENT_CHARS:
-        j -= 1
-    return j
+def _lower_same_length(text: str) -> str:
+    """`text.lower()` with every offset kept: "İ" is the one character whose lowercase is two
+    characters long; as "i" it still lets anchors match, and hits map back to `text`."""
+    lowered = text.replace("\u0130", "i").lower()
+    if len(lowered) != len(text):  # a future Unicode version adds another such character
+        lowered = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    return lowered
 
 
 class Redactor:
@@ -423,24 +461,23 @@ class Redactor:
             return ()
         if not rule.anchors:
             return rule.pattern.finditer(text)
-        if len(lowered) != len(text):
-            # Lowercasing moved offsets (e.g. "İ" becomes two characters), so anchor hits
-            # cannot be mapped back; anchored patterns start at an identifier, so a plain
-            # scan finds the same matches, only slower.
-            return rule.pattern.finditer(text)
+        if ("", 0) not in anchor_hits:
+            spans = [m.span() for m in _IDENT_RUN.finditer(lowered)]
+            anchor_hits[("", 0)] = [a for a, _ in spans]
+            anchor_hits[("", 1)] = [b for _, b in spans]
+        runs, run_ends = anchor_hits[("", 0)], anchor_hits[("", 1)]
         starts: set[int] = set()
         for anchor in rule.anchors:
             key = (anchor.pattern, anchor.flags)
             hits = anchor_hits.get(key)
             if hits is None:  # shared anchors are scanned once per text
-                hits = [_identifier_start(lowered, m.start()) for m in anchor.finditer(lowered)]
-                anchor_hits[key] = hits
+                hits = anchor_hits[key] = sorted(_anchor_starts(anchor, lowered, runs, run_ends))
             starts.update(hits)
         return filter(None, (rule.pattern.match(text, s) for s in sorted(starts)))
 
     def find(self, text: str) -> tuple[Finding, ...]:
         """Non-overlapping secret spans in `text`, sorted by start."""
-        lowered = text.lower()
+        lowered = _lower_same_length(text)
         anchor_hits: dict[tuple[str, int], list[int]] = {}
         candidates: list[tuple[int, int, int]] = []  # (start, -end, rule index)
         for index, rule in enumerate(self.rules):

@@ -1,0 +1,46 @@
+"""The redactor's cost grows linearly with its input, whatever the input (red-team finding:
+"key"*N, "İ"+"a"*N and "token_"*N were quadratic and stalled the API)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from cardloop.prompts.redact import DEFAULT_REDACTOR
+
+FAMILIES = {
+    "key*": lambda n: "key" * (n // 3),
+    "dotted İ": lambda n: "İ" + "a" * n,
+    "token_*": lambda n: "token_" * (n // 6),
+    "password= *": lambda n: "password= " * (n // 10),
+    "unterminated quotes": lambda n: 'password="' * (n // 10),
+    "credential words": lambda n: "api_key secret token " * (n // 21),
+}
+
+
+def _best(text: str) -> float:
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        DEFAULT_REDACTOR.redact(text)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_four_times_the_input_costs_about_four_times_the_time(family: str) -> None:
+    make = FAMILIES[family]
+    small, large = _best(make(25_000)), _best(make(100_000))
+    # Linear: about 4x. Quadratic: about 16x. The floor keeps timer noise on tiny runs out.
+    assert large <= 8 * max(small, 0.002), f"{family}: {small:.4f}s -> {large:.4f}s"
+
+
+def test_the_dotted_capital_i_does_not_hide_a_secret() -> None:
+    text = "İstanbul config: api_key = 'Zx81kPq0Lm2Rt5Yv7Wn3Bc9Df'"
+    assert "Zx81kPq0Lm2Rt5Yv7Wn3Bc9Df" not in DEFAULT_REDACTOR.redact(text).text
+
+
+def test_lone_surrogates_are_redacted_around_not_raised_on() -> None:
+    out = DEFAULT_REDACTOR.redact("hi \ud800 token=ghp_" + "a1B2c3D4" * 5).text
+    assert "\ud800" in out and "a1B2c3D4" not in out
