@@ -66,7 +66,8 @@ class CardService:
         except RPCError as err:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise
-        start = self._start(ref, fields)
+        # _start may read the store (synchronous SQL): off the event loop, which serves the API too.
+        start = await asyncio.to_thread(self._start, ref, fields)
         return await self.client.start_workflow(
             CardWorkflow.run, start, id=ref.workflow_id, task_queue=self.config.temporal.task_queue,
             start_signal=signal, start_signal_args=[arg],

@@ -1,7 +1,7 @@
 """`cardloop demo`: the sample card through every stage on the embedded stack.
 
 With an API key for the configured profiles it uses the real model. Without one it says so
-and runs the offline scripted model: a documented test double (cardloop/scripted_model.py)
+and runs the offline scripted model: a documented test double (cardloop/app/scripted_model/)
 that serves the Anthropic Messages API on 127.0.0.1 and replays examples/transcript.json, so
 a newcomer sees the whole flow. It is never used silently when a key exists."""
 

@@ -5,10 +5,16 @@ summaries and LLM usage here and pass references (card keys, seqs, blob refs) th
 SQLite by default (`sqlite:///path/to/file.sqlite`, `sqlite://` in memory for tests),
 PostgreSQL when the URL says so (`postgresql://...`, driven by psycopg 3).
 
-    engine.py   URL rules, engine settings, read/write transactions
-    schema.py   tables and the versioned migrations (table `cardloop_schema`)
-    values.py   StoreError, value objects, card key and blob ref rules
-    core.py     Store, the API
+    engine.py          URL rules, engine settings, read/write transactions
+    schema.py          tables and the versioned migrations (table `cardloop_schema`)
+    values.py          StoreError, value objects, card key and blob ref rules
+    core.py            Store, the API: opens, migrates and scopes; one mixin per concern below
+    base.py            what the mixins share: tenant checks, idempotent inserts, the card counter
+    cards.py           card fields and chat history        context.py         context items
+    blobs.py           content-addressed blobs             summaries.py       history summaries
+    usage.py           LLM usage and cost                  deliveries.py      delivery ids seen
+    tenant_prompts.py  tenant prompt versions              tokens.py          API tokens
+    workflow_state.py  the card workflow's closing state   roles.py           PostgreSQL roles
 
 `Store.open(url)` creates the engine and migrates; one Store is shared by all threads.
 `store.for_tenant(t)` is a view scoped to one tenant; on PostgreSQL row-level security enforces

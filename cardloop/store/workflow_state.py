@@ -7,19 +7,13 @@ that closed and opened between the read and the start."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import select, update
 
 from cardloop.store import schema as s
+from cardloop.store.base import StoreBase
 
 
-class WorkflowStateMixin:
-    _db: Any
-
-    def _card_tenant(self, card_key: str) -> str:
-        raise NotImplementedError
-
+class WorkflowStateMixin(StoreBase):
     def save_workflow_state(self, card_key: str, state_json: str) -> bool:
         """False when the card is not stored (nothing to attach the state to)."""
         tenant = self._card_tenant(card_key)

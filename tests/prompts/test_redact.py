@@ -8,6 +8,8 @@ bodies (`"ghp_" + ...`) so repository secret scanners do not flag this file.
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -321,7 +323,7 @@ def test_text_without_secrets_is_returned_as_is() -> None:
     assert result.text == "nothing to see here" and result.findings == () and result.counts() == {}
 
 
-def test_lowercasing_that_moves_offsets_falls_back_to_scanning() -> None:
+def test_lowercasing_that_would_move_offsets_keeps_them() -> None:
     # "İ".lower() is two characters, so anchor offsets in the lowercased text would be off.
     text = "İstanbul DB_PASSWORD=s3cr3tP4ssw0rd! Authorization: Bearer 8f3kQ9zX2vL7mN4p"
     assert redact(text) == ("İstanbul DB_PASSWORD=[REDACTED:generic-assignment] "
@@ -407,3 +409,165 @@ def test_cardloop_api_token() -> None:
     out = redact(f"Authorization for the gateway: {token}.")
     assert token not in out and "[REDACTED:cardloop-api-token]" in out
     assert redact("cl_" + "x" * 43) == "cl_" + "x" * 43  # not random: an identifier, kept
+
+
+# --------------------------------------------------------------------------- linear time
+#
+# Red-team finding: the redactor was quadratic and holds the GIL. "key"*N took 115 s for
+# 1 MB, "İ"+"a"*N and "token_"*N grew quadratically, "?token="*N took 11 s for 100 KB, and
+# one 200 KB gateway request stalled the API for 18 s. The work counter (`ScanStats`, in
+# units that do not depend on the machine) is the main check; the timed check compares with
+# one pass of the bare `re` engine over the same text, measured in the same test.
+
+
+def _cycle(unit: str, size: int) -> str:
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+ADVERSARIAL = {
+    "key*N": lambda n: _cycle("key", n),
+    "api_key*N": lambda n: _cycle("api_key", n),
+    "dotted I + a*N": lambda n: "İ" + "a" * (n - 1),
+    "token_*N": lambda n: _cycle("token_", n),
+    "?token=*N": lambda n: _cycle("?token=", n),
+    "token=*N": lambda n: _cycle("token=", n),
+    "base64 run": lambda n: _cycle("QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0NTY3ODkrLw==", n),
+    "hex run": lambda n: _cycle("0123456789abcdef", n),
+    "long line, credential words": lambda n: _cycle("api_key secret token password bearer ", n),
+    "long line, no credential words": lambda n: _cycle("lorem ipsum dolor sit amet ", n),
+    "password= without values": lambda n: _cycle("password=\n", n),
+    "password= then a space": lambda n: _cycle("password= ", n),
+    "PEM BEGIN without END": lambda n: "-----BEGIN RSA PRIVATE KEY-----\n" + _cycle("MIIEowIBAAK\n", n),
+    "unterminated quotes": lambda n: _cycle('password="', n),
+    "unterminated quoted value": lambda n: "api_key = '" + _cycle("a1B2c3", n),
+    "lone surrogates": lambda n: _cycle("hi \ud800 token=", n),
+    "dense secrets": lambda n: _cycle("token=a1B2c3D4e5 ", n),
+    "dense rejected assignments": lambda n: _cycle("pwdx=", n),
+    "dense rejected query values": lambda n: _cycle("?token=%s", n),
+    "bearer*N": lambda n: _cycle("Bearer ", n),
+    "://u:*N": lambda n: _cycle("://u:", n),
+    "eyJ*N": lambda n: _cycle(".eyJaaaaaaaa", n),
+}
+
+
+@pytest.mark.parametrize("family", sorted(ADVERSARIAL))
+def test_work_grows_linearly_with_the_input(family: str) -> None:
+    from cardloop.prompts.redact import ScanStats
+
+    small, large = ScanStats(), ScanStats()
+    DEFAULT_REDACTOR.find(ADVERSARIAL[family](50_000), small)
+    DEFAULT_REDACTOR.find(ADVERSARIAL[family](200_000), large)
+    # Four times the input: four times the work (quadratic would be sixteen).
+    assert large.total <= 4.2 * small.total + 1_000, (small, large)
+    # And a constant per character: at most one bounded match and value check (500
+    # characters) per identifier that could hold a secret.
+    assert large.total <= 300 * 200_000, large
+
+
+def test_an_identifier_is_read_once_however_often_it_repeats_a_key_word() -> None:
+    from cardloop.prompts.redact import ScanStats
+
+    stats = ScanStats()
+    text = "api_key" * 30_000 + "=Zx81kPq0Lm2Rt5Yv7Wn3"
+    assert DEFAULT_REDACTOR.find(text, stats) == (
+        Finding("generic-assignment", 210_001, len(text)),)
+    assert stats.hits <= 2 and stats.runs <= 2 * 210_000 and stats.attempts <= 2
+
+
+_FLOOR = re.compile(r"[A-Za-z0-9]{40}")
+# Linear costs at most a few dozen of these passes (a match and a value check in Python per
+# identifier that could hold a secret); quadratic costs thousands at 100 KB.
+_BUDGET = 100
+
+
+def _seconds(fn: Callable[[str], object], text: str) -> float:
+    t0 = time.perf_counter()
+    fn(text)
+    return time.perf_counter() - t0
+
+
+@pytest.mark.parametrize("family", [
+    "key*N", "dotted I + a*N", "token_*N", "?token=*N", "token=*N", "base64 run", "hex run",
+    "long line, credential words", "long line, no credential words",
+    "password= without values", "password= then a space", "PEM BEGIN without END",
+    "unterminated quotes", "unterminated quoted value", "lone surrogates",
+])
+def test_adversarial_input_costs_a_bounded_multiple_of_one_re_pass(family: str) -> None:
+    text = ADVERSARIAL[family](100_000)
+    # The floor pass runs over 32 copies (per copy): as long as ours, so load hits both alike.
+    copies = text * 32
+    floor = ours = float("inf")
+    for _ in range(7):  # best of a few, side by side
+        floor = min(floor, _seconds(lambda t: _FLOOR.sub("", t), copies) / 32)
+        ours = min(ours, _seconds(DEFAULT_REDACTOR.redact, text))
+        if ours <= _BUDGET * floor or ours > 2.0:  # within budget, or hopeless (quadratic)
+            break
+    assert ours <= _BUDGET * floor, f"{family}: {ours:.4f}s, {ours / floor:.0f}x one re pass"
+
+
+def test_adversarial_inputs_redact_what_they_should() -> None:
+    n = 50_000
+    for family in ("key*N", "dotted I + a*N", "token_*N", "base64 run", "hex run",
+                   "long line, credential words", "long line, no credential words",
+                   "password= without values", "unterminated quoted value"):
+        text = ADVERSARIAL[family](n)
+        assert redact(text) == text, family
+    pem = ADVERSARIAL["PEM BEGIN without END"](n)
+    assert redact("dump:\n" + pem) == "dump:\n[REDACTED:private-key]"
+    assert redact("hi \ud800") == "hi \ud800"  # a lone surrogate neither raises nor moves
+    out = redact("hi \ud800 password=" + "Zx81kPq0" * 3 + " \udfff")
+    assert out == "hi \ud800 password=[REDACTED:generic-assignment] \udfff"
+    out = redact(ADVERSARIAL["unterminated quotes"](n))
+    assert set(out.replace("[REDACTED:generic-assignment]", "").replace('password="', "")) <= {'"'}
+
+
+def test_a_secret_longer_than_the_pattern_bound_is_replaced_whole() -> None:
+    long = "Zx81kPq0Lm2Rt5Yv" * 50  # 800 characters, more than any bound in a pattern
+    assert redact(f"DB_PASSWORD={long}\nnext") == "DB_PASSWORD=[REDACTED:generic-assignment]\nnext"
+    signature = "AbC123dEf456GhI789" * 20
+    assert (redact(f"GET /f?X-Amz-Signature={signature}&x=1 200")
+            == "GET /f?X-Amz-Signature=[REDACTED:url-query-secret]&x=1 200")
+
+
+def test_a_key_inside_a_redacted_value_is_still_matched_when_it_can_reach_past_it() -> None:
+    # The first value ends at the space; the key at its end owns the quoted secret after it.
+    text = 'token=' + "a1" * 60 + 'xtoken= "Zx81kPq0Lm2Rt5Yv"'
+    out = redact(text)
+    assert "Zx81kPq0Lm2Rt5Yv" not in out and "a1a1" not in out
+    # A rejected value (a template) does not hide the real one inside it.
+    out = redact("GET /x?token=%s?token=Zx81kPq0Lm2Rt5Yv&y=1")
+    assert "Zx81kPq0Lm2Rt5Yv" not in out
+    out = redact("token=%s,token=Zx81kPq0Lm2Rt5Yv")
+    assert "Zx81kPq0Lm2Rt5Yv" not in out
+
+
+_CHAIN = ["token", "password", "secret_name", "api_key", "sig", "?", "&", "=", ":", ":=", "=>",
+          " ", "'", '"', "x", "a1B2c3", "Zq8Zq8Zq8", "%s", "{{", "str", ": str =", "b", "[", "]",
+          ",", "(", "\\", "-", ".", "_", "/", "İ", "a" * 40, "Q9" * 30]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_CHAIN), max_size=80))
+def test_skipping_candidates_inside_a_redacted_value_changes_nothing(parts: list[str]) -> None:
+    import dataclasses
+
+    unskipped = Redactor([dataclasses.replace(r, reach=None) for r in DEFAULT_RULES])
+    text = "".join(parts)
+    assert DEFAULT_REDACTOR.find(text) == unskipped.find(text)
+
+
+def test_spelled_out_whitespace_is_exactly_unicode_whitespace() -> None:
+    import sys
+
+    from cardloop.prompts.redact import _SPACE
+
+    spelled, category = re.compile(f"[{_SPACE}]"), re.compile(r"\s")
+    assert all(bool(spelled.match(c)) == bool(category.match(c))
+               for c in map(chr, range(sys.maxunicode + 1)))
+
+
+def test_tail_and_reach_are_checked() -> None:
+    with pytest.raises(ValueError, match="character class"):
+        RedactionRule("r", re.compile("x"), tail="[a-z]+")
+    with pytest.raises(ValueError, match="reach"):
+        RedactionRule("r", re.compile("x"), reach=3)

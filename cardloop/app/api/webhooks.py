@@ -3,7 +3,10 @@
 Order matters for nothing to be lost: the signature is checked over the raw body before
 anything is parsed (401); the event reaches Temporal (signal-with-start carrying the delivery
 id, which the card workflow applies once); only then does the route answer 2xx. A failure
-to reach Temporal answers 503, so the board's own retry delivers it again, safely."""
+to reach Temporal answers 503, so the board's own retry delivers it again, safely.
+
+The store is synchronous SQL: every store call here runs in the threadpool, never on the event
+loop, so one slow database call cannot stall every other request the API is serving."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 from temporalio.service import RPCError
 
 from cardloop.app.api.services import Services, services
@@ -43,7 +47,7 @@ async def _apply(svc: Services, event: BoardEvent, moving: set[str]) -> dict[str
     base = {"card": ref.key, "kind": event.kind, "delivery_id": event.delivery_id}
     if svc.cards is None:
         raise ConfigError("Temporal is not configured for this API")
-    known = svc.store.card_fields(ref.key) is not None
+    known = (await run_in_threadpool(svc.store.card_fields, ref.key)) is not None
     if event.kind in ("transition", "build_failed") and event.stage is None:
         reason = (f"column {event.to_column!r} is not mapped to a stage in boards.{event.board}.columns"
                   if event.kind == "transition" else f"boards.{event.board}.failure_stage is off")
@@ -54,9 +58,9 @@ async def _apply(svc: Services, event: BoardEvent, moving: set[str]) -> dict[str
     if not known:
         if event.kind == "comment" and ref.key not in moving:
             return {**base, "status": "ignored", "reason": f"no card is known for {event.card_id} yet: move it first"}
-        svc.cards.import_card(Card(id=ref.card_id, tenant=ref.tenant, board=ref.board,
-                                   title=(event.title or event.card_id)[:1000], body=event.body or "",
-                                   url=event.url, repo=event.repo, branch=event.branch))
+        card = Card(id=ref.card_id, tenant=ref.tenant, board=ref.board, title=(event.title or event.card_id)[:1000],
+                    body=event.body or "", url=event.url, repo=event.repo, branch=event.branch)
+        await run_in_threadpool(svc.cards.import_card, card)
     if event.kind == "comment":
         await svc.cards.say(ref, event.comment or "", author=event.actor, delivery_id=event.delivery_id)
         stage = None
@@ -64,7 +68,7 @@ async def _apply(svc: Services, event: BoardEvent, moving: set[str]) -> dict[str
         stage = event.stage
         await svc.cards.move(ref, stage or "done", delivery_id=event.delivery_id, actor=event.actor,
                              reason=f"{event.board}: {event.from_column or '?'} -> {event.to_column or stage}")
-    first = svc.store.record_delivery(ref.tenant, event.board, event.delivery_id)
+    first = await run_in_threadpool(svc.store.record_delivery, ref.tenant, event.board, event.delivery_id)
     return {**base, "status": "accepted" if first else "duplicate", "stage": stage, "workflow_id": ref.workflow_id}
 
 

@@ -3,10 +3,13 @@ workflow on Temporal; bad deliveries get clear 4xx answers and never move a card
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
+import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -16,7 +19,9 @@ from hypothesis import strategies as st
 from cardloop.app.api.app import create_app
 from cardloop.app.api.services import Services
 from cardloop.app.boards.adapters import build_adapters
+from cardloop.app.cards import CardService
 from cardloop.contracts.payloads import CardRef
+from cardloop.store import Store
 from tests.stack import Stack
 
 pytestmark = pytest.mark.timeout(240)
@@ -201,3 +206,54 @@ async def test_github_projects_move_resolves_through_graphql_and_starts_the_stag
         assert card is not None and card.title == ISSUE["title"] and card.repo == "Octocoders/payments"
     finally:
         github.close()
+
+
+class SlowStore:
+    """The stack's store, with the calls a webhook makes taking `delay` seconds each (a slow database)."""
+
+    SLOW = frozenset({"card_fields", "upsert_card", "record_delivery"})
+
+    def __init__(self, store: Store, delay: float) -> None:
+        self._store = store
+        self._delay = delay
+        self.slow_calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._store, name)
+        if name not in self.SLOW:
+            return found
+
+        def slow(*args: Any, **kwargs: Any) -> Any:
+            self.slow_calls += 1
+            time.sleep(self._delay)
+            return found(*args, **kwargs)
+
+        return slow
+
+
+@pytest.mark.stack_env(**ENV)
+async def test_a_slow_store_under_a_webhook_never_stalls_the_other_requests(stack: Stack) -> None:
+    slow = SlowStore(stack.store, delay=1.0)
+    async with httpx.AsyncClient() as http:
+        svc = Services(config=stack.config, store=slow, runtime=stack.runtime,  # type: ignore[arg-type]
+                       cards=CardService(stack.client, slow, stack.config),  # type: ignore[arg-type]
+                       http=http, adapters=build_adapters(stack.config, http))
+        transport = httpx.ASGITransport(app=create_app(svc))
+        async with httpx.AsyncClient(transport=transport, base_url="http://cardloop") as api:
+            body = generic("WEB-SLOW", "testing", "g-slow")
+            delivery = asyncio.create_task(post(api, "generic", body, sign(body)))
+            # The app runs on this test's event loop: a store call blocking the loop would hold the
+            # probe (or the pause before it) until its sleep ends. Probe until the delivery (4 slow
+            # calls, about 4 s) is answered; each gap spans a pause and one probe's answer.
+            gaps = []
+            while not delivery.done():
+                started = time.monotonic()
+                await asyncio.sleep(0.05)
+                assert (await api.get("/healthz")).status_code == 200
+                gaps.append(time.monotonic() - started)
+            r = await delivery
+    assert r.status_code == 200, r.text
+    assert r.json()["events"][0]["status"] == "accepted"
+    # card_fields (webhook), upsert_card (import), card_fields (start the workflow), record_delivery
+    assert slow.slow_calls == 4
+    assert len(gaps) >= 10 and max(gaps) < 0.5, [round(g, 3) for g in gaps]

@@ -1,0 +1,90 @@
+"""The prompt gateway: OpenAI- and Anthropic-shaped chat endpoints for a tenant's other applications.
+
+    POST /v1/chat/completions   OpenAI chat completions request -> chat.completion (or SSE chunks)
+    POST /v1/messages           Anthropic Messages request      -> message (or SSE events)
+
+Every call (bearer token -> tenant, `require_tenant`):
+
+1. The body is validated by hand, so a malformed one is a 400 in the caller's own error shape
+   (FastAPI's validation errors would answer 422 in neither shape).
+2. `cardloop.prompts.formats.intercept` reads the request in whatever form its system prompt comes
+   (OpenAI system/developer messages, Anthropic `system`, Gemma/ChatML markers or
+   Human:/Assistant: text inside a system text): system text is cleaned, embedded turns are
+   kept as turns in their place.
+3. The prompt core layers the system prompt (`PromptAssembler`, an empty card of the tenant, no
+   stage): core guardrails first, the request's system text as the request-level behaviour layer
+   (the highest: it overrides the profile/global prompts and a tenant prompt in
+   `replace_behavior` mode), the tenant's prompt appended in `append` mode. Only that first
+   system block is sent: the stage's agent prompt and the card context the assembler also
+   builds are card-stage concepts, and a gateway caller is not running a card stage.
+4. The caller's turns follow in order, each through the prompt core's secret redactor; none is
+   dropped. A conversation that opens with an assistant turn gets a short user opener first
+   (providers want the user to speak first), as the assembler does for card history.
+5. The conversation goes to `config.gateway.profile`'s provider (`ActivityDeps.provider`), rendered in
+   that provider's format by the provider itself; usage and cost are recorded per call.
+
+Decisions callers and operators should know:
+
+- `model` in the request is a label: the profile's model always answers (a tenant must not pick
+  a costlier model than the operator configured). The response echoes the caller's label.
+- max_tokens: OpenAI `max_completion_tokens` or `max_tokens` (optional, default the profile's),
+  Anthropic `max_tokens` (required, as in the API); always capped at the profile's max_tokens.
+  temperature: the caller's when given (range checked as its API does), else the profile's;
+  the Anthropic provider drops it when its SDK's API version has no temperature.
+- Parameters with no place in `Provider.complete` (tools, stop sequences, top_p, ...) are
+  ignored and named in the `x-cardloop-ignored-params` response header; tool calls and tool
+  results in the history are carried as readable text (intercept's rules). `n` other than 1 is
+  refused.
+- Streaming ("stream": true) is answered as server-sent events in the caller's protocol. When
+  the profile's provider can stream (`StreamingProvider`: the anthropic provider), each text delta
+  is forwarded as the provider produces it; the response starts once the provider has accepted
+  the call, so a failure before that is the plain HTTP error below, and a failure after it ends
+  the stream with an error event (Anthropic `event: error`; OpenAI a `data: {"error": ...}` line,
+  no `[DONE]`). Usage is recorded from the stream's final event. Other providers' answers are
+  completed first and replayed as events (the first event leaves once the provider has answered).
+- Status mapping of provider failures: rate limited -> 429; overloaded, 5xx, timeout, connection
+  and other retryable failures -> 503; both with `retry-after` (whole seconds) when the provider
+  said how long. The provider's 400/422 -> 400 with its message (prompt too long too; 413 stays
+  413). Our own provider key refused, spend limit, unknown model -> 502 with a generic message:
+  the caller cannot fix them and must not see our account's details.
+- The system budget of the layered prompt is widened to the profile's whole prompt budget
+  (`budget.total`): a caller's system prompt is its application's, not a card's bounded layer.
+- Usage is recorded as card key `<tenant>/gateway/-`, stage "gateway", call key
+  `gateway/<id>` (the `x-cardloop-call-id` header and the response id carry the same id). A
+  failure to record is logged and the answer still returned: the tokens were spent either way,
+  and a 500 would only make the caller retry and spend them twice.
+"""
+
+from cardloop.app.api.gateway.answers import anthropic_stop_reason, error_response, openai_finish_reason
+from cardloop.app.api.gateway.layering import OPENER, layered_conversation, prepare, tenant_prompt_for
+from cardloop.app.api.gateway.models import STAGE, GatewayCall, GatewayError, LiveStream, Outcome, Prepared, Protocol
+from cardloop.app.api.gateway.provider import complete, from_provider_error, open_stream
+from cardloop.app.api.gateway.routes import chat_completions, messages, router
+from cardloop.app.api.gateway.streaming import STREAM_CHUNK_CHARS, text_chunks
+from cardloop.app.api.gateway.validation import read_request
+
+__all__ = [
+    "OPENER",
+    "STAGE",
+    "STREAM_CHUNK_CHARS",
+    "GatewayCall",
+    "GatewayError",
+    "LiveStream",
+    "Outcome",
+    "Prepared",
+    "Protocol",
+    "anthropic_stop_reason",
+    "chat_completions",
+    "complete",
+    "error_response",
+    "from_provider_error",
+    "layered_conversation",
+    "messages",
+    "open_stream",
+    "openai_finish_reason",
+    "prepare",
+    "read_request",
+    "router",
+    "tenant_prompt_for",
+    "text_chunks",
+]

@@ -1,0 +1,78 @@
+"""The gateway's two routes: read the request, run the blocking work (store, prompt assembly,
+provider) in the threadpool, and answer whole or as a stream in the caller's protocol."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from cardloop.app.api.auth import require_tenant
+from cardloop.app.api.gateway.answers import anthropic_body, error_response, openai_body
+from cardloop.app.api.gateway.layering import prepare
+from cardloop.app.api.gateway.models import GatewayError, Protocol
+from cardloop.app.api.gateway.provider import complete, open_stream
+from cardloop.app.api.gateway.streaming import (
+    anthropic_events,
+    live_anthropic_events,
+    live_openai_events,
+    openai_events,
+)
+from cardloop.app.api.gateway.validation import read_request
+from cardloop.app.api.services import Services, services
+
+router = APIRouter(tags=["gateway"])
+
+
+TenantDep = Annotated[str, Depends(require_tenant)]
+ServicesDep = Annotated[Services, Depends(services)]
+
+
+@router.post("/v1/chat/completions", summary="OpenAI-compatible chat completions through the prompt gateway")
+async def chat_completions(request: Request, tenant: TenantDep, svc: ServicesDep) -> Response:
+    return await _serve(request, tenant, svc, "openai")
+
+
+@router.post("/v1/messages", summary="Anthropic-compatible messages through the prompt gateway")
+async def messages(request: Request, tenant: TenantDep, svc: ServicesDep) -> Response:
+    return await _serve(request, tenant, svc, "anthropic")
+
+
+async def _serve(request: Request, tenant: str, svc: Services, protocol: Protocol) -> Response:
+    call_id = uuid.uuid4().hex
+    try:
+        raw = await request.body()
+        if len(raw) > svc.config.api.max_body_bytes:
+            raise GatewayError(413, f"request body larger than {svc.config.api.max_body_bytes} bytes",
+                               code="too_large")
+        call = read_request(raw, protocol)
+        # Store, prompt assembly and the provider call all block: keep them off the event loop.
+        prepared = await run_in_threadpool(prepare, svc, tenant, call)
+        live = await run_in_threadpool(open_stream, svc, tenant, call, call_id, prepared) if call.stream else None
+        outcome = None if live else await run_in_threadpool(complete, svc, tenant, call, call_id, prepared)
+    except GatewayError as exc:
+        return error_response(protocol, exc, call_id)
+    headers = {"x-cardloop-call-id": f"gateway/{call_id}"}
+    if call.ignored:
+        headers["x-cardloop-ignored-params"] = ", ".join(call.ignored)
+    if prepared.redactions:
+        headers["x-cardloop-redactions"] = str(prepared.redactions)
+    created = int(svc.clock())
+    if live is not None:
+        # A sync iterator: Starlette pulls each event in a worker thread, so the blocking provider
+        # read and the usage write stay off the event loop.
+        events = (live_openai_events(live, created, call.include_usage) if protocol == "openai"
+                  else live_anthropic_events(live))
+        return StreamingResponse(events, media_type="text/event-stream",
+                                 headers={**headers, "cache-control": "no-cache"})
+    assert outcome is not None
+    if call.stream:
+        events = (openai_events(outcome, created, call.include_usage) if protocol == "openai"
+                  else anthropic_events(outcome))
+        return StreamingResponse(events, media_type="text/event-stream",
+                                 headers={**headers, "cache-control": "no-cache"})
+    body = openai_body(outcome, created) if protocol == "openai" else anthropic_body(outcome)
+    return JSONResponse(body, headers=headers)

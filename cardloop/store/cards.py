@@ -1,0 +1,162 @@
+"""A card's fields and its chat history: the conversation every stage prompt is built from.
+
+History is append-only with one seq per message; a retried activity appends once (dedup_key),
+and concurrent appends to one card queue on the card's counter row (base.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import Connection, func, select, update
+
+from cardloop.prompts.card import Card, Message
+from cardloop.store import schema as s
+from cardloop.store.base import StoreBase, check_text
+from cardloop.store.context import context_dict, context_rows
+from cardloop.store.values import MAX_KEY, StoreError
+
+
+class CardsMixin(StoreBase):
+    # -- cards ----------------------------------------------------------------------------------
+
+    def upsert_card(self, card_key: str, card: Card) -> None:
+        """Store the card's fields; its history and context are NOT stored here.
+
+        History goes through `append_message`, context through `put_context_items`: they have
+        their own idempotency rules, and a re-synced card must not rewrite them.
+        """
+        tenant = self._card_tenant(card_key)
+        if card.tenant != tenant:
+            raise StoreError(f"card key {card_key!r} names tenant {tenant!r} but the card belongs to {card.tenant!r}")
+        stmt = self._insert(s.cards).values(
+            card_key=card_key,
+            tenant=tenant,
+            board=card.board,
+            card_id=card.id,
+            repo=card.repo,
+            stage=card.stage.value if card.stage is not None else None,
+            fields=card.model_dump_json(exclude={"history", "context"}),
+        )
+        changed = ("board", "card_id", "repo", "stage", "fields")
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[s.cards.c.card_key],
+            set_={name: stmt.excluded[name] for name in changed} | {"updated_at": func.current_timestamp()},
+        )
+        with self._db.write(tenant) as conn:
+            conn.execute(stmt)
+
+    def card_fields(self, card_key: str) -> Card | None:
+        """The card without history and context (one row read), or None when not stored."""
+        tenant = self._card_tenant(card_key)
+        with self._db.read(tenant) as conn:
+            fields = conn.execute(_card_fields_query(card_key, tenant)).scalar_one_or_none()
+        return None if fields is None else Card.model_validate_json(fields)
+
+    def get_card(self, card_key: str) -> Card | None:
+        """The full card: fields, history in seq order and the current context items.
+
+        StoreError when the stored history breaks a Card rule (e.g. a tool result whose call
+        is not in the history): the store accepts such appends, a Card cannot hold them.
+        """
+        tenant = self._card_tenant(card_key)
+        m = s.messages.c
+        with self._db.read(tenant) as conn:
+            fields = conn.execute(_card_fields_query(card_key, tenant)).scalar_one_or_none()
+            if fields is None:
+                return None
+            bodies = conn.execute(
+                select(m.body).where(m.card_key == card_key, m.tenant == tenant).order_by(m.seq)
+            ).scalars()
+            history = [json.loads(body) for body in bodies]
+            context = [context_dict(row) for row in context_rows(conn, card_key, tenant)]
+        data = json.loads(fields) | {"history": history, "context": context}
+        try:
+            return Card.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'card'}: {e['msg']}" for e in exc.errors())
+            raise StoreError(
+                f"card {card_key!r}: the stored history and context do not form a valid card: {problems}"
+            ) from None
+
+    # -- chat history ---------------------------------------------------------------------------
+
+    def append_message(
+        self, card_key: str, message: Message, *, dedup_key: str | None = None, stage: str | None = None
+    ) -> int:
+        """Append to the card's history; return the message's 0-based seq.
+
+        With a `dedup_key`, appending again (a retried activity) returns the first seq and adds
+        nothing. Without one, every call appends. Concurrent appends to one card get distinct,
+        consecutive seqs: they queue on the card's counter row.
+        """
+        tenant = self._card_tenant(card_key)
+        check_text("dedup_key", dedup_key, MAX_KEY)
+        check_text("stage", stage, 64)
+        if dedup_key is not None:
+            # The common retry case needs no write lock.
+            with self._db.read(tenant) as conn:
+                seq = _seq_for(conn, card_key, tenant, dedup_key)
+            if seq is not None:
+                return seq
+        with self._db.write(tenant) as conn:
+            seq, _ = self._lock_counter(conn, card_key, tenant)
+            if dedup_key is not None:
+                # Re-checked under the lock: a concurrent append with this key has committed by now.
+                existing = _seq_for(conn, card_key, tenant, dedup_key)
+                if existing is not None:
+                    return existing
+            conn.execute(
+                s.messages.insert().values(
+                    card_key=card_key,
+                    seq=seq,
+                    tenant=tenant,
+                    dedup_key=dedup_key,
+                    role=message.role,
+                    stage=stage,
+                    message_id=message.id,
+                    created_at=message.created_at,
+                    body=message.model_dump_json(),
+                )
+            )
+            conn.execute(
+                update(s.card_counters)
+                .where(s.card_counters.c.card_key == card_key, s.card_counters.c.tenant == tenant)
+                .values(next_message_seq=seq + 1)
+            )
+        return seq
+
+    def messages(self, card_key: str, start: int = 0, end: int | None = None) -> list[Message]:
+        """Messages with start <= seq < end (end None: to the last), in seq order."""
+        tenant = self._card_tenant(card_key)
+        if start < 0 or (end is not None and end < 0):
+            raise StoreError(f"messages({start}, {end}): seqs are 0-based, a window cannot be negative")
+        m = s.messages.c
+        query = select(m.body).where(m.card_key == card_key, m.tenant == tenant, m.seq >= start)
+        if end is not None:
+            query = query.where(m.seq < end)
+        with self._db.read(tenant) as conn:
+            bodies = list(conn.execute(query.order_by(s.messages.c.seq)).scalars())
+        return [Message.model_validate_json(body) for body in bodies]
+
+    def message_count(self, card_key: str) -> int:
+        tenant = self._card_tenant(card_key)
+        c = s.card_counters.c
+        with self._db.read(tenant) as conn:
+            count = conn.execute(
+                select(c.next_message_seq).where(c.card_key == card_key, c.tenant == tenant)
+            ).scalar_one_or_none()
+        return count or 0
+
+
+def _card_fields_query(card_key: str, tenant: str) -> Any:
+    return select(s.cards.c.fields).where(s.cards.c.card_key == card_key, s.cards.c.tenant == tenant)
+
+
+def _seq_for(conn: Connection, card_key: str, tenant: str, dedup_key: str) -> int | None:
+    m = s.messages.c
+    seq = conn.execute(
+        select(m.seq).where(m.card_key == card_key, m.tenant == tenant, m.dedup_key == dedup_key)
+    ).scalar_one_or_none()
+    return None if seq is None else int(seq)
