@@ -2,8 +2,14 @@
 
 Prints, each measured in the same run:
 
-    turn_overhead_ratio  end-to-end time of a 10-turn stage / the sum of its model latencies   target <= 1.10
-    concurrency_ratio    time for 50 cards at once on one worker / the time of one card       target <= 1.5
+    turn_overhead_ratio      end-to-end time of a 10-turn stage / the sum of its model latencies   target <= 1.10
+    concurrency_ratio        time for 50 cards at once on one worker / the time of one card       target <= 1.5
+    floor_concurrency_ratio  the bare engine on the same server: 50 workflows of one activity that
+                             sleeps the model latency / one such workflow
+    overhead_vs_floor        concurrency_ratio / floor_concurrency_ratio                         target <= 1.3
+    worker_cpu_ms_per_card   this process's CPU time (worker + client) during the 50 cards / 50,
+                             beside the same figure for the floor
+    history_events_per_card  events in the card's and its stage run's histories, beside the floor's
 
 The model is cardloop's scripted Anthropic server on 127.0.0.1 (a real HTTP round trip through
 the real anthropic client) answering after a fixed latency (default 1 s) with a short reply.
@@ -23,9 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from floor_workflow import BareWorkflow, bare_sleep
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import Worker
 
 from cardloop.activities.deps import ActivityDeps
 from cardloop.app.cards import CardService
@@ -41,6 +49,19 @@ def card(card_id: str) -> Card:
     return Card.model_validate({"id": card_id, "tenant": "bench", "title": "Add retries to the webhook sender",
                                 "repo": "acme/payments-api", "body": "Retry with exponential backoff.",
                                 "history": [{"role": "user", "content": "Please go ahead."}]})
+
+
+async def bare_seconds(client: Client, count: int, latency: float, prefix: str) -> float:
+    t0 = time.perf_counter()
+    handles = await asyncio.gather(*(
+        client.start_workflow(BareWorkflow.run, latency, id=f"{prefix}-{i}", task_queue="bench-floor")
+        for i in range(count)))
+    await asyncio.gather(*(h.result() for h in handles))
+    return time.perf_counter() - t0
+
+
+async def history_events(client: Client, workflow_id: str) -> int:
+    return len((await client.get_workflow_handle(workflow_id).fetch_history()).events)
 
 
 async def stage_result(client: Client, workflow_id: str) -> None:
@@ -64,6 +85,9 @@ async def stage_seconds(cards: CardService, card_ids: list[str], stage: str) -> 
     elapsed = time.perf_counter() - t0
     for ref in refs:
         state = await cards.state(ref)
+        while state is not None and not state.history:  # the card run has yet to take in its child's result
+            await asyncio.sleep(0.02)
+            state = await cards.state(ref)
         assert state and state.history[0].outcome == "completed", state
     return elapsed
 
@@ -94,6 +118,18 @@ async def main() -> None:
         client = await Client.connect(server.address, data_converter=pydantic_data_converter)
         worker = build_worker(client, runtime)
         task = asyncio.create_task(worker.run())
+        floor_worker = Worker(client, task_queue="bench-floor", workflows=[BareWorkflow], activities=[bare_sleep])
+        floor_task = asyncio.create_task(floor_worker.run())
+        try:
+            await bare_seconds(client, 1, args.latency, "floor-warmup")
+            floor_one = await bare_seconds(client, 1, args.latency, "floor-one")
+            cpu0 = time.process_time()
+            floor_many = await bare_seconds(client, args.cards, args.latency, "floor-many")
+            floor_cpu = (time.process_time() - cpu0) / args.cards
+            floor_events = await history_events(client, "floor-many-0")
+        finally:
+            await floor_worker.shutdown()
+            await asyncio.gather(floor_task, return_exceptions=True)
         try:
             cards = CardService(client, store, config)
             await stage_seconds(cards, ["warmup"], "testing")  # first-use costs: connections, imports
@@ -101,7 +137,12 @@ async def main() -> None:
             model.transcript.update(transcript)
             turns = await stage_seconds(cards, ["turns"], "coding")
             one = await stage_seconds(cards, ["one"], "testing")
+            cpu0 = time.process_time()
             many = await stage_seconds(cards, [f"many-{i}" for i in range(args.cards)], "testing")
+            card_cpu = (time.process_time() - cpu0) / args.cards
+            ref = cards.import_card(card("many-0"))
+            card_events = (await history_events(client, ref.workflow_id)
+                           + await history_events(client, f"{ref.workflow_id}/1-testing"))
         finally:
             await worker.shutdown()
             await asyncio.gather(task, return_exceptions=True)
@@ -114,6 +155,12 @@ async def main() -> None:
     print(f"{args.cards}_cards_seconds: {many:.3f}")
     print(f"turn_overhead_ratio: {turns / (args.turns * args.latency):.3f}")
     print(f"concurrency_ratio: {many / one:.3f}")
+    print(f"floor_one_seconds: {floor_one:.3f}")
+    print(f"floor_{args.cards}_seconds: {floor_many:.3f}")
+    print(f"floor_concurrency_ratio: {floor_many / floor_one:.3f}")
+    print(f"overhead_vs_floor: {(many / one) / (floor_many / floor_one):.3f}")
+    print(f"worker_cpu_ms_per_card: {card_cpu * 1000:.1f} (floor {floor_cpu * 1000:.1f})")
+    print(f"history_events_per_card: {card_events} (floor {floor_events})")
 
 
 if __name__ == "__main__":

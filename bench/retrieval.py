@@ -19,7 +19,8 @@ virtualenv's site-packages, read into memory first; no git needed):
                         card on a new checkout sha pays (later cards reuse the index and pay
                         only the query, printed as query_ms_5000)
 
-Run: .venv/bin/python bench/retrieval.py [--repo PATH] [--max-commit-files 30] [--files 5000]
+Run: .venv/bin/python bench/retrieval.py [--repo PATH] [--max-commits N] [--max-commit-files 30] [--files 5000]
+(--repo may be a bare clone: only git plumbing is used.)
 """
 
 from __future__ import annotations
@@ -79,11 +80,14 @@ def tree_texts(repo: Path, commit: str) -> dict[str, str]:
     return texts
 
 
-def cases(repo: Path, max_files: int) -> tuple[list[Case], int]:
+def cases(repo: Path, max_files: int, max_commits: int = 0) -> tuple[list[Case], int]:
+    """The usable commits, newest first; at most `max_commits` of them (0: all)."""
     log = git(repo, "log", "--format=%H %P").decode().split("\n")
     out: list[Case] = []
     skipped = 0
     for line in log:
+        if max_commits and len(out) >= max_commits:
+            break
         shas = line.split()
         if len(shas) != 2:  # a root commit has no parent tree; a merge has two
             skipped += bool(shas)
@@ -179,11 +183,13 @@ def main() -> None:
     parser.add_argument("--repo", type=Path, default=ROOT, help="a git repository (default: this one)")
     parser.add_argument("--max-commit-files", type=int, default=30)
     parser.add_argument("--files", type=int, default=5000, help="files in the synthetic timing repository")
+    parser.add_argument("--max-commits", type=int, default=0,
+                        help="evaluate only the newest N usable commits (0: all; a long public history takes minutes)")
     parser.add_argument("--verbose", action="store_true", help="one line per commit")
     args = parser.parse_args()
 
     started = time.perf_counter()
-    all_cases, skipped = cases(args.repo.resolve(), args.max_commit_files)
+    all_cases, skipped = cases(args.repo.resolve(), args.max_commit_files, args.max_commits)
     if not all_cases:
         sys.exit(f"no usable commits in {args.repo}")
     print(f"repository: {args.repo.resolve()}: {len(all_cases)} commits evaluated, {skipped} skipped "

@@ -8,6 +8,7 @@ from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from cardloop.activities.card_state import CardStateActivities
 from cardloop.activities.context import ContextActivities
@@ -28,12 +29,20 @@ def activities_for(rt: ActivityDeps) -> list[Any]:
             state.load, state.save]
 
 
+# The sandbox still guards determinism (no clock, randomness or I/O inside a workflow), but
+# modules are imported once per worker instead of once per workflow run: our workflow modules
+# have no import-time side effects and pass their imports through already, and re-importing
+# them for every card and stage run was most of the worker's CPU per card (bench/orchestration.py).
+WORKFLOW_RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_all_modules())
+
+
 def build_worker(client: Client, rt: ActivityDeps, *, task_queue: str | None = None) -> Worker:
     size = rt.config.temporal.max_concurrent_activities
     return Worker(
         client,
         task_queue=task_queue or rt.config.temporal.task_queue,
         workflows=list(WORKFLOWS),
+        workflow_runner=WORKFLOW_RUNNER,
         activities=activities_for(rt),
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=size,
                                                                 thread_name_prefix="cardloop-activity"),

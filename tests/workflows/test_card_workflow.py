@@ -36,6 +36,7 @@ async def test_card_crosses_every_stage_to_done(stack: Stack) -> None:
     totals = stack.store.usage_totals(ref.key)
     assert set(totals.by_stage) == {"planning", "coding", "review", "testing"}
     assert totals.total.calls == 5
+    await handle.result()  # "done" is set just before the run saves its state and closes
     desc = await handle.describe()
     assert desc.status == WorkflowExecutionStatus.COMPLETED
     attrs = {k.name: v for k, v in ((p.key, p.value) for p in desc.typed_search_attributes)}
