@@ -111,7 +111,7 @@ class GenericAdapter:
             "board": self.name, "card_id": posted.card_id,
             # A key of [boards.generic.tenants], else the tenant's own name: a claim the route
             # checks against the tenant whose secret signed the body.
-            "tenant": self.board.named_tenant(posted.tenant) or posted.tenant,
+            "tenant": self.board.named_tenant(posted.tenant) or posted.tenant or None,
             "title": posted.title, "body": posted.body, "url": posted.url, "repo": posted.repo,
             "branch": posted.branch, "actor": posted.actor,
         }
