@@ -25,7 +25,8 @@ from cardloop.workflows.card import CardWorkflow, search_attributes
 
 
 def ref_for(card: Card) -> CardRef:
-    return CardRef(tenant=card.tenant, board=card.board, card_id=card.id)
+    """The card's ref; its id is the board's, encoded for the key by CardRef.for_board."""
+    return CardRef.for_board(card.tenant, card.board, card.id)
 
 
 class CardService:

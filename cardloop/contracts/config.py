@@ -11,7 +11,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -99,7 +99,17 @@ class BoardConfig(_Section):
     """One board's webhook settings; the board-specific keys are optional."""
 
     tenant: str = Field(default="default", pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    # A key the board's payload carries (org login, organization id, project key, board id;
+    # the generic body's `tenant`) -> the tenant it belongs to. A claim, checked against the
+    # tenant whose secret signed the delivery, never trusted on its own.
     tenants: dict[str, str] = Field(default_factory=dict)
+    # Tenant -> the environment variable holding that tenant's webhook secret for this board.
+    # The board's own variable (e.g. CARDLOOP_GENERIC_WEBHOOK_SECRET) is `tenant`'s secret.
+    secrets: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,99}$")],
+                  Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")]] = Field(default_factory=dict)
+    # A signed delivery whose event time (from its body) is further than this from now is
+    # refused as a replay; 0 turns the check off. Linear's own 60 s check is separate.
+    replay_window_seconds: float = Field(default=86_400.0, ge=0)
     columns: dict[str, StageTarget] = Field(default_factory=dict)
     # github
     graphql_url: str = "https://api.github.com/graphql"
@@ -119,8 +129,9 @@ class BoardConfig(_Section):
                 return stage
         return None
 
-    def tenant_for(self, key: str | None) -> str:
-        return self.tenants.get(key or "", self.tenant)
+    def named_tenant(self, key: str | None) -> str | None:
+        """The tenant a payload's key names through `tenants`; None when it names none."""
+        return self.tenants.get(key) if key else None
 
 
 class PathsConfig(_Section):

@@ -22,7 +22,32 @@ DEFAULT_MAX_HISTORY_EVENTS = 5_000
 Outcome = Literal["completed", "blocked", "budget_exhausted", "cancelled", "failed"]
 Promise = Literal["COMPLETE", "BLOCKED"]
 
-_KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:#-]{0,199}$")
+_KEY_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:#-]{0,199}")
+# A board's card id as cardloop keeps it (the same rule as a card file's `id`): GitHub's
+# "owner/repo#12", Linear's "ENG-12", Jira's "PAY-142", Trello's short links and ids.
+_BOARD_CARD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:#/-]{0,199}")
+# The card id part of a key: "/" is written ":" (the key's own separator is "/"), so a literal
+# ":" is written "%3A". Nothing else is escaped, so the keys of ids without ":" never changed.
+_KEY_CARD_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._#:-]|%3A){0,199}")
+MAX_CARD_ID = 200
+
+
+def card_key_id(board_card_id: str) -> str:
+    """The card id part of a card key for a board's card id; ValueError naming the id when it
+    cannot be kept as it is.
+
+    One board id, one key, and never one key for two ids: "acme/api#12" -> "acme:api#12" (as
+    before), "a:b:c" -> "a%3Ab%3Ac". An id with characters outside letters, digits and . _ : # / -
+    (spaces, bidi controls, zero-width characters), or one that starts with a punctuation mark
+    ("////", "..."), is refused rather than cleaned up: cleaning merged distinct cards."""
+    if not isinstance(board_card_id, str) or not _BOARD_CARD_ID.fullmatch(board_card_id):
+        raise ValueError(f"card id {ascii(board_card_id)[:220]} cannot be kept as it is: use letters, digits and "
+                         f". _ : # / - (at most {MAX_CARD_ID}), starting with a letter or digit")
+    encoded = board_card_id.replace(":", "%3A").replace("/", ":")
+    if len(encoded) > MAX_CARD_ID:
+        raise ValueError(f"card id {board_card_id!r} is longer than {MAX_CARD_ID} characters once its "
+                         "':' are escaped as %3A")
+    return encoded
 
 
 class _Value(BaseModel):
@@ -36,12 +61,26 @@ class CardRef(_Value):
     board: str = "generic"
     card_id: str
 
-    @field_validator("tenant", "board", "card_id")
+    @field_validator("tenant", "board")
     @classmethod
     def _safe(cls, value: str) -> str:
-        if not _KEY_PART.match(value):
-            raise ValueError(f"{value!r}: use letters, digits and . _ : # - (at most 200)")
+        if not _KEY_PART.fullmatch(value):
+            raise ValueError(f"{ascii(value)[:220]}: use letters, digits and . _ : # - (at most 200)")
         return value
+
+    @field_validator("card_id")
+    @classmethod
+    def _encoded(cls, value: str) -> str:
+        # Only the canonical encoding (card_key_id's output) is a key: one card, one key.
+        if len(value) > MAX_CARD_ID or not _KEY_CARD_ID.fullmatch(value):
+            raise ValueError(f"card id {ascii(value)[:220]}: use letters, digits and . _ : # - and %3A for a "
+                             "literal ':' (at most 200); a board's id goes through card_key_id")
+        return value
+
+    @classmethod
+    def for_board(cls, tenant: str, board: str, card_id: str) -> CardRef:
+        """The ref of a board's card (card_key_id encodes its id); ValueError naming a refused id."""
+        return cls(tenant=tenant, board=board, card_id=card_key_id(card_id))
 
     @property
     def key(self) -> str:

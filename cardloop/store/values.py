@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from cardloop.contracts.errors import CardloopError
+from cardloop.contracts.payloads import CardRef
 from cardloop.prompts.card import Card, TenantPrompt
 
 # One rule for every tenant name: the same characters CardRef allows for a key part, so the
@@ -63,8 +64,12 @@ def tenant_of(card_key: str) -> str:
 
 
 def card_key_for(card: Card) -> str:
-    """The canonical key of a card: 'tenant/board/card id' (the same as CardRef.key)."""
-    return f"{card.tenant}/{card.board}/{card.id}"
+    """The canonical key of a card: 'tenant/board/card id', its id encoded by the one rule
+    (CardRef.for_board) that the API, the CLI and the workflow ids use."""
+    try:
+        return CardRef.for_board(card.tenant, card.board, card.id).key
+    except ValueError as exc:
+        raise StoreError(str(exc)) from None
 
 
 def blob_ref(text: str) -> str:

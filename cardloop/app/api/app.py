@@ -5,25 +5,26 @@ connects the store, Temporal and the board adapters for `cardloop api` / `cardlo
 
 from __future__ import annotations
 
-import logging
 import uuid
 
 import httpx
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
 from temporalio.client import Client
 
 from cardloop.activities.deps import ActivityDeps
 from cardloop.app.api import cards, gateway, tenants, webhooks
 from cardloop.app.api.limits import BodySizeLimit
+from cardloop.app.api.logsafe import safe_logger
 from cardloop.app.api.services import Services
 from cardloop.app.cards import CardService
 from cardloop.app.temporal import connect
 from cardloop.contracts.config import Config
 from cardloop.store import Store
 
-log = logging.getLogger(__name__)
+log = safe_logger(__name__)
 
 
 def create_app(svc: Services) -> FastAPI:
@@ -40,6 +41,14 @@ def create_app(svc: Services) -> FastAPI:
         # 400 with field-level messages rather than FastAPI's 422: a malformed body is a bad request.
         problems = [{"loc": ".".join(str(p) for p in e["loc"]), "msg": e["msg"]} for e in exc.errors()]
         return JSONResponse({"detail": "invalid request", "problems": problems}, status_code=400)
+
+    @app.exception_handler(ClientDisconnect)
+    async def disconnected(request: Request, exc: ClientDisconnect) -> JSONResponse:
+        # The client went away mid-body: nothing was applied and nobody reads the answer. One
+        # line, no traceback: it is the network's doing, not an error of ours.
+        log.warning("client disconnected before its request body was read: %s %s", request.method,
+                    request.url.path)
+        return JSONResponse({"detail": "client disconnected"}, status_code=400)
 
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception) -> JSONResponse:

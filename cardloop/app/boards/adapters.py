@@ -3,11 +3,13 @@
 A route does, for board `name`:
 
     adapter = adapters[name]                                  # unknown name: 404
-    secret = config.secret(adapter.secret_env)                # unset: 503 (board not configured)
-    adapter.verify(request.headers, raw_body, secret.reveal(), services.clock())   # 401 / 503
+    secrets = board_secrets(config, adapter)                  # none set: 503 (board not configured)
+    tenant = verified_tenant(adapter, request.headers, raw_body, secrets, now)  # 401 / 503
+    check_window(adapter.event_time(request.headers, raw_body), now, window, name)  # 400 / 401
     result = await adapter.parse(request.headers, raw_body)   # 400 / 502 / 503
-    Ignored -> 2xx with result.reason; list[BoardEvent] -> apply each (an event whose stage is
-    None names an unmapped column: acknowledge it with a reason)
+    Ignored -> 2xx with result.reason; list[BoardEvent] -> each event's tenant claim must be the
+    verified tenant (403), its dedup key is delivery_key(adapter.signed_content(raw_body), event),
+    then apply each (an event whose stage is None names an unmapped column: acknowledged)
 
 Both steps raise only WebhookError for anything a sender controls; its `status` is the answer.
 """
@@ -36,6 +38,16 @@ class BoardAdapter(Protocol):
 
     def verify(self, headers: Mapping[str, str], body: bytes, secret: str, now: float) -> None:
         """Raise WebhookError(401) unless the raw body is signed with `secret` (503: not configured)."""
+        ...
+
+    def signed_content(self, body: bytes) -> bytes:
+        """What the board signs, less what it changes between retries of one event: the dedup
+        key is made of this, never of a header."""
+        ...
+
+    def event_time(self, headers: Mapping[str, str], body: bytes) -> float | None:
+        """When the event happened, from the signed body (seconds since the epoch); None when
+        the body carries no time. WebhookError(400) for a malformed time."""
         ...
 
     async def parse(self, headers: Mapping[str, str], body: bytes) -> list[BoardEvent] | Ignored:

@@ -15,13 +15,18 @@ class BoardEvent(BaseModel):
     kind "transition": the card moved to `to_column`; `stage` is what config.toml maps that column
     to (None: an unmapped column, acknowledged and ignored). kind "comment": `comment` joins the
     card's chat history. kind "build_failed": CI failed on the card's branch (`stage` is the
-    board's failure_stage)."""
+    board's failure_stage).
+
+    `tenant` is the tenant the payload NAMES (through boards.<board>.tenants), None when it names
+    none: a claim that the route checks against the tenant whose secret signed the delivery.
+    `delivery_id` is the board's own id for the delivery, a label for logs and answers: it comes
+    from unsigned headers, so dedup keys on the signed content instead (boards/replay.py)."""
 
     model_config = ConfigDict(frozen=True)
 
     kind: Literal["transition", "comment", "build_failed"]
     board: Literal["github", "linear", "jira", "trello", "generic"]
-    tenant: str
+    tenant: str | None = None
     card_id: str = Field(min_length=1, max_length=200)
     delivery_id: str = Field(min_length=1, max_length=300)
     from_column: str | None = None
@@ -52,3 +57,11 @@ class WebhookError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+class SignatureMismatch(WebhookError):
+    """The signature is well formed but was not made with this secret (401). The route tries
+    every tenant's secret for the board; only this error means "try the next one"."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(401, message)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -9,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from cardloop.app.boards.events import BoardEvent, Ignored
 from cardloop.app.boards.payload import bad, event, header, load_object
+from cardloop.app.boards.replay import json_object
 from cardloop.app.boards.signatures import verify_github
 from cardloop.contracts.config import BoardConfig, StageTarget
 
@@ -26,9 +28,13 @@ class GenericEvent(BaseModel):
       acknowledged and ignored.
     - A comment: `comment` without `to_column` or `stage`. With a move, the comment is delivered
       first, so the stage it starts already sees it.
-    - `delivery_id` (or the X-Delivery-Id header) is required: a redelivery with the same id is
-      applied once.
-    - `tenant` is a key looked up in [boards.generic.tenants]; unknown keys go to the board's tenant.
+    - `delivery_id` (or the X-Delivery-Id header) is required, a label in answers and logs. Dedup
+      keys on the signed body: the same body is applied once, whatever the header says, so two
+      events that should both apply differ in the body (`delivery_id` or `timestamp`).
+    - `timestamp` (seconds since the epoch), when given, must be within
+      boards.generic.replay_window_seconds of now.
+    - `tenant`, when given, is a key of [boards.generic.tenants] or a tenant's name, and must be
+      the tenant whose secret signed the body (else 403).
     Unknown fields are refused, so a misspelt `stgae` fails loudly instead of being dropped."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -50,6 +56,9 @@ class GenericEvent(BaseModel):
                                     description="Unique per event; else the X-Delivery-Id header.")
     comment: str | None = Field(default=None, min_length=1, max_length=100_000,
                                 description="A comment that joins the card's chat history.")
+    timestamp: float | None = Field(default=None, strict=True, allow_inf_nan=False,
+                                    description="When the event was sent, seconds since the epoch: a replay "
+                                                "further than boards.generic.replay_window_seconds is refused.")
 
     @model_validator(mode="after")
     def _says_something(self) -> GenericEvent:
@@ -73,6 +82,17 @@ class GenericAdapter:
     def verify(self, headers: Mapping[str, str], body: bytes, secret: str, now: float) -> None:
         verify_github(headers, body, secret)
 
+    def signed_content(self, body: bytes) -> bytes:
+        return body
+
+    def event_time(self, headers: Mapping[str, str], body: bytes) -> float | None:
+        data = json_object(body)
+        stamp = data.get("timestamp") if data is not None else None
+        # Anything but a number is refused by parse (GenericEvent.timestamp is strict).
+        if isinstance(stamp, bool) or not isinstance(stamp, int | float) or not math.isfinite(stamp):
+            return None
+        return float(stamp)
+
     async def parse(self, headers: Mapping[str, str], body: bytes) -> list[BoardEvent] | Ignored:
         data = load_object(body)
         try:
@@ -88,7 +108,10 @@ class GenericAdapter:
         if len(delivery) > MAX_DELIVERY_ID:
             raise bad(f"delivery id longer than {MAX_DELIVERY_ID} characters")
         common = {
-            "board": self.name, "tenant": self.board.tenant_for(posted.tenant), "card_id": posted.card_id,
+            "board": self.name, "card_id": posted.card_id,
+            # A key of [boards.generic.tenants], else the tenant's own name: a claim the route
+            # checks against the tenant whose secret signed the body.
+            "tenant": self.board.named_tenant(posted.tenant) or posted.tenant or None,
             "title": posted.title, "body": posted.body, "url": posted.url, "repo": posted.repo,
             "branch": posted.branch, "actor": posted.actor,
         }

@@ -42,6 +42,7 @@ from cardloop.app.boards.payload import (
     req_str,
     short,
 )
+from cardloop.app.boards.replay import iso_time, json_object
 from cardloop.app.boards.signatures import verify_github
 from cardloop.contracts.config import BoardConfig
 from cardloop.contracts.secrets import Secret
@@ -51,6 +52,9 @@ FAILED_CONCLUSIONS = frozenset({"failure", "timed_out"})
 # GitHub gives a webhook receiver 10 s; the lookup must leave time for the rest of the request.
 GRAPHQL_TIMEOUT = httpx.Timeout(6.0, connect=3.0)
 CACHE_TTL_SECONDS = 300.0
+# Where each event's signed body says when it happened (checked against the replay window).
+_EVENT_TIME = {"projects_v2_item": "projects_v2_item.updated_at", "issue_comment": "comment.updated_at",
+               "workflow_run": "workflow_run.updated_at", "check_suite": "check_suite.updated_at"}
 _API_REPO = re.compile(r"/repos/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/?$")
 
 
@@ -253,6 +257,14 @@ class GitHubAdapter:
     def verify(self, headers: Mapping[str, str], body: bytes, secret: str, now: float) -> None:
         verify_github(headers, body, secret)
 
+    def signed_content(self, body: bytes) -> bytes:
+        return body
+
+    def event_time(self, headers: Mapping[str, str], body: bytes) -> float | None:
+        """The updated_at of the object the event (X-GitHub-Event) is about; other events carry none."""
+        path = _EVENT_TIME.get(header(headers, "X-GitHub-Event") or "")
+        return iso_time(json_object(body), path) if path else None
+
     async def parse(self, headers: Mapping[str, str], body: bytes) -> list[BoardEvent] | Ignored:
         data = load_object(body)
         kind = header(headers, "X-GitHub-Event")
@@ -272,8 +284,8 @@ class GitHubAdapter:
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def _tenant(self, data: dict[str, Any]) -> str:
-        return self.board.tenant_for(opt_str(data, "organization.login") or opt_str(data, "repository.owner.login"))
+    def _tenant(self, data: dict[str, Any]) -> str | None:
+        return self.board.named_tenant(opt_str(data, "organization.login") or opt_str(data, "repository.owner.login"))
 
     @staticmethod
     def _delivery(headers: Mapping[str, str]) -> str:

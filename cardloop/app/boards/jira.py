@@ -27,6 +27,7 @@ from cardloop.app.boards.payload import (
     req_str,
     short,
 )
+from cardloop.app.boards.replay import json_object, number_time
 from cardloop.app.boards.signatures import verify_jira
 from cardloop.contracts.config import BoardConfig
 
@@ -86,6 +87,12 @@ class JiraAdapter:
     def verify(self, headers: Mapping[str, str], body: bytes, secret: str, now: float) -> None:
         verify_jira(headers, body, secret)
 
+    def signed_content(self, body: bytes) -> bytes:
+        return body
+
+    def event_time(self, headers: Mapping[str, str], body: bytes) -> float | None:
+        return number_time(json_object(body), "timestamp", per_second=1000.0)
+
     async def parse(self, headers: Mapping[str, str], body: bytes) -> list[BoardEvent] | Ignored:
         data = load_object(body)
         webhook_event = opt_str(data, "webhookEvent")
@@ -106,7 +113,7 @@ class JiraAdapter:
         key = req_str(data, "issue.key")
         return {
             "board": self.name,
-            "tenant": self.board.tenant_for(opt_str(data, "issue.fields.project.key")),
+            "tenant": self.board.named_tenant(opt_str(data, "issue.fields.project.key")),
             "card_id": key,
             "delivery_id": self._delivery(headers, data, key),
             "title": opt_str(data, "issue.fields.summary"),

@@ -16,6 +16,7 @@ from typing import Any
 
 from cardloop.app.boards.events import BoardEvent, Ignored
 from cardloop.app.boards.payload import event, header, load_object, lookup, opt_obj, opt_str, req_str, short
+from cardloop.app.boards.replay import canonical_without
 from cardloop.app.boards.signatures import verify_linear
 from cardloop.contracts.config import BoardConfig
 
@@ -29,6 +30,13 @@ class LinearAdapter:
 
     def verify(self, headers: Mapping[str, str], body: bytes, secret: str, now: float) -> None:
         verify_linear(headers, body, secret, now)
+
+    def signed_content(self, body: bytes) -> bytes:
+        # webhookTimestamp is the send time: a retry of the same event carries a new one.
+        return canonical_without(body, "webhookTimestamp")
+
+    def event_time(self, headers: Mapping[str, str], body: bytes) -> float | None:
+        return None  # verify already holds webhookTimestamp to 60 s
 
     async def parse(self, headers: Mapping[str, str], body: bytes) -> list[BoardEvent] | Ignored:
         data = load_object(body)
@@ -57,7 +65,7 @@ class LinearAdapter:
         issue = opt_obj(data, "data")
         to_column = req_str(data, "data.state.name")
         return [event(
-            kind="transition", board=self.name, tenant=self.board.tenant_for(opt_str(data, "organizationId")),
+            kind="transition", board=self.name, tenant=self.board.named_tenant(opt_str(data, "organizationId")),
             card_id=req_str(data, "data.identifier"), delivery_id=self._delivery(headers, data),
             to_column=to_column, stage=self.board.stage_for(to_column),
             title=opt_str(issue, "title"), body=opt_str(issue, "description"),
@@ -70,7 +78,7 @@ class LinearAdapter:
         if not text or not text.strip():
             return Ignored(reason="empty comment")
         return [event(
-            kind="comment", board=self.name, tenant=self.board.tenant_for(opt_str(data, "organizationId")),
+            kind="comment", board=self.name, tenant=self.board.named_tenant(opt_str(data, "organizationId")),
             card_id=req_str(data, "data.issue.identifier"), delivery_id=self._delivery(headers, data),
             title=opt_str(data, "data.issue.title"), url=opt_str(data, "data.issue.url"),
             actor=self._actor(data) or opt_str(data, "data.user.name"), comment=text,

@@ -24,7 +24,7 @@ import math
 import string
 from collections.abc import Mapping
 
-from cardloop.app.boards.events import WebhookError
+from cardloop.app.boards.events import SignatureMismatch, WebhookError
 from cardloop.app.boards.payload import header
 
 LINEAR_TOLERANCE_SECONDS = 60.0
@@ -71,7 +71,7 @@ def _prefixed_sha256(headers: Mapping[str, str], name: str) -> bytes:
 
 def _check(expected: bytes, given: bytes, name: str) -> None:
     if not hmac.compare_digest(expected, given):
-        raise _unauthorized(f"{name} does not match the body: wrong secret or altered payload")
+        raise SignatureMismatch(f"{name} does not match the body: wrong secret or altered payload")
 
 
 def _hmac_sha256(secret: str, body: bytes) -> bytes:
@@ -147,5 +147,5 @@ def verify_trello(headers: Mapping[str, str], body: bytes, secret: str, callback
         legacy = hmac.new(key, _node_binary(text + callback_url), hashlib.sha1).digest()
         if hmac.compare_digest(legacy, given):
             return
-    raise _unauthorized("X-Trello-Webhook does not match the body and callback URL: wrong app secret, "
+    raise SignatureMismatch("X-Trello-Webhook does not match the body and callback URL: wrong app secret, "
                         "altered payload or a callback URL other than the one registered")

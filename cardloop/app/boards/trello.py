@@ -16,6 +16,7 @@ from typing import Any
 
 from cardloop.app.boards.events import BoardEvent, Ignored
 from cardloop.app.boards.payload import event, load_object, opt_obj, opt_str, req_obj, req_str, short
+from cardloop.app.boards.replay import iso_time, json_object
 from cardloop.app.boards.signatures import verify_trello
 from cardloop.contracts.config import BoardConfig
 
@@ -29,6 +30,12 @@ class TrelloAdapter:
 
     def verify(self, headers: Mapping[str, str], body: bytes, secret: str, now: float) -> None:
         verify_trello(headers, body, secret, self.board.callback_url)
+
+    def signed_content(self, body: bytes) -> bytes:
+        return body + self.board.callback_url.encode("utf-8")
+
+    def event_time(self, headers: Mapping[str, str], body: bytes) -> float | None:
+        return iso_time(json_object(body), "action.date")
 
     async def parse(self, headers: Mapping[str, str], body: bytes) -> list[BoardEvent] | Ignored:
         data = load_object(body)
@@ -44,7 +51,7 @@ class TrelloAdapter:
         short_link = opt_str(data, "action.data.card.shortLink")
         return {
             "board": self.name,
-            "tenant": self.board.tenant_for(opt_str(data, "action.data.board.id") or opt_str(data, "model.id")),
+            "tenant": self.board.named_tenant(opt_str(data, "action.data.board.id") or opt_str(data, "model.id")),
             "card_id": short_link or req_str(data, "action.data.card.id"),
             # Trello retries with the same action, so its id identifies the delivery.
             "delivery_id": req_str(data, "action.id"),

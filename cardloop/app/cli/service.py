@@ -75,7 +75,10 @@ def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
             raise InputError(f"{arg}: no such file") from None
         except CardError as exc:
             raise InputError(str(exc)) from None
-        return CardRef(tenant=card.tenant, board=card.board, card_id=card.id), card
+        try:
+            return CardRef.for_board(card.tenant, card.board, card.id), card
+        except ValueError as exc:
+            raise InputError(f"{arg}: {exc}") from None
     try:
         ref = CardRef.parse(arg)
     except ValueError as exc:

@@ -104,3 +104,12 @@ def test_not_toml_and_missing_file_are_clear(tmp_path: Path) -> None:
         load_config(write(tmp_path, "[budget\n"), env={})
     with pytest.raises(ConfigError, match="configuration file not found"):
         load_config(tmp_path / "nope.toml", env={})
+
+
+def test_board_secrets_name_a_tenant_and_an_environment_variable() -> None:
+    config = load_config(REPO_CONFIG, env={"CARDLOOP_BOARDS__GENERIC__SECRETS": '{ acme = "ACME_SECRET" }'})
+    assert config.board("generic").secrets == {"acme": "ACME_SECRET"}
+    with pytest.raises(ConfigError, match=r"boards\.generic\.secrets"):
+        load_config(REPO_CONFIG, env={"CARDLOOP_BOARDS__GENERIC__SECRETS": '{ "Acme Corp" = "ACME_SECRET" }'})
+    with pytest.raises(ConfigError, match=r"boards\.generic\.secrets"):
+        load_config(REPO_CONFIG, env={"CARDLOOP_BOARDS__GENERIC__SECRETS": '{ acme = "not a variable" }'})

@@ -32,6 +32,7 @@ from cardloop.store import (
     NotFoundError,
     Store,
     StoreError,
+    TenantScopeError,
     UsageRecord,
     blob_ref,
     card_key_for,
@@ -520,3 +521,13 @@ def test_delivery_dedup(store: Store) -> None:
     assert store.record_delivery("acme", "linear", "d-1")
     assert store.record_delivery("globex", "github", "d-1")
     assert run_threads(4, lambda _: store.record_delivery("acme", "github", "d-2")).count(True) == 1
+
+
+def test_delivery_seen_is_what_record_delivery_remembered(store: Store) -> None:
+    assert not store.delivery_seen("acme", "github", "sha256:aa")
+    assert store.record_delivery("acme", "github", "sha256:aa")
+    assert store.delivery_seen("acme", "github", "sha256:aa")
+    assert not store.delivery_seen("acme", "linear", "sha256:aa")
+    assert not store.delivery_seen("globex", "github", "sha256:aa")
+    with pytest.raises(TenantScopeError):
+        store.for_tenant("globex").delivery_seen("acme", "github", "sha256:aa")

@@ -9,6 +9,7 @@ import hmac
 import json
 import time
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -30,6 +31,11 @@ ENV = {"CARDLOOP_GENERIC_WEBHOOK_SECRET": SECRET, "CARDLOOP_GITHUB_WEBHOOK_SECRE
        "CARDLOOP_JIRA_WEBHOOK_SECRET": SECRET, "CARDLOOP_LINEAR_WEBHOOK_SECRET": SECRET,
        "CARDLOOP_TRELLO_SECRET": SECRET, "CARDLOOP_API__MAX_BODY_BYTES": "65536",
        "CARDLOOP_BOARDS__TRELLO__CALLBACK_URL": "https://cardloop.example/webhooks/trello"}
+
+
+def at(iso: str) -> float:
+    """A wall clock reading (seconds since the epoch) for the time a fixture's event happened."""
+    return datetime.fromisoformat(iso).timestamp()
 
 
 def sign(body: bytes) -> str:
@@ -190,7 +196,7 @@ async def test_github_projects_move_resolves_through_graphql_and_starts_the_stag
     try:
         async with httpx.AsyncClient() as http:
             svc = Services(config=config, store=stack.store, runtime=stack.runtime, cards=stack.cards, http=http,
-                           adapters=build_adapters(config, http))
+                           adapters=build_adapters(config, http), clock=lambda: at("2022-06-08T20:34:26Z"))
             transport = httpx.ASGITransport(app=create_app(svc))
             async with httpx.AsyncClient(transport=transport, base_url="http://cardloop") as api:
                 body = moved(to=IN_PROGRESS)

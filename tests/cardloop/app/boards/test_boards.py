@@ -73,7 +73,8 @@ async def test_linear_unmapped_state_and_unknown_org(adapters: dict[str, BoardAd
     data["data"]["state"]["name"] = "Backlog"
     data["organizationId"] = "another-org"
     [event] = await parse(adapters["linear"], data)
-    assert (event.kind, event.to_column, event.stage, event.tenant) == ("transition", "Backlog", None, "default")
+    # an org no tenant map names claims no tenant: the verified secret's tenant is used
+    assert (event.kind, event.to_column, event.stage, event.tenant) == ("transition", "Backlog", None, None)
 
 
 @pytest.mark.parametrize(("change", "reason"), [
@@ -244,13 +245,13 @@ async def test_generic_move_by_column(adapters: dict[str, BoardAdapter]) -> None
 
 async def test_generic_explicit_stage_and_header_delivery(adapters: dict[str, BoardAdapter]) -> None:
     result = await parse(adapters["generic"], {"card_id": "OPS-7", "stage": "done"}, X_Delivery_Id="hdr-1")
-    assert result == [BoardEvent(kind="transition", board="generic", tenant="default", card_id="OPS-7",
+    assert result == [BoardEvent(kind="transition", board="generic", tenant=None, card_id="OPS-7",
                                  delivery_id="hdr-1", to_column="done", stage="done")]
 
 
 async def test_generic_comment_alone_and_with_a_move(adapters: dict[str, BoardAdapter]) -> None:
     alone = await parse(adapters["generic"], {"card_id": "OPS-7", "comment": "Use the new CA.", "delivery_id": "c"})
-    assert alone == [BoardEvent(kind="comment", board="generic", tenant="default", card_id="OPS-7",
+    assert alone == [BoardEvent(kind="comment", board="generic", tenant=None, card_id="OPS-7",
                                 delivery_id="c", comment="Use the new CA.")]
     both = await parse(adapters["generic"], {"card_id": "OPS-7", "comment": "Go.", "stage": "testing",
                                              "delivery_id": "m"})

@@ -342,7 +342,7 @@ async def test_issue_comment_without_an_org_uses_the_repo_owner_as_tenant_key(ad
     data = fixture_json("github/issue_comment.created.json")
     del data["organization"]
     [event] = await parse(adapter, "issue_comment", json.dumps(data).encode())
-    assert isinstance(event, BoardEvent) and event.tenant == "default"   # Codertocat is not mapped
+    assert isinstance(event, BoardEvent) and event.tenant is None   # Codertocat is not mapped: no claim
 
 
 # -- workflow_run / check_suite -------------------------------------------------------------------
@@ -365,7 +365,7 @@ async def test_failed_workflow_run_is_build_failed_on_the_linked_pr(adapter: Git
     url = "https://github.com/octo-org/octo-repo/actions/runs/289782451"
     assert result == [BoardEvent(
         # The example's PR lives in Codertocat/Hello-World (its base repo), the run in octo-org/octo-repo.
-        kind="build_failed", board="github", tenant="default", card_id="Codertocat/Hello-World#2",
+        kind="build_failed", board="github", tenant=None, card_id="Codertocat/Hello-World#2",
         delivery_id="d-w", stage="error_fixing", url=url, repo="octo-org/octo-repo", branch="master",
         actor="Codertocat",
         comment=f"GitHub Actions workflow 'test' run #163 concluded failure on branch master at 3484a3fb816e: {url}")]
