@@ -132,6 +132,7 @@ async def test_a_signed_body_replayed_under_a_new_header_id_is_a_duplicate_appli
         state = await stack.cards.wait_for(ref, lambda s: s.status == "done", timeout=90)
         assert [r.stage for r in state.history] == ["testing"]
         handle = stack.client.get_workflow_handle(ref.workflow_id)
+        await handle.result()  # "done" is set just before the run saves its state and closes
         closed = await handle.describe()
         assert closed.status == WorkflowExecutionStatus.COMPLETED   # the card's run closed when done
 
