@@ -55,7 +55,8 @@ def test_openai_tools_tool_calls_and_tool_messages() -> None:
         "name": "read_file", "description": "Read a file.", "parameters": SCHEMA}}]
     msgs = got["messages"]
     assert msgs[2] == {"role": "assistant", "content": "Reading it.", "tool_calls": [
-        {"id": "toolu_1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "app/retry.py"}'}},
+        {"id": "toolu_1", "type": "function",
+         "function": {"name": "read_file", "arguments": '{"path": "app/retry.py"}'}},
         {"id": "toolu_2", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "x.py"}'}},
     ]}
     assert msgs[3] == {"role": "tool", "tool_call_id": "toolu_1", "content": "1 | import random"}
