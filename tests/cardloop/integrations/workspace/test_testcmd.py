@@ -35,7 +35,8 @@ def test_configuration_wins_over_detection(tmp_path: Path) -> None:
     (tmp_path / "go.mod").write_text("module x\n")
     assert repository_test_command("acme/x", tmp_path, {"acme/x": "make check"}) == (
         "make check", "configured in [workspace.test_commands]")
-    assert repository_test_command("acme/y", tmp_path, {"acme/x": "make check"}) == ("go test ./...", "detected: go.mod")
+    assert repository_test_command("acme/y", tmp_path, {"acme/x": "make check"}) == (
+        "go test ./...", "detected: go.mod")
 
 
 def test_the_sample_repository_fails_then_passes(manager: WorkspaceManager) -> None:
