@@ -29,7 +29,7 @@ class EditFile:
     writes = True
 
     def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
-        rel, text = read_text(ctx, args["path"])
+        rel, text = read_text(ctx, args["path"], strict=True)
         old, new = args["old_text"], args["new_text"]
         if not old:
             raise ToolRefused("old_text is empty: use write_file to create or replace a whole file")

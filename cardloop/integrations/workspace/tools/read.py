@@ -11,8 +11,9 @@ from cardloop.integrations.workspace.tools.paths import confine, relative
 MAX_FILE_BYTES = 5_000_000
 
 
-def read_text(ctx: ToolContext, raw: str) -> tuple[str, str]:
-    """(relative path, text) of a workspace file, or ToolRefused."""
+def read_text(ctx: ToolContext, raw: str, *, strict: bool = False) -> tuple[str, str]:
+    """(relative path, text) of a workspace file, or ToolRefused. `strict`: refuse a file that is
+    not valid UTF-8 (an edit would otherwise write replacement characters over its bytes)."""
     path = confine(ctx.root, raw)
     if not path.is_file():
         raise ToolRefused(f"{raw}: no such file" + (" (it is a directory)" if path.is_dir() else ""))
@@ -21,7 +22,11 @@ def read_text(ctx: ToolContext, raw: str) -> tuple[str, str]:
     data = path.read_bytes()
     if b"\0" in data[:8000]:
         raise ToolRefused(f"{raw}: a binary file")
-    return relative(ctx.root, path), data.decode("utf-8", errors="replace")
+    try:
+        text = data.decode("utf-8", errors="strict" if strict else "replace")
+    except UnicodeDecodeError:
+        raise ToolRefused(f"{raw}: not valid UTF-8; use write_file to replace it whole") from None
+    return relative(ctx.root, path), text
 
 
 class ReadFile:

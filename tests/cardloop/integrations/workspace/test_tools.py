@@ -73,6 +73,10 @@ def test_edit_file_needs_unique_existing_text(box: Toolbox, ws: Workspace) -> No
     twice = box.execute("edit_file", {"path": "notes/x.py", "old_text": "a = 1", "new_text": "a = 2"})
     assert twice.is_error and "occurs 2 times" in twice.text and "lines 1, 3" in twice.text
     assert (ws.path / "notes/x.py").read_text() == "a = 1\nb = 1\na = 1\n"  # nothing changed
+    (ws.path / "latin1.txt").write_bytes(b"caf\xe9 = 1\n")
+    latin = box.execute("edit_file", {"path": "latin1.txt", "old_text": "= 1", "new_text": "= 2"})
+    assert latin.is_error and "not valid UTF-8" in latin.text
+    assert (ws.path / "latin1.txt").read_bytes() == b"caf\xe9 = 1\n"
     ok = box.execute("edit_file", {"path": "notes/x.py", "old_text": "b = 1", "new_text": "b = 2"})
     assert not ok.is_error and "at line 2" in ok.text
     assert (ws.path / "notes/x.py").read_text() == "a = 1\nb = 2\na = 1\n"
