@@ -69,6 +69,7 @@ class Message(_Strict):
     tool_call_id: str | None = Field(
         default=None, description="For role 'tool': the id of the ToolCall this answers."
     )
+    is_error: bool = Field(default=False, description="For role 'tool': the call was refused or failed.")
 
     @model_validator(mode="after")
     def _roles_match_fields(self) -> Message:
@@ -78,6 +79,8 @@ class Message(_Strict):
             raise ValueError("a tool message needs tool_call_id")
         if self.role != "tool" and self.tool_call_id:
             raise ValueError("tool_call_id is only allowed on tool messages")
+        if self.role != "tool" and self.is_error:
+            raise ValueError("is_error is only allowed on tool messages")
         return self
 
 

@@ -15,7 +15,6 @@ survive folding verbatim in a small block of their own, in both cases.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter
@@ -23,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from cardloop.prompts.card import Message
-from cardloop.prompts.conversation import Turn
+from cardloop.prompts.conversation import ToolOutput, ToolUse, Turn
 from cardloop.prompts.explain import ExplainRow
 from cardloop.prompts.isolate import neutralize, wrap_untrusted
 from cardloop.prompts.logs import excerpt_log, excerpt_text, find_error_lines
@@ -69,16 +68,17 @@ class HistoryFit:
 
 
 def render_message(message: Message, text: str) -> Turn:
-    """A history message as a provider-neutral turn; people's and tools' text is isolated."""
+    """A history message as a provider-neutral turn; people's and tools' text is isolated.
+
+    Tool calls and results stay structural (each provider renders them natively); a result's
+    text is still wrapped as untrusted data, inside the provider's tool_result."""
     if message.role == "assistant":
-        parts = [neutralize(text)] if text else []
-        for call in message.tool_calls:
-            args = json.dumps(call.input, ensure_ascii=False, sort_keys=True)
-            parts.append(f"[tool call {call.id}: {call.name} {neutralize(args)}]")
-        return Turn("assistant", "\n".join(parts))
+        calls = tuple(ToolUse(c.id, c.name, c.input) for c in message.tool_calls)
+        return Turn("assistant", neutralize(text) if text else "", tool_calls=calls)
     if message.role == "tool":
-        return Turn("user", wrap_untrusted(text, kind="tool_result", source="tool",
-                                           call=message.tool_call_id, id=message.id))
+        assert message.tool_call_id is not None  # Message's validator
+        wrapped = wrap_untrusted(text, kind="tool_result", source="tool", call=message.tool_call_id, id=message.id)
+        return Turn("user", "", tool_results=(ToolOutput(message.tool_call_id, wrapped, message.is_error),))
     return Turn("user", wrap_untrusted(
         text, kind="comment", source="board", author=message.author, id=message.id,
         at=message.created_at.isoformat() if message.created_at else None,
@@ -175,7 +175,9 @@ class _Rendered:
 
 def _message_key(m: Message) -> bytes:
     calls = "".join(c.model_dump_json() for c in m.tool_calls) if m.tool_calls else ""
-    return digest(f"{m.role}\x00{m.id}\x00{m.author}\x00{m.created_at}\x00{m.tool_call_id}\x00{calls}\x00{m.content}")
+    error = "\x00error" if m.is_error else ""
+    return digest(f"{m.role}\x00{m.id}\x00{m.author}\x00{m.created_at}\x00{m.tool_call_id}\x00{calls}"
+                  f"\x00{m.content}{error}")
 
 
 class HistoryFitter:
@@ -193,7 +195,7 @@ class HistoryFitter:
         self.cache = cache if cache is not None else {}
 
     def _cost(self, turn: Turn) -> int:
-        return self.counter.count(turn.text) + self.overhead
+        return self.counter.count(turn.counted_text()) + self.overhead
 
     def _render(self, m: Message, found: Counter[str] | None) -> _Rendered:
         key = _message_key(m)
@@ -211,7 +213,7 @@ class HistoryFitter:
 
     def _rec_cost(self, rec: _Rendered) -> int:
         if rec.raw < 0:
-            rec.raw = self.counter.raw(rec.turn.text)  # a hit or miss of the counter's own cache
+            rec.raw = self.counter.raw(rec.turn.counted_text())  # a hit or miss of the counter's own cache
         else:
             self.counter.stats.hits += 1  # a count served by the rendered-message cache
         cal = self.counter.calibration
@@ -407,7 +409,7 @@ class HistoryFitter:
         return HistoryFit(tuple(out), pinned_used + kept, "truncated", tuple(rows), (0, dropped_last), needed)
 
     def _shrink(self, message: Message, text: str, cap: int) -> str:
-        frame = self.counter.count(render_message(message, "").text)
+        frame = self.counter.count(render_message(message, "").counted_text())
         target = max(0, cap - frame - 2)
         excerpt = (excerpt_log if message.role == "tool" else excerpt_text)(text, target, self.counter.count)
         return excerpt.text

@@ -8,6 +8,7 @@ context window minus max_tokens, unknown stage, profile, provider or model names
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -223,6 +224,46 @@ class SourcesConfig(_Section):
     repository: RepositorySourceConfig = RepositorySourceConfig()
 
 
+# The workspace tools (cardloop.integrations.workspace.tools names the same set; a test ties them).
+ToolName = Literal["read_file", "write_file", "edit_file", "list_files", "search", "run_command", "git_diff",
+                   "git_status", "finish", "block"]
+TOOL_NAMES: tuple[str, ...] = ToolName.__args__  # type: ignore[attr-defined]
+WRITE_TOOLS = frozenset({"write_file", "edit_file", "run_command"})
+READ_ONLY_STAGES = ("planning", "review")
+_READ_TOOLS = ["read_file", "list_files", "search", "git_diff", "git_status", "finish", "block"]
+
+
+class SandboxConfig(_Section):
+    """run_command's limits (cardloop.integrations.workspace.sandbox)."""
+
+    timeout_seconds: float = Field(default=300.0, gt=0, le=86_400)
+    output_bytes: int = Field(default=1_000_000, ge=1_000)
+    cpu_seconds: int = Field(default=600, ge=1)
+    memory_mb: int = Field(default=4_096, ge=64)
+    max_processes: int = Field(default=512, ge=8)
+    max_file_mb: int = Field(default=512, ge=1)
+    network: Literal["deny", "allow"] = "deny"
+    env_allow: list[str] = Field(default_factory=lambda: ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM"])
+
+
+class WorkspaceConfig(_Section):
+    root: str = "~/.local/share/cardloop/workspaces"
+    max_size_mb: int = Field(default=20_000, ge=1)
+    max_age_hours: float = Field(default=168.0, gt=0)
+    result_max_chars: int = Field(default=20_000, ge=1_000)
+    test_timeout_seconds: float = Field(default=900.0, gt=0)
+    # "owner/name" = "command": the repository's test command; unlisted repositories are detected.
+    test_commands: dict[str, str] = Field(default_factory=dict)
+    sandbox: SandboxConfig = SandboxConfig()
+    tools: dict[Stage, list[ToolName]] = Field(default_factory=lambda: {
+        Stage.PLANNING: list(_READ_TOOLS), Stage.REVIEW: list(_READ_TOOLS),
+        **{s: [*_READ_TOOLS[:3], "write_file", "edit_file", "run_command", *_READ_TOOLS[3:]]
+           for s in (Stage.CODING, Stage.TESTING, Stage.ERROR_FIXING)}})
+
+    def tools_for(self, stage: Stage) -> list[str]:
+        return list(self.tools.get(stage, []))
+
+
 class ProviderConfig(_Section):
     format: str
     default_system_prompt: str = "You are a helpful assistant."
@@ -270,6 +311,7 @@ class Config(_Section):
     history: HistoryConfig = HistoryConfig()
     context: ContextConfig = ContextConfig()
     sources: SourcesConfig = SourcesConfig()
+    workspace: WorkspaceConfig = WorkspaceConfig()
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
@@ -499,6 +541,16 @@ def check_config(config: Config) -> list[str]:
     if config.summarizer.profile not in config.profiles:
         problems.append(f"summarizer.profile: unknown profile {config.summarizer.profile!r} "
                         f"(configured: {', '.join(config.profiles) or 'none'})")
+    for stage_key, tools in config.workspace.tools.items():
+        writes = sorted(set(tools) & WRITE_TOOLS)
+        if stage_key.value in READ_ONLY_STAGES and writes:
+            problems.append(f"workspace.tools.{stage_key.value}: {stage_key.value} is read only; "
+                            f"remove {', '.join(writes)}")
+    for repo, command in config.workspace.test_commands.items():
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", repo):
+            problems.append(f"workspace.test_commands.{repo}: not an owner/name repository")
+        if not command.strip():
+            problems.append(f"workspace.test_commands.{repo}: empty command")
     missing = [s for s in STAGE_NAMES if s not in config.stages]
     if missing:
         problems.append(f"stages: missing [stages.{missing[0]}]" +

@@ -19,14 +19,22 @@ Decisions callers must know:
 - Empty system blocks are skipped by every format, as ``Conversation.system_text`` does.
 - Text is never trimmed or rewritten; what a format cannot express is listed in
   ``cardloop.prompts.formats.intercept`` (round-trip limits).
+- Tools: the dict formats send ``conv.tools`` as the provider's tool definitions and render
+  tool calls and results natively (see each function); consecutive user turns that hold only
+  tool results become one Anthropic message (the API wants every result of an assistant turn
+  in the next message). The text formats write calls and results as tagged text
+  (``[tool_use NAME id=ID]`` + JSON input, ``[tool_result id=ID]`` + text), the shapes
+  ``intercept`` reads back.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
-from cardloop.prompts.conversation import Conversation, Turn
+from cardloop.prompts.conversation import Conversation, SystemBlock, ToolSpec, Turn
 
 logger = logging.getLogger(__name__)
 
@@ -87,10 +95,10 @@ def render(
     if name == "gemini":
         return to_gemini(conv, max_tokens=max_tokens, temperature=temperature)
     if name == "chatml":
-        return to_chatml(conv)
+        return to_chatml(_as_text(conv))
     if name == "gemma":
-        return to_gemma(conv)
-    return to_human_assistant(conv)
+        return to_gemma(_as_text(conv))
+    return to_human_assistant(_as_text(conv))
 
 
 def _sampling(
@@ -141,7 +149,35 @@ def to_anthropic(
     system = [block(b.text, b.cache) for b in conv.system if b.text]
     if system:
         params["system"] = system
-    params["messages"] = [{"role": t.role, "content": [block(t.text, t.cache)]} for t in conv.turns]
+    if conv.tools:
+        params["tools"] = [{"name": t.name, "description": t.description, "input_schema": dict(t.input_schema)}
+                           for t in conv.tools]
+    messages: list[dict[str, Any]] = []
+    for t in conv.turns:
+        if not t.tool_calls and not t.tool_results:
+            messages.append({"role": t.role, "content": [block(t.text, t.cache)]})
+            continue
+        content: list[dict[str, Any]] = []
+        # tool_result blocks come first in a user message (the API's rule), tool_use after text.
+        for r in t.tool_results:
+            result: dict[str, Any] = {"type": "tool_result", "tool_use_id": r.call_id, "content": r.text}
+            if r.is_error:
+                result["is_error"] = True
+            content.append(result)
+        if t.text:
+            content.append({"type": "text", "text": t.text})
+        content.extend({"type": "tool_use", "id": c.id, "name": c.name, "input": dict(c.input)} for c in t.tool_calls)
+        if t.cache and content:
+            marker = block("", True)  # takes one of the breakpoints, or counts it as dropped
+            if "cache_control" in marker:
+                content[-1]["cache_control"] = marker["cache_control"]
+        previous = messages[-1] if messages else None
+        if (t.tool_results and not t.text and previous is not None and previous["role"] == "user"
+                and all(b.get("type") == "tool_result" for b in previous["content"])):
+            previous["content"].extend(content)
+        else:
+            messages.append({"role": t.role, "content": content})
+    params["messages"] = messages
     if dropped:
         logger.warning(
             "anthropic allows %d cache breakpoints; %d later flagged blocks sent without one",
@@ -168,7 +204,22 @@ def to_openai(
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": b.text} for b in conv.system if b.text
     ]
-    messages.extend({"role": t.role, "content": t.text} for t in conv.turns)
+    for t in conv.turns:
+        if t.tool_calls:
+            messages.append({"role": "assistant", "content": t.text or None, "tool_calls": [
+                {"id": c.id, "type": "function",
+                 "function": {"name": c.name, "arguments": json.dumps(dict(c.input), ensure_ascii=False)}}
+                for c in t.tool_calls]})
+            continue
+        for r in t.tool_results:
+            # OpenAI's tool message has no error flag: the text says it.
+            messages.append({"role": "tool", "tool_call_id": r.call_id,
+                             "content": f"Error: {r.text}" if r.is_error else r.text})
+        if t.text or not t.tool_results:
+            messages.append({"role": t.role, "content": t.text})
+    if conv.tools:
+        params["tools"] = [{"type": "function", "function": {
+            "name": s.name, "description": s.description, "parameters": dict(s.input_schema)}} for s in conv.tools]
     params["messages"] = messages
     return params
 
@@ -198,10 +249,26 @@ def to_gemini(
     params: dict[str, Any] = {}
     if texts:
         params["system_instruction"] = {"parts": [{"text": "\n\n".join(texts)}]}
-    params["contents"] = [
-        {"role": "model" if t.role == "assistant" else "user", "parts": [{"text": t.text}]}
-        for t in conv.turns
-    ]
+    names = {c.id: c.name for t in conv.turns for c in t.tool_calls}
+    contents: list[dict[str, Any]] = []
+    for t in conv.turns:
+        role = "model" if t.role == "assistant" else "user"
+        if not t.tool_calls and not t.tool_results:
+            contents.append({"role": role, "parts": [{"text": t.text}]})
+            continue
+        parts: list[dict[str, Any]] = [
+            {"functionResponse": {"id": r.call_id, "name": names.get(r.call_id, "tool"),
+                                  "response": {"error" if r.is_error else "output": r.text}}}
+            for r in t.tool_results]
+        if t.text:
+            parts.append({"text": t.text})
+        parts += [{"functionCall": {"id": c.id, "name": c.name, "args": dict(c.input)}} for c in t.tool_calls]
+        contents.append({"role": role, "parts": parts})
+    params["contents"] = contents
+    if conv.tools:
+        params["tools"] = [{"functionDeclarations": [
+            {"name": s.name, "description": s.description, "parameters": gemini_schema(s.input_schema)}
+            for s in conv.tools]}]
     config: dict[str, Any] = {}
     if max_tokens is not None:
         config["maxOutputTokens"] = max_tokens
@@ -210,6 +277,53 @@ def to_gemini(
     if config:
         params["generationConfig"] = config
     return params
+
+
+# Keys of JSON Schema that Gemini's function `parameters` (an OpenAPI subset) rejects.
+_GEMINI_UNSUPPORTED = frozenset({"additionalProperties", "$schema", "$id", "$defs", "definitions"})
+
+
+def gemini_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON Schema as Gemini's parameters accept it: unsupported keywords dropped, recursively."""
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _GEMINI_UNSUPPORTED:
+            continue
+        if key == "properties" and isinstance(value, Mapping):
+            out[key] = {name: gemini_schema(sub) if isinstance(sub, Mapping) else sub for name, sub in value.items()}
+        elif isinstance(value, Mapping):
+            out[key] = gemini_schema(value)
+        else:
+            out[key] = value
+    return out
+
+
+def tool_specs_text(tools: tuple[ToolSpec, ...]) -> str:
+    """The tools, for a text format's system text (a prompt string has no tools field)."""
+    return "\n".join(f"- {t.name}: {t.description} Input schema: {json.dumps(dict(t.input_schema), sort_keys=True)}"
+                     for t in tools)
+
+
+def plain_text(turn: Turn) -> str:
+    """A turn's text with its tool calls and results written out, for the text formats."""
+    if not turn.tool_calls and not turn.tool_results:
+        return turn.text
+    parts = [f"[tool_result{' error' if r.is_error else ''} id={r.call_id}]\n{r.text}" for r in turn.tool_results]
+    if turn.text:
+        parts.append(turn.text)
+    parts += [f"[tool_use {c.name} id={c.id}]\n{json.dumps(dict(c.input), ensure_ascii=False, sort_keys=True)}"
+              for c in turn.tool_calls]
+    return "\n\n".join(parts)
+
+
+def _as_text(conv: Conversation) -> Conversation:
+    """The conversation with tools folded into text: what the text formats can carry."""
+    if not conv.tools and not any(t.tool_calls or t.tool_results for t in conv.turns):
+        return conv
+    system = conv.system
+    if conv.tools:
+        system = (*system, SystemBlock("Tools you may call:\n" + tool_specs_text(conv.tools)))
+    return Conversation(system, tuple(Turn(t.role, plain_text(t), t.cache) for t in conv.turns))
 
 
 def _open_prefill(turns: tuple[Turn, ...]) -> tuple[tuple[Turn, ...], Turn | None]:

@@ -62,7 +62,7 @@ class ScriptedModel:
 
     def __init__(
         self,
-        transcript: Mapping[str, Sequence[str]] | None = None,
+        transcript: Mapping[str, Sequence[Any]] | None = None,
         *,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -268,16 +268,21 @@ class ScriptedModel:
         messages = body["messages"]
         usage = self._usage(body)
         stop_reason = "end_turn"
+        scripted: str | list[Any] | None = None
+        if content is None and not any(t.lstrip().startswith(SUMMARY_HEADING) for t in system_texts):
+            scripted = self._scripted_reply(system_texts)
+            if isinstance(scripted, list):
+                content = scripted  # a transcript reply given as content blocks (tool_use turns)
         if content is not None:
             blocks = [dict(b) for b in content]
+            for b in blocks:
+                if b.get("type") == "tool_use" and not b.get("id"):
+                    b["id"] = new_id("toolu_")
             if any(b.get("type") == "tool_use" for b in blocks):
                 stop_reason = "tool_use"
             usage["output_tokens"] = max(sum(count_tokens(json.dumps(b)) for b in blocks), 1)
         else:
-            if any(t.lstrip().startswith(SUMMARY_HEADING) for t in system_texts):
-                text = summarize(messages)
-            else:
-                text = self._scripted_reply(system_texts)
+            text = summarize(messages) if scripted is None else str(scripted)
             max_tokens = body["max_tokens"]
             if count_tokens(text) > max_tokens:
                 text, stop_reason = text[: max_tokens * 4], "max_tokens"
@@ -295,7 +300,7 @@ class ScriptedModel:
             "usage": usage,
         }, {"request-id": request_id})
 
-    def _scripted_reply(self, system_texts: list[str]) -> str:
+    def _scripted_reply(self, system_texts: list[str]) -> str | list[Any]:
         stage: str | None = None
         # A block that opens with the heading (the agent block) wins over a heading further down
         # some block, which could be quoted text (a tenant prompt, say).

@@ -27,13 +27,13 @@ def normalize_stage(name: str) -> str:
     return _STAGE_ALIASES.get(key, key)
 
 
-def check_transcript(data: Any, source: str) -> dict[str, list[str]]:
+def check_transcript(data: Any, source: str) -> dict[str, list[Any]]:
     if not isinstance(data, Mapping):
         raise TranscriptError(
             f"{source}: a transcript must be a JSON object mapping a stage to a list of replies, "
             f"got {type(data).__name__}"
         )
-    out: dict[str, list[str]] = {}
+    out: dict[str, list[Any]] = {}
     for raw_key, replies in data.items():
         if not isinstance(raw_key, str):
             raise TranscriptError(f"{source}: stage names must be strings, got {raw_key!r}")
@@ -53,17 +53,35 @@ def check_transcript(data: Any, source: str) -> dict[str, list[str]]:
         if not replies:
             raise TranscriptError(f"{source}: stage {raw_key!r} has no replies")
         for i, reply in enumerate(replies, 1):
+            where = f"{source}: stage {raw_key!r} reply {i}"
+            if isinstance(reply, list):
+                _check_blocks(reply, where)
+                continue
             if not isinstance(reply, str):
-                raise TranscriptError(
-                    f"{source}: stage {raw_key!r} reply {i}: expected a string, got {type(reply).__name__}"
-                )
+                raise TranscriptError(f"{where}: expected a string or a list of content blocks, "
+                                      f"got {type(reply).__name__}")
             if not reply.strip():
-                raise TranscriptError(f"{source}: stage {raw_key!r} reply {i} is empty")
+                raise TranscriptError(f"{where} is empty")
         out[stage] = list(replies)
     return out
 
 
-def load_transcript(path: str | Path) -> dict[str, list[str]]:
+def _check_blocks(blocks: list[Any], where: str) -> None:
+    """A reply given as content blocks: text blocks and tool_use blocks ({"type": "tool_use",
+    "name": ..., "input": {...}}, an "id" optional), as the Messages API answers them."""
+    if not blocks:
+        raise TranscriptError(f"{where}: an empty list of content blocks")
+    for j, block in enumerate(blocks, 1):
+        kind = block.get("type") if isinstance(block, Mapping) else None
+        if kind == "text" and isinstance(block.get("text"), str) and block["text"].strip():
+            continue
+        if kind == "tool_use" and isinstance(block.get("name"), str) and isinstance(block.get("input"), Mapping):
+            continue
+        raise TranscriptError(f"{where} block {j}: expected a non-empty text block or a tool_use block "
+                              "with a name and an input object")
+
+
+def load_transcript(path: str | Path) -> dict[str, list[Any]]:
     """Read a transcript file: a JSON object {stage: [reply, ...]} (keys starting with "_" are
     comments). Raises TranscriptError naming the file and what is wrong."""
     p = Path(path)

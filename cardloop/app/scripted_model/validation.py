@@ -3,6 +3,7 @@ it wrong, so a bug shows up in tests instead of against the real API."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -120,6 +121,9 @@ def validate_request(body: Any, api_version: str = SAMPLING_REMOVED_IN) -> str |
             return f"messages.{i}.content: Input should be a valid string or a list of content blocks"
     if messages[0]["role"] != "user":
         return 'messages: first message must use the "user" role'
+    problem = _check_tools(body.get("tools")) or _check_tool_pairs(messages)
+    if problem:
+        return problem
     last = messages[-1]
     if last["role"] == "assistant":
         prefill = content_text(last.get("content"))
@@ -128,6 +132,68 @@ def validate_request(body: Any, api_version: str = SAMPLING_REMOVED_IN) -> str |
     found = _count_cache_control(body)
     if found > MAX_CACHE_CONTROL:
         return f"A maximum of {MAX_CACHE_CONTROL} blocks with cache_control may be provided. Found {found}."
+    return None
+
+
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def _check_tools(tools: Any) -> str | None:
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        return "tools: Input should be a valid list"
+    seen: set[str] = set()
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, Mapping):
+            return f"tools.{i}: Input should be a valid dictionary"
+        name = tool.get("name")
+        if not isinstance(name, str) or not _TOOL_NAME.match(name):
+            return f"tools.{i}.custom.name: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'"
+        if name in seen:
+            return "tools: Tool names must be unique."
+        seen.add(name)
+        schema = tool.get("input_schema")
+        if not isinstance(schema, Mapping):
+            return f"tools.{i}.custom.input_schema: Field required"
+        if schema.get("type") != "object":
+            return f"tools.{i}.custom.input_schema.type: Input should be 'object'"
+    return None
+
+
+def _blocks(message: Mapping[str, Any], kind: str) -> list[Mapping[str, Any]]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, Mapping) and b.get("type") == kind]
+
+
+def _check_tool_pairs(messages: list[Any]) -> str | None:
+    """Every tool_use is answered by a tool_result in the next message, and every tool_result
+    answers a tool_use of the message before it (the API's rules, in its words)."""
+    for i, message in enumerate(messages):
+        for j, block in enumerate(_blocks(message, "tool_use")):
+            if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
+                return f"messages.{i}.content.{j}.tool_use: id and name are required"
+            if not isinstance(block.get("input"), Mapping):
+                return f"messages.{i}.content.{j}.tool_use.input: Input should be a valid dictionary"
+        results = _blocks(message, "tool_result")
+        if results:
+            if message.get("role") != "user":
+                return f"messages.{i}: tool_result blocks are only allowed in user messages"
+            asked = {b.get("id") for b in _blocks(messages[i - 1], "tool_use")} if i else set()
+            for block in results:
+                if block.get("tool_use_id") not in asked:
+                    return (f"messages.{i}.content.0: unexpected `tool_use_id` found in `tool_result` blocks: "
+                            f"{block.get('tool_use_id')}. Each `tool_result` block must have a corresponding "
+                            "`tool_use` block in the previous message.")
+        if message.get("role") == "assistant" and i + 1 < len(messages):
+            answered = {b.get("tool_use_id") for b in _blocks(messages[i + 1], "tool_result")}
+            missing = [b["id"] for b in _blocks(message, "tool_use") if b["id"] not in answered]
+            if missing:
+                return (f"messages.{i + 1}: `tool_use` ids were found without `tool_result` blocks immediately "
+                        f"after: {', '.join(missing)}. Each `tool_use` block must have a corresponding "
+                        "`tool_result` block in the next message.")
     return None
 
 

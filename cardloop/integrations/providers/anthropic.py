@@ -15,7 +15,6 @@ messages.stream(); a failure before or during the stream is the same ProviderErr
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -42,7 +41,7 @@ from cardloop.integrations.providers.base import (
     redact,
     timeout_error,
 )
-from cardloop.prompts.conversation import Conversation
+from cardloop.prompts.conversation import Conversation, ToolUse
 from cardloop.prompts.formats.render import render
 
 logger = logging.getLogger(__name__)
@@ -97,9 +96,8 @@ class AnthropicProvider:
     ) -> Iterator[StreamEvent]:
         """The turn as it is produced: StreamStart, then TextDelta per text delta, then the Completion.
 
-        The deltas joined are the Completion's text: blocks are separated by a newline and tool
-        calls (which arrive as JSON fragments) are sent as one readable delta at the end, as
-        complete() renders them.
+        The deltas joined are the Completion's text (blocks separated by a newline); tool calls
+        arrive as JSON fragments and are only in the final Completion's tool_calls.
         """
         params = self._params(conversation, model=model, max_tokens=max_tokens, temperature=temperature)
         sent = ""
@@ -133,9 +131,7 @@ class AnthropicProvider:
             # An event the SDK cannot read (ValueError covers pydantic's ValidationError).
             raise bad_response(self.name, redact(f"{type(exc).__name__}: {exc}", self._api_key)) from None
         done = _completion(message, model)
-        if done.text.startswith(sent) and len(done.text) > len(sent):
-            yield TextDelta(done.text[len(sent):])  # tool calls, as readable text
-        elif not done.text.startswith(sent):
+        if done.text != sent:
             logger.warning("anthropic stream %s: streamed text differs from the final message", done.response_id)
         yield done
 
@@ -201,6 +197,7 @@ def _completion(message: Any, model: str) -> Completion:
         stop_reason=message.stop_reason,
         model=message.model or model,
         response_id=message.id,
+        tool_calls=tool_calls(message.content),
     )
 
 
@@ -214,14 +211,11 @@ def _note_dropped_temperature() -> None:
 
 
 def reply_text(content: Any) -> str:
-    """The reply as text. Tool calls are kept as readable lines, never dropped, until the
-    workspace tools (a later stage of the product) execute them."""
-    parts: list[str] = []
-    for block in content:
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            parts.append(block.text)
-        elif kind == "tool_use":
-            args = json.dumps(getattr(block, "input", {}), ensure_ascii=False, sort_keys=True)
-            parts.append(f"[tool_use {block.name} id={block.id}] {args}")
-    return "\n".join(p for p in parts if p)
+    """The reply's text blocks, joined by newlines (tool calls are in tool_calls())."""
+    return "\n".join(block.text for block in content if getattr(block, "type", None) == "text" and block.text)
+
+
+def tool_calls(content: Any) -> tuple[ToolUse, ...]:
+    """The reply's tool_use blocks, in order."""
+    return tuple(ToolUse(block.id, block.name, dict(getattr(block, "input", None) or {}))
+                 for block in content if getattr(block, "type", None) == "tool_use")

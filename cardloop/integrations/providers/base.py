@@ -29,7 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
-from cardloop.prompts.conversation import Conversation
+from cardloop.prompts.conversation import Conversation, ToolUse
 
 # The provider may ask for longer; past ten minutes a Temporal retry with its own backoff
 # serves better than one activity attempt sleeping on a hint.
@@ -109,6 +109,9 @@ class Completion:
     stop_reason: str | None
     model: str
     response_id: str | None
+    # The tools the model asked to run (when the conversation offered tools); text holds only
+    # the reply's own text.
+    tool_calls: tuple[ToolUse, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from cardloop.integrations.providers.base import (
     redact,
     ssl_context,
 )
-from cardloop.prompts.conversation import Conversation
+from cardloop.prompts.conversation import Conversation, ToolUse
 from cardloop.prompts.formats.render import render
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
@@ -81,6 +81,7 @@ class GeminiProvider:
         # Thought summaries (thinking models) are not the answer.
         text = "".join(p["text"] for p in parts
                        if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought"))
+        calls = _function_calls(parts)
         finish = candidate.get("finishReason")
         meta = data.get("usageMetadata") if isinstance(data.get("usageMetadata"), dict) else {}
         cached = as_int(meta.get("cachedContentTokenCount"))
@@ -93,9 +94,12 @@ class GeminiProvider:
                 output_tokens=as_int(meta.get("candidatesTokenCount")) + as_int(meta.get("thoughtsTokenCount")),
                 cache_read_tokens=cached,
             ),
-            stop_reason=_STOP_REASONS.get(finish, finish.lower()) if isinstance(finish, str) else None,
+            # Gemini ends a turn that calls functions with STOP: say tool_use, as the others do.
+            stop_reason="tool_use" if calls and finish == "STOP"
+            else _STOP_REASONS.get(finish, finish.lower()) if isinstance(finish, str) else None,
             model=data.get("modelVersion") if isinstance(data.get("modelVersion"), str) else model,
             response_id=data.get("responseId") if isinstance(data.get("responseId"), str) else None,
+            tool_calls=calls,
         )
 
     def _classify(self, status: int, body: Any, text: str, headers: Mapping[str, str]) -> ProviderError | None:
@@ -119,3 +123,15 @@ class GeminiProvider:
         if status == 400 and ("API_KEY_INVALID" in reasons or "API key not valid" in message):
             return ProviderError(error.message, kind="auth", retryable=False, status=status)
         return error
+
+
+def _function_calls(parts: list[Any]) -> tuple[ToolUse, ...]:
+    """functionCall parts; Gemini gives an id only sometimes, so one is made from the position."""
+    out: list[ToolUse] = []
+    for i, part in enumerate(parts):
+        call = part.get("functionCall") if isinstance(part, dict) else None
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            continue
+        ident = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else f"call_{i}_{call['name']}"
+        out.append(ToolUse(ident, call["name"], call.get("args") if isinstance(call.get("args"), dict) else {}))
+    return tuple(out)

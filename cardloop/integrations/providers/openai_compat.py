@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -16,13 +17,14 @@ from cardloop.integrations.providers.base import (
     post_json,
     ssl_context,
 )
-from cardloop.prompts.conversation import Conversation
+from cardloop.prompts.conversation import Conversation, ToolUse
 from cardloop.prompts.formats.render import render
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 # finish_reason in Anthropic's words, so callers check one vocabulary.
-_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal"}
+_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal", "tool_calls": "tool_use",
+                 "function_call": "tool_use"}
 
 
 class OpenAICompatProvider:
@@ -72,6 +74,7 @@ class OpenAICompatProvider:
             stop_reason=_STOP_REASONS.get(finish, finish.lower()) if isinstance(finish, str) else None,
             model=data.get("model") if isinstance(data.get("model"), str) else model,
             response_id=data.get("id") if isinstance(data.get("id"), str) else None,
+            tool_calls=_tool_calls(message.get("tool_calls")),
         )
 
 
@@ -82,3 +85,23 @@ def _content_text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
     return ""
+
+
+def _tool_calls(calls: Any) -> tuple[ToolUse, ...]:
+    """assistant.tool_calls: arguments arrive as a JSON string; one that is not a JSON object is
+    kept under "_invalid_arguments" so the tool refuses it with a reason the model can read."""
+    out: list[ToolUse] = []
+    for i, call in enumerate(calls if isinstance(calls, list) else []):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            continue
+        raw = function.get("arguments")
+        try:
+            args = json.loads(raw) if isinstance(raw, str) and raw.strip() else (raw or {})
+        except ValueError:
+            args = None
+        if not isinstance(args, dict):
+            args = {"_invalid_arguments": raw}
+        ident = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else f"call_{i}"
+        out.append(ToolUse(ident, function["name"], args))
+    return tuple(out)

@@ -400,7 +400,10 @@ def write(tmp_path: Path, text: str) -> Path:
     ('{"deploying": ["a"]}', "unknown stage 'deploying'; expected one of: planning, coding, review"),
     ('{"coding": "just one"}', "stage 'coding': expected a list of reply strings, got str"),
     ('{"coding": []}', "stage 'coding' has no replies"),
-    ('{"coding": ["ok", 3]}', "stage 'coding' reply 2: expected a string, got int"),
+    ('{"coding": ["ok", 3]}', "stage 'coding' reply 2: expected a string or a list of content blocks, got int"),
+    ('{"coding": [[{"type": "tool_use", "name": "x"}]]}',
+     "reply 1 block 1: expected a non-empty text block or a tool_use"),
+    ('{"coding": [[]]}', "reply 1: an empty list of content blocks"),
     ('{"coding": ["ok", "  "]}', "stage 'coding' reply 2 is empty"),
     ('{"review": ["a"], "code review": ["b"]}', "stage 'review' is given twice"),
 ])
@@ -476,3 +479,48 @@ def test_stream_wire_format(model: ScriptedModel) -> None:
     assert "".join(d["delta"]["text"] for d in data if d["type"] == "content_block_delta") == "first coding reply"
     assert data[-2]["delta"] == {"stop_reason": "end_turn", "stop_sequence": None}
     assert data[-2]["usage"]["output_tokens"] > 0
+
+
+# --- tool use in the Anthropic wire format ------------------------------------------------------
+
+TOOL = {"name": "read_file", "description": "Read a file.",
+        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}
+
+
+def test_a_transcript_reply_of_content_blocks_is_a_tool_use_turn() -> None:
+    script = {"coding": [[{"type": "text", "text": "Reading the policy."},
+                          {"type": "tool_use", "name": "read_file", "input": {"path": "app/webhooks/retry.py"}}],
+                         "Fixed.\n\n<promise>COMPLETE</promise>"]}
+    with ScriptedModel(script) as server:
+        first = post(server, request(tools=[TOOL])).json()
+        assert first["stop_reason"] == "tool_use"
+        text, use = first["content"]
+        assert text == {"type": "text", "text": "Reading the policy."}
+        assert use["type"] == "tool_use" and use["id"].startswith("toolu_") and use["name"] == "read_file"
+        assert use["input"] == {"path": "app/webhooks/retry.py"}
+        answered = request(tools=[TOOL])
+        answered["messages"] += [{"role": "assistant", "content": first["content"]},
+                                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use["id"],
+                                                               "content": "1 | import random"}]}]
+        second = post(server, answered)
+        assert reply_text(second).endswith("<promise>COMPLETE</promise>")
+        assert second.json()["stop_reason"] == "end_turn"
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda b: b.update(tools=[{**TOOL, "name": "read file"}]), "tools.0.custom.name: String should match pattern"),
+    (lambda b: b.update(tools=[{"name": "x"}]), "tools.0.custom.input_schema: Field required"),
+    (lambda b: b.update(tools=[TOOL, TOOL]), "Tool names must be unique"),
+    (lambda b: b["messages"].extend([
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}}]},
+        {"role": "user", "content": "no result"}]),
+     "`tool_use` ids were found without `tool_result` blocks immediately after: toolu_1"),
+    (lambda b: b["messages"].extend([
+        {"role": "assistant", "content": "hm"},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "x"}]}]),
+     "unexpected `tool_use_id` found in `tool_result` blocks: toolu_9"),
+])
+def test_tool_rules_get_the_apis_400(model: ScriptedModel, change: Any, message: str) -> None:
+    body = request()
+    change(body)
+    assert_api_error(post(model, body), 400, "invalid_request_error", message)

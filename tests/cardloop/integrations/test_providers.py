@@ -30,6 +30,7 @@ from cardloop.integrations.providers import (
     Price,
     Provider,
     ProviderError,
+    TextDelta,
     Usage,
     build_provider,
     classify_status,
@@ -37,7 +38,7 @@ from cardloop.integrations.providers import (
     retry_after_from,
 )
 from cardloop.integrations.providers.anthropic import SDK_TAKES_TEMPERATURE
-from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
+from cardloop.prompts.conversation import Conversation, SystemBlock, ToolOutput, ToolSpec, ToolUse, Turn
 
 ROOT = Path(__file__).resolve().parents[3]
 API_KEY = "sk-ant-api03-THIS-KEY-MUST-NEVER-BE-PRINTED-0123456789"
@@ -563,11 +564,120 @@ def test_httpx_providers_timeout_and_connection_errors(http_server: JsonServer) 
     assert (bad.kind, bad.retryable) == ("invalid_request", False)
 
 
-def test_anthropic_tool_use_blocks_are_kept_as_text(claude: AnthropicProvider, model: ScriptedModel) -> None:
+def test_anthropic_tool_use_blocks_are_parsed_into_tool_calls(claude: AnthropicProvider, model: ScriptedModel) -> None:
     model.inject(content=[
         {"type": "text", "text": "Let me run the tests."},
         {"type": "tool_use", "id": "toolu_01A", "name": "run_tests", "input": {"path": "tests/test_retry.py"}},
     ])
     done = claude.complete(CONV, model="claude-sonnet-4-6", max_tokens=256, temperature=None)
     assert done.stop_reason == "tool_use"
-    assert done.text == 'Let me run the tests.\n[tool_use run_tests id=toolu_01A] {"path": "tests/test_retry.py"}'
+    assert done.text == "Let me run the tests."
+    assert done.tool_calls == (ToolUse("toolu_01A", "run_tests", {"path": "tests/test_retry.py"}),)
+
+
+# --- native tool use, round trip: tools out, calls back, results out --------------------------
+
+READ = ToolSpec("read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}},
+                                              "required": ["path"], "additionalProperties": False})
+
+
+def _with_result(call: ToolUse, text: str, *, is_error: bool = False) -> Conversation:
+    return Conversation(system=CONV.system, tools=(READ,), turns=(
+        *CONV.turns, Turn("assistant", "", tool_calls=(call,)),
+        Turn("user", "", tool_results=(ToolOutput(call.id, text, is_error),)),
+    ))
+
+
+def test_anthropic_tool_round_trip(claude: AnthropicProvider, model: ScriptedModel) -> None:
+    model.inject(content=[{"type": "tool_use", "id": "toolu_9", "name": "read_file",
+                           "input": {"path": "app/webhooks/retry.py"}}])
+    first = claude.complete(Conversation(CONV.system, CONV.turns, (READ,)), model=MODEL, max_tokens=256,
+                            temperature=None)
+    assert model.last_request["tools"] == [{"name": "read_file", "description": "Read a file.",
+                                            "input_schema": dict(READ.input_schema)}]
+    (call,) = first.tool_calls
+    assert (first.text, first.stop_reason) == ("", "tool_use")
+    second = claude.complete(_with_result(call, "1 | import random", is_error=True), model=MODEL, max_tokens=256,
+                             temperature=None)
+    assert second.text == REPLIES["coding"][0] and second.tool_calls == ()
+    messages = model.last_request["messages"]
+    assert messages[1] == {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "toolu_9", "name": "read_file", "input": {"path": "app/webhooks/retry.py"}}]}
+    assert messages[2] == {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_9", "content": "1 | import random", "is_error": True}]}
+
+
+def test_anthropic_unanswered_tool_use_is_the_apis_400(claude: AnthropicProvider) -> None:
+    call = ToolUse("toolu_1", "read_file", {"path": "x"})
+    conv = Conversation(CONV.system, (*CONV.turns, Turn("assistant", "", tool_calls=(call,)), Turn("user", "go")),
+                        (READ,))
+    error = fail(claude, conv)
+    assert (error.kind, error.retryable) == ("invalid_request", False)
+    assert "without `tool_result` blocks immediately after: toolu_1" in error.message
+
+
+def test_anthropic_stream_keeps_text_and_tool_calls_apart(claude: AnthropicProvider, model: ScriptedModel) -> None:
+    model.inject(content=[{"type": "text", "text": "Reading."},
+                          {"type": "tool_use", "id": "toolu_2", "name": "read_file", "input": {"path": "a.py"}}])
+    events = list(claude.stream(Conversation(CONV.system, CONV.turns, (READ,)), model=MODEL, max_tokens=256,
+                                temperature=None))
+    deltas = "".join(e.text for e in events if isinstance(e, TextDelta))
+    done = events[-1]
+    assert isinstance(done, Completion) and deltas == done.text == "Reading."
+    assert done.tool_calls == (ToolUse("toolu_2", "read_file", {"path": "a.py"}),)
+
+
+def test_openai_tool_round_trip(http_server: JsonServer) -> None:
+    asked = {**OPENAI_OK, "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_abc", "type": "function",
+             "function": {"name": "read_file", "arguments": '{"path": "app/webhooks/retry.py"}'}},
+            {"id": "call_bad", "type": "function", "function": {"name": "read_file", "arguments": "{not json"}},
+        ]}}]}
+    http_server.answer(200, asked)
+    http_server.answer(200, OPENAI_OK)
+    provider = OpenAICompatProvider(base_url=http_server.url + "/v1", api_key=OPENAI_KEY, timeout=5.0)
+    first = provider.complete(Conversation(CONV.system, CONV.turns, (READ,)), model="gpt-4o", max_tokens=300,
+                              temperature=None)
+    assert (first.text, first.stop_reason) == ("", "tool_use")
+    assert first.tool_calls == (ToolUse("call_abc", "read_file", {"path": "app/webhooks/retry.py"}),
+                                ToolUse("call_bad", "read_file", {"_invalid_arguments": "{not json"}))
+    _, _, body = http_server.received[0]
+    assert body["tools"] == [{"type": "function", "function": {
+        "name": "read_file", "description": "Read a file.", "parameters": dict(READ.input_schema)}}]
+    second = provider.complete(_with_result(first.tool_calls[0], "1 | import random"), model="gpt-4o",
+                               max_tokens=300, temperature=None)
+    assert second.text == "Plan ready." and second.tool_calls == ()
+    _, _, body = http_server.received[1]
+    assert body["messages"][-2:] == [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_abc", "type": "function", "function": {
+            "name": "read_file", "arguments": '{"path": "app/webhooks/retry.py"}'}}]},
+        {"role": "tool", "tool_call_id": "call_abc", "content": "1 | import random"},
+    ]
+
+
+def test_gemini_tool_round_trip(http_server: JsonServer) -> None:
+    asked = {**GEMINI_OK, "candidates": [{"finishReason": "STOP", "content": {"role": "model", "parts": [
+        {"text": "Reading the policy."},
+        {"functionCall": {"name": "read_file", "args": {"path": "app/webhooks/retry.py"}}},
+    ]}}]}
+    http_server.answer(200, asked)
+    http_server.answer(200, GEMINI_OK)
+    provider = GeminiProvider(base_url=http_server.url + "/v1beta", api_key=GEMINI_KEY, timeout=5.0)
+    first = provider.complete(Conversation(CONV.system, CONV.turns, (READ,)), model="gemini-2.5-flash",
+                              max_tokens=512, temperature=None)
+    assert (first.text, first.stop_reason) == ("Reading the policy.", "tool_use")
+    assert first.tool_calls == (ToolUse("call_1_read_file", "read_file", {"path": "app/webhooks/retry.py"}),)
+    _, _, body = http_server.received[0]
+    assert body["tools"] == [{"functionDeclarations": [{"name": "read_file", "description": "Read a file.",
+                              "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                                             "required": ["path"]}}]}]
+    provider.complete(_with_result(first.tool_calls[0], "1 | import random"), model="gemini-2.5-flash",
+                      max_tokens=512, temperature=None)
+    _, _, body = http_server.received[1]
+    assert body["contents"][-2:] == [
+        {"role": "model", "parts": [{"functionCall": {"id": "call_1_read_file", "name": "read_file",
+                                                      "args": {"path": "app/webhooks/retry.py"}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"id": "call_1_read_file", "name": "read_file",
+                                                         "response": {"output": "1 | import random"}}}]},
+    ]

@@ -38,7 +38,7 @@ def error_response(protocol: Protocol, exc: GatewayError, call_id: str) -> JSONR
 
 
 def openai_finish_reason(stop_reason: str | None) -> str:
-    # Tool calls come back as text (the providers' rule), so "tool_calls" would promise a field we never send.
+    # The gateway offers no tools (the request's are ignored), so "tool_calls" would promise a field never sent.
     return _TO_OPENAI_FINISH.get(stop_reason or "", "stop")
 
 

@@ -1,0 +1,62 @@
+"""The agent's workspace: a git worktree per card, the tools that act in it, the sandbox
+their commands run in, and the repository's test command. Plain code: no Temporal here.
+
+    manager = WorkspaceManager(root, clone_url_template=..., token=...)
+    ws = manager.open(card)                                   # worktree on the card's branch
+    toolbox = Toolbox(ToolContext(ws.path, ws.home, sandbox), offered=config.workspace.tools_for(stage))
+    result = toolbox.execute("edit_file", {...})              # ToolResult(text, is_error)
+    manager.checkpoint(ws, run=run_id, turn=n)                # commit + push, idempotent
+"""
+
+from __future__ import annotations
+
+from cardloop.contracts.config import Config, SandboxConfig
+from cardloop.integrations.workspace.errors import PushRejected, WorkspaceError
+from cardloop.integrations.workspace.manager import Checkpoint, Workspace, WorkspaceManager, default_branch_name
+from cardloop.integrations.workspace.sandbox import (
+    CommandResult,
+    Protections,
+    Sandbox,
+    SandboxLimits,
+    detect_protections,
+)
+from cardloop.integrations.workspace.testcmd import TestRun, detect_test_command, repository_test_command, run_tests
+from cardloop.integrations.workspace.tools import TOOLS, Toolbox, ToolContext, ToolResult
+
+
+def sandbox_limits(cfg: SandboxConfig) -> SandboxLimits:
+    return SandboxLimits(timeout=cfg.timeout_seconds, output_bytes=cfg.output_bytes, cpu_seconds=cfg.cpu_seconds,
+                         memory_mb=cfg.memory_mb, max_processes=cfg.max_processes, max_file_mb=cfg.max_file_mb,
+                         network=cfg.network == "allow", env_allow=tuple(cfg.env_allow))
+
+
+def manager_from_config(config: Config) -> WorkspaceManager:
+    """The worker's WorkspaceManager: clones as [sources.repository] says, under [workspace] root."""
+    repo = config.sources.repository
+    return WorkspaceManager(config.workspace.root, clone_url_template=repo.clone_url,
+                            token=config.secret(repo.token_env) if repo.token_env else None, depth=repo.depth)
+
+
+__all__ = [
+    "TOOLS",
+    "Checkpoint",
+    "CommandResult",
+    "Protections",
+    "PushRejected",
+    "Sandbox",
+    "SandboxLimits",
+    "TestRun",
+    "ToolContext",
+    "ToolResult",
+    "Toolbox",
+    "Workspace",
+    "WorkspaceError",
+    "WorkspaceManager",
+    "default_branch_name",
+    "detect_protections",
+    "detect_test_command",
+    "manager_from_config",
+    "repository_test_command",
+    "run_tests",
+    "sandbox_limits",
+]

@@ -1,0 +1,296 @@
+"""One workspace per card: a git worktree of the card's repository on the card's branch.
+
+    <root>/clones/<owner>/<name>          the cached clone (RepositorySource's cache, shallow)
+    <root>/worktrees/<slug>-<hash>/       the card's worktree, on `card.branch` or cardloop/<card id>
+    <root>/worktrees/<slug>-<hash>.home/  HOME for the card's commands (never the worker's own)
+    <root>/worktrees/<slug>-<hash>.json   which card, repository and branch; when last used
+
+`open` creates the worktree from the remote branch when it exists (another worker's checkpoint,
+or a branch a person pushed), else from the default branch; a worktree that is already there
+and sane is reopened as it is, uncommitted changes included. `checkpoint` commits everything
+and pushes it to the card's branch: nothing changed and nothing unpushed means no commit and
+no push, so a retried checkpoint is harmless; a push the remote refuses raises PushRejected
+with git's (scrubbed) message. `remove` deletes a card's workspace when the card is done;
+`cleanup` removes the rest by age, then the least recently used until the total fits the size
+limit. What was never checkpointed is lost with a removed workspace: checkpoint first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+
+from cardloop.integrations.sources.repository import _MISSING_BRANCH, RepositorySource
+from cardloop.integrations.workspace.errors import PushRejected, WorkspaceError
+from cardloop.integrations.workspace.git import Git, GitFailed
+from cardloop.prompts.card import Card
+
+AUTHOR_NAME = "cardloop agent"
+AUTHOR_EMAIL = "agent@cardloop.invalid"
+BRANCH_PREFIX = "cardloop/"
+# git's words for a push the remote refused (as opposed to one that never reached it).
+_REJECTED = re.compile(
+    r"\[rejected\]|\[remote rejected\]|pre-receive hook declined|hook declined|protected branch|"
+    r"non-fast-forward|failed to push some refs|denied|permission to .* denied",
+    re.IGNORECASE,
+)
+_UNSAFE = re.compile(r"[^A-Za-z0-9._/-]+")
+
+
+def card_key(card: Card) -> str:
+    return f"{card.tenant}/{card.board}/{card.id}"
+
+
+def default_branch_name(card_id: str) -> str:
+    """`cardloop/<card id>` with what git refuses in a ref name replaced (`PAY#142` -> `PAY-142`)."""
+    name = _UNSAFE.sub("-", card_id)
+    name = re.sub(r"\.{2,}", ".", re.sub(r"/{2,}", "/", name))
+    parts = [p.strip(".").removesuffix(".lock") or "x" for p in name.strip("/").split("/")]
+    return BRANCH_PREFIX + "/".join(parts)
+
+
+@dataclass(frozen=True)
+class Workspace:
+    card_key: str
+    repo: str
+    branch: str
+    path: Path
+    home: Path
+    created_from: str  # "origin/<branch>", "default branch <sha>" or "existing worktree"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    sha: str
+    committed: bool               # a new commit was made
+    pushed: bool                  # the branch was pushed (the commit, or an earlier unpushed one)
+    files: tuple[str, ...] = ()   # what the new commit changed
+
+
+class WorkspaceManager:
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        clone_url_template: str = "https://github.com/{repo}.git",
+        token: object | None = None,
+        depth: int = 50,
+        git_timeout: float = 120.0,
+    ) -> None:
+        self.root = Path(root).expanduser()
+        self.depth = depth
+        # Only the source's git plumbing is used: `counter=len` keeps it from loading a vocabulary.
+        source = RepositorySource(self.root / "clones", clone_url_template=clone_url_template,
+                                  token=token, depth=depth, git_timeout=git_timeout, counter=len)  # type: ignore[arg-type]
+        self.git = Git(source)
+
+    def __repr__(self) -> str:
+        return f"WorkspaceManager(root={str(self.root)!r})"
+
+    # --- where ---------------------------------------------------------------------------
+
+    def _name(self, key: str, card_id: str) -> str:
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", card_id).strip(".-")[:40] or "card"
+        return f"{slug}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+
+    def _paths(self, key: str, card_id: str) -> tuple[Path, Path, Path]:
+        base = self.root / "worktrees" / self._name(key, card_id)
+        return base, base.with_name(base.name + ".home"), base.with_name(base.name + ".json")
+
+    def _clone_path(self, repo: str) -> Path:
+        return self.git.source.cache_dir / repo
+
+    # --- open ----------------------------------------------------------------------------
+
+    def open(self, card: Card) -> Workspace:
+        """The card's workspace, created on first use (see the module docstring)."""
+        if not card.repo:
+            raise WorkspaceError(f"card {card.id} names no repository: no workspace", retryable=False)
+        key = card_key(card)
+        branch = self.git.check_branch(card.branch or default_branch_name(card.id), card.repo)
+        path, home, meta = self._paths(key, card.id)
+        clone = self.git.clone(card.repo)
+        with self.git.locked(card.repo):
+            if self._current_branch(path) == branch:
+                created_from = "existing worktree"
+            else:
+                created_from = self._add_worktree(clone.path, clone.sha, path, branch)
+        home.mkdir(parents=True, exist_ok=True)
+        ws = Workspace(key, card.repo, branch, path, home, created_from)
+        self._write_meta(meta, ws)
+        return ws
+
+    def _current_branch(self, path: Path) -> str | None:
+        if not (path / ".git").is_file():
+            return None
+        try:
+            return self.git.run(["rev-parse", "--abbrev-ref", "HEAD"], path).strip()
+        except WorkspaceError:
+            return None  # a worktree whose clone was re-made: rebuilt from the remote
+
+    def _add_worktree(self, clone: Path, default_sha: str, path: Path, branch: str) -> str:
+        if path.exists():
+            shutil.rmtree(path)
+        self.git.run(["worktree", "prune"], clone)
+        remote_ref = f"refs/remotes/origin/{branch}"
+        try:
+            self.git.run(["fetch", "--depth", str(self.depth), "--no-tags", "--quiet", "origin",
+                          f"+refs/heads/{branch}:{remote_ref}"], clone)
+            start, created_from = remote_ref, f"origin/{branch}"
+        except GitFailed as exc:
+            if exc.timed_out or not _MISSING_BRANCH.search(exc.detail):
+                raise
+            # No such branch on the remote (yet): a stale tracking ref would make checkpoint
+            # believe the default branch's commit was already pushed there.
+            with contextlib.suppress(WorkspaceError):
+                self.git.run(["update-ref", "-d", remote_ref], clone)
+            start, created_from = default_sha, f"default branch {default_sha[:12]}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.git.run(["worktree", "add", "--force", "--quiet", "-B", branch, str(path), start], clone)
+        return created_from
+
+    # --- checkpoint ----------------------------------------------------------------------
+
+    def checkpoint(self, ws: Workspace, *, run: str, turn: int) -> Checkpoint:
+        """Commit every change and push the branch; see the module docstring."""
+        changed = self.changed_files(ws)
+        committed = False
+        if changed:
+            self.git.run(["add", "-A"], ws.path)
+            message = (f"cardloop: {ws.card_key} run {run} turn {turn}\n\n"
+                       f"Checkpoint of the card's workspace after turn {turn} of run {run}.\n")
+            self.git.run(["-c", f"user.name={AUTHOR_NAME}", "-c", f"user.email={AUTHOR_EMAIL}",
+                          "commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message], ws.path)
+            committed = True
+        head = self.git.run(["rev-parse", "HEAD"], ws.path).strip()
+        remote_ref = f"refs/remotes/origin/{ws.branch}"
+        try:
+            pushed_sha = self.git.run(["rev-parse", "--verify", "--quiet", remote_ref], ws.path).strip()
+        except GitFailed:
+            pushed_sha = ""
+        pushed = False
+        if head != pushed_sha:
+            try:
+                self.git.run(["push", "--quiet", "origin", f"HEAD:refs/heads/{ws.branch}"], ws.path)
+            except GitFailed as exc:
+                if not exc.timed_out and _REJECTED.search(exc.detail):
+                    raise PushRejected(ws.branch, exc.detail) from None
+                raise
+            self.git.run(["update-ref", remote_ref, head], ws.path)
+            pushed = True
+        self._touch(ws)
+        return Checkpoint(head, committed, pushed, tuple(changed) if committed else ())
+
+    def changed_files(self, ws: Workspace) -> list[str]:
+        """Paths with changes not yet committed (untracked included, ignored files not)."""
+        out = self.git.run(["status", "--porcelain", "-z", "--untracked-files=all"], ws.path)
+        files: list[str] = []
+        entries = out.split("\0")
+        i = 0
+        while i < len(entries):
+            entry = entries[i]
+            if len(entry) > 3:
+                files.append(entry[3:])
+                if entry[0] in "RC":
+                    i += 1  # a rename's source path follows
+            i += 1
+        return files
+
+    # --- removal -------------------------------------------------------------------------
+
+    def remove(self, card: Card) -> bool:
+        """Delete the card's workspace (its card is done). False when there was none."""
+        key = card_key(card)
+        path, home, meta = self._paths(key, card.id)
+        return self._remove(path, home, meta, card.repo)
+
+    def _remove(self, path: Path, home: Path, meta: Path, repo: str | None) -> bool:
+        existed = path.exists() or meta.exists()
+        info = self._read_meta(meta)
+        repo = repo or info.get("repo")
+        branch = info.get("branch")
+        clone = self._clone_path(repo) if repo else None
+        if clone is not None and (clone / ".git").is_dir():
+            with self.git.locked(repo):  # type: ignore[arg-type]
+                with contextlib.suppress(WorkspaceError):
+                    self.git.run(["worktree", "remove", "--force", "--force", str(path)], clone)
+                shutil.rmtree(path, ignore_errors=True)
+                with contextlib.suppress(WorkspaceError):
+                    self.git.run(["worktree", "prune"], clone)
+                if branch:
+                    for args in (["branch", "-D", "--quiet", branch],
+                                 ["update-ref", "-d", f"refs/remotes/origin/{branch}"]):
+                        with contextlib.suppress(WorkspaceError):
+                            self.git.run(args, clone)
+        shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
+        meta.unlink(missing_ok=True)
+        return existed
+
+    def cleanup(self, *, max_bytes: int, max_age_seconds: float, keep: Collection[str] = (),
+                now: float | None = None) -> list[str]:
+        """Remove workspaces unused for longer than `max_age_seconds`, then the least recently
+        used until all of them together fit `max_bytes`. `keep` names card keys in use.
+        Returns the card keys removed."""
+        now = time.time() if now is None else now
+        entries = []
+        for meta in sorted((self.root / "worktrees").glob("*.json")):
+            info = self._read_meta(meta)
+            base = meta.with_suffix("")
+            entries.append((float(info.get("last_used", 0.0)), str(info.get("card_key", base.name)), base, meta))
+        removed: list[str] = []
+        left = []
+        for last_used, key, base, meta in sorted(entries):
+            if key not in keep and now - last_used > max_age_seconds:
+                self._remove(base, base.with_name(base.name + ".home"), meta, None)
+                removed.append(key)
+            else:
+                left.append((last_used, key, base, meta))
+        sizes = {base: _size(base) + _size(base.with_name(base.name + ".home")) for _, _, base, _ in left}
+        total = sum(sizes.values())
+        for _last_used, key, base, meta in left:  # oldest first
+            if total <= max_bytes:
+                break
+            if key in keep:
+                continue
+            self._remove(base, base.with_name(base.name + ".home"), meta, None)
+            total -= sizes[base]
+            removed.append(key)
+        return removed
+
+    # --- metadata ------------------------------------------------------------------------
+
+    def _write_meta(self, meta: Path, ws: Workspace) -> None:
+        data = {"card_key": ws.card_key, "repo": ws.repo, "branch": ws.branch, "path": str(ws.path),
+                "last_used": time.time()}
+        tmp = meta.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        os.replace(tmp, meta)
+
+    def _touch(self, ws: Workspace) -> None:
+        self._write_meta(ws.path.with_name(ws.path.name + ".json"), ws)
+
+    @staticmethod
+    def _read_meta(meta: Path) -> dict[str, object]:
+        try:
+            data = json.loads(meta.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    return total

@@ -1,0 +1,241 @@
+"""run_command's sandbox: what a command the model asked for may do on the worker.
+
+- working directory inside the workspace (the tool checks the path; here it is given);
+- its own session and process group, and on a timeout the whole group is killed (SIGKILL),
+  so `sleep 1000 & wait` leaves nothing behind; where a PID namespace can be made
+  (`unshare --pid --fork --kill-child`), a process that left the group with setsid dies too,
+  because the namespace dies with its first process;
+- the output (stdout and stderr merged) is read as it comes and capped: the first and last
+  halves of `output_bytes` are kept, the middle is counted and dropped;
+- an environment built from an allow-list (PATH, locale, TZ, TERM and the names configured),
+  HOME set to the card's own directory: none of the worker's secrets (API keys, tokens,
+  DATABASE_URL) is inherited, whatever their names;
+- resource limits set in the child before it runs the command (a `python -I -c` wrapper calling
+  setrlimit, then exec): CPU seconds, address space, processes, file size; soft = hard, so the
+  command cannot raise them. RLIMIT_NPROC counts every process of the worker's user, and root
+  is exempt from it;
+- no network where a network namespace can be made (`unshare --net`, or `unshare -rn` as an
+  unprivileged user with user namespaces): only a loopback interface that is down.
+
+`detect_protections` finds out once per process which of these the platform allows;
+`Protections.describe()` says so in words (for `cardloop doctor` and the stage's details).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_ENV_ALLOW: tuple[str, ...] = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
+
+# Runs in the child: set the limits, then become the command. Soft = hard, capped at the
+# current hard limit (an unprivileged process cannot raise it).
+_LIMITS_WRAPPER = """
+import os, resource, sys
+for item in sys.argv[1].split(","):
+    if item:
+        name, value = item.split("=")
+        which = getattr(resource, "RLIMIT_" + name)
+        hard = resource.getrlimit(which)[1]
+        v = int(value) if hard == resource.RLIM_INFINITY else min(int(value), hard)
+        resource.setrlimit(which, (v, v))
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    timeout: float = 300.0
+    output_bytes: int = 1_000_000
+    cpu_seconds: int = 600
+    memory_mb: int = 4096
+    max_processes: int = 512
+    max_file_mb: int = 512
+    network: bool = False  # False: no network where the platform allows it
+    env_allow: tuple[str, ...] = DEFAULT_ENV_ALLOW
+    # Prepended to PATH: by default the worker's interpreter's directory, so Python tools
+    # installed with the worker (pytest) are found.
+    path_prepend: tuple[str, ...] = field(default_factory=lambda: (os.path.dirname(sys.executable),))
+
+    def rlimits(self) -> dict[str, int]:
+        mb = 1024 * 1024
+        return {"CPU": self.cpu_seconds, "AS": self.memory_mb * mb, "NPROC": self.max_processes,
+                "FSIZE": self.max_file_mb * mb}
+
+
+@dataclass(frozen=True)
+class Protections:
+    """Which protections a command gets on this worker."""
+
+    network_isolated: bool
+    pid_namespace: bool
+    namespace_prefix: tuple[str, ...]  # the unshare command line that provides them, or ()
+    rlimits: bool
+    why_not: tuple[str, ...] = ()
+
+    def describe(self, limits: SandboxLimits) -> list[str]:
+        lines = [
+            f"timeout {limits.timeout:g}s, the whole process group killed",
+            f"output capped at {limits.output_bytes:,} bytes (head and tail kept)",
+            f"environment from an allow-list ({', '.join(limits.env_allow)}), HOME per card",
+        ]
+        if self.rlimits:
+            lines.append(f"limits: CPU {limits.cpu_seconds}s, memory {limits.memory_mb} MB, "
+                         f"{limits.max_processes} processes, files {limits.max_file_mb} MB")
+        else:
+            lines.append("no resource limits (setrlimit unavailable)")
+        if limits.network:
+            lines.append("network allowed (configured)")
+        elif self.network_isolated:
+            lines.append("no network (own network namespace: " + " ".join(self.namespace_prefix) + ")")
+        else:
+            lines.append("network NOT isolated: " + ("; ".join(self.why_not) or "no unshare"))
+        lines.append("own PID namespace: escaped children die with the command" if self.pid_namespace
+                     else "no PID namespace: a child that calls setsid can outlive a timeout")
+        return lines
+
+
+def _works(argv: Sequence[str]) -> tuple[bool, str]:
+    try:
+        done = subprocess.run([*argv, "true"], stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"{' '.join(argv)}: {exc}"
+    detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    return done.returncode == 0, f"{' '.join(argv)}: {detail[-1] if detail else f'exit {done.returncode}'}"
+
+
+@functools.cache
+def detect_protections(network: bool = False, unshare: str | None = None) -> Protections:
+    """Try the namespace variants once (about 10 ms each) and keep the strongest that works."""
+    rlimits = sys.platform.startswith("linux") or sys.platform == "darwin"
+    path = unshare or shutil.which("unshare")
+    if path is None:
+        return Protections(False, False, (), rlimits, ("unshare (util-linux) not found",))
+    pid = ("--pid", "--fork", "--kill-child")
+    net = () if network else ("--net",)
+    candidates: list[tuple[tuple[str, ...], bool, bool]] = []
+    for user in ((), ("--user", "--map-root-user")):
+        candidates.append(((path, *user, *net, *pid), not network, True))
+        if net:
+            candidates.append(((path, *user, *net), True, False))
+    why: list[str] = []
+    for argv, isolated, has_pid in candidates:
+        ok, detail = _works(argv)
+        if ok:
+            return Protections(isolated, has_pid, (*argv, "--"), rlimits)
+        why.append(detail)
+    return Protections(False, False, (), rlimits, tuple(why[-2:]))
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    exit_code: int | None  # None: killed by the timeout
+    output: str
+    timed_out: bool
+    dropped_bytes: int     # output beyond the cap, not kept
+    seconds: float
+
+
+class _Capture:
+    """Keeps the first and last `limit // 2` bytes of a stream and counts the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self.half = max(limit // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def feed(self, chunk: bytes) -> None:
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            over = len(self.tail) - self.half
+            if over > 0:
+                del self.tail[:over]
+                self.dropped += over
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", "replace")
+        tail = self.tail.decode("utf-8", "replace")
+        if self.dropped:
+            return f"{head}\n[... {self.dropped:,} bytes of output cut ...]\n{tail}"
+        return head + tail
+
+
+class Sandbox:
+    def __init__(self, limits: SandboxLimits | None = None, protections: Protections | None = None) -> None:
+        self.limits = limits or SandboxLimits()
+        self.protections = protections or detect_protections(self.limits.network)
+
+    def describe(self) -> list[str]:
+        return self.protections.describe(self.limits)
+
+    def env(self, home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+        env = {k: os.environ[k] for k in self.limits.env_allow if k in os.environ}
+        path = [*self.limits.path_prepend, env.get("PATH", os.defpath)]
+        env.update(
+            PATH=os.pathsep.join(p for p in path if p),
+            HOME=str(home),
+            TMPDIR=str(home / "tmp"),
+            CI="1",  # test runners and package managers stay non-interactive
+            GIT_TERMINAL_PROMPT="0",
+            GIT_CONFIG_NOSYSTEM="1",
+            PYTHONDONTWRITEBYTECODE="1",
+        )
+        env.update(extra or {})
+        return env
+
+    def argv(self, command: str) -> list[str]:
+        prefix = list(self.protections.namespace_prefix)
+        wrapper: list[str] = []
+        if self.protections.rlimits:
+            spec = ",".join(f"{k}={v}" for k, v in self.limits.rlimits().items())
+            wrapper = [sys.executable, "-I", "-S", "-c", _LIMITS_WRAPPER, spec]
+        return [*prefix, *wrapper, "/bin/sh", "-c", command]
+
+    def run(self, command: str, cwd: Path, home: Path, *, timeout: float | None = None) -> CommandResult:
+        timeout = self.limits.timeout if timeout is None else min(timeout, self.limits.timeout)
+        (home / "tmp").mkdir(parents=True, exist_ok=True)
+        capture = _Capture(self.limits.output_bytes)
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            self.argv(command), cwd=cwd, env=self.env(home), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        assert proc.stdout is not None
+        stream = proc.stdout
+
+        def pump() -> None:
+            with suppress(OSError, ValueError):
+                while chunk := stream.read1(65536):
+                    capture.feed(chunk)
+
+        reader = threading.Thread(target=pump, name="sandbox-output", daemon=True)
+        reader.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            # Always: a command that exited may have left children running in its group.
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        reader.join(timeout=5)  # a process outside the group may still hold the pipe open
+        stream.close()
+        return CommandResult(None if timed_out else proc.returncode, capture.text(), timed_out,
+                             capture.dropped, time.monotonic() - started)

@@ -1,0 +1,1 @@
+"""Webhook delivery to merchant endpoints."""

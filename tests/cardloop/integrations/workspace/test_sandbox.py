@@ -1,0 +1,124 @@
+"""The run_command sandbox on this machine: real processes, real namespaces where they work."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from pathlib import Path
+
+import pytest
+
+from cardloop.integrations.workspace.sandbox import Sandbox, SandboxLimits, detect_protections
+
+
+def _alive_with(marker: str) -> list[int]:
+    """PIDs whose command line contains `marker` (host view, every namespace)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in cmdline and "pytest" not in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> tuple[Path, Path]:
+    cwd, home = tmp_path / "ws", tmp_path / "home"
+    cwd.mkdir()
+    return cwd, home
+
+
+def test_a_hanging_command_is_killed_with_its_children(dirs: tuple[Path, Path]) -> None:
+    cwd, home = dirs
+    marker = f"{300 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 997}"
+    sandbox = Sandbox(SandboxLimits(timeout=1.0))
+    result = sandbox.run(f"sleep {marker} & sleep {marker} & echo started; wait", cwd, home)
+    assert result.timed_out and result.exit_code is None
+    assert "started" in result.output
+    assert _alive_with(f"sleep {marker}") == []
+
+
+def test_a_child_that_left_the_process_group_dies_in_the_pid_namespace(dirs: tuple[Path, Path]) -> None:
+    if not detect_protections().pid_namespace:
+        pytest.skip("no PID namespace on this machine: setsid children are documented to survive")
+    cwd, home = dirs
+    marker = f"{300 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 991}"
+    result = Sandbox(SandboxLimits(timeout=1.0)).run(f"setsid sleep {marker} & sleep {marker}; wait", cwd, home)
+    assert result.timed_out
+    assert _alive_with(f"sleep {marker}") == []
+
+
+def test_background_children_of_a_finished_command_are_killed(dirs: tuple[Path, Path]) -> None:
+    cwd, home = dirs
+    marker = f"{300 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 983}"
+    result = Sandbox().run(f"(sleep {marker} > /dev/null 2>&1 &); echo done", cwd, home)
+    assert (result.exit_code, result.timed_out) == (0, False)
+    assert _alive_with(f"sleep {marker}") == []
+
+
+def test_the_environment_has_no_secrets(dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    cwd, home = dirs
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-secretvalue")
+    monkeypatch.setenv("DATABASE_URL", "postgresql://u:pw@db/x")
+    monkeypatch.setenv("SOMETHING_NOBODY_LISTED", "s3cret-by-another-name")
+    result = Sandbox().run("env", cwd, home)
+    names = {line.split("=", 1)[0] for line in result.output.splitlines() if "=" in line}
+    assert not names & {"ANTHROPIC_API_KEY", "DATABASE_URL", "SOMETHING_NOBODY_LISTED"}
+    assert "s3cret" not in result.output and "sk-ant" not in result.output
+    assert f"HOME={home}" in result.output
+
+
+def test_resource_limits_apply_in_the_child(dirs: tuple[Path, Path]) -> None:
+    cwd, home = dirs
+    sandbox = Sandbox(SandboxLimits(cpu_seconds=7, max_file_mb=1))
+    limits = sandbox.run("ulimit -t; ulimit -f", cwd, home)
+    assert limits.output.split() == ["7", str(1024 * 1024 // 512)]  # ulimit -f counts 512-byte blocks
+    too_big = sandbox.run("head -c 3000000 /dev/zero > big.bin", cwd, home)
+    assert too_big.exit_code != 0
+    assert (cwd / "big.bin").stat().st_size <= 1024 * 1024
+
+
+def test_output_is_capped_head_and_tail_kept(dirs: tuple[Path, Path]) -> None:
+    cwd, home = dirs
+    result = Sandbox(SandboxLimits(output_bytes=2000)).run("echo FIRST; seq 1 100000; echo LAST", cwd, home)
+    assert result.exit_code == 0 and result.dropped_bytes > 500_000
+    assert result.output.startswith("FIRST") and result.output.rstrip().endswith("LAST")
+    assert "bytes of output cut" in result.output and len(result.output) < 2200
+
+
+def test_no_network_where_the_platform_allows_it(dirs: tuple[Path, Path]) -> None:
+    protections = detect_protections()
+    if not protections.network_isolated:
+        pytest.skip("no network namespace here: " + "; ".join(protections.why_not))
+    cwd, home = dirs
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    try:
+        probe = f"exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected || echo refused"
+        isolated = Sandbox().run(f"bash -c '{probe}'", cwd, home)
+        open_ = Sandbox(SandboxLimits(network=True), detect_protections(network=True)).run(
+            f"bash -c '{probe}'", cwd, home)
+    finally:
+        server.close()
+    assert "refused" in isolated.output and "connected" not in isolated.output
+    assert "connected" in open_.output
+
+
+def test_describe_says_which_protections_are_active() -> None:
+    lines = Sandbox(SandboxLimits(timeout=30)).describe()
+    text = "\n".join(lines)
+    assert "timeout 30s" in text and "allow-list" in text
+    assert ("no network" in text) == detect_protections().network_isolated
+    assert detect_protections() is detect_protections()  # detected once per process
+
+
+def test_exit_codes_pass_through(dirs: tuple[Path, Path]) -> None:
+    cwd, home = dirs
+    assert Sandbox().run("exit 3", cwd, home).exit_code == 3
+    assert Sandbox().run("pwd", cwd, home).output.strip() == str(cwd)
+    assert os.path.isdir(home / "tmp")
