@@ -15,8 +15,9 @@ from temporalio.worker import Replayer
 from cardloop.activities.deps import ActivityDeps
 from cardloop.app.cards import CardService
 from cardloop.app.scripted_model import ScriptedModel
+from cardloop.app.startup import load_config
 from cardloop.app.worker import WORKFLOWS
-from cardloop.contracts.config import REPO_CONFIG, Config, load_config
+from cardloop.contracts.config import REPO_CONFIG, Config
 from cardloop.contracts.payloads import CardState
 from cardloop.store import Store
 

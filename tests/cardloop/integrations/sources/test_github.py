@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from cardloop.integrations.sources.base import SourceRequest, SourceResult, SourceUnavailable
+from cardloop.integrations.sources.base import SourceRequest, SourceResult
 from cardloop.integrations.sources.github import (
     GitHubActionsSource,
     GitHubClient,
@@ -35,6 +35,7 @@ from cardloop.integrations.sources.github import (
     excerpt_job_log,
     parse_pr_ref,
 )
+from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.card import Card, ContextKind
 from cardloop.prompts.stages import Stage
 from cardloop.prompts.tokens import TokenCounter
@@ -677,11 +678,11 @@ def test_excerpt_adds_errors_from_other_steps(counter: TokenCounter) -> None:
 # --- errors ---------------------------------------------------------------------------------
 
 
-def raises(fn: Callable[[], object]) -> SourceUnavailable:
-    with pytest.raises(SourceUnavailable) as info:
+def raises(fn: Callable[[], object]) -> UpstreamError:
+    with pytest.raises(UpstreamError) as info:
         fn()
     err = info.value
-    assert TOKEN not in err.reason and TOKEN not in str(err)
+    assert TOKEN not in err.message and TOKEN not in str(err)
     return err
 
 
@@ -692,7 +693,7 @@ def test_rate_limit_403_retries_after_the_reset(fake: FakeGitHub, client: GitHub
                "x-ratelimit-resource": "core"})
     err = raises(lambda: GitHubActionsSource(client).gather(req(card())))
     assert err.retryable and err.retry_after is not None and 100 <= err.retry_after <= 121
-    assert "rate limit" in err.reason and f"reading repository {REPO}" in err.reason
+    assert "rate limit" in err.message and f"reading repository {REPO}" in err.message
 
 
 def test_rate_limit_wait_is_capped_and_429_retry_after_is_honoured(fake: FakeGitHub, client: GitHubClient) -> None:
@@ -708,32 +709,32 @@ def test_rate_limit_wait_is_capped_and_429_retry_after_is_honoured(fake: FakeGit
 def test_not_found_and_forbidden_are_not_retryable(fake: FakeGitHub, client: GitHubClient) -> None:
     err = raises(lambda: GitHubActionsSource(client).gather(req(card(repo="acme/missing"))))
     assert not err.retryable and err.retry_after is None
-    assert "not found while reading repository acme/missing" in err.reason
+    assert "not found while reading repository acme/missing" in err.message
     fake.fail(r"/actions/runs$", 403, "Resource not accessible by integration")
     err = raises(lambda: GitHubActionsSource(client).gather(req(card())))
-    assert not err.retryable and "Resource not accessible by integration" in err.reason and "permission" in err.reason
+    assert not err.retryable and "Resource not accessible by integration" in err.message and "permission" in err.message
 
 
 def test_bad_token_is_not_retryable_and_never_shown(fake: FakeGitHub) -> None:
     wrong = "ghp_WrongToken000000000000000000000000"
     with GitHubClient(fake.api_url, token=wrong, timeout=5, request_interval=None) as c:
         err = raises(lambda: GitHubReviewsSource(c).gather(req(card())))
-    assert not err.retryable and "credentials" in err.reason and "401" in err.reason
-    assert wrong not in err.reason
+    assert not err.retryable and "credentials" in err.message and "401" in err.message
+    assert wrong not in err.message
 
 
 def test_server_errors_timeouts_and_refused_connections_retry(fake: FakeGitHub, client: GitHubClient) -> None:
     seed_ci(fake)
     fake.fail(r"/actions/runs/1001/jobs$", 502, "Server Error", times=1)
     err = raises(lambda: GitHubActionsSource(client).gather(req(card())))
-    assert err.retryable and err.retry_after is None and "HTTP 502" in err.reason
+    assert err.retryable and err.retry_after is None and "HTTP 502" in err.message
     fake.fail(r"/actions/jobs/2002/logs$", 503, "Service Unavailable", times=1)
     assert raises(lambda: GitHubActionsSource(client).gather(req(card()))).retryable
 
     fake.delays[r"/actions/runs$"] = 2.5
     with GitHubClient(fake.api_url, token=TOKEN, timeout=1, request_interval=None) as slow:
         err = raises(lambda: GitHubActionsSource(slow).gather(req(card())))
-    assert err.retryable and "timed out" in err.reason
+    assert err.retryable and "timed out" in err.message
     fake.delays.clear()
 
     with socket.socket() as s:
@@ -741,7 +742,7 @@ def test_server_errors_timeouts_and_refused_connections_retry(fake: FakeGitHub, 
         port = s.getsockname()[1]   # closed when the block ends: nothing listens there
     with GitHubClient(f"http://127.0.0.1:{port}/api/v3", token=TOKEN, timeout=2, request_interval=None) as down:
         err = raises(lambda: GitHubActionsSource(down).gather(req(card())))
-    assert err.retryable and "cannot reach GitHub" in err.reason
+    assert err.retryable and "cannot reach GitHub" in err.message
 
 
 def test_github_app_installation_auth(fake: FakeGitHub, counter: TokenCounter) -> None:
@@ -765,7 +766,7 @@ def test_github_app_installation_auth(fake: FakeGitHub, counter: TokenCounter) -
         result = GitHubActionsSource(c, count=counter.count).gather(req(card()))
         assert len(result.items) == 3
         err = raises(lambda: GitHubActionsSource(c).gather(req(card(repo="acme/missing"))))
-    assert installation_token not in err.reason and "PRIVATE KEY" not in err.reason
+    assert installation_token not in err.message and "PRIVATE KEY" not in err.message
 
     (minted,) = fake.requests_to(r"/app/installations/777/access_tokens$")   # once, then cached
     assert minted.method == "POST" and minted.headers["authorization"].startswith("Bearer ")

@@ -29,8 +29,9 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.config import incluster_config
 
-from cardloop.integrations.sources.base import SourceRequest, SourceResult, SourceUnavailable
+from cardloop.integrations.sources.base import SourceRequest, SourceResult
 from cardloop.integrations.sources.kubernetes import KubernetesSource
+from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.card import Card, ContextKind
 from cardloop.prompts.stages import Stage
 from cardloop.prompts.tokens import TokenCounter
@@ -420,8 +421,8 @@ def gather(source: KubernetesSource, repo: str | None = "acme/payments-api") -> 
     return source.gather(SourceRequest(card(repo), Stage.ERROR_FIXING))
 
 
-def unavailable(source: KubernetesSource) -> SourceUnavailable:
-    with pytest.raises(SourceUnavailable) as info:
+def unavailable(source: KubernetesSource) -> UpstreamError:
+    with pytest.raises(UpstreamError) as info:
         gather(source)
     return info.value
 
@@ -744,11 +745,11 @@ def test_403_on_pods_is_final_and_names_namespace_and_permission(cluster: FakeCl
     cluster.fail(r"/namespaces/payments/pods$", 403, FORBIDDEN_PODS)
     err = unavailable(make_source())
     assert err.retryable is False
-    assert "403 Forbidden" in err.reason
-    assert "list pods in namespace 'payments'" in err.reason
-    assert 'cannot list resource "pods" in API group "" in the namespace "payments"' in err.reason
-    assert "needs 'list' on 'pods' in namespace 'payments'" in err.reason
-    assert TOKEN not in err.reason
+    assert "403 Forbidden" in err.message
+    assert "list pods in namespace 'payments'" in err.message
+    assert 'cannot list resource "pods" in API group "" in the namespace "payments"' in err.message
+    assert "needs 'list' on 'pods' in namespace 'payments'" in err.message
+    assert TOKEN not in err.message
 
 
 def test_403_on_logs_names_the_log_permission(cluster: FakeCluster, make_source: Any) -> None:
@@ -759,7 +760,7 @@ def test_403_on_logs_names_the_log_permission(cluster: FakeCluster, make_source:
         {"name": CRASHING, "kind": "pods"}))
     err = unavailable(make_source())
     assert err.retryable is False
-    assert "needs 'get' on 'pods/log' in namespace 'payments'" in err.reason
+    assert "needs 'get' on 'pods/log' in namespace 'payments'" in err.message
 
 
 def test_401_with_a_wrong_token_is_final_and_never_shows_a_token(
@@ -769,8 +770,8 @@ def test_401_with_a_wrong_token_is_final_and_never_shows_a_token(
     wrong = "eyJhbGciOiJSUzI1NiJ9.WRONG-TOKEN-ALSO-SECRET"
     err = unavailable(make_source(token=wrong))
     assert err.retryable is False
-    assert "401 Unauthorized" in err.reason and "list pods in namespace 'payments'" in err.reason
-    assert wrong not in err.reason and TOKEN not in err.reason
+    assert "401 Unauthorized" in err.message and "list pods in namespace 'payments'" in err.message
+    assert wrong not in err.message and TOKEN not in err.message
     assert wrong not in caplog.text and TOKEN not in caplog.text
 
 
@@ -780,7 +781,7 @@ def test_429_is_retryable_after_the_servers_delay(cluster: FakeCluster, make_sou
     err = unavailable(make_source())
     assert err.retryable is True
     assert err.retry_after == 7.0
-    assert "429" in err.reason
+    assert "429" in err.message
 
 
 @pytest.mark.parametrize(("code", "reason", "retryable"), [
@@ -794,7 +795,7 @@ def test_status_codes_are_classified(cluster: FakeCluster, make_source: Any, cod
     cluster.fail(r"/pods$", code, status_body(code, reason, f"the server says {reason}"))
     err = unavailable(make_source())
     assert err.retryable is retryable
-    assert f"the server says {reason}" in err.reason and "payments" in err.reason
+    assert f"the server says {reason}" in err.message and "payments" in err.message
 
 
 def test_kubelet_failure_while_reading_a_log_is_retryable(cluster: FakeCluster, make_source: Any) -> None:
@@ -802,13 +803,13 @@ def test_kubelet_failure_while_reading_a_log_is_retryable(cluster: FakeCluster, 
     cluster.fail(r"/log$", 500, status_body(500, "InternalError", f"Get \"https://10.0.12.34:10250/containerLogs/"
                                             f"payments/{CRASHING}/api\": dial tcp 10.0.12.34:10250: i/o timeout"))
     err = unavailable(make_source())
-    assert err.retryable is True and "i/o timeout" in err.reason and "pods/log" in err.reason
+    assert err.retryable is True and "i/o timeout" in err.message and "pods/log" in err.message
 
 
 def test_an_invalid_label_selector_is_final(cluster: FakeCluster, make_source: Any) -> None:
     err = unavailable(make_source({"acme/payments-api": ("payments", "app in (payments")}))
     assert err.retryable is False
-    assert "unable to parse requirement" in err.reason and "label selector" in err.reason
+    assert "unable to parse requirement" in err.message and "label selector" in err.message
 
 
 def test_unreachable_cluster_fails_fast_and_retryable(make_source: Any) -> None:
@@ -820,8 +821,8 @@ def test_unreachable_cluster_fails_fast_and_retryable(make_source: Any) -> None:
     err = unavailable(source)
     assert time.monotonic() - started < 5
     assert err.retryable is True
-    assert "unreachable" in err.reason and f"127.0.0.1:{port}" in err.reason
-    assert "refused" in err.reason.lower()
+    assert "unreachable" in err.message and f"127.0.0.1:{port}" in err.message
+    assert "refused" in err.message.lower()
 
 
 def test_a_cluster_that_never_answers_times_out(make_source: Any) -> None:
@@ -832,7 +833,7 @@ def test_a_cluster_that_never_answers_times_out(make_source: Any) -> None:
         started = time.monotonic()
         err = unavailable(source)
     assert time.monotonic() - started < 5
-    assert err.retryable is True and "no answer within 0.5 s" in err.reason
+    assert err.retryable is True and "no answer within 0.5 s" in err.message
 
 
 # --- configuration: kubeconfig, in-cluster, no shared state --------------------------------
