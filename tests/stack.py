@@ -19,6 +19,7 @@ from cardloop.app.startup import load_config
 from cardloop.app.worker import WORKFLOWS
 from cardloop.contracts.config import REPO_CONFIG, Config
 from cardloop.contracts.payloads import CardState
+from cardloop.prompts.card import Card
 from cardloop.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,3 +75,13 @@ async def replay_all(client: Client, handle: WorkflowHandle, name: str | None = 
         for i, history in enumerate(histories):
             record = {"workflow_id": history.workflow_id, "history": json.loads(history.to_json())}
             (HISTORIES / f"{name}-{i}.json").write_text(json.dumps(record, indent=1))
+
+
+def small_card(card_id: str = "PAY-1", **fields: object) -> Card:
+    data: dict[str, object] = {
+        "id": card_id, "tenant": "acme", "board": "github", "title": "Retry failed webhook deliveries",
+        "repo": "acme/payments-api", "branch": "card/PAY-1", "body": "Retry with exponential backoff.",
+        "history": [{"role": "user", "author": "maria", "content": "Please plan this first."}],
+    }
+    data.update(fields)
+    return Card.model_validate(data)

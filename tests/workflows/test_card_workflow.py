@@ -6,20 +6,10 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from cardloop.contracts.payloads import CardRef
-from cardloop.prompts.card import Card, Message
-from tests.workflows.conftest import Stack, replay_all
+from cardloop.prompts.card import Message
+from tests.stack import Stack, replay_all, small_card
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def small_card(card_id: str = "PAY-1", **fields: object) -> Card:
-    data: dict[str, object] = {
-        "id": card_id, "tenant": "acme", "board": "github", "title": "Retry failed webhook deliveries",
-        "repo": "acme/payments-api", "branch": "card/PAY-1", "body": "Retry with exponential backoff.",
-        "history": [{"role": "user", "author": "maria", "content": "Please plan this first."}],
-    }
-    data.update(fields)
-    return Card.model_validate(data)
 
 
 async def test_card_crosses_every_stage_to_done(stack: Stack) -> None:

@@ -21,9 +21,7 @@ from cardloop.app.devserver import TemporalDevServer, free_port
 from cardloop.app.scripted_model import ScriptedModel, load_transcript
 from cardloop.app.worker import build_worker
 from cardloop.store import Store
-from tests.stack import NO_SOURCES
-from tests.workflows.conftest import TRANSCRIPT, make_config, replay_all
-from tests.workflows.test_card_workflow import small_card
+from tests.stack import NO_SOURCES, TRANSCRIPT, make_config, replay_all, small_card
 
 pytestmark = pytest.mark.timeout(240)
 CLI = Path(sys.executable).parent / "cardloop"
