@@ -46,6 +46,7 @@ async def test_operator_can_find_cards_of_a_repo_in_error_fixing(stack: Stack) -
             break
         await asyncio.sleep(0.25)
     assert ref.workflow_id in found
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))  # a card mid-stage
 
 
 async def test_duplicate_transition_is_applied_once(stack: Stack) -> None:
@@ -167,3 +168,6 @@ async def test_continue_as_new_keeps_state_and_dedup(stack: Stack) -> None:
     assert [r.run for r in state.history] == [1, 2]
     assert state.seen_deliveries.count("first") == 1
     assert state.input_tokens > 0
+    # The run that continued as new, and the run it continued as.
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id, run_id=first_run))
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
