@@ -48,7 +48,7 @@ from cardloop.prompts.token_fit import (
     largest,
 )
 
-__all__ = ["Counter", "Excerpt", "excerpt_log", "excerpt_text", "find_error_lines"]
+__all__ = ["Counter", "Excerpt", "excerpt_log", "excerpt_text", "find_error_lines", "merge_ranges"]
 
 # Head and tail of the standard plan; a roomy budget keeps more, a tight one less.
 HEAD_LINES = 10
@@ -98,7 +98,7 @@ class Excerpt:
 # --- rendering kept line ranges ------------------------------------------------------------
 
 
-def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def merge_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Half-open ranges, sorted and coalesced where they touch."""
     out: list[tuple[int, int]] = []
     for a, b in sorted(r for r in ranges if r[1] > r[0]):
@@ -214,10 +214,10 @@ def _plan_ranges(
         else:
             windows.append((span.start, span.start + plan.span_cap))
             windows.append((span.end + 1, hi))
-    windows = _merge(windows)
+    windows = merge_ranges(windows)
     head = (0, min(plan.head, n))
     tail = (max(0, n - plan.tail), n)
-    return _merge([head, tail, *windows]), windows
+    return merge_ranges([head, tail, *windows]), windows
 
 
 def _tier(span: Span) -> int:
@@ -315,7 +315,7 @@ def excerpt_text(text: str, max_tokens: int, count: Counter) -> Excerpt:
 
     def render(k: int) -> str:
         head, tail = split(k)
-        return _render(lines, _merge([(0, head), (n - tail, n)]), None)
+        return _render(lines, merge_ranges([(0, head), (n - tail, n)]), None)
 
     k = 0
     t1 = budget.measure(render(1)) if n > 1 else None

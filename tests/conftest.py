@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,7 @@ from tests.stack import TRANSCRIPT, Stack, make_config
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_CARD = ROOT / "examples" / "card.json"
+BUNDLED_CONFIG = (ROOT / "config.toml").read_text()
 
 
 @pytest.fixture(scope="session")
@@ -43,6 +44,18 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if name.startswith("CARDLOOP_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("CARDLOOP_PATHS__PROMPT_OVERRIDES", str(tmp_path / "no-overrides"))
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Callable[[str], Path]:
+    """Writes a config.toml into tmp_path: `config_file(BUNDLED_CONFIG.replace(...))`."""
+
+    def write(text: str) -> Path:
+        path = tmp_path / "config.toml"
+        path.write_text(text)
+        return path
+
+    return write
 
 
 @pytest.fixture(scope="session")

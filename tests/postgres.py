@@ -4,6 +4,9 @@ where it is, a schema-scoped URL, and dropping the roles a test created."""
 from __future__ import annotations
 
 import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
@@ -31,3 +34,21 @@ def drop_roles(admin: Engine, *roles: str) -> None:
                 # DROP OWNED revokes what the role was granted in this database; then it can go.
                 conn.exec_driver_sql(f'DROP OWNED BY "{role}" CASCADE')
                 conn.exec_driver_sql(f'DROP ROLE "{role}"')
+
+
+@contextmanager
+def deployment(admin: Engine, tag: str) -> Iterator[tuple[str, str, str]]:
+    """A realistic deployment's names (schema, owner role, application role), unique because
+    roles are shared by the whole cluster: the owner (not a superuser, CREATEROLE) and its
+    schema exist; the application role is the owner's to provision. All dropped afterwards."""
+    suffix = secrets.token_hex(4)
+    schema, owner, app = f"t_{tag}_{suffix}", f"cl_owner_{suffix}", f"cl_app_{suffix}"
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE ROLE {owner} LOGIN NOSUPERUSER NOBYPASSRLS CREATEROLE")
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema} AUTHORIZATION {owner}")
+    try:
+        yield schema, owner, app
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        drop_roles(admin, app, owner)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -9,14 +10,7 @@ import pytest
 from cardloop.app.startup import load_config
 from cardloop.contracts.config import REPO_CONFIG
 from cardloop.contracts.errors import ConfigError
-
-BASE = REPO_CONFIG.read_text()
-
-
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "config.toml"
-    path.write_text(text)
-    return path
+from tests.conftest import BUNDLED_CONFIG
 
 
 def test_the_bundled_config_names_only_known_sources_providers_and_boards() -> None:
@@ -24,28 +18,29 @@ def test_the_bundled_config_names_only_known_sources_providers_and_boards() -> N
     assert config.context.sources
 
 
-def test_unknown_source_is_named(tmp_path: Path) -> None:
-    path = write(tmp_path, BASE.replace('planning = ["repository"]', 'planning = ["repository", "jenkins"]'))
+def test_unknown_source_is_named(config_file: Callable[[str], Path]) -> None:
+    path = config_file(BUNDLED_CONFIG.replace('planning = ["repository"]', 'planning = ["repository", "jenkins"]'))
     with pytest.raises(ConfigError, match=r"context\.sources\.planning: unknown source 'jenkins' "
                                           r"\(expected one of: repository, github_actions"):
         load_config(path, env={})
 
 
-def test_unknown_provider_is_named(tmp_path: Path) -> None:
-    path = write(tmp_path, BASE + '\n[providers.mistral]\nformat = "openai"\n')
+def test_unknown_provider_is_named(config_file: Callable[[str], Path]) -> None:
+    path = config_file(BUNDLED_CONFIG + '\n[providers.mistral]\nformat = "openai"\n')
     with pytest.raises(ConfigError, match=r"providers\.mistral: unknown provider 'mistral'"):
         load_config(path, env={})
 
 
-def test_unknown_board_is_named(tmp_path: Path) -> None:
-    path = write(tmp_path, BASE + '\n[boards.asana]\ntenant = "default"\n')
+def test_unknown_board_is_named(config_file: Callable[[str], Path]) -> None:
+    path = config_file(BUNDLED_CONFIG + '\n[boards.asana]\ntenant = "default"\n')
     with pytest.raises(ConfigError, match=r"boards\.asana: unknown board 'asana' \(expected one of: github"):
         load_config(path, env={})
 
 
-def test_the_cli_refuses_to_start_on_an_unknown_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_refuses_to_start_on_an_unknown_name(config_file: Callable[[str], Path],
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
     from cardloop.app.cli.main import main
 
-    path = write(tmp_path, BASE.replace('planning = ["repository"]', 'planning = ["jenkins"]'))
+    path = config_file(BUNDLED_CONFIG.replace('planning = ["repository"]', 'planning = ["jenkins"]'))
     assert main(["--config", str(path), "config", "check"]) == 2
     assert "context.sources.planning: unknown source 'jenkins'" in capsys.readouterr().err

@@ -41,7 +41,7 @@ from cardloop.store import (
     scram_sha256_verifier,
 )
 from cardloop.store import schema as store_schema
-from tests.postgres import PG_URL, drop_roles, schema_url
+from tests.postgres import PG_URL, deployment, drop_roles, schema_url
 
 A_KEY = "acme/github/PAY-1"
 B_KEY = "globex/github/OPS-7"
@@ -293,18 +293,9 @@ class Cluster:
 @pytest.fixture
 def cluster(postgres_admin: Engine) -> Iterator[Cluster]:
     """A realistic deployment: an owner role (not a superuser) that migrates, and the
-    application role it provisions. Names are unique: roles are shared by the whole cluster."""
-    suffix = secrets.token_hex(4)
-    schema, owner, app = f"t_rls_{suffix}", f"cl_owner_{suffix}", f"cl_app_{suffix}"
-    with postgres_admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE ROLE {owner} LOGIN NOSUPERUSER NOBYPASSRLS CREATEROLE")
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema} AUTHORIZATION {owner}")
-    try:
+    application role it provisions."""
+    with deployment(postgres_admin, "rls") as (schema, owner, app):
         yield Cluster(schema, owner, app, schema_url(schema, owner), schema_url(schema, app), postgres_admin)
-    finally:
-        with postgres_admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        drop_roles(postgres_admin, app, owner)
 
 
 def _scoped(conn: Connection, tenant: str) -> None:

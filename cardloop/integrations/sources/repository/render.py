@@ -24,16 +24,6 @@ def number_lines(lines: Sequence[str], start: int = 0, end: int | None = None, w
     return [f"{i + 1:>{width}} | {lines[i]}" for i in range(start, end)]
 
 
-def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    out: list[tuple[int, int]] = []
-    for a, b in sorted(r for r in ranges if r[1] > r[0]):
-        if out and a <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
-
-
 def _render(lines: Sequence[str], kept: list[tuple[int, int]], width: int) -> str:
     parts: list[str] = []
     pos = 0

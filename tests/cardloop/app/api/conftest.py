@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -10,7 +9,7 @@ import pytest
 from sqlalchemy import Engine
 
 from cardloop.store import Store
-from tests.postgres import drop_roles, schema_url
+from tests.postgres import deployment, schema_url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -20,15 +19,6 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ca
         yield lambda: Store.open(f"sqlite:///{tmp_path}/store.sqlite")
         return
     admin: Engine = request.getfixturevalue("postgres_admin")
-    suffix = secrets.token_hex(4)
-    schema, owner, app_role = f"t_api_{suffix}", f"cl_owner_{suffix}", f"cl_app_{suffix}"
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE ROLE {owner} LOGIN NOSUPERUSER NOBYPASSRLS CREATEROLE")
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema} AUTHORIZATION {owner}")
-    try:
+    with deployment(admin, "api") as (schema, owner, app_role):
         Store.provision_postgres_role(schema_url(schema, owner), app_role)
         yield lambda: Store.open(schema_url(schema, app_role))
-    finally:
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        drop_roles(admin, app_role, owner)
