@@ -7,31 +7,25 @@ what it is missing, and the activity returns normally."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from cardloop.activities.deps import ActivityDeps
-from cardloop.activities.errors import card_not_found, invalid_input
+from cardloop.activities.errors import card_not_found, from_source, invalid_input
 from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.contracts.payloads import GatherInput, GatherResult
-from cardloop.integrations.sources.base import SourceRequest, SourceResult, SourceUnavailable
+from cardloop.integrations.sources.base import SourceRequest, SourceResult
+from cardloop.integrations.sources.registry import SOURCES, source_label
+from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.card import ContextItem, ContextKind
 from cardloop.prompts.stages import parse_stage
-
-# What each source produces: a successful gather replaces all earlier items of these kinds.
-SOURCE_KINDS = {"repository": ("source_file", "adr", "library_doc"), "github_actions": ("build_log",),
-                "github_reviews": ("review_comment",), "github_tests": ("test_result",), "kubernetes": ("pod_log",)}
-LABELS = {"repository": "Repository files, ADRs and docs", "github_actions": "GitHub Actions build logs",
-          "github_reviews": "Pull request review threads", "github_tests": "Test results",
-          "kubernetes": "Kubernetes pod logs"}
 
 
 def status_item(source: str, text: str) -> ContextItem:
     # One status item per source (same `source`), replaced on every gather.
     return ContextItem(kind=ContextKind.SOURCE_STATUS, source=f"cardloop:source/{source}",
-                       title=LABELS.get(source, source), content=text, created_at=datetime.now(UTC))
+                       title=source_label(source), content=text, created_at=datetime.now(UTC))
 
 
 class ContextActivities:
@@ -52,21 +46,22 @@ class ContextActivities:
             source = rt.source(inp.source)
             result: SourceResult = call_with_heartbeat(lambda: source.gather(SourceRequest(card, stage)),
                                                        detail=f"gathering {inp.source}")
-        except SourceUnavailable as err:
+        except UpstreamError as err:
             last = activity.info().attempt >= inp.max_attempts
             if err.retryable and not last:
-                delay = timedelta(seconds=err.retry_after) if err.retry_after else None
-                raise ApplicationError(err.reason, type="SourceUnavailable", next_retry_delay=delay) from None
-            why = err.reason if not err.retryable else f"{err.reason} (after {activity.info().attempt} attempts)"
+                raise from_source(err) from None
+            why = err.message if not err.retryable else f"{err.message} (after {activity.info().attempt} attempts)"
             rt.store.put_context_items(inp.card_key, [status_item(
-                inp.source, f"{LABELS.get(inp.source, inp.source)} are unavailable for this turn: {why}. "
+                inp.source, f"{source_label(inp.source)} are unavailable for this turn: {why}. "
                             "Work with what the prompt has, and say what you could not check.")])
             activity.logger.warning("context source %s unavailable for %s: %s", inp.source, inp.card_key, why)
             return GatherResult(source=inp.source, status="unavailable", reason=why[:500])
         for label, text in result.blobs.items():
             rt.store.put_blob(card.tenant, text, f"context:{label}")
         found = f"{len(result.items)} item(s)" + (f"; {'; '.join(result.notes)}" if result.notes else "")
-        items = [*result.items, status_item(inp.source, f"{LABELS.get(inp.source, inp.source)}: {found}"[:2000])]
-        rt.store.put_context_items(inp.card_key, items, replace_kinds=SOURCE_KINDS.get(inp.source, ()))
+        items = [*result.items, status_item(inp.source, f"{source_label(inp.source)}: {found}"[:2000])]
+        entry = SOURCES.get(inp.source)
+        kinds = tuple(kind.value for kind in entry.kinds) if entry else ()
+        rt.store.put_context_items(inp.card_key, items, replace_kinds=kinds)
         return GatherResult(source=inp.source, status="ok", items=len(result.items),
                             reason="; ".join(result.notes)[:500])

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cardloop.contracts.config import Config
-from cardloop.integrations.providers import Price, Provider, ProviderError, build_provider, cost_usd
+from cardloop.integrations.providers import Price, Provider, build_provider, cost_usd
 from cardloop.integrations.providers.base import Usage
 from cardloop.integrations.sources.base import Source
+from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.assemble import PromptAssembler
 from cardloop.prompts.scrub import Scrubber
 from cardloop.store import Store
@@ -43,7 +44,7 @@ class ActivityDeps:
             prof = self.config.profiles[profile]
             key = self.config.api_key(profile)
             if key is None and prof.provider != "openai":
-                raise ProviderError(
+                raise UpstreamError(
                     f"profile {profile!r}: no API key; set the environment variable {prof.api_key_env}",
                     status=None, retryable=False, kind="auth")
             base_url = self.base_urls.get(profile) or prof.base_url or None
@@ -57,7 +58,7 @@ class ActivityDeps:
         with self._lock:
             cached = self._sources.get(name)
             if cached is None:
-                from cardloop.integrations.sources.factory import build_source
+                from cardloop.integrations.sources.registry import build_source
 
                 cached = self._sources[name] = build_source(name, self.config)
             return cached

@@ -19,7 +19,7 @@ from cardloop.activities.errors import card_not_found, from_provider, invalid_in
 from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.contracts import names
 from cardloop.contracts.payloads import AppendInput, SummarizeInput, SummarizeResult
-from cardloop.integrations.providers import ProviderError
+from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.card import Message
 from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
 from cardloop.prompts.isolate import wrap_untrusted
@@ -142,7 +142,7 @@ class HistoryActivities:
             done = call_with_heartbeat(
                 lambda: provider.complete(conv, model=model, max_tokens=out_tokens, temperature=0.0),
                 detail=f"summarizing {source}")
-        except ProviderError as err:
+        except UpstreamError as err:
             raise from_provider(err) from None
         cost = rt.cost(model, done.usage)
         tally.calls += 1

@@ -16,7 +16,7 @@ from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.activities.promise import read_promise
 from cardloop.contracts import names
 from cardloop.contracts.payloads import CompleteInput, CompleteResult
-from cardloop.integrations.providers import ProviderError
+from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.card import Message
 from cardloop.prompts.conversation import Conversation
 from cardloop.store import UsageRecord
@@ -43,7 +43,7 @@ class LlmActivities:
                 lambda: provider.complete(conversation, model=model, max_tokens=payload["max_tokens"],
                                           temperature=payload["temperature"]),
                 detail=f"{inp.stage} turn {inp.iteration}: waiting for {model}")
-        except ProviderError as err:
+        except UpstreamError as err:
             activity.logger.warning("model call failed (%s): %s", err.kind, err)
             raise from_provider(err) from None
         now = datetime.now(UTC)

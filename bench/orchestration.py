@@ -39,8 +39,9 @@ from cardloop.activities.deps import ActivityDeps
 from cardloop.app.cards import CardService
 from cardloop.app.devserver import TemporalDevServer, free_port
 from cardloop.app.scripted_model import ScriptedModel
+from cardloop.app.startup import load_config
 from cardloop.app.worker import build_worker
-from cardloop.contracts.config import REPO_CONFIG, load_config
+from cardloop.contracts.config import REPO_CONFIG
 from cardloop.prompts.card import Card
 from cardloop.store import Store
 

@@ -1,13 +1,18 @@
-"""Shared fixtures: a real token counter, the bundled config and templates."""
+"""Shared fixtures: a real token counter, an isolated environment, the machine's PostgreSQL
+and a store on SQLite and PostgreSQL, the Temporal dev server and a whole stack around it."""
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
@@ -18,10 +23,13 @@ from cardloop.app.scripted_model import ScriptedModel, load_transcript
 from cardloop.app.worker import build_worker
 from cardloop.prompts.tokens import TokenCounter
 from cardloop.store import Store
+from tests.postgres import PG_URL, in_ci, schema_url
+from tests.repos import make_payments_repo
 from tests.stack import TRANSCRIPT, Stack, make_config
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_CARD = ROOT / "examples" / "card.json"
+BUNDLED_CONFIG = (ROOT / "config.toml").read_text()
 
 
 @pytest.fixture(scope="session")
@@ -38,6 +46,58 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("CARDLOOP_PATHS__PROMPT_OVERRIDES", str(tmp_path / "no-overrides"))
 
 
+@pytest.fixture
+def config_file(tmp_path: Path) -> Callable[[str], Path]:
+    """Writes a config.toml into tmp_path: `config_file(BUNDLED_CONFIG.replace(...))`."""
+
+    def write(text: str) -> Path:
+        path = tmp_path / "config.toml"
+        path.write_text(text)
+        return path
+
+    return write
+
+
+@pytest.fixture(scope="session")
+def postgres_admin() -> Iterator[Engine]:
+    """The machine's PostgreSQL as its admin; skipped when unreachable, a failure in CI."""
+    engine = create_engine(make_url(PG_URL).set(drivername="postgresql+psycopg"), connect_args={"connect_timeout": 3})
+    try:
+        with engine.connect():
+            pass
+    except OperationalError as exc:
+        engine.dispose()
+        reason = f"PostgreSQL at {make_url(PG_URL).render_as_string()} is unreachable: {exc.orig}"
+        if in_ci():
+            pytest.fail(f"{reason} (CI must test PostgreSQL)")
+        pytest.skip(f"{reason}; set TEST_POSTGRES_URL or start PostgreSQL (CI=true makes this a failure)")
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A store URL: a SQLite file, or a fresh PostgreSQL schema dropped afterwards."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/store.sqlite"
+        return
+    admin: Engine = request.getfixturevalue("postgres_admin")
+    schema = f"t_{secrets.token_hex(6)}"
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    try:
+        yield schema_url(schema)
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    with Store.open(db_url) as opened:
+        yield opened
+
+
 @pytest.fixture(scope="session")
 def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TemporalDevServer]:
     log = tmp_path_factory.mktemp("temporal") / "server.log"
@@ -46,10 +106,26 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tempor
 
 
 @pytest.fixture
+def repository_env(tmp_path: Path) -> dict[str, str]:
+    """Config overrides that point the repository source at a fresh git repository (file://)
+    and a cache of its own, both in this test's tmp_path."""
+    make_payments_repo(tmp_path / "repos")
+    return {"CARDLOOP_SOURCES__REPOSITORY__CLONE_URL": f"file://{tmp_path / 'repos'}/{{repo}}",
+            "CARDLOOP_SOURCES__REPOSITORY__CACHE_DIR": str(tmp_path / "repo-cache")}
+
+
+@pytest.fixture
+def stack_overrides() -> dict[str, str]:
+    """Config overrides for the stack that depend on other fixtures: a module overrides this
+    fixture (static ones go in the stack_env marker)."""
+    return {}
+
+
+@pytest.fixture
 async def stack(temporal_server: TemporalDevServer, tmp_path: Path, request: pytest.FixtureRequest,
-                ) -> AsyncIterator[Stack]:
+                stack_overrides: dict[str, str]) -> AsyncIterator[Stack]:
     marker = request.node.get_closest_marker("stack_env")
-    env = marker.kwargs if marker else {}
+    env = {**(marker.kwargs if marker else {}), **stack_overrides}
     task_queue = f"test-{uuid.uuid4().hex[:8]}"
     config = make_config(temporal_server.address, task_queue, **env)
     store = Store.open(f"sqlite:///{tmp_path / 'store.sqlite'}")

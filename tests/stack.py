@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,9 +16,11 @@ from temporalio.worker import Replayer
 from cardloop.activities.deps import ActivityDeps
 from cardloop.app.cards import CardService
 from cardloop.app.scripted_model import ScriptedModel
+from cardloop.app.startup import load_config
 from cardloop.app.worker import WORKFLOWS
-from cardloop.contracts.config import REPO_CONFIG, Config, load_config
+from cardloop.contracts.config import REPO_CONFIG, Config
 from cardloop.contracts.payloads import CardState
+from cardloop.prompts.card import Card
 from cardloop.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,5 +74,34 @@ async def replay_all(client: Client, handle: WorkflowHandle, name: str | None = 
     if name and os.environ.get("RECORD_WORKFLOW_HISTORIES"):
         HISTORIES.mkdir(exist_ok=True)
         for i, history in enumerate(histories):
-            record = {"workflow_id": history.workflow_id, "history": json.loads(history.to_json())}
+            record = {"workflow_id": history.workflow_id, "history": portable(json.loads(history.to_json()))}
             (HISTORIES / f"{name}-{i}.json").write_text(json.dumps(record, indent=1))
+
+
+# A stack trace's file in installed packages or the interpreter's library, under a neutral name.
+_INSTALLED = (re.compile(r'File "/[^"]*/site-packages/'), 'File "<site-packages>/'), \
+             (re.compile(r'File "/[^"]*/lib/python3\.\d+/'), 'File "<python>/')
+
+
+def portable(value: object, root: Path = ROOT) -> object:
+    """A recorded history without the recording machine's paths (its checkout, virtualenv and
+    Python), which only failures' stack traces carry: replay never reads them."""
+    if isinstance(value, dict):
+        return {k: portable(v, root) for k, v in value.items()}
+    if isinstance(value, list):
+        return [portable(v, root) for v in value]
+    if isinstance(value, str) and 'File "/' in value:
+        for pattern, neutral in _INSTALLED:
+            value = pattern.sub(neutral, value)
+        return value.replace(f'File "{root}/', 'File "')
+    return value
+
+
+def small_card(card_id: str = "PAY-1", **fields: object) -> Card:
+    data: dict[str, object] = {
+        "id": card_id, "tenant": "acme", "board": "github", "title": "Retry failed webhook deliveries",
+        "repo": "acme/payments-api", "branch": "card/PAY-1", "body": "Retry with exponential backoff.",
+        "history": [{"role": "user", "author": "maria", "content": "Please plan this first."}],
+    }
+    data.update(fields)
+    return Card.model_validate(data)

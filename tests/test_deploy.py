@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import yaml
 
-from cardloop.contracts.config import REPO_CONFIG, load_config
+from cardloop.app.startup import load_config
+from cardloop.contracts.config import REPO_CONFIG
 from tests.conftest import ROOT
 
 

@@ -20,8 +20,9 @@ from temporalio.service import RPCError
 from cardloop.app.cards import CardService
 from cardloop.app.scripted_model import ScriptedModel, load_transcript
 from cardloop.app.stack import dev_stack, wait_for_ctrl_c
+from cardloop.app.startup import load_config
 from cardloop.contracts import names
-from cardloop.contracts.config import Config, load_config
+from cardloop.contracts.config import Config
 from cardloop.contracts.errors import ConfigError
 from cardloop.contracts.payloads import CardRef, CardState, StageProgress
 from cardloop.prompts.card import Card

@@ -83,7 +83,6 @@ class PriceConfig(_Section):
 
 
 StageTarget = Target
-BOARD_NAMES = ("github", "linear", "jira", "trello", "generic")
 
 
 class ApiConfig(_Section):
@@ -166,17 +165,13 @@ class HistoryConfig(_Section):
     min_summary_tokens: int = Field(default=200, ge=0)
 
 
-SOURCE_NAMES = ("repository", "github_actions", "github_reviews", "github_tests", "kubernetes")
-SourceName = Literal["repository", "github_actions", "github_reviews", "github_tests", "kubernetes"]
-
-
 class ContextConfig(_Section):
     max_item_tokens: int = Field(default=6_000, gt=0)
     min_item_tokens: int = Field(default=120, ge=1)
     card_max_tokens: int = Field(default=2_000, gt=0)
     priorities: dict[ContextKind, int] = Field(default_factory=dict)
     stages: dict[ContextKind, list[Stage]] = Field(default_factory=dict)
-    sources: dict[Stage, list[SourceName]] = Field(default_factory=dict)
+    sources: dict[Stage, list[str]] = Field(default_factory=dict)  # names: the sources' registry
 
 
 class GitHubSourceConfig(_Section):
@@ -532,9 +527,6 @@ def check_config(config: Config) -> list[str]:
         if stage_cfg.profile not in config.profiles:
             problems.append(f"stages.{stage_name}.profile: unknown profile {stage_cfg.profile!r} "
                             f"(configured: {', '.join(config.profiles) or 'none'})")
-    for board in config.boards:
-        if board not in BOARD_NAMES:
-            problems.append(f"boards.{board}: unknown board (expected one of: {', '.join(BOARD_NAMES)})")
     if config.gateway.profile not in config.profiles:
         problems.append(f"gateway.profile: unknown profile {config.gateway.profile!r} "
                         f"(configured: {', '.join(config.profiles) or 'none'})")

@@ -39,3 +39,11 @@ class Secret:
 def secret_from_env(env: Mapping[str, str], name: str) -> Secret | None:
     value = env.get(name, "")
     return Secret(value, name) if value else None
+
+
+def reveal(value: str | Secret | None) -> str | None:
+    """The plain text of a secret (or of a string passed as one) at its point of use; None when unset or empty."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else value.reveal()
+    return text or None

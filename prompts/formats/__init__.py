@@ -5,7 +5,7 @@ ChatML / Gemma / legacy Human-Assistant prompt text; ``intercept`` parses any of
 (and a few looser ones) back into a ``Conversation``.
 """
 
-from cardloop.prompts.formats.intercept import clean_system_text, detect_format, intercept
+from cardloop.prompts.formats.intercept import detect_format, intercept
 from cardloop.prompts.formats.render import (
     ALIASES,
     FORMATS,
@@ -19,6 +19,7 @@ from cardloop.prompts.formats.render import (
     to_human_assistant,
     to_openai,
 )
+from cardloop.prompts.formats.transcripts import clean_system_text
 
 __all__ = [
     "ALIASES",

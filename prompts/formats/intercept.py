@@ -54,35 +54,19 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from cardloop.prompts.conversation import Conversation, InterceptResult, Role, SystemBlock, Turn
-from cardloop.prompts.formats.render import (
-    ASSISTANT_LABEL,
-    CHATML_END,
-    CHATML_START,
-    GEMMA_END,
-    GEMMA_START,
-    HUMAN_LABEL,
+from cardloop.prompts.formats.transcripts import (
+    Segment,
+    embedded_family,
+    parse_text,
+    scrub_markers,
+    text_family,
 )
 
 logger = logging.getLogger(__name__)
-
-# Tokens that may surround a transcript (BOS/EOS, pad) but carry no conversation text.
-_NOISE_TOKENS = ("<bos>", "<eos>", "<pad>", "<s>", "</s>", "<|endoftext|>")
-_MARKER_TOKENS = (CHATML_START, CHATML_END, GEMMA_START, GEMMA_END)
-
-# Legacy Claude turns are delimited by a blank line before the label (or the label opening
-# the text); this strict form is what to_human_assistant writes.
-_STRICT_SPLIT = re.compile(r"\n\n(Human|Assistant):")
-_STRICT_FIND = re.compile(r"(?:\A|\n\n)(?:Human|Assistant):")
-# Hand-written transcripts often use one newline: labels at a line start.
-_LENIENT_SPLIT = re.compile(r"(?m)^[ \t]*(Human|Assistant):")
-_LENIENT_HUMAN = re.compile(r"(?m)^[ \t]*Human:")
-_LENIENT_ASSISTANT = re.compile(r"(?m)^[ \t]*Assistant:")
 
 # Block / part types whose payload is binary or a reference: kept as a placeholder.
 _MEDIA_TYPES = frozenset(
@@ -99,49 +83,6 @@ _OPENAI_PARTS = frozenset({"image_url", "input_audio", "refusal", "file"})
 
 # Bounds for walking arbitrary JSON: deep or cyclic input must not blow the stack.
 _MAX_DEPTH = 64
-
-# (kind, text) where kind is "system", "user" or "assistant".
-_Segment = tuple[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class _Family:
-    name: str
-    start: str
-    end: str
-    # Lower-cased role header -> "system" | "user" | "assistant" | "tool".
-    roles: Mapping[str, str]
-
-
-_CHATML = _Family(
-    "chatml",
-    CHATML_START,
-    CHATML_END,
-    {
-        "system": "system",
-        "developer": "system",
-        "user": "user",
-        "assistant": "assistant",
-        "tool": "tool",
-        "function": "tool",
-        "ipython": "tool",
-        "observation": "tool",
-    },
-)
-_GEMMA = _Family(
-    "gemma",
-    GEMMA_START,
-    GEMMA_END,
-    {
-        "system": "system",
-        "user": "user",
-        "model": "assistant",
-        "assistant": "assistant",
-        "tool": "tool",
-    },
-)
-_FAMILIES = {"chatml": _CHATML, "gemma": _GEMMA}
-
 
 # --------------------------------------------------------------------------- helpers
 
@@ -199,161 +140,6 @@ def _join(*pieces: str) -> str:
     return "\n\n".join(p for p in pieces if p)
 
 
-def _scrub(text: str) -> str:
-    """Remove chat-template markers and noise tokens; trim the result."""
-    for token in (*_MARKER_TOKENS, *_NOISE_TOKENS):
-        text = text.replace(token, "")
-    return text.strip()
-
-
-# --------------------------------------------------------------------------- text formats
-
-
-def _human_position(text: str) -> int | None:
-    """Where a legacy Human/Assistant transcript starts in `text`, if it is one.
-
-    The strict form (label at the start or after a blank line) is enough; the lenient form
-    (labels at line starts) needs both labels, so a text that merely has a line starting with
-    "Human:" is not mistaken for a transcript.
-    """
-    strict = _STRICT_FIND.search(text)
-    if strict:
-        return strict.start()
-    human = _LENIENT_HUMAN.search(text)
-    assistant = _LENIENT_ASSISTANT.search(text)
-    if human and assistant:
-        return min(human.start(), assistant.start())
-    return None
-
-
-def _text_family(text: str) -> str | None:
-    """The text format of a whole prompt: the family whose marker comes first."""
-    found: list[tuple[int, str]] = []
-    for family in (_CHATML, _GEMMA):
-        pos = text.find(family.start)
-        if pos >= 0:
-            found.append((pos, family.name))
-    pos = _human_position(text)
-    if pos is not None:
-        found.append((pos, "human"))
-    return min(found)[1] if found else None
-
-
-def _embedded_family(text: str) -> str | None:
-    """The transcript format embedded in a system text, if any.
-
-    Stray end markers count too (they must be cleaned), but a Human/Assistant transcript
-    needs both labels at line starts: "Human:" mid-line, or a single labelled line, is prose.
-    """
-    found: list[tuple[int, str]] = []
-    for family in (_CHATML, _GEMMA):
-        positions = [p for p in (text.find(family.start), text.find(family.end)) if p >= 0]
-        if positions:
-            found.append((min(positions), family.name))
-    human = _LENIENT_HUMAN.search(text)
-    assistant = _LENIENT_ASSISTANT.search(text)
-    if human and assistant:
-        found.append((min(human.start(), assistant.start()), "human"))
-    return min(found)[1] if found else None
-
-
-def _parse_marked(
-    text: str, family: _Family, *, embedded: bool
-) -> tuple[list[_Segment], list[str]]:
-    """Split a ChatML / Gemma transcript into segments.
-
-    Turn text is exactly what lies between the role line's newline and the end marker, so
-    rendered text comes back unchanged. Text outside any turn is instruction text when the
-    transcript is embedded in a system text, and a user turn (with a warning) otherwise.
-    """
-    segments: list[_Segment] = []
-    warnings: list[str] = []
-
-    def loose(piece: str) -> None:
-        cleaned = _scrub(piece)
-        if not cleaned:
-            return
-        if embedded:
-            segments.append(("system", cleaned))
-        else:
-            warnings.append(f"text outside {family.name} turns kept as a user turn")
-            segments.append(("user", cleaned))
-
-    pieces = text.split(family.start)
-    loose(pieces[0])
-    last = len(pieces) - 2
-    for index, piece in enumerate(pieces[1:]):
-        inner, closed, tail = piece.partition(family.end)
-        header, _, body = inner.partition("\n")
-        kind = family.roles.get(header.strip().lower())
-        if kind is None:
-            # Unknown role: keep all of it, role name included, as user text.
-            if inner.strip():
-                warnings.append(
-                    f"unknown {family.name} role {header.strip()[:40]!r} kept as a user turn"
-                )
-                segments.append(("user", inner))
-        elif not closed and index == last and kind == "assistant" and not body.strip():
-            pass  # the trailing generation prompt: the model speaks next, no turn
-        elif kind == "tool":
-            segments.append(("user", f"[tool result]\n{body}"))
-        else:
-            segments.append((kind, body))
-        loose(tail)
-    return segments, warnings
-
-
-def _parse_human(text: str) -> list[_Segment]:
-    """Split a legacy Human/Assistant transcript; the text before the first label is system.
-
-    The strict form (blank line before each label) keeps text exactly: one space after the
-    label is the separator. Only a text with no strict delimiter at all is split at line-start
-    labels (the lenient one-newline form), trimming each turn.
-    """
-    # A blank-line delimiter means the strict form: to_human_assistant always writes one, and
-    # then a one-newline "Human:" line inside a turn (or the system text) stays text. A label
-    # opening the text is not enough: "Human: a\nAssistant: b" is the lenient form.
-    use_strict = _STRICT_SPLIT.search(text) is not None
-    if use_strict:
-        padded = "\n\n" + text if text.startswith((HUMAN_LABEL, ASSISTANT_LABEL)) else text
-        parts = _STRICT_SPLIT.split(padded)
-    else:
-        parts = _LENIENT_SPLIT.split(text)
-    segments: list[_Segment] = []
-    lead = parts[0] if use_strict else parts[0].strip()
-    if lead.strip():
-        segments.append(("system", lead))
-    pairs = list(zip(parts[1::2], parts[2::2], strict=True))
-    for index, (label, raw) in enumerate(pairs):
-        # Strict: drop only the separator space after the label, so text comes back exact.
-        body = (raw[1:] if raw.startswith(" ") else raw) if use_strict else raw.strip()
-        if label == "Assistant" and index == len(pairs) - 1 and not body.strip():
-            continue  # the trailing "\n\nAssistant:" generation prompt
-        segments.append(("assistant" if label == "Assistant" else "user", body))
-    return segments
-
-
-def _parse_text(text: str, family: str, *, embedded: bool) -> tuple[list[_Segment], list[str]]:
-    if family == "human":
-        return _parse_human(text), []
-    return _parse_marked(text, _FAMILIES[family], embedded=embedded)
-
-
-def clean_system_text(text: str) -> str:
-    """`text` with chat-template markers and role labels stripped, as plain text.
-
-    A text without markers (and without lines starting with both "Human:" and "Assistant:")
-    is returned unchanged. Otherwise every piece of the embedded transcript, system parts and
-    turns alike, is kept in order and joined with a blank line: nothing is dropped here.
-    ``intercept`` goes further and keeps embedded turns as separate turns.
-    """
-    family = _embedded_family(text)
-    if family is None:
-        return text
-    segments, _ = _parse_text(text, family, embedded=True)
-    return "\n\n".join(p for p in (_scrub(body) for _, body in segments) if p)
-
-
 # --------------------------------------------------------------------------- builder
 
 
@@ -374,17 +160,17 @@ class _Builder:
     def add_system(self, text: str, cache: bool = False) -> None:
         if not text:
             return
-        family = _embedded_family(text)
+        family = embedded_family(text)
         if family is None:
             self.system.append(SystemBlock(text, cache))
             return
-        segments, warnings = _parse_text(text, family, embedded=True)
+        segments, warnings = parse_text(text, family, embedded=True)
         self.warnings.extend(warnings)
         added = 0
         kept_turns = 0
         for kind, body in segments:
             if kind == "system":
-                cleaned = _scrub(body)
+                cleaned = scrub_markers(body)
                 if cleaned:
                     self.system.append(SystemBlock(cleaned))
                     added += 1
@@ -397,7 +183,7 @@ class _Builder:
         note = f"; {kept_turns} embedded turn(s) kept as turns" if kept_turns else ""
         self.warn(f"system text contained {family} transcript markers; cleaned{note}")
 
-    def add_segments(self, segments: list[_Segment]) -> None:
+    def add_segments(self, segments: list[Segment]) -> None:
         for kind, body in segments:
             if kind == "system":
                 self.add_system(body)
@@ -628,7 +414,7 @@ def _read_gemini(request: Mapping[str, Any], b: _Builder) -> None:
 def _detect(request: Any) -> str | None:
     """The format of `request`, or None when it is not recognised."""
     if isinstance(request, str):
-        return _text_family(request)
+        return text_family(request)
     if isinstance(request, list):
         return _messages_flavour({}, request)
     if not isinstance(request, Mapping):
@@ -638,7 +424,7 @@ def _detect(request: Any) -> str | None:
     if isinstance(request.get("messages"), list):
         return _messages_flavour(request, request["messages"])
     if isinstance(request.get("prompt"), str):
-        return _text_family(request["prompt"])
+        return text_family(request["prompt"])
     return None
 
 
@@ -675,7 +461,7 @@ def _intercept(request: Any) -> InterceptResult:
     if detected in ("chatml", "gemma", "human"):
         # A text prompt, bare or as the "prompt" of a completions body.
         text = request if isinstance(request, str) else str(request["prompt"])
-        segments, warnings = _parse_text(text, detected, embedded=False)
+        segments, warnings = parse_text(text, detected, embedded=False)
         b.warnings.extend(warnings)
         b.add_segments(segments)
         return b.result(detected)

@@ -63,13 +63,20 @@ def test_tool_call_and_its_result_are_never_separated(counter: TokenCounter) -> 
     for i in range(30):
         messages += chat(1, words=60)
         messages += tool_exchange(i)
+    kept_at: dict[int, int] = {}
     for budget in range(300, 3_000, 97):
         fit = fitter(counter).fit(tuple(messages), budget, None)
-        texts = [t.text for t in fit.turns]
+        calls = {c.id for t in fit.turns for c in t.tool_calls}
+        results = {r.call_id for t in fit.turns for r in t.tool_results}
+        kept_at[budget] = 0
         for i in range(30):
-            has_call = any(f"[tool call call{i}:" in t for t in texts)
-            has_result = any(f'call="call{i}"' in t for t in texts)
+            has_call = f"call{i}" in calls
+            has_result = f"call{i}" in results
             assert has_call == has_result, (budget, i)
+            kept_at[budget] += has_call
+    # Whole exchanges are kept, and more of them as the budget grows: the check above is not
+    # vacuously true of a fit that dropped every exchange.
+    assert kept_at[max(kept_at)] >= 3 and kept_at[max(kept_at)] > kept_at[min(kept_at)], kept_at
 
 
 def test_group_units_spans_interleaved_results() -> None:

@@ -6,20 +6,10 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from cardloop.contracts.payloads import CardRef
-from cardloop.prompts.card import Card, Message
-from tests.workflows.conftest import Stack, replay_all
+from cardloop.prompts.card import Message
+from tests.stack import Stack, replay_all, small_card
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def small_card(card_id: str = "PAY-1", **fields: object) -> Card:
-    data: dict[str, object] = {
-        "id": card_id, "tenant": "acme", "board": "github", "title": "Retry failed webhook deliveries",
-        "repo": "acme/payments-api", "branch": "card/PAY-1", "body": "Retry with exponential backoff.",
-        "history": [{"role": "user", "author": "maria", "content": "Please plan this first."}],
-    }
-    data.update(fields)
-    return Card.model_validate(data)
 
 
 async def test_card_crosses_every_stage_to_done(stack: Stack) -> None:
@@ -57,6 +47,7 @@ async def test_operator_can_find_cards_of_a_repo_in_error_fixing(stack: Stack) -
             break
         await asyncio.sleep(0.25)
     assert ref.workflow_id in found
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))  # a card mid-stage
 
 
 async def test_duplicate_transition_is_applied_once(stack: Stack) -> None:
@@ -178,3 +169,6 @@ async def test_continue_as_new_keeps_state_and_dedup(stack: Stack) -> None:
     assert [r.run for r in state.history] == [1, 2]
     assert state.seen_deliveries.count("first") == 1
     assert state.input_tokens > 0
+    # The run that continued as new, and the run it continued as.
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id, run_id=first_run))
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))

@@ -3,48 +3,23 @@ source that cannot answer never fails the stage, and the prompt says what is mis
 
 from __future__ import annotations
 
-import subprocess
-import tempfile
-from pathlib import Path
-
 import pytest
 
 from cardloop.contracts.payloads import CardRef
-from tests.stack import Stack, replay_all
-from tests.workflows.test_card_workflow import small_card
+from tests.stack import Stack, replay_all, small_card
 
 pytestmark = pytest.mark.timeout(180)
-REPOS = Path(tempfile.mkdtemp(prefix="cardloop-repos-"))
-CACHE = Path(tempfile.mkdtemp(prefix="cardloop-cache-"))
-GIT = ["git", "-c", "user.email=dev@acme.test", "-c", "user.name=dev", "-c", "init.defaultBranch=main"]
-
-
-def make_repo() -> None:
-    repo = REPOS / "acme" / "payments-api"
-    if (repo / ".git").exists():
-        return
-    (repo / "app" / "webhooks").mkdir(parents=True)
-    (repo / "docs" / "adr").mkdir(parents=True)
-    (repo / "app" / "webhooks" / "retry.py").write_text(
-        "def next_delay(attempt: int, base: float, cap: float) -> float:\n"
-        "    delay = base * 2 ** attempt\n    return min(delay, cap)\n")
-    (repo / "app" / "unrelated.py").write_text("def greet() -> str:\n    return 'hello'\n")
-    (repo / "docs" / "adr" / "0007-webhook-retries.md").write_text("# ADR 7: retry webhooks with capped backoff\n")
-    subprocess.run([*GIT, "init", "-q", str(repo)], check=True)
-    subprocess.run([*GIT, "-C", str(repo), "add", "."], check=True)
-    subprocess.run([*GIT, "-C", str(repo), "commit", "-qm", "initial"], check=True)
-    subprocess.run([*GIT, "-C", str(repo), "branch", "card/PAY-1"], check=True)
-
-
 ENV = {"CARDLOOP_CONTEXT__SOURCES__ERROR_FIXING": '["repository", "github_actions"]',
-       "CARDLOOP_SOURCES__REPOSITORY__CLONE_URL": f"file://{REPOS}/{{repo}}",
-       "CARDLOOP_SOURCES__REPOSITORY__CACHE_DIR": str(CACHE),
        "CARDLOOP_STAGES__ERROR_FIXING__AUTO_ADVANCE": "false"}
+
+
+@pytest.fixture
+def stack_overrides(repository_env: dict[str, str]) -> dict[str, str]:
+    return repository_env
 
 
 @pytest.mark.stack_env(**ENV)
 async def test_sources_feed_the_prompt_and_an_unavailable_one_is_said_not_fatal(stack: Stack) -> None:
-    make_repo()
     card = small_card("CTX-1", body="The retry delay in app/webhooks/retry.py ignores the cap.")
     ref: CardRef = stack.cards.import_card(card)
     await stack.cards.move(ref, "error_fixing", delivery_id="e1")

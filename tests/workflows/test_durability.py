@@ -21,9 +21,7 @@ from cardloop.app.devserver import TemporalDevServer, free_port
 from cardloop.app.scripted_model import ScriptedModel, load_transcript
 from cardloop.app.worker import build_worker
 from cardloop.store import Store
-from tests.stack import NO_SOURCES
-from tests.workflows.conftest import TRANSCRIPT, make_config, replay_all
-from tests.workflows.test_card_workflow import small_card
+from tests.stack import NO_SOURCES, TRANSCRIPT, make_config, replay_all, small_card
 
 pytestmark = pytest.mark.timeout(240)
 CLI = Path(sys.executable).parent / "cardloop"
@@ -108,6 +106,7 @@ async def test_dev_server_restarted_on_its_sqlite_file_the_card_continues(tmp_pa
         assert all(r.outcome == "completed" for r in state.history)
         replies = [m for m in store.messages(ref.key) if m.role == "assistant"]
         assert len(replies) == 5  # planning 1, coding 2, review 1, testing 1: none twice
+        await replay_all(client, client.get_workflow_handle(ref.workflow_id))
     finally:
         await worker.shutdown()
         await asyncio.gather(task, return_exceptions=True)

@@ -5,6 +5,7 @@ RECORD_WORKFLOW_HISTORIES=1 pytest tests/workflows/test_card_workflow.py"""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from cardloop.app.worker import WORKFLOWS
+from tests.stack import HISTORIES as HISTORY_DIR
+from tests.stack import portable
 
-HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+HISTORIES = sorted(HISTORY_DIR.glob("*.json"))
 
 
 def test_histories_are_committed() -> None:
@@ -27,3 +30,20 @@ async def test_recorded_history_replays(path: Path) -> None:
     record = json.loads(path.read_text())
     history = WorkflowHistory.from_json(record["workflow_id"], record["history"])
     await replayer.replay_workflow(history)
+
+
+def test_recorded_histories_carry_no_machine_paths() -> None:
+    # Stack traces of failed attempts named the recording machine's checkout and virtualenv.
+    absolute = re.compile(r'File \\"/')
+    assert [p.name for p in HISTORIES if absolute.search(p.read_text())] == []
+
+
+def test_recording_strips_machine_paths() -> None:
+    trace = ('  File "/home/dev/cardloop/.venv/lib/python3.12/site-packages/temporalio/worker/_activity.py", '
+             'line 379\n  File "/usr/lib/python3.12/concurrent/futures/thread.py", line 58\n'
+             '  File "/home/dev/cardloop/activities/llm.py", line 48')
+    stripped = portable({"events": [{"lastFailure": {"stackTrace": trace, "message": "HTTP 529"}}]},
+                        Path("/home/dev/cardloop"))
+    assert stripped == {"events": [{"lastFailure": {"message": "HTTP 529", "stackTrace": (
+        '  File "<site-packages>/temporalio/worker/_activity.py", line 379\n'
+        '  File "<python>/concurrent/futures/thread.py", line 58\n  File "activities/llm.py", line 48')}}]}

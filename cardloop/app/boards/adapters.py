@@ -56,18 +56,29 @@ class BoardAdapter(Protocol):
         ...
 
 
-def build_adapters(config: Config, http: httpx.AsyncClient,
-                   clock: Callable[[], float] = time.monotonic) -> dict[str, BoardAdapter]:
-    """One adapter per board, keyed by board name; built once per app (the GitHub adapter's
-    GraphQL cache lives as long as it does). `clock` drives that cache's TTL."""
+Clock = Callable[[], float]
+
+
+def _github(config: Config, http: httpx.AsyncClient, clock: Clock) -> BoardAdapter:
     github = config.board("github")
     graphql = GitHubGraphQL(http, github.graphql_url, lambda: config.secret(github.token_env), github.token_env,
                             clock=clock)
-    adapters: list[BoardAdapter] = [
-        GitHubAdapter(github, graphql),
-        LinearAdapter(config.board("linear")),
-        JiraAdapter(config.board("jira")),
-        TrelloAdapter(config.board("trello")),
-        GenericAdapter(config.board("generic")),
-    ]
-    return {adapter.name: adapter for adapter in adapters}
+    return GitHubAdapter(github, graphql)
+
+
+# The board family: a board's name (its `[boards.<name>]` table and its /webhooks/<name> route)
+# and how its adapter is built. A new board is one module plus one line here; a `[boards.*]`
+# table naming none of these fails at start-up.
+BOARDS: dict[str, Callable[[Config, httpx.AsyncClient, Clock], BoardAdapter]] = {
+    "github": _github,
+    "linear": lambda config, http, clock: LinearAdapter(config.board("linear")),
+    "jira": lambda config, http, clock: JiraAdapter(config.board("jira")),
+    "trello": lambda config, http, clock: TrelloAdapter(config.board("trello")),
+    "generic": lambda config, http, clock: GenericAdapter(config.board("generic")),
+}
+
+
+def build_adapters(config: Config, http: httpx.AsyncClient, clock: Clock = time.monotonic) -> dict[str, BoardAdapter]:
+    """One adapter per board, keyed by board name; built once per app (the GitHub adapter's
+    GraphQL cache lives as long as it does). `clock` drives that cache's TTL."""
+    return {name: build(config, http, clock) for name, build in BOARDS.items()}

@@ -16,7 +16,8 @@ from cardloop.prompts.stages import Stage
 def gather_all(card: Card, stage: Stage, config: Config, names: list[str]) -> list[dict[str, Any]]:
     from cardloop.activities.context import status_item
     from cardloop.activities.deps import ActivityDeps
-    from cardloop.integrations.sources.base import SourceRequest, SourceUnavailable
+    from cardloop.integrations.sources.base import SourceRequest
+    from cardloop.integrations.upstream import UpstreamError
     from cardloop.store import Store
 
     runtime = ActivityDeps.build(config, Store.open("sqlite://"))
@@ -25,9 +26,9 @@ def gather_all(card: Card, stage: Stage, config: Config, names: list[str]) -> li
     for name in names:
         try:
             result = runtime.source(name).gather(SourceRequest(card, stage))
-        except SourceUnavailable as err:
-            out.append({"source": name, "status": "unavailable", "reason": err.reason,
-                        "retryable": err.retryable, "items": [status_item(name, f"unavailable: {err.reason}")]})
+        except UpstreamError as err:
+            out.append({"source": name, "status": "unavailable", "reason": err.message,
+                        "retryable": err.retryable, "items": [status_item(name, f"unavailable: {err.message}")]})
             continue
         except Exception as err:  # a bad configuration names itself; the rest still runs
             out.append({"source": name, "status": "error", "reason": f"{type(err).__name__}: {err}", "items": []})

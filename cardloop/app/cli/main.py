@@ -15,7 +15,8 @@ from typing import Any
 from cardloop.app.cli.context import add_context_command
 from cardloop.app.cli.service import add_service_commands
 from cardloop.app.cli.tenant import add_tenant_commands
-from cardloop.contracts.config import Config, load_config
+from cardloop.app.startup import load_config
+from cardloop.contracts.config import Config
 from cardloop.contracts.errors import CardloopError, ConfigError, InputError, RejectedError
 from cardloop.prompts.assemble import AssemblyError, AssemblyRequest, PromptAssembler
 from cardloop.prompts.card import Card, CardError, TenantPrompt, card_json_schema, parse_card

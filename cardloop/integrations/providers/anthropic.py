@@ -1,7 +1,7 @@
 """Anthropic Messages API through the official SDK.
 
 The SDK's own retries are off (max_retries=0): Temporal retries the activity, with the
-delay this module reads from the response (ProviderError.retry_after).
+delay this module reads from the response (UpstreamError.retry_after).
 
 Temperature: the SDK decides the API version (the anthropic-version header). SDK 2.x sends
 2026-10-21, where the API rejects temperature/top_p/top_k ("Extra inputs are not permitted")
@@ -9,7 +9,7 @@ and the SDK has no argument for them; with such an SDK `temperature` is dropped 
 Older SDKs (API 2023-06-01) still get it.
 
 stream() is complete() as events (StreamStart, TextDelta..., the Completion), through the SDK's
-messages.stream(); a failure before or during the stream is the same ProviderError.
+messages.stream(); a failure before or during the stream is the same UpstreamError.
 """
 
 from __future__ import annotations
@@ -26,14 +26,8 @@ try:  # The SDK's HTTP stack: anthropic 2.x runs on httpx2, earlier versions on 
 except ImportError:  # pragma: no cover - older SDKs
     import httpx as sdk_http  # type: ignore[no-redef]
 
-from cardloop.integrations.providers.base import (
-    CONNECT_TIMEOUT,
-    Completion,
-    ProviderError,
-    StreamEvent,
-    StreamStart,
-    TextDelta,
-    Usage,
+from cardloop.integrations.providers.base import Completion, StreamEvent, StreamStart, TextDelta, Usage
+from cardloop.integrations.providers.errors import (
     bad_response,
     classify_status,
     connection_error,
@@ -41,6 +35,8 @@ from cardloop.integrations.providers.base import (
     redact,
     timeout_error,
 )
+from cardloop.integrations.providers.http import CONNECT_TIMEOUT
+from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.conversation import Conversation, ToolUse
 from cardloop.prompts.formats.render import render
 
@@ -145,7 +141,7 @@ class AnthropicProvider:
             conversation, "anthropic", model=model, max_tokens=max_tokens, temperature=temperature
         )
 
-    def _error(self, exc: anthropic.APIError) -> ProviderError:
+    def _error(self, exc: anthropic.APIError) -> UpstreamError:
         """complete()'s and stream()'s one classification of the SDK's errors."""
         if isinstance(exc, anthropic.APIStatusError):
             return self._status_error(exc)
@@ -159,7 +155,7 @@ class AnthropicProvider:
         # APIResponseValidationError and friends: a 2xx that is not a Message.
         return bad_response(self.name, redact(exc.message, self._api_key))
 
-    def _status_error(self, exc: anthropic.APIStatusError) -> ProviderError:
+    def _status_error(self, exc: anthropic.APIStatusError) -> UpstreamError:
         body = exc.body
         err = body.get("error") if isinstance(body, dict) else None
         api_message = getattr(exc, "api_message", None)

@@ -9,20 +9,10 @@ from urllib.parse import quote
 
 import httpx
 
-from cardloop.integrations.providers.base import (
-    Completion,
-    ProviderError,
-    Usage,
-    as_int,
-    bad_response,
-    classify_status,
-    error_details,
-    http_timeout,
-    parse_duration,
-    post_json,
-    redact,
-    ssl_context,
-)
+from cardloop.integrations.providers.base import Completion, Usage
+from cardloop.integrations.providers.errors import bad_response, classify_status, parse_duration, redact
+from cardloop.integrations.providers.http import as_int, error_details, http_timeout, post_json, ssl_context
+from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.conversation import Conversation, ToolUse
 from cardloop.prompts.formats.render import render
 
@@ -72,7 +62,7 @@ class GeminiProvider:
             reason = feedback.get("blockReason")
             if reason:
                 # The same prompt is refused again on a retry: fail the turn, not the budget.
-                raise ProviderError(f"{self.name}: prompt blocked: {reason}", kind="blocked", retryable=False,
+                raise UpstreamError(f"{self.name}: prompt blocked: {reason}", kind="blocked", retryable=False,
                                     status=200)
             raise bad_response(self.name, "no candidates in the response", 200)
         candidate = candidates[0] if isinstance(candidates[0], dict) else {}
@@ -102,7 +92,7 @@ class GeminiProvider:
             tool_calls=calls,
         )
 
-    def _classify(self, status: int, body: Any, text: str, headers: Mapping[str, str]) -> ProviderError | None:
+    def _classify(self, status: int, body: Any, text: str, headers: Mapping[str, str]) -> UpstreamError | None:
         """Gemini puts what matters in error.details: RetryInfo (how long a quota needs) and
         ErrorInfo (API_KEY_INVALID arrives as a 400, but it is an auth failure)."""
         message, code = error_details(body, text)
@@ -121,7 +111,7 @@ class GeminiProvider:
                 reasons.add(item["reason"])
         error = classify_status(status, message, headers, provider=self.name, code=code, retry_hint=retry_hint)
         if status == 400 and ("API_KEY_INVALID" in reasons or "API key not valid" in message):
-            return ProviderError(error.message, kind="auth", retryable=False, status=status)
+            return UpstreamError(error.message, kind="auth", retryable=False, status=status)
         return error
 
 

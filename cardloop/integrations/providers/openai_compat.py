@@ -8,15 +8,9 @@ from typing import Any
 
 import httpx
 
-from cardloop.integrations.providers.base import (
-    Completion,
-    Usage,
-    as_int,
-    bad_response,
-    http_timeout,
-    post_json,
-    ssl_context,
-)
+from cardloop.integrations.providers.base import Completion, Usage
+from cardloop.integrations.providers.errors import bad_response
+from cardloop.integrations.providers.http import as_int, http_timeout, post_json, ssl_context
 from cardloop.prompts.conversation import Conversation, ToolUse
 from cardloop.prompts.formats.render import render
 

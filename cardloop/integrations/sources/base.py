@@ -3,7 +3,8 @@
 A source does I/O (GitHub, Kubernetes, git) and returns ContextItems whose `source` names
 where each came from and whose `created_at` says when; the prompt core redacts, isolates,
 ranks and budgets them. Large raw texts (a whole CI log) are returned in `blobs` so the store
-keeps them whole for later research while the item carries what a developer reads first."""
+keeps them whole for later research while the item carries what a developer reads first.
+A source that cannot answer raises UpstreamError (cardloop.integrations.upstream)."""
 
 from __future__ import annotations
 
@@ -11,18 +12,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from cardloop.prompts.card import Card, ContextItem
+from cardloop.prompts.logs import Counter
 from cardloop.prompts.stages import Stage
-
-
-class SourceUnavailable(Exception):
-    """The source could not answer: `retryable` says whether trying again may help (a timeout,
-    a 5xx, a rate limit until `retry_after` seconds) or not (a 403, no credentials)."""
-
-    def __init__(self, reason: str, *, retryable: bool = True, retry_after: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.retryable = retryable
-        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
@@ -43,5 +34,13 @@ class Source(Protocol):
     name: str
 
     def gather(self, request: SourceRequest) -> SourceResult:
-        """Raises SourceUnavailable when the source cannot answer."""
+        """Raises UpstreamError when the source cannot answer."""
         ...
+
+
+def default_counter() -> Counter:
+    """cl100k_base token counts, for a source built without the worker's counter. Imported on
+    use: loading the vocabulary is needless when the caller injects its counter."""
+    from cardloop.prompts.tokens import TokenCounter
+
+    return TokenCounter("cl100k_base").count

@@ -28,7 +28,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from cardloop.integrations.sources.repository import _MISSING_BRANCH, RepositorySource
+from cardloop.integrations.sources.repository import RepositorySource
+from cardloop.integrations.sources.repository.git import _MISSING_BRANCH
 from cardloop.integrations.workspace.errors import PushRejected, WorkspaceError
 from cardloop.integrations.workspace.git import Git, GitFailed
 from cardloop.prompts.card import Card
@@ -106,7 +107,7 @@ class WorkspaceManager:
         return base, base.with_name(base.name + ".home"), base.with_name(base.name + ".json")
 
     def _clone_path(self, repo: str) -> Path:
-        return self.git.source.cache_dir / repo
+        return self.git.checkouts.path(repo)
 
     # --- open ----------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -8,14 +9,7 @@ from cardloop.contracts.config import REPO_CONFIG, load_config
 from cardloop.contracts.errors import ConfigError
 from cardloop.contracts.secrets import Secret
 from cardloop.prompts.stages import Stage
-
-BASE = REPO_CONFIG.read_text()
-
-
-def write(tmp_path: Path, text: str) -> Path:
-    path = tmp_path / "config.toml"
-    path.write_text(text)
-    return path
+from tests.conftest import BUNDLED_CONFIG
 
 
 def test_bundled_config_loads_and_builds_settings_for_every_stage() -> None:
@@ -28,20 +22,20 @@ def test_bundled_config_loads_and_builds_settings_for_every_stage() -> None:
     assert config.stage(Stage.CODING).max_iterations == 12
 
 
-def test_unknown_key_is_named(tmp_path: Path) -> None:
-    path = write(tmp_path, BASE.replace("[budget]\n", "[budget]\nsystme = 5\n"))
+def test_unknown_key_is_named(config_file: Callable[[str], Path]) -> None:
+    path = config_file(BUNDLED_CONFIG.replace("[budget]\n", "[budget]\nsystme = 5\n"))
     with pytest.raises(ConfigError, match=r"budget\.systme: unknown key"):
         load_config(path, env={})
 
 
-def test_section_budget_larger_than_total_is_named(tmp_path: Path) -> None:
-    path = write(tmp_path, BASE.replace("history = 10000", "history = 30000"))
+def test_section_budget_larger_than_total_is_named(config_file: Callable[[str], Path]) -> None:
+    path = config_file(BUNDLED_CONFIG.replace("history = 10000", "history = 30000"))
     with pytest.raises(ConfigError, match=r"budget\.history \(30,000\) is larger than total \(27,500\)"):
         load_config(path, env={})
 
 
-def test_total_larger_than_window_minus_max_tokens_is_named(tmp_path: Path) -> None:
-    path = write(tmp_path, BASE.replace('context_window = 32768', 'context_window = 20000')
+def test_total_larger_than_window_minus_max_tokens_is_named(config_file: Callable[[str], Path]) -> None:
+    path = config_file(BUNDLED_CONFIG.replace('context_window = 32768', 'context_window = 20000')
                  .replace('[stages.testing]\nprofile = "claude"', '[stages.testing]\nprofile = "local"'))
     with pytest.raises(ConfigError, match=r"stages\.testing\.budget\.total: 27,500 is larger than model "
                                           r"qwen2\.5-coder-32b-instruct's context window \(20,000\) minus "
@@ -49,26 +43,27 @@ def test_total_larger_than_window_minus_max_tokens_is_named(tmp_path: Path) -> N
         load_config(path, env={})
 
 
-def test_unknown_stage_name_is_named(tmp_path: Path) -> None:
-    path = write(tmp_path, BASE + '\n[stages.deploying]\nprofile = "claude"\n')
+def test_unknown_stage_name_is_named(config_file: Callable[[str], Path]) -> None:
+    path = config_file(BUNDLED_CONFIG + '\n[stages.deploying]\nprofile = "claude"\n')
     with pytest.raises(ConfigError, match=r"stages\.deploying: unknown stage"):
         load_config(path, env={})
 
 
-def test_unknown_profile_name_is_named(tmp_path: Path) -> None:
-    path = write(tmp_path, BASE.replace('[stages.review]\nprofile = "claude"', '[stages.review]\nprofile = "gpt"'))
+def test_unknown_profile_name_is_named(config_file: Callable[[str], Path]) -> None:
+    path = config_file(BUNDLED_CONFIG.replace('[stages.review]\nprofile = "claude"',
+                                              '[stages.review]\nprofile = "gpt"'))
     with pytest.raises(ConfigError, match=r"stages\.review\.profile: unknown profile 'gpt'"):
         load_config(path, env={})
 
 
-def test_unknown_context_kind_in_priorities_is_named(tmp_path: Path) -> None:
-    path = write(tmp_path, BASE.replace("adr = 50", "adrs = 50"))
+def test_unknown_context_kind_in_priorities_is_named(config_file: Callable[[str], Path]) -> None:
+    path = config_file(BUNDLED_CONFIG.replace("adr = 50", "adrs = 50"))
     with pytest.raises(ConfigError, match=r"context\.priorities\.adrs"):
         load_config(path, env={})
 
 
-def test_stage_budget_override_is_checked_against_the_total(tmp_path: Path) -> None:
-    path = write(tmp_path, BASE.replace("[stages.error_fixing.budget]\ncontext = 15000",
+def test_stage_budget_override_is_checked_against_the_total(config_file: Callable[[str], Path]) -> None:
+    path = config_file(BUNDLED_CONFIG.replace("[stages.error_fixing.budget]\ncontext = 15000",
                                         "[stages.error_fixing.budget]\ncontext = 40000"))
     with pytest.raises(ConfigError, match=r"stages\.error_fixing\.budget: context \(40,000\) is larger"):
         load_config(path, env={})
@@ -99,11 +94,11 @@ def test_secrets_come_from_the_environment_and_never_print() -> None:
     assert config.api_key("local") is None
 
 
-def test_not_toml_and_missing_file_are_clear(tmp_path: Path) -> None:
+def test_not_toml_and_missing_file_are_clear(config_file: Callable[[str], Path]) -> None:
     with pytest.raises(ConfigError, match="not valid TOML"):
-        load_config(write(tmp_path, "[budget\n"), env={})
+        load_config(config_file("[budget\n"), env={})
     with pytest.raises(ConfigError, match="configuration file not found"):
-        load_config(tmp_path / "nope.toml", env={})
+        load_config(config_file("").parent / "nope.toml", env={})
 
 
 def test_board_secrets_name_a_tenant_and_an_environment_variable() -> None:

@@ -22,14 +22,12 @@ import pytest
 
 from cardloop.app.scripted_model import ScriptedModel, load_transcript
 from cardloop.integrations.providers import (
-    MAX_RETRY_AFTER,
     AnthropicProvider,
     Completion,
     GeminiProvider,
     OpenAICompatProvider,
     Price,
     Provider,
-    ProviderError,
     TextDelta,
     Usage,
     build_provider,
@@ -38,6 +36,7 @@ from cardloop.integrations.providers import (
     retry_after_from,
 )
 from cardloop.integrations.providers.anthropic import SDK_TAKES_TEMPERATURE
+from cardloop.integrations.upstream import MAX_RETRY_AFTER, UpstreamError
 from cardloop.prompts.conversation import Conversation, SystemBlock, ToolOutput, ToolSpec, ToolUse, Turn
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -73,14 +72,14 @@ def claude(model: ScriptedModel) -> Iterator[AnthropicProvider]:
     provider.close()
 
 
-def fail(provider: Provider, conv: Conversation = CONV, **kwargs: Any) -> ProviderError:
-    with pytest.raises(ProviderError) as info:
+def fail(provider: Provider, conv: Conversation = CONV, **kwargs: Any) -> UpstreamError:
+    with pytest.raises(UpstreamError) as info:
         provider.complete(conv, model=kwargs.get("model", MODEL), max_tokens=256,
                           temperature=kwargs.get("temperature", 0.2))
     return info.value
 
 
-def assert_no_key(error: ProviderError, key: str = API_KEY) -> None:
+def assert_no_key(error: UpstreamError, key: str = API_KEY) -> None:
     for text in (str(error), repr(error), error.message, *map(str, error.args)):
         assert key not in text
 
@@ -332,7 +331,7 @@ def test_build_provider() -> None:
     with pytest.raises(ValueError, match="unknown provider 'mistral'"):
         build_provider("mistral", api_key="k", base_url=None)
     for name, base in (("anthropic", None), ("gemini", None), ("openai", None), ("openai", "")):
-        with pytest.raises(ProviderError) as info:
+        with pytest.raises(UpstreamError) as info:
             build_provider(name, api_key="", base_url=base)
         assert (info.value.kind, info.value.retryable) == ("auth", False)
         assert "no API key configured" in info.value.message

@@ -8,10 +8,8 @@ those tests locally and fails them in CI (CI=true), where the database must real
 from __future__ import annotations
 
 import hashlib
-import os
-import secrets
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
@@ -19,9 +17,8 @@ from typing import Any, TypeVar
 
 import pytest
 from pydantic import ValidationError
-from sqlalchemy import Engine, create_engine, inspect, select, text
+from sqlalchemy import inspect, select, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
 
 from cardloop.contracts.errors import CardloopError
 from cardloop.prompts.card import Card, ChecklistItem, ContextItem, ContextKind, Message, TenantPrompt, ToolCall
@@ -39,55 +36,8 @@ from cardloop.store import (
 )
 from cardloop.store import schema as store_schema
 
-PG_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 KEY = "acme/github/PAY-142"
 T = TypeVar("T")
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
-
-
-@pytest.fixture(scope="session")
-def postgres_admin() -> Iterator[Engine]:
-    engine = create_engine(make_url(PG_URL).set(drivername="postgresql+psycopg"), connect_args={"connect_timeout": 3})
-    try:
-        with engine.connect():
-            pass
-    except OperationalError as exc:
-        engine.dispose()
-        reason = f"PostgreSQL at {make_url(PG_URL).render_as_string()} is unreachable: {exc.orig}"
-        if _in_ci():
-            pytest.fail(f"{reason} (CI must test PostgreSQL)")
-        pytest.skip(f"{reason}; set TEST_POSTGRES_URL or start PostgreSQL (CI=true makes this a failure)")
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/store.sqlite"
-        return
-    admin: Engine = request.getfixturevalue("postgres_admin")
-    schema = f"t_{secrets.token_hex(6)}"
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    try:
-        yield (
-            make_url(PG_URL)
-            .update_query_dict({"options": f"-csearch_path={schema}"})
-            .render_as_string(hide_password=False)
-        )
-    finally:
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-
-
-@pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    with Store.open(db_url) as opened:
-        yield opened
 
 
 def run_threads(count: int, fn: Callable[[int], T]) -> list[T]:

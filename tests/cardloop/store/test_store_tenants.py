@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import secrets
 import threading
 from collections.abc import Iterator
@@ -25,7 +24,7 @@ from typing import Any
 import pytest
 from sqlalchemy import Connection, Engine, create_engine, inspect, select, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
 
 from cardloop.prompts.card import Card, ContextItem, ContextKind, Message, TenantPrompt
 from cardloop.prompts.validate import ValidationStatus, validate_tenant_prompt
@@ -42,60 +41,11 @@ from cardloop.store import (
     scram_sha256_verifier,
 )
 from cardloop.store import schema as store_schema
+from tests.postgres import PG_URL, deployment, drop_roles, schema_url
 
-PG_URL = os.environ.get("TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 A_KEY = "acme/github/PAY-1"
 B_KEY = "globex/github/OPS-7"
 GITHUB_TOKEN = "ghp_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7d"
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
-
-
-@pytest.fixture(scope="module")
-def postgres_admin() -> Iterator[Engine]:
-    engine = create_engine(make_url(PG_URL).set(drivername="postgresql+psycopg"), connect_args={"connect_timeout": 3})
-    try:
-        with engine.connect():
-            pass
-    except OperationalError as exc:
-        engine.dispose()
-        reason = f"PostgreSQL at {make_url(PG_URL).render_as_string()} is unreachable: {exc.orig}"
-        if _in_ci():
-            pytest.fail(f"{reason} (CI must test PostgreSQL)")
-        pytest.skip(f"{reason}; set TEST_POSTGRES_URL or start PostgreSQL (CI=true makes this a failure)")
-    yield engine
-    engine.dispose()
-
-
-def _schema_url(schema: str, user: str | None = None) -> str:
-    url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
-    if user is not None:
-        url = url.set(username=user, password=None)
-    return url.render_as_string(hide_password=False)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/store.sqlite"
-        return
-    admin: Engine = request.getfixturevalue("postgres_admin")
-    schema = f"t_{secrets.token_hex(6)}"
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    try:
-        yield _schema_url(schema)
-    finally:
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
-
-
-@pytest.fixture
-def store(db_url: str) -> Iterator[Store]:
-    with Store.open(db_url) as opened:
-        yield opened
 
 
 def accepted(text: str) -> tuple[TenantPrompt, Any]:
@@ -340,31 +290,12 @@ class Cluster:
     admin: Engine
 
 
-def _drop_roles(admin: Engine, *roles: str) -> None:
-    for role in roles:
-        with admin.begin() as conn:
-            exists = conn.execute(text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}).first()
-            if exists:
-                # DROP OWNED revokes what the role was granted in this database; then it can go.
-                conn.exec_driver_sql(f'DROP OWNED BY "{role}" CASCADE')
-                conn.exec_driver_sql(f'DROP ROLE "{role}"')
-
-
 @pytest.fixture
 def cluster(postgres_admin: Engine) -> Iterator[Cluster]:
     """A realistic deployment: an owner role (not a superuser) that migrates, and the
-    application role it provisions. Names are unique: roles are shared by the whole cluster."""
-    suffix = secrets.token_hex(4)
-    schema, owner, app = f"t_rls_{suffix}", f"cl_owner_{suffix}", f"cl_app_{suffix}"
-    with postgres_admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE ROLE {owner} LOGIN NOSUPERUSER NOBYPASSRLS CREATEROLE")
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema} AUTHORIZATION {owner}")
-    try:
-        yield Cluster(schema, owner, app, _schema_url(schema, owner), _schema_url(schema, app), postgres_admin)
-    finally:
-        with postgres_admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        _drop_roles(postgres_admin, app, owner)
+    application role it provisions."""
+    with deployment(postgres_admin, "rls") as (schema, owner, app):
+        yield Cluster(schema, owner, app, schema_url(schema, owner), schema_url(schema, app), postgres_admin)
 
 
 def _scoped(conn: Connection, tenant: str) -> None:
@@ -522,7 +453,7 @@ def test_provisioning_rules(cluster: Cluster, postgres_admin: Engine) -> None:
         conn.exec_driver_sql(f"GRANT USAGE ON SCHEMA {empty} TO {cluster.app}")
     try:
         with pytest.raises(StoreError, match="Migrate as the schema's owner first"):
-            Store.open(_schema_url(empty, cluster.app))
+            Store.open(schema_url(empty, cluster.app))
     finally:
         with postgres_admin.begin() as conn:
             conn.exec_driver_sql(f"DROP SCHEMA {empty} CASCADE")
@@ -541,7 +472,7 @@ def test_scram_verifier_matches_postgresql(postgres_admin: Engine) -> None:
         ours = scram_sha256_verifier("Tr0ub4dor&3 horse", salt=base64.b64decode(salt), iterations=int(iterations))
         assert ours == theirs
     finally:
-        _drop_roles(postgres_admin, role)
+        drop_roles(postgres_admin, role)
     with pytest.raises(StoreError, match="printable ASCII"):
         scram_sha256_verifier("pässword")
 

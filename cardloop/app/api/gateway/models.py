@@ -78,6 +78,6 @@ class LiveStream:
     events: Iterator[Any]  # the rest of the provider's StreamEvents
     start: StreamStart
     finish: Any  # Callable[[Completion], None]: records usage once the final event arrives
-    fail: Any  # Callable[[ProviderError], GatewayError]: logs a mid-stream failure
+    fail: Any  # Callable[[UpstreamError], GatewayError]: logs a mid-stream failure
     call_id: str
     model: str  # the caller's label, else the profile's model

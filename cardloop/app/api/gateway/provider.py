@@ -17,11 +17,12 @@ from cardloop.app.api.gateway.models import (
     logger,
 )
 from cardloop.app.api.services import Services
-from cardloop.integrations.providers import Completion, ProviderError, StreamingProvider, StreamStart, TextDelta
+from cardloop.integrations.providers import Completion, StreamingProvider, StreamStart, TextDelta
+from cardloop.integrations.upstream import UpstreamError
 from cardloop.store import UsageRecord
 
 
-def _provider_failed(call_id: str, tenant: str, err: ProviderError) -> None:
+def _provider_failed(call_id: str, tenant: str, err: UpstreamError) -> None:
     logger.warning("gateway/%s tenant %s: provider failed (%s, status %s): %s", call_id, tenant, err.kind,
                    err.status, err)
 
@@ -35,7 +36,7 @@ def complete(svc: Services, tenant: str, call: GatewayCall, call_id: str,
         provider = svc.runtime.provider(p.profile)
         done = provider.complete(p.conversation, model=profile.model, max_tokens=p.max_tokens,
                                  temperature=p.temperature)
-    except ProviderError as err:
+    except UpstreamError as err:
         _provider_failed(call_id, tenant, err)
         raise from_provider_error(err) from None
     _record_usage(svc, tenant, call_id, p.profile, profile.provider, profile.model, done)
@@ -56,7 +57,7 @@ def open_stream(svc: Services, tenant: str, call: GatewayCall, call_id: str, p: 
         events = iter(provider.stream(p.conversation, model=profile.model, max_tokens=p.max_tokens,
                                       temperature=p.temperature))
         first = next(events, None)
-    except ProviderError as err:
+    except UpstreamError as err:
         _provider_failed(call_id, tenant, err)
         raise from_provider_error(err) from None
     if not isinstance(first, StreamStart):
@@ -64,12 +65,12 @@ def open_stream(svc: Services, tenant: str, call: GatewayCall, call_id: str, p: 
         if close is not None:
             close()
         logger.warning("gateway/%s: provider stream opened with %r", call_id, type(first).__name__)
-        raise from_provider_error(ProviderError("stream did not start", kind="bad_response", retryable=True))
+        raise from_provider_error(UpstreamError("stream did not start", kind="bad_response", retryable=True))
 
     def finish(done: Completion) -> None:
         _record_usage(svc, tenant, call_id, p.profile, profile.provider, profile.model, done)
 
-    def fail(err: ProviderError) -> GatewayError:
+    def fail(err: UpstreamError) -> GatewayError:
         _provider_failed(call_id, tenant, err)
         return from_provider_error(err)
 
@@ -88,9 +89,9 @@ def live_events(live: LiveStream) -> Iterator[str | Completion | GatewayError]:
                 yield event
                 return
         # The provider's iterator ended without its final event: a cut stream, never a silent end.
-        yield live.fail(ProviderError("provider stream ended before its final event", kind="bad_response",
+        yield live.fail(UpstreamError("provider stream ended before its final event", kind="bad_response",
                                       retryable=True))
-    except ProviderError as err:
+    except UpstreamError as err:
         yield live.fail(err)
     finally:
         close = getattr(live.events, "close", None)
@@ -112,7 +113,7 @@ def _record_usage(svc: Services, tenant: str, call_id: str, profile: str, provid
         logger.exception("gateway/%s tenant %s: usage not recorded (%s)", call_id, tenant, u)
 
 
-def from_provider_error(err: ProviderError) -> GatewayError:
+def from_provider_error(err: UpstreamError) -> GatewayError:
     """A provider failure as the caller's status (see the module docstring)."""
     if err.kind == "rate_limited":
         return GatewayError(429, "the model provider is rate limiting this gateway; retry later",

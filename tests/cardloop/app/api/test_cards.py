@@ -10,11 +10,10 @@ from cardloop.app.api.app import create_app
 from cardloop.app.api.services import Services
 from cardloop.contracts.config import REPO_CONFIG, load_config
 from cardloop.prompts.card import Card
-from tests.cardloop.app.api.test_tenants import postgres_admin, store_factory  # noqa: F401  (fixtures)
 from tests.conftest import EXAMPLE_CARD
 
 
-def test_a_tenant_sees_its_cards_prompt_and_never_another_tenants(store_factory) -> None:  # noqa: F811
+def test_a_tenant_sees_its_cards_prompt_and_never_another_tenants(store_factory) -> None:
     store = store_factory()
     config = load_config(REPO_CONFIG, env={})
     sample = Card.model_validate_json(EXAMPLE_CARD.read_text())

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +16,6 @@ import httpx
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine, create_engine
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
 
 from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.prompt import PromptActivities
@@ -29,7 +25,6 @@ from cardloop.contracts.config import REPO_CONFIG, Config, load_config
 from cardloop.contracts.payloads import AssembleInput
 from cardloop.prompts.card import Card, TenantPrompt
 from cardloop.store import Store
-from tests.cardloop.store.test_store_tenants import PG_URL, _drop_roles, _in_ci, _schema_url
 
 ROOT = Path(__file__).resolve().parents[4]
 GUARDRAILS = (ROOT / "prompts" / "templates" / "guardrails.md").read_text(encoding="utf-8").strip()
@@ -67,43 +62,6 @@ def build_app(tmp_path: Path, store: Store, *, admin: bool = True) -> tuple[Fast
     app.state.services = Services(config=config, store=store, runtime=runtime, cards=None, http=httpx.AsyncClient())
     app.include_router(router)
     return app, config, runtime
-
-
-@pytest.fixture(scope="module")
-def postgres_admin() -> Iterator[Engine]:
-    engine = create_engine(make_url(PG_URL).set(drivername="postgresql+psycopg"), connect_args={"connect_timeout": 3})
-    try:
-        with engine.connect():
-            pass
-    except OperationalError as exc:
-        engine.dispose()
-        reason = f"PostgreSQL is unreachable: {exc.orig}"
-        if _in_ci():
-            pytest.fail(f"{reason} (CI must test PostgreSQL)")
-        pytest.skip(f"{reason}; set TEST_POSTGRES_URL or start PostgreSQL (CI=true makes this a failure)")
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Store]]:
-    """Opens the store the app uses: a SQLite file, or PostgreSQL as the application role."""
-    if request.param == "sqlite":
-        yield lambda: Store.open(f"sqlite:///{tmp_path}/store.sqlite")
-        return
-    admin: Engine = request.getfixturevalue("postgres_admin")
-    suffix = secrets.token_hex(4)
-    schema, owner, app_role = f"t_api_{suffix}", f"cl_owner_{suffix}", f"cl_app_{suffix}"
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE ROLE {owner} LOGIN NOSUPERUSER NOBYPASSRLS CREATEROLE")
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema} AUTHORIZATION {owner}")
-    try:
-        Store.provision_postgres_role(_schema_url(schema, owner), app_role)
-        yield lambda: Store.open(_schema_url(schema, app_role))
-    finally:
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        _drop_roles(admin, app_role, owner)
 
 
 def close_app(app: FastAPI) -> None:

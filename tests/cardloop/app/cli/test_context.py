@@ -9,19 +9,17 @@ import sys
 from pathlib import Path
 
 from tests.conftest import ROOT
-from tests.workflows.test_context_sources import CACHE, REPOS, make_repo
 
 CLI = Path(sys.executable).parent / "cardloop"
 
 
-def test_context_shows_each_source_its_tokens_and_what_the_budget_kept(tmp_path: Path) -> None:
-    make_repo()
+def test_context_shows_each_source_its_tokens_and_what_the_budget_kept(tmp_path: Path,
+                                                                      repository_env: dict[str, str]) -> None:
     card = tmp_path / "card.json"
     card.write_text(json.dumps({"id": "CTX-2", "title": "Cap the retry delay", "repo": "acme/payments-api",
                                 "branch": "card/PAY-1", "body": "See app/webhooks/retry.py"}))
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("CARDLOOP_GITHUB")},
-           "HOME": str(tmp_path), "CARDLOOP_SOURCES__REPOSITORY__CLONE_URL": f"file://{REPOS}/{{repo}}",
-           "CARDLOOP_SOURCES__REPOSITORY__CACHE_DIR": str(CACHE)}
+           "HOME": str(tmp_path), **repository_env}
     out = subprocess.run([str(CLI), "context", str(card), "--stage", "error_fixing", "--source", "repository",
                           "--source", "github_actions"], capture_output=True, text=True, cwd=ROOT, env=env,
                          timeout=120)

@@ -8,25 +8,20 @@ from __future__ import annotations
 from typing import Any
 
 from cardloop.integrations.sources.base import SourceRequest
-from cardloop.integrations.sources.github import GitHubActionsSource, GitHubReviewsSource, GitHubTestResultsSource
+from cardloop.integrations.sources.github import (
+    GitHubActionsSource,
+    GitHubClient,
+    GitHubReviewsSource,
+    GitHubTestResultsSource,
+)
 from cardloop.prompts.assemble import AssemblyRequest, PromptAssembler
 from cardloop.prompts.card import Card, ContextItem, ContextKind
 from cardloop.prompts.settings import AssemblySettings
 from cardloop.prompts.stages import Stage
 from cardloop.prompts.templates import TemplateStore
 from cardloop.prompts.tokens import TokenCounter
-from tests.cardloop.integrations.sources.test_github import (  # noqa: F401  (fixtures)
-    LOGS,
-    REPO,
-    GitHubClient,
-    card,
-    client,
-    fake,
-    seed_ci,
-    seed_reviews,
-    seed_tests,
-)
-from tests.cardloop.integrations.sources.test_kubernetes import add_crashloop, cluster, make_source  # noqa: F401
+from tests.cardloop.integrations.sources.fake_github import LOGS, REPO, card, seed_ci, seed_reviews, seed_tests
+from tests.cardloop.integrations.sources.fake_kubernetes import add_crashloop
 
 LEAKED = "ghp_" + "Q7w8E9r0T1y2U3i4O5p6A7s8D9f0G1h2J3k4"
 SOURCE_FILE = ContextItem(kind=ContextKind.SOURCE_FILE, source=f"{REPO}@8c41f0d2b7e9:app/webhooks/retry.py",
@@ -41,7 +36,7 @@ def assemble(c: Card, stage: Stage, items: list[ContextItem], counter: TokenCoun
 
 
 def test_error_fixing_prompt_has_ci_errors_and_pod_crash_before_source_files(
-        fake, client: GitHubClient, cluster, make_source, counter: TokenCounter) -> None:  # noqa: F811
+        fake, client: GitHubClient, cluster, make_source, counter: TokenCounter) -> None:
     log = (LOGS / "gha_pytest_failure.log").read_bytes().replace(
         b"##[group]Run pytest", f"##[group]Run pytest\n2024-05-15T10:00:00.0000000Z GITHUB_TOKEN={LEAKED}".encode(), 1)
     seed_ci(fake, pytest_log=log)
@@ -59,7 +54,7 @@ def test_error_fixing_prompt_has_ci_errors_and_pod_crash_before_source_files(
     assert LEAKED not in last and "[REDACTED:" in last
 
 
-def test_review_prompt_has_the_unresolved_threads(fake, client: GitHubClient, counter: TokenCounter) -> None:  # noqa: F811
+def test_review_prompt_has_the_unresolved_threads(fake, client: GitHubClient, counter: TokenCounter) -> None:
     seed_reviews(fake)
     c = card(id="acme:payments-api#57", url=f"https://github.com/{REPO}/pull/57")
     items = GitHubReviewsSource(client, count=counter.count).gather(SourceRequest(c, Stage.REVIEW)).items
@@ -69,7 +64,7 @@ def test_review_prompt_has_the_unresolved_threads(fake, client: GitHubClient, co
     assert last.index('kind="review_comment"') < last.index('kind="source_file"')
 
 
-def test_testing_prompt_has_the_failed_tests(fake, client: GitHubClient, counter: TokenCounter) -> None:  # noqa: F811
+def test_testing_prompt_has_the_failed_tests(fake, client: GitHubClient, counter: TokenCounter) -> None:
     seed_tests(fake)
     c = card()
     items = GitHubTestResultsSource(client, count=counter.count).gather(SourceRequest(c, Stage.TESTING)).items

@@ -1,0 +1,46 @@
+"""Names only the families' registries know fail at start-up, naming the key."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cardloop.app.startup import load_config
+from cardloop.contracts.config import REPO_CONFIG
+from cardloop.contracts.errors import ConfigError
+from tests.conftest import BUNDLED_CONFIG
+
+
+def test_the_bundled_config_names_only_known_sources_providers_and_boards() -> None:
+    config = load_config(REPO_CONFIG, env={})
+    assert config.context.sources
+
+
+def test_unknown_source_is_named(config_file: Callable[[str], Path]) -> None:
+    path = config_file(BUNDLED_CONFIG.replace('planning = ["repository"]', 'planning = ["repository", "jenkins"]'))
+    with pytest.raises(ConfigError, match=r"context\.sources\.planning: unknown source 'jenkins' "
+                                          r"\(expected one of: repository, github_actions"):
+        load_config(path, env={})
+
+
+def test_unknown_provider_is_named(config_file: Callable[[str], Path]) -> None:
+    path = config_file(BUNDLED_CONFIG + '\n[providers.mistral]\nformat = "openai"\n')
+    with pytest.raises(ConfigError, match=r"providers\.mistral: unknown provider 'mistral'"):
+        load_config(path, env={})
+
+
+def test_unknown_board_is_named(config_file: Callable[[str], Path]) -> None:
+    path = config_file(BUNDLED_CONFIG + '\n[boards.asana]\ntenant = "default"\n')
+    with pytest.raises(ConfigError, match=r"boards\.asana: unknown board 'asana' \(expected one of: github"):
+        load_config(path, env={})
+
+
+def test_the_cli_refuses_to_start_on_an_unknown_name(config_file: Callable[[str], Path],
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from cardloop.app.cli.main import main
+
+    path = config_file(BUNDLED_CONFIG.replace('planning = ["repository"]', 'planning = ["jenkins"]'))
+    assert main(["--config", str(path), "config", "check"]) == 2
+    assert "context.sources.planning: unknown source 'jenkins'" in capsys.readouterr().err
