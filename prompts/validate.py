@@ -242,7 +242,7 @@ _LEAK_OBJECT = (
 _NEGATION = re.compile(
     r"(?:^|[ :])(?:never|not|don ?t|dont|do not|does not|doesn ?t|didn ?t|must not"
     r"|mustn ?t|should not|shouldn ?t|cannot|can ?not|can ?t|won ?t|will not|shall not"
-    r"|may not|refuse to|avoid|nor)(?:[ :]ever)?(?:[ :]to)?[ :]?$"
+    r"|may not|refuse to|avoid|nor)(?:[ :]ever)?(?:[ :]to)?[ :]?\Z"
 )
 
 _PATTERNS: tuple[_Pattern, ...] = tuple(

@@ -22,7 +22,7 @@ DEFAULT_MAX_HISTORY_EVENTS = 5_000
 Outcome = Literal["completed", "blocked", "budget_exhausted", "cancelled", "failed"]
 Promise = Literal["COMPLETE", "BLOCKED"]
 
-_KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:#-]{0,199}$")
+_KEY_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:#-]{0,199}\Z")
 
 
 class _Value(BaseModel):

@@ -56,7 +56,7 @@ TenantDep = Annotated[str, Depends(require_tenant_path)]
 HARD_MAX_CHARS = MAX_TENANT_PROMPT_CHARS * 4
 MAX_TONE_ENTRIES = 20
 # The tenant of a card (prompts.card.Card.tenant): a token is only issued for a name cards can carry.
-_CARD_TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
+_CARD_TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}\Z")
 
 
 # --------------------------------------------------------------------------- models

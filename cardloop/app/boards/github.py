@@ -51,7 +51,7 @@ FAILED_CONCLUSIONS = frozenset({"failure", "timed_out"})
 # GitHub gives a webhook receiver 10 s; the lookup must leave time for the rest of the request.
 GRAPHQL_TIMEOUT = httpx.Timeout(6.0, connect=3.0)
 CACHE_TTL_SECONDS = 300.0
-_API_REPO = re.compile(r"/repos/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/?$")
+_API_REPO = re.compile(r"/repos/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/?\Z")
 
 
 @dataclass(frozen=True)

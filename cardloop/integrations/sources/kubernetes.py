@@ -63,7 +63,7 @@ _STARTING = frozenset({"ContainerCreating", "PodInitializing"})
 # Linux signal numbers (the container's OS, not the worker's): exit code 128+n means signal n.
 _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
             9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
-_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 _MESSAGE_CHARS = 500  # a Status or termination message is a hint, not a log
 
 

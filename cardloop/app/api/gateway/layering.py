@@ -22,7 +22,7 @@ from cardloop.prompts.formats import intercept
 # Sent first when the caller's conversation opens with the assistant (see the package docstring).
 OPENER = "(The conversation continues.)"
 
-_CARD_TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_CARD_TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]*\Z")
 
 # The assembler's and scrubber's caches are plain dicts (see PromptActivities): one at a time.
 _PROMPT_LOCK = threading.Lock()

@@ -378,6 +378,15 @@ def test_admin_routes_need_the_admin_token(api: Api) -> None:
     assert r.status_code == 400 and "tenant_id" in r.json()["detail"]
 
 
+@pytest.mark.parametrize("tenant_id", ["acme%0A", "acme%0D%0A", "acme%0A%0A", "%0Aacme"])
+def test_no_token_for_a_tenant_with_a_newline(api: Api, tenant_id: str) -> None:
+    """"acme\n" once passed the tenant pattern (`$` matches before a trailing newline)."""
+    r = api.client.post(f"/tenants/{tenant_id}/tokens", json={"name": "x"}, headers=api.admin)
+    assert r.status_code == 400 and "tenant_id" in r.json()["detail"]
+    assert api.client.get(f"/tenants/{tenant_id}/tokens", headers=api.admin).status_code == 400
+    assert [t.tenant for t in api.store.api_tokens("acme")] == ["acme"]  # only the fixture's own token
+
+
 def test_admin_disabled_is_503_with_the_reason(tmp_path: Path) -> None:
     store = Store.open(f"sqlite:///{tmp_path}/store.sqlite")
     app, _, _ = build_app(tmp_path, store, admin=False)
