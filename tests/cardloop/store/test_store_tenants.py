@@ -302,8 +302,9 @@ def test_a_tenant_view_refuses_other_tenants(store: Store) -> None:
     # The view reads only its tenant's copy of a blob, even by ref.
     with pytest.raises(NotFoundError):
         acme.get_blob(b_ref)
-    # The plain store reads the blob a ref names (a worker holds the ref from its own payload).
-    assert store.get_blob(b_ref) == "globex log"
+    # The plain store reads a blob only with its tenant: a content hash is no permission.
+    with pytest.raises(StoreError, match="name its tenant"):
+        store.get_blob(b_ref)
     assert store.get_blob(b_ref, tenant="globex") == "globex log"
     with pytest.raises(NotFoundError):
         store.get_blob(b_ref, tenant="acme")
@@ -405,7 +406,7 @@ def test_row_level_security_binds_the_application_role(cluster: Cluster) -> None
         assert app_store.current_tenant_prompt("globex").custom_system_prompt == "globex prompt."  # type: ignore[union-attr]
         assert app_store.tenant_for_token(tokens["acme"]) == "acme"
         assert app_store.tenant_for_token(tokens["globex"]) == "globex"
-        assert app_store.get_blob(blob_ref("globex log")) == "globex log"
+        assert app_store.get_blob(blob_ref("globex log"), tenant="globex") == "globex log"
         assert app_store.revoke_api_token("globex", app_store.api_tokens("globex")[0].id) is True
         assert app_store.tenant_for_token(tokens["globex"]) is None
 
@@ -456,11 +457,13 @@ def test_row_level_security_binds_the_application_role(cluster: Cluster) -> None
                 assert conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one() == 0, table
         with pytest.raises(ProgrammingError, match="row-level security"), engine.begin() as conn:
             conn.execute(text("INSERT INTO deliveries (tenant, source, delivery_id) VALUES ('acme', 's', 'd')"))
-        # A blob ref opens exactly that blob, and nothing lists blobs.
+        # A guessed content hash opens nothing (the read-by-ref policy of migration 2 is gone).
         with engine.begin() as conn:
             conn.execute(text("SELECT set_config('cardloop.blob_ref', :r, true)"), {"r": blob_ref("globex log")})
-            assert conn.execute(text("SELECT count(*) FROM blobs")).scalar_one() == 1
-            assert conn.execute(text("SELECT count(*) FROM cards")).scalar_one() == 0
+            assert conn.execute(text("SELECT count(*) FROM blobs")).scalar_one() == 0
+            _scoped(conn, "acme")
+            assert conn.execute(text("SELECT count(*) FROM blobs WHERE ref = :r"),
+                                {"r": blob_ref("globex log")}).scalar_one() == 0
         # The token lookup answers one hash's tenant, unscoped; nothing else of api_tokens.
         with engine.begin() as conn:
             digest = hashlib.sha256(tokens["acme"].encode()).hexdigest()
