@@ -418,7 +418,7 @@ def test_cards_get_the_tenant_prompt_from_the_store(api: Api) -> None:
 
     def system(key: str) -> str:
         result = activities.assemble(AssembleInput(card_key=key, stage="coding", run=1, iteration=1, profile=profile))
-        return json.loads(api.store.get_blob(result.prompt_ref, tenant="acme"))["system"][0]["text"]
+        return json.loads(api.store.get_blob(result.prompt_ref, tenant=key.split("/")[0]))["system"][0]["text"]
 
     assert "Prompt from the card file." in system("acme/github/PAY-1")
     assert api.put({"custom_system_prompt": TENANT_TEXT, "override_mode": "replace_behavior"}).status_code == 200
