@@ -22,6 +22,7 @@ from cardloop.prompts.card import Card, CardError, TenantPrompt, card_json_schem
 from cardloop.prompts.explain import format_rows
 from cardloop.prompts.formats import ALIASES, FORMATS, resolve_format
 from cardloop.prompts.stages import STAGE_NAMES, Stage, parse_stage
+from cardloop.prompts.surrogates import describe, lone_surrogate, printable
 from cardloop.prompts.templates import TemplateError
 from cardloop.prompts.validate import ValidationStatus, validate_tenant_prompt
 
@@ -161,7 +162,10 @@ def cmd_prompt_list(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_prompt_validate(args: argparse.Namespace, config: Config) -> int:
-    text = sys.stdin.read() if args.file == "-" else _read_text(args.file)
+    try:
+        text = sys.stdin.read() if args.file == "-" else _read_text(args.file)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{args.file}: not UTF-8 text: {exc}") from None
     result = validate_tenant_prompt(text)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
@@ -270,6 +274,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    for number, arg in enumerate(argv, 1):
+        # Undecodable bytes arrive as lone surrogates (surrogateescape): no store, log or API takes them.
+        if (index := lone_surrogate(arg)) is not None:
+            print(f"cardloop: error: argument {number} ({printable(arg)!r}) is not UTF-8 text: "
+                  f"{describe(arg, index)}", file=sys.stderr)
+            return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -73,6 +73,8 @@ def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
             card = parse_card(path.read_text(encoding="utf-8"), origin=arg)
         except FileNotFoundError:
             raise InputError(f"{arg}: no such file") from None
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{arg}: not UTF-8 text: {exc}") from None
         except CardError as exc:
             raise InputError(str(exc)) from None
         return CardRef(tenant=card.tenant, board=card.board, card_id=card.id), card
