@@ -109,14 +109,16 @@ def cmd_prompt_explain(args: argparse.Namespace, config: Config) -> int:
         raise ConfigError(str(exc)) from None
     formats = list(FORMATS) if args.provider == "all" else [args.provider or settings.format]
     payloads = {f: prompt.render(f) for f in formats} if args.payload else {}
+    # The card's own id and title are untrusted text like the rest: redacted before they print.
+    scrub = assembler.scrubber.scrub
     if args.json:
-        json.dump({"card": card.id, "explain": prompt.explain(), "payload": payloads},
+        json.dump({"card": scrub(card.id), "explain": prompt.explain(), "payload": payloads},
                   sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
     out = sys.stdout
     e = prompt.explain()
-    out.write(f"card {card.id}: {card.title}\n")
+    out.write(f"card {scrub(card.id)}: {scrub(card.title)}\n")
     out.write(f"stage {e['stage']} · profile {e['profile']} · provider {e['provider']} · "
               f"model {e['model']} · history {e['history_mode']}\n")
     out.write(f"token counts: {settings.calibration}x cl100k_base ({config.tokens.encoding}) "
