@@ -58,9 +58,10 @@ def _validate(text: str) -> ValidationResult:
     return validate_tenant_prompt(text)
 
 
-@lru_cache(maxsize=256)
-def _validate_request(text: str) -> ValidationResult:
-    # A gateway caller sends the same system text with every call of its application.
+@lru_cache(maxsize=64)  # a request's system text may be large: keep few
+def request_verdict(text: str) -> ValidationResult:
+    """`validate_request_system`, cached: a gateway caller sends the same system text with every
+    call of its application, and the gateway checks it before the assembler checks it again."""
     return validate_request_system(text)
 
 
@@ -101,7 +102,7 @@ def resolve_behaviour(
 
     request_candidate: BehaviourCandidate | None = None
     if request_system and request_system.strip():
-        verdict = _validate_request(request_system.strip())
+        verdict = request_verdict(request_system.strip())
         if verdict.status == ValidationStatus.REJECTED:
             why = "; ".join(f"{i.category}: {i.message}" for i in verdict.issues[:3])
             rows.append(ExplainRow("system", "request", "request system message", "rejected", 0,

@@ -18,7 +18,8 @@ from cardloop.prompts.assemble import AssemblyError, AssemblyRequest
 from cardloop.prompts.card import Card, TenantPrompt
 from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
 from cardloop.prompts.formats import intercept
-from cardloop.prompts.validate import ValidationStatus, validate_request_system
+from cardloop.prompts.layers import request_verdict
+from cardloop.prompts.validate import ValidationStatus
 
 # Sent first when the caller's conversation opens with the assistant (see the package docstring).
 OPENER = "(The conversation continues.)"
@@ -62,7 +63,7 @@ def check_request_system(text: str | None, protocol: str) -> None:
     application behaves differently) and never sent."""
     if not text or not text.strip():
         return
-    verdict = validate_request_system(text.strip())
+    verdict = request_verdict(text.strip())
     if verdict.status != ValidationStatus.REJECTED:
         return
     issues = "; ".join(f"{i.category} [{i.start}:{i.end}] {i.message}" for i in verdict.issues[:5])
