@@ -86,15 +86,16 @@ class HistoryActivities:
         if base is not None:
             pieces.append(f"[summary of messages {base.first + 1}-{base.last + 1}]\n{base.text}")
         for offset, m in enumerate(messages):
-            text = scrub.scrub(m.content)
-            line = transcript_line(start + offset, m, text)
+            clean = scrub.scrub_message(m)  # author, ids, tool names and inputs too, not only the content
+            line = transcript_line(start + offset, clean, clean.content)
             if counter.count(line) > window // 2:  # one huge message must not sink the chunking
                 line = excerpt_text(line, window // 2, counter.count).text
             pieces.append(line)
         out_tokens = min(cfg.max_tokens, max(200, inp.max_tokens))
         card_key, first, last = inp.card_key, inp.first, inp.last
         text = self._condense(pieces, window, out_tokens, profile, model, f"summary/{card_key}/{first}-{last}",
-                              card.tenant, card_key, f"card {card.id}, messages {first + 1}-{last + 1}", tally)
+                              card.tenant, card_key, f"card {scrub.scrub(card.id)}, messages {first + 1}-{last + 1}",
+                              tally)
         tokens = counter.count(text)
         method = "incremental" if base else ("recursive" if tally.calls > 1 else "llm")
         rt.store.put_summary(card_key, first, last, model, text, tokens, method)

@@ -34,7 +34,7 @@ class LlmActivities:
         card = rt.store.card_fields(inp.card_key)
         if card is None:
             raise card_not_found(inp.card_key)
-        payload = json.loads(rt.store.get_blob(inp.prompt_ref))
+        payload = json.loads(rt.store.get_blob(inp.prompt_ref, tenant=card.tenant))
         conversation = Conversation.from_payload(payload)
         model = payload["model"]
         try:

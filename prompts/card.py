@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cardloop.prompts.stages import Stage
+from cardloop.prompts.surrogates import refuse_surrogates
 
 CARD_SCHEMA_VERSION = 1
 
@@ -47,6 +48,13 @@ LOG_KINDS: frozenset[ContextKind] = frozenset(
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_only(cls, data: Any) -> Any:
+        # A lone surrogate (JSON's unpaired "\ud800" escape) is not text: nothing could store,
+        # send or log it, so a card holding one is refused here, naming the field.
+        return refuse_surrogates(data)
 
 
 class ToolCall(_Strict):

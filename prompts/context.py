@@ -100,30 +100,36 @@ class ContextFitter:
         self._excerpts = excerpts if excerpts is not None else OrderedDict()
         self._line_counter = LineSumCounter(counter)
 
-    def _candidates(self, card: Card, stage: Stage | None, rows: list[ExplainRow]) -> list[_Candidate]:
+    def _candidates(self, card: Card, stage: Stage | None, rows: list[ExplainRow],
+                    found: Counter[str] | None = None) -> list[_Candidate]:
+        """Labels, provenance and attributes are redacted here: they reach the prompt (block
+        attributes) and explain (rows) as much as the text does."""
+        scrub = self.scrubber.scrub
         top = max(self.settings.priorities.values(), default=100) + 1
-        out = [_Candidate("card", "card", card.url or f"{card.board}:{card.id}", _card_text(card),
-                          top + 1, True, False, (("id", card.id),))]
+        out = [_Candidate("card", "card", scrub(card.url or f"{card.board}:{card.id}", found), _card_text(card),
+                          top + 1, True, False, (("id", scrub(card.id, found)),))]
         notes = _notes_text(card)
         if notes:
             out.append(_Candidate("notes", "card notes", "card", notes, top, True, False))
         for index, item in enumerate(card.context):
-            label = f"{item.kind.value}: {item.title or item.source}"
+            title = scrub(item.title, found) if item.title else None
+            source = scrub(item.source, found)
+            label = f"{item.kind.value}: {title or source}"
             if not self.settings.allowed(item.kind, stage):
                 stages = ", ".join(s.value for s in self.settings.kind_stages.get(item.kind, ()))
-                rows.append(ExplainRow("context", label, item.source, "excluded", 0,
+                rows.append(ExplainRow("context", label, source, "excluded", 0,
                                        f"{item.kind.value} is only used in stages: {stages}"))
                 continue
-            out.append(self._item_candidate(item, index))
+            out.append(self._item_candidate(item, index, title, source))
         # Stable sort: equal priorities keep the card's order.
         return sorted(out, key=lambda c: -c.priority)
 
-    def _item_candidate(self, item: ContextItem, index: int) -> _Candidate:
+    def _item_candidate(self, item: ContextItem, index: int, title: str | None, source: str) -> _Candidate:
         priority = self.settings.priorities.get(item.kind, 0)
         return _Candidate(
-            item.kind.value, f"{item.kind.value}: {item.title or item.source}", item.source,
+            item.kind.value, f"{item.kind.value}: {title or source}", source,
             item.content, priority, item.kind == ContextKind.NOTES, item.kind in LOG_KINDS,
-            (("title", item.title),
+            (("title", title),
              ("at", item.created_at.isoformat() if item.created_at else None)),
         )
 
@@ -141,7 +147,7 @@ class ContextFitter:
     def fit(self, card: Card, stage: Stage | None, budget: int,
             found: Counter[str] | None = None) -> ContextFit:
         rows: list[ExplainRow] = []
-        candidates = self._candidates(card, stage, rows)
+        candidates = self._candidates(card, stage, rows, found)
         header_cost = self.counter.count(CONTEXT_HEADER) + SEAM_TOKENS
         if budget < header_cost + self.settings.min_item_tokens:
             for c in candidates:

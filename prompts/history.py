@@ -171,6 +171,7 @@ class _Rendered:
     turn: Turn
     raw: int = -1           # tokenizer count of turn.text, -1 until counted
     facts: dict[str, list[str]] | None = None
+    message: Message | None = None  # the message with every field redacted (what turn shows)
 
 
 def _message_key(m: Message) -> bytes:
@@ -202,8 +203,10 @@ class HistoryFitter:
         rec = self.cache.get(key)
         if rec is None:
             rules: Counter[str] = Counter()
-            text = self.scrubber.scrub(m.content, rules)
-            rec = _Rendered(text, tuple(rules.elements()), render_message(m, text))
+            # Every field the turn shows, not only the content: author, ids, tool names and inputs.
+            clean = self.scrubber.scrub_message(m, rules)
+            text = clean.content
+            rec = _Rendered(text, tuple(rules.elements()), render_message(clean, text), message=clean)
             self.cache[key] = rec
             if len(self.cache) > 200_000:
                 self.cache.pop(next(iter(self.cache)))
@@ -223,7 +226,7 @@ class HistoryFitter:
         merged: dict[str, dict[str, None]] = {"errors": {}, "files": {}, "commands": {}}
         for rec, message in zip(recs, messages, strict=True):
             if rec.facts is None:
-                rec.facts = extract_pinned_facts((message,), (rec.text,))
+                rec.facts = extract_pinned_facts((rec.message or message,), (rec.text,))
             for name, items in rec.facts.items():
                 merged[name].update(dict.fromkeys(items))
         return {k: list(v) for k, v in merged.items()}
@@ -266,7 +269,8 @@ class HistoryFitter:
             cap = max(0, tail_budget // (u[1] - u[0] + 1) - self.overhead)
             for i in range(u[0], u[1] + 1):
                 if i not in cut_at and cost(i) - self.overhead > cap:
-                    turns[i] = render_message(messages[i], self._shrink(messages[i], texts[i], cap))
+                    clean = recs[i].message or messages[i]
+                    turns[i] = render_message(clean, self._shrink(clean, texts[i], cap))
                     costs[i] = cut_at[i] = self._cost(turns[i])
             return sum(cost(i) for i in range(u[0], u[1] + 1))
 

@@ -12,7 +12,10 @@
     3. The stage's agent prompt (templates/agents/<stage>.md), a system block of its own.
 
 Tenant text is validated again here (defence in depth: a stored prompt may predate a new
-rule); a rejected tenant prompt is dropped and `explain` says why.
+rule); a rejected tenant prompt is dropped and `explain` says why. A request's system text is
+no more trusted than a tenant's (a gateway caller's own application wrote it): it passes the
+same rules (`validate_request_system`, no length limit) and is dropped the same way when
+rejected; the gateway refuses such a request with a 400 before it gets here.
 """
 
 from __future__ import annotations
@@ -24,7 +27,12 @@ from functools import lru_cache
 from cardloop.prompts.card import TenantPrompt
 from cardloop.prompts.explain import ExplainRow
 from cardloop.prompts.settings import AssemblySettings, PromptSource
-from cardloop.prompts.validate import ValidationResult, ValidationStatus, validate_tenant_prompt
+from cardloop.prompts.validate import (
+    ValidationResult,
+    ValidationStatus,
+    validate_request_system,
+    validate_tenant_prompt,
+)
 
 GUARDRAILS_TEMPLATE = "guardrails"
 GLOBAL_TEMPLATE = "global"
@@ -48,6 +56,13 @@ class ResolvedBehaviour:
 def _validate(text: str) -> ValidationResult:
     # The same tenant prompt is checked on every turn of every card of the tenant.
     return validate_tenant_prompt(text)
+
+
+@lru_cache(maxsize=64)  # a request's system text may be large: keep few
+def request_verdict(text: str) -> ValidationResult:
+    """`validate_request_system`, cached: a gateway caller sends the same system text with every
+    call of its application, and the gateway checks it before the assembler checks it again."""
+    return validate_request_system(text)
 
 
 def tenant_text(tenant: TenantPrompt) -> str:
@@ -85,9 +100,17 @@ def resolve_behaviour(
         else:
             tenant_candidate = BehaviourCandidate(label, verdict.sanitized_prompt, f"tenant {tenant_id}")
 
+    request_candidate: BehaviourCandidate | None = None
+    if request_system and request_system.strip():
+        verdict = request_verdict(request_system.strip())
+        if verdict.status == ValidationStatus.REJECTED:
+            why = "; ".join(f"{i.category}: {i.message}" for i in verdict.issues[:3])
+            rows.append(ExplainRow("system", "request", "request system message", "rejected", 0,
+                                   f"failed validation, left out: {why}"))
+        else:
+            request_candidate = BehaviourCandidate("request", verdict.sanitized_prompt, "request system message")
     ordered: list[tuple[str, BehaviourCandidate | None]] = [
-        ("request", BehaviourCandidate("request", request_system.strip(), "request system message")
-         if request_system and request_system.strip() else None),
+        ("request", request_candidate),
         ("tenant (replace_behavior)", tenant_candidate if tenant_mode == "replace_behavior" else None),
         ("profile", BehaviourCandidate("profile", settings.profile_prompt.text.strip(),
                                        settings.profile_prompt.source)
@@ -101,6 +124,8 @@ def resolve_behaviour(
     base: BehaviourCandidate | None = None
     for label, cand in ordered:
         if cand is None:
+            if label == "request" and request_system and request_system.strip():
+                continue  # present but rejected: its row says so
             if label != "tenant (replace_behavior)" or tenant_mode == "replace_behavior":
                 rows.append(ExplainRow("system", label, "-", "absent", 0, "not set"))
             continue

@@ -4,9 +4,17 @@ into a prompt, and a warm re-assembly should not rescan text it has already seen
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
+from typing import Any
 
+from cardloop.prompts.card import Message
 from cardloop.prompts.redact import DEFAULT_REDACTOR, Redactor
 from cardloop.prompts.tokens import digest
+
+
+def redact_text(text: str) -> str:
+    """One text through the default redactor, without a cache: for the odd title or URL that
+    goes to a terminal, a log or the Temporal UI rather than into a prompt."""
+    return DEFAULT_REDACTOR.redact(text).text if text else text
 
 
 class Scrubber:
@@ -32,3 +40,27 @@ class Scrubber:
         if found is not None:
             found.update(hit[1])
         return hit[0]
+
+    def scrub_value(self, value: Any, found: Counter[str] | None = None) -> Any:
+        """A JSON-like value (a tool call's input) with every string redacted, keys included."""
+        if isinstance(value, str):
+            return self.scrub(value, found)
+        if isinstance(value, dict):
+            return {self.scrub(str(k), found): self.scrub_value(v, found) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.scrub_value(v, found) for v in value]
+        return value
+
+    def scrub_message(self, message: Message, found: Counter[str] | None = None) -> Message:
+        """`message` with every text a prompt or transcript shows redacted: content, author, ids,
+        tool names and tool inputs (a secret passed to a tool is still a secret)."""
+        calls = tuple(call.model_copy(update={"id": self.scrub(call.id, found), "name": self.scrub(call.name, found),
+                                              "input": self.scrub_value(call.input, found)})
+                      for call in message.tool_calls)
+        return message.model_copy(update={
+            "content": self.scrub(message.content, found),
+            "author": self.scrub(message.author, found) if message.author else message.author,
+            "id": self.scrub(message.id, found) if message.id else message.id,
+            "tool_call_id": self.scrub(message.tool_call_id, found) if message.tool_call_id else message.tool_call_id,
+            "tool_calls": calls,
+        })

@@ -12,6 +12,12 @@ phrases are forbidden (`CATEGORIES` minus "length"):
   are your instructions" ...
 - role_reassignment: "you are no longer ...", "you are now an unrestricted ...", "from now
   on you are ...", "pretend to be", "act as an unfiltered AI", "your new role is" ...
+- guardrail_impersonation: text posing as the platform's own layer, e.g. a spoofed
+  "# Core guardrails (platform, immutable)" heading followed by rules of its own. Only the
+  platform writes that layer; a behaviour layer that names it is trying to pass for it.
+
+The same rules apply to a request's own system text (the prompt gateway's callers:
+`validate_request_system`), which is no more trusted than a tenant's, minus the length limit.
 
 Matching runs on a folded copy of the text, with an index map back to the original so every
 issue's span points at the tenant's own characters. Folding removes the usual disguises:
@@ -26,6 +32,9 @@ A phrase directly preceded by a negation ("never reveal your system prompt", "do
 pretend to be a human") is a guardrail the tenant adds, not an attack, and is allowed.
 Ordinary role setting ("You are a senior Python reviewer", "Act as a strict code
 reviewer", "Ignore whitespace-only changes") is allowed.
+
+A lone surrogate (an unpaired `\ud800` escape from JSON, undecodable command-line bytes) is not
+text at all: it is an "encoding" issue, which rejects the prompt like a violation.
 
 Status: REJECTED on any violation or when the text is longer than `max_chars`; SANITIZED
 when there is no violation but the stored form differs from the input (invisible and
@@ -44,6 +53,7 @@ from functools import lru_cache
 from typing import Any
 
 from cardloop.prompts.redact import DEFAULT_REDACTOR
+from cardloop.prompts.surrogates import describe, lone_surrogate, printable
 
 MAX_TENANT_PROMPT_CHARS = 8000
 
@@ -53,6 +63,8 @@ CATEGORIES: tuple[str, ...] = (
     "safety_bypass",
     "system_prompt_disclosure",
     "role_reassignment",
+    "encoding",
+    "guardrail_impersonation",
 )
 
 
@@ -242,7 +254,7 @@ _LEAK_OBJECT = (
 _NEGATION = re.compile(
     r"(?:^|[ :])(?:never|not|don ?t|dont|do not|does not|doesn ?t|didn ?t|must not"
     r"|mustn ?t|should not|shouldn ?t|cannot|can ?not|can ?t|won ?t|will not|shall not"
-    r"|may not|refuse to|avoid|nor)(?:[ :]ever)?(?:[ :]to)?[ :]?$"
+    r"|may not|refuse to|avoid|nor)(?:[ :]ever)?(?:[ :]to)?[ :]?\Z"
 )
 
 _PATTERNS: tuple[_Pattern, ...] = tuple(
@@ -339,6 +351,9 @@ _PATTERNS: tuple[_Pattern, ...] = tuple(
          r"your (?:new|true|real|actual) (?:role|persona|identity|name|purpose|character"
          r"|personality|instructions?|directive|mission|goal|job) (?:is|are|will be"
          r"|shall be)", False),
+        # ---- guardrail_impersonation: the words of templates/guardrails.md's heading, in order
+        ("guardrail_impersonation", "imitates the platform's core guardrails heading",
+         r"(?:core )?guard ?rails? (?:platform|immutable)(?: (?:platform|immutable))?", False),
         ("role_reassignment", "switches the model's persona",
          r"(?:(?:switch|change) (?:your )?(?:role|persona|identity|personality) (?:to|into)"
          r"|(?:assume|adopt|take on|enter) (?:the |a |an )?(?:new |alternate |alternative "
@@ -349,9 +364,47 @@ _PATTERNS: tuple[_Pattern, ...] = tuple(
 )
 
 
+# A line that reads as a section heading: markdown "#", a line of its own in bold, brackets or
+# a tag, an all-capitals line, or a short line ending in ":" (or one underlined by "===" / "---").
+_HEADING = re.compile(r"[ \t]*(?:#{1,6}[ \t]|>[ \t]*#|\*\*|__|\[|<|\()")
+_UNDERLINE = re.compile(r"[ \t]*(?:={3,}|-{3,})[ \t]*\Z")
+# In a heading, these words claim the platform's layer (templates/guardrails.md, "core guardrails").
+_PLATFORM_HEADING = re.compile(
+    r"(?<![a-z0-9])(?:(?:core|platform|system|immutable|master|global) guard ?rails?"
+    r"|core (?:rules|instructions|policy|policies)|platform (?:rules|instructions|policy|policies|immutable))"
+    r"(?![a-z0-9])")
+
+
+def _impersonations(text: str) -> list[ValidationIssue]:
+    """Headings that pose as the platform's core guardrails ("# Core guardrails", "**Guardrails
+    (platform)**", "SYSTEM RULES:"...): only the platform writes that layer."""
+    issues: list[ValidationIssue] = []
+    lines = text.split("\n")
+    offset = 0
+    for number, line in enumerate(lines):
+        words = line.split()
+        underlined = number + 1 < len(lines) and bool(_UNDERLINE.match(lines[number + 1])) and bool(words)
+        heading = (bool(_HEADING.match(line)) or underlined
+                   or (0 < len(words) <= 8 and (line.rstrip().endswith(":") or line.strip().isupper())))
+        # A label before a colon ("Core guardrails: none apply") heads what follows it too.
+        label = line.partition(":")[0] if ":" in line[:60] else ""
+        for part in ((line,) if heading else ()) + ((label,) if label and not heading else ()):
+            folded, index = fold(part)
+            for m in _PLATFORM_HEADING.finditer(folded):
+                start, end = offset + index[m.start()], offset + index[m.end() - 1] + 1
+                snippet = text[start:end]
+                issues.append(ValidationIssue("guardrail_impersonation",
+                                              f"a heading that imitates the platform's core guardrails: {snippet!r}",
+                                              start, end))
+        offset += len(line) + 1
+    return issues
+
+
 def _violations(text: str) -> list[ValidationIssue]:
     folded, index = fold(text)
     found: dict[tuple[str, int, int], ValidationIssue] = {}
+    for issue in _impersonations(text):
+        found.setdefault((issue.category, issue.start, issue.end), issue)
     for p in _PATTERNS:
         for m in p.regex.finditer(folded):
             if _NEGATION.search(folded, max(0, m.start() - 40), m.start()):
@@ -387,6 +440,8 @@ def sanitize(text: str) -> str:
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     text = text.replace("\u2028", "\n").replace("\u2029", "\n")
     text = "".join(ch for ch in text if not _invisible(ch))
+    if lone_surrogate(text) is not None:  # not text: nothing could store or send it (the issue rejects it)
+        text = printable(text)
     text = unicodedata.normalize("NFKC", text)
     text = "\n".join(line.rstrip() for line in text.split("\n")).rstrip()
     return DEFAULT_REDACTOR.redact(text).text
@@ -403,6 +458,13 @@ def _cut(text: str, issues: list[ValidationIssue]) -> str:
     return "".join(parts)
 
 
+def validate_request_system(text: str) -> ValidationResult:
+    """A request's own system text (the prompt gateway's callers): the tenant prompt's rules,
+    without its length limit (the caller's system prompt is its application's; the prompt
+    budget bounds it)."""
+    return validate_tenant_prompt(text, max_chars=max(len(text), 1))
+
+
 def validate_tenant_prompt(
     text: str,
     *,
@@ -416,9 +478,13 @@ def validate_tenant_prompt(
         issues.append(ValidationIssue(
             "length", f"prompt is {len(text):,} characters; the limit is {max_chars:,}",
             max_chars, len(text)))
+    broken = lone_surrogate(text)
+    if broken is not None:
+        issues.append(ValidationIssue("encoding", describe(text, broken), broken, broken + 1))
     # A prompt far over the limit is rejected anyway; folding all of it would only cost time.
     violations = _violations(text[: max(max_chars, 0) * 2 + 1000])
     issues.extend(violations)
+    unusable = too_long or broken is not None  # rejected whatever the policy
     issues.sort(key=lambda i: (i.start, i.end, i.category))
 
     if violations and policy == ViolationPolicy.SANITIZE:
@@ -428,12 +494,12 @@ def validate_tenant_prompt(
             if not _violations(kept):
                 break
         sanitized = sanitize(kept)
-        rejected = too_long or bool(_violations(sanitized))
+        rejected = unusable or bool(_violations(sanitized))
         status = ValidationStatus.REJECTED if rejected else ValidationStatus.SANITIZED
         return ValidationResult(status, sanitized, tuple(issues))
 
     sanitized = sanitize(text)
-    if too_long or violations:
+    if unusable or violations:
         status = ValidationStatus.REJECTED
     elif sanitized != text:
         status = ValidationStatus.SANITIZED

@@ -20,6 +20,7 @@ from cardloop.contracts.config import Config
 from cardloop.contracts.errors import InputError
 from cardloop.contracts.payloads import CardComment, CardRef, CardStart, CardState, Transition
 from cardloop.prompts.card import Card
+from cardloop.prompts.scrub import redact_text
 from cardloop.store import Store
 from cardloop.workflows.card import CardWorkflow, search_attributes
 
@@ -52,7 +53,9 @@ class CardService:
         if card is None:
             raise InputError(f"card {ref.key!r} is not known; import it first with "
                              "`cardloop card move FILE.json --to STAGE`")
-        return CardStart(ref=ref, title=card.title, url=card.url, repo=card.repo,
+        # Title and URL go to the workflow's memo and details (the Temporal UI): redacted like a log.
+        return CardStart(ref=ref, title=redact_text(card.title), url=redact_text(card.url) if card.url else None,
+                         repo=card.repo,
                          max_history_events=self.config.temporal.continue_as_new_after_events)
 
     async def _deliver(self, ref: CardRef, signal: str, arg: Any, fields: Card | None = None) -> WorkflowHandle:

@@ -53,7 +53,7 @@ class StoreBase:
         conn.execute(
             self._insert(s.card_counters)
             .values(card_key=card_key, tenant=tenant)
-            .on_conflict_do_nothing(index_elements=[c.card_key])
+            .on_conflict_do_nothing(index_elements=[c.tenant, c.card_key])
         )
         # FOR UPDATE queues concurrent writers on PostgreSQL; SQLite is already serialized by
         # BEGIN IMMEDIATE (SQLAlchemy leaves FOR UPDATE out there).

@@ -1,5 +1,5 @@
 """Blobs: text stored by content (ref "sha256:<hex>") per tenant, the claim checks that pass
-through Temporal instead of large payloads."""
+through Temporal instead of large payloads. A ref is read back only with its tenant."""
 
 from __future__ import annotations
 
@@ -9,7 +9,15 @@ from sqlalchemy import Connection, select
 
 from cardloop.store import schema as s
 from cardloop.store.base import StoreBase, check_text
-from cardloop.store.values import NotFoundError, blob_ref, check_blob_ref, check_tenant, decode_text, encode_text
+from cardloop.store.values import (
+    NotFoundError,
+    StoreError,
+    blob_ref,
+    check_blob_ref,
+    check_tenant,
+    decode_text,
+    encode_text,
+)
 
 
 class BlobsMixin(StoreBase):
@@ -23,20 +31,20 @@ class BlobsMixin(StoreBase):
         return ref
 
     def get_blob(self, ref: str, *, tenant: str | None = None) -> str:
-        """The text stored under `ref`; NotFoundError (a StoreError and KeyError) when missing.
+        """The text `tenant` stored under `ref`; NotFoundError (a StoreError and KeyError) when missing.
 
-        With a tenant (or on a tenant view) only that tenant's copy is read. Without one, the ref
-        itself is the permission: a worker holds it from its own workflow's payload, and the
-        database lets a transaction read the blob whose ref it names, never list blobs.
+        The tenant is required (a tenant view supplies its own): blobs are content-addressed
+        per tenant, so a ref alone opens nothing. A content hash can be guessed by anyone who can
+        guess the content; it must never be the permission to read another tenant's copy.
         """
         check_blob_ref(ref)
-        tenant = self._tenant(check_tenant(tenant)) if tenant is not None else self._scope
-        query = select(s.blobs.c.data).where(s.blobs.c.ref == ref)
-        if tenant is not None:
-            query = query.where(s.blobs.c.tenant == tenant)
-        scope = self._db.read(tenant) if tenant is not None else self._db.read(blob_ref=ref)
-        with scope as conn:
-            data = conn.execute(query.limit(1)).scalar_one_or_none()
+        tenant = tenant if tenant is not None else self._scope
+        if tenant is None:
+            raise StoreError(f"blob {ref}: name its tenant (get_blob(ref, tenant=...)); blobs are stored per tenant")
+        tenant = self._tenant(check_tenant(tenant))
+        query = select(s.blobs.c.data).where(s.blobs.c.tenant == tenant, s.blobs.c.ref == ref)
+        with self._db.read(tenant) as conn:
+            data = conn.execute(query).scalar_one_or_none()
         if data is None:
             raise NotFoundError(f"blob {ref} is not in the store")
         return decode_text(bytes(data))

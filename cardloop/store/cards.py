@@ -41,7 +41,7 @@ class CardsMixin(StoreBase):
         )
         changed = ("board", "card_id", "repo", "stage", "fields")
         stmt = stmt.on_conflict_do_update(
-            index_elements=[s.cards.c.card_key],
+            index_elements=[s.cards.c.tenant, s.cards.c.card_key],
             set_={name: stmt.excluded[name] for name in changed} | {"updated_at": func.current_timestamp()},
         )
         with self._db.write(tenant) as conn:

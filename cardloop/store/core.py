@@ -6,7 +6,7 @@ row-level security compares each row with (schema.py), on SQLite the queries fil
 
 - The plain Store (workers, CardService, the CLI) takes the tenant from each call: the tenant
   segment of the card key, `put_blob(tenant, ...)`, `UsageRecord.tenant`, the tenant argument of
-  the prompt and token methods. `get_blob(ref)` without a tenant reads the one blob `ref` names.
+  the prompt and token methods. `get_blob(ref, tenant=...)` reads that tenant's copy, never another's.
 - `store.for_tenant(t)` is a view for code serving one tenant (the tenant API): the same methods
   on the same engine, every transaction scoped to `t`, and any call naming another tenant
   refused with TenantScopeError before the database is asked.

@@ -39,7 +39,6 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 _WRITE = "cardloop_write"
 # The settings the row-level security policies read (schema.py); transaction-local.
 TENANT_SETTING = "cardloop.tenant"
-BLOB_REF_SETTING = "cardloop.blob_ref"
 _SUPPORTED = "sqlite:///path/to/file.sqlite, sqlite:// (in memory) or postgresql://user@host:5432/db"
 
 
@@ -81,7 +80,7 @@ class Database:
         return mask(self.url)
 
     @contextlib.contextmanager
-    def write(self, tenant: str | None = None, *, blob_ref: str | None = None) -> Iterator[Connection]:
+    def write(self, tenant: str | None = None) -> Iterator[Connection]:
         """A transaction that will write: committed on normal exit, rolled back on an exception.
 
         `tenant` scopes it for row-level security (PostgreSQL); without one, the tenant tables
@@ -90,11 +89,11 @@ class Database:
         with self._serial, self.engine.connect() as conn:
             conn.execution_options(**{_WRITE: True})
             with conn.begin():
-                self._scope(conn, tenant, blob_ref)
+                self._scope(conn, tenant)
                 yield conn
 
     @contextlib.contextmanager
-    def read(self, tenant: str | None = None, *, blob_ref: str | None = None) -> Iterator[Connection]:
+    def read(self, tenant: str | None = None) -> Iterator[Connection]:
         """A read-only transaction: one consistent snapshot for several SELECTs; scoped as `write`."""
         with self._serial, self.engine.connect() as conn:
             if self.dialect == "postgresql":
@@ -102,16 +101,14 @@ class Database:
                 # could mix two appends. A read-only REPEATABLE READ transaction never fails.
                 conn.execution_options(isolation_level="REPEATABLE READ")
             with conn.begin():
-                self._scope(conn, tenant, blob_ref)
+                self._scope(conn, tenant)
                 yield conn
 
-    def _scope(self, conn: Connection, tenant: str | None, blob_ref: str | None) -> None:
-        if self.dialect != "postgresql" or (tenant is None and blob_ref is None):
+    def _scope(self, conn: Connection, tenant: str | None) -> None:
+        if self.dialect != "postgresql" or tenant is None:
             return
-        # is_local=true: the value ends with this transaction, whatever way it ends. One
-        # statement for both settings: the scope costs one round trip per transaction.
-        params = {"tn": TENANT_SETTING, "t": tenant or "", "rn": BLOB_REF_SETTING, "r": blob_ref or ""}
-        conn.execute(text("SELECT set_config(:tn, :t, true), set_config(:rn, :r, true)"), params)
+        # is_local=true: the value ends with this transaction, whatever way it ends.
+        conn.execute(text("SELECT set_config(:tn, :t, true)"), {"tn": TENANT_SETTING, "t": tenant})
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -21,9 +21,10 @@ and the store scopes each transaction with `set_config('cardloop.tenant', <tenan
 (engine.py). A transaction that is not scoped sees no tenant rows and can write none. Two
 deliberate exceptions:
 
-- `blobs` also has a SELECT-only policy `ref = current_setting('cardloop.blob_ref', true)`: a
-  worker holding a blob ref (a content address carried in its workflow payload) may read that
-  one blob without naming the tenant (`Store.get_blob(ref)`), but can never list blobs.
+- Until migration 4, `blobs` also had a SELECT-only policy `ref = current_setting('cardloop.blob_ref',
+  true)`; it let a guessed content hash open another tenant's blob and is gone (tenant_keys.py).
+  Migration 4 also keys every table by tenant first and makes the card tables' policy require
+  `card_key` to start with `<tenant>/`.
 - `api_tokens` is the auth directory, read by token hash *before* the tenant is known. Its RLS
   is ENABLED but not FORCED: the application role only sees and changes its scoped tenant's
   tokens, and the lookup goes through `cardloop_token_tenant(hash, at)`, a SECURITY DEFINER
@@ -67,6 +68,7 @@ from sqlalchemy import (
 )
 
 from cardloop.store.engine import Database
+from cardloop.store.tenant_keys import scope_keys_by_tenant
 from cardloop.store.values import StoreError
 
 log = logging.getLogger("cardloop.store")
@@ -112,7 +114,7 @@ schema_versions = Table(
 cards = Table(
     "cards",
     metadata,
-    Column("card_key", String(500), primary_key=True),
+    Column("card_key", String(500), nullable=False),
     Column("tenant", String(100), nullable=False),
     Column("board", String(100), nullable=False),
     Column("card_id", String(200), nullable=False),
@@ -124,6 +126,8 @@ cards = Table(
     Column("updated_at", UTCDateTime, nullable=False, server_default=_now()),
     # The card workflow's state when its last run closed (CardState JSON; migration 3).
     Column("workflow_state", Text),
+    # Keys are unique per tenant (migration 4): another tenant's key never collides with one's own.
+    PrimaryKeyConstraint("tenant", "card_key", name="pk_cards"),
     Index("ix_cards_tenant_board", "tenant", "board"),
     Index("ix_cards_tenant_repo", "tenant", "repo"),
 )
@@ -133,10 +137,11 @@ cards = Table(
 card_counters = Table(
     "card_counters",
     metadata,
-    Column("card_key", String(500), primary_key=True),
+    Column("card_key", String(500), nullable=False),
     Column("tenant", String(100), nullable=False),
     Column("next_message_seq", BigInteger, nullable=False, server_default=_zero()),
     Column("next_context_ord", BigInteger, nullable=False, server_default=_zero()),
+    PrimaryKeyConstraint("tenant", "card_key", name="pk_card_counters"),
 )
 
 messages = Table(
@@ -152,8 +157,8 @@ messages = Table(
     Column("created_at", UTCDateTime),
     Column("body", Text, nullable=False),  # the Message as pydantic JSON
     Column("inserted_at", UTCDateTime, nullable=False, server_default=_now()),
-    PrimaryKeyConstraint("card_key", "seq", name="pk_messages"),
-    UniqueConstraint("card_key", "dedup_key", name="uq_messages_dedup"),
+    PrimaryKeyConstraint("tenant", "card_key", "seq", name="pk_messages"),
+    UniqueConstraint("tenant", "card_key", "dedup_key", name="uq_messages_dedup"),
 )
 
 context_items = Table(
@@ -167,7 +172,7 @@ context_items = Table(
     Column("content_ref", String(80), nullable=False),
     Column("meta", Text, nullable=False),  # the ContextItem without content, as JSON
     Column("inserted_at", UTCDateTime, nullable=False, server_default=_now()),
-    PrimaryKeyConstraint("card_key", "ord", name="pk_context_items"),
+    PrimaryKeyConstraint("tenant", "card_key", "ord", name="pk_context_items"),
     Index("ix_context_items_source", "card_key", "source"),
 )
 
@@ -182,7 +187,8 @@ blobs = Table(
     Column("data", LargeBinary, nullable=False),
     Column("inserted_at", UTCDateTime, nullable=False, server_default=_now()),
     # Per tenant: the same log put by two tenants is two rows, so row-level security can hide each.
-    PrimaryKeyConstraint("ref", "tenant", name="pk_blobs"),
+    # Content-addressed per tenant (migration 4): a ref opens a blob only in its tenant's scope.
+    PrimaryKeyConstraint("tenant", "ref", name="pk_blobs"),
 )
 
 summaries = Table(
@@ -197,13 +203,13 @@ summaries = Table(
     Column("tokens", Integer, nullable=False),
     Column("text", Text, nullable=False),
     Column("inserted_at", UTCDateTime, nullable=False, server_default=_now()),
-    PrimaryKeyConstraint("card_key", "model", "first_seq", "last_seq", name="pk_summaries"),
+    PrimaryKeyConstraint("tenant", "card_key", "model", "first_seq", "last_seq", name="pk_summaries"),
 )
 
 llm_usage = Table(
     "llm_usage",
     metadata,
-    Column("call_key", String(500), primary_key=True),
+    Column("call_key", String(500), nullable=False),
     Column("card_key", String(500), nullable=False),
     Column("tenant", String(100), nullable=False),
     Column("stage", String(64), nullable=False),
@@ -219,6 +225,7 @@ llm_usage = Table(
     Column("cost_nanousd", BigInteger, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("inserted_at", UTCDateTime, nullable=False, server_default=_now()),
+    PrimaryKeyConstraint("tenant", "call_key", name="pk_llm_usage"),
     Index("ix_llm_usage_card", "card_key", "stage"),
     Index("ix_llm_usage_tenant_time", "tenant", "created_at"),
 )
@@ -529,6 +536,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "cards, chat history, context, blobs, summaries, LLM usage, deliveries", _V1),
     Migration(2, "tenant prompts (versioned), API tokens, row-level security", (*_V2_TABLES, _v2_row_level_security)),
     Migration(3, "the card workflow's state when a run closes", ("ALTER TABLE cards ADD COLUMN workflow_state TEXT",)),
+    Migration(4, "keys scoped by tenant, card keys under their tenant's prefix, blobs per tenant only",
+              (scope_keys_by_tenant,)),
 )
 
 _SCHEMA_TABLE_DDL = """CREATE TABLE IF NOT EXISTS cardloop_schema (

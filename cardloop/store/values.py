@@ -23,8 +23,8 @@ from cardloop.prompts.card import Card, TenantPrompt
 
 # One rule for every tenant name: the same characters CardRef allows for a key part, so the
 # tenant segment of a card key and the tenant column always agree (row-level security keys on it).
-_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:#-]{0,99}$")
-_BLOB_REF = re.compile(r"^sha256:[0-9a-f]{64}$")
+_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:#-]{0,99}\Z")
+_BLOB_REF = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 MAX_KEY = 500
 
 

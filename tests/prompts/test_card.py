@@ -38,3 +38,26 @@ def test_bad_cards_name_the_field(body: str, needle: str) -> None:
         parse_card(body, origin="card.json")
     assert needle in str(info.value)
     assert str(info.value).startswith("card.json:")
+
+
+@pytest.mark.parametrize(("fragment", "where"), [
+    ('"title": "hi \\ud800"', "title"),
+    ('"title": "t", "history": [{"role": "user", "content": "x \\udc00", "author": "dana"}]', "history.0.content"),
+    ('"title": "t", "history": [{"role": "user", "content": "x", "author": "\\ud800"}]', "history.0.author"),
+    ('"title": "t", "history": [{"role": "assistant", "tool_calls": [{"id": "c1", "name": "run", '
+     '"input": {"\\ud800": 1}}]}]', "history.0.tool_calls.0.input.\\ud800 (a key)"),
+    ('"title": "t", "context": [{"kind": "notes", "source": "s", "content": "c", "title": "\\udfff"}]',
+     "context.0.title"),
+    ('"title": "t", "tenant_prompt": {"tone_profile": {"\\udc00": "x"}}', "tenant_prompt.tone_profile.\\udc00 (a key)"),
+])
+def test_a_lone_surrogate_anywhere_in_a_card_file_is_refused_naming_the_field(fragment: str, where: str) -> None:
+    with pytest.raises(CardError) as info:
+        parse_card('{"id": "PAY-1", ' + fragment + "}", origin="card.json")
+    message = str(info.value)
+    assert f"{where}: lone surrogate U+D" in message
+    message.encode("utf-8")  # printable: the error itself never carries the raw character
+
+
+def test_a_surrogate_pair_escape_in_a_card_file_is_text() -> None:
+    card = parse_card('{"id": "PAY-1", "title": "ship \\ud83d\\ude80"}')
+    assert card.title == "ship \U0001f680"

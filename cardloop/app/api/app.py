@@ -22,9 +22,19 @@ from cardloop.app.api.services import Services
 from cardloop.app.cards import CardService
 from cardloop.app.temporal import connect
 from cardloop.contracts.config import Config
+from cardloop.prompts.surrogates import printable
 from cardloop.store import Store
 
 log = safe_logger(__name__)
+
+
+async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """400 with field-level messages rather than FastAPI's 422: a malformed body is a bad request.
+    The sender's input is not echoed, and `printable` keeps a lone surrogate in a key or a
+    message from making the answer itself unencodable (FastAPI's own handler then fails: 500)."""
+    problems = [{"loc": printable(".".join(str(p) for p in e["loc"])), "msg": printable(e["msg"])}
+                for e in exc.errors()]
+    return JSONResponse({"detail": "invalid request", "problems": problems}, status_code=400)
 
 
 def create_app(svc: Services) -> FastAPI:
@@ -36,11 +46,7 @@ def create_app(svc: Services) -> FastAPI:
     )
     app.state.services = svc
 
-    @app.exception_handler(RequestValidationError)
-    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        # 400 with field-level messages rather than FastAPI's 422: a malformed body is a bad request.
-        problems = [{"loc": ".".join(str(p) for p in e["loc"]), "msg": e["msg"]} for e in exc.errors()]
-        return JSONResponse({"detail": "invalid request", "problems": problems}, status_code=400)
+    app.add_exception_handler(RequestValidationError, bad_request)  # type: ignore[arg-type]
 
     @app.exception_handler(ClientDisconnect)
     async def disconnected(request: Request, exc: ClientDisconnect) -> JSONResponse:

@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cardloop.app.api.auth import bearer_token, require_admin_path, require_tenant_path
 from cardloop.app.api.services import Services, services
@@ -37,6 +37,7 @@ from cardloop.contracts.config import Config
 from cardloop.prompts.assemble import AssemblyError, AssemblyRequest, PromptAssembler
 from cardloop.prompts.card import Card, TenantPrompt
 from cardloop.prompts.layers import tenant_text
+from cardloop.prompts.surrogates import printable, refuse_surrogates
 from cardloop.prompts.validate import (
     MAX_TENANT_PROMPT_CHARS,
     ValidationIssue,
@@ -56,7 +57,7 @@ TenantDep = Annotated[str, Depends(require_tenant_path)]
 HARD_MAX_CHARS = MAX_TENANT_PROMPT_CHARS * 4
 MAX_TONE_ENTRIES = 20
 # The tenant of a card (prompts.card.Card.tenant): a token is only issued for a name cards can carry.
-_CARD_TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
+_CARD_TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}\Z")
 
 
 # --------------------------------------------------------------------------- models
@@ -65,6 +66,12 @@ _CARD_TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
 class _Body(BaseModel):
     # strict: a number is not a string, a string is not a number; extra: a typo is an error.
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_only(cls, data: Any) -> Any:
+        # An unpaired "\ud800" escape is no text the store (or an answer) could encode: 400 naming it.
+        return refuse_surrogates(data)
 
 
 class PromptIn(_Body):
@@ -103,8 +110,8 @@ class TokenIn(_Body):
 class Issue(BaseModel):
     field: str = Field(description="custom_system_prompt, language_preference, tone_profile.<key>, or "
                                    "combined (the prompt with its language and tone, as the prompt core sees it)")
-    category: str = Field(description="length, meta_override, safety_bypass, system_prompt_disclosure "
-                                      "or role_reassignment")
+    category: str = Field(description="length, meta_override, safety_bypass, system_prompt_disclosure, "
+                                      "role_reassignment, guardrail_impersonation or encoding")
     message: str
     start: int = Field(description="Offset of the issue in the field's text (end exclusive).")
     end: int
@@ -174,7 +181,7 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
 
 
 def _issues(field: str, result: ValidationResult) -> list[Issue]:
-    return [Issue(field=field, category=i.category, message=i.message, start=i.start, end=i.end)
+    return [Issue(field=printable(field), category=i.category, message=i.message, start=i.start, end=i.end)
             for i in result.issues]
 
 

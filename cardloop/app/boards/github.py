@@ -55,7 +55,7 @@ CACHE_TTL_SECONDS = 300.0
 # Where each event's signed body says when it happened (checked against the replay window).
 _EVENT_TIME = {"projects_v2_item": "projects_v2_item.updated_at", "issue_comment": "comment.updated_at",
                "workflow_run": "workflow_run.updated_at", "check_suite": "check_suite.updated_at"}
-_API_REPO = re.compile(r"/repos/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/?$")
+_API_REPO = re.compile(r"/repos/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/?\Z")
 
 
 @dataclass(frozen=True)

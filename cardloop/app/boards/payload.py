@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cardloop.app.boards.events import BoardEvent, WebhookError
+from cardloop.prompts.surrogates import find_surrogate
 
 
 def bad(message: str) -> WebhookError:
@@ -47,6 +48,9 @@ def load_object(body: bytes) -> dict[str, Any]:
         raise bad(f"body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise bad(f"body must be a JSON object, got {kind(data)}")
+    # An unpaired "\ud800" escape parses into a lone surrogate, which nothing downstream can encode.
+    if (broken := find_surrogate(data, "body")) is not None:
+        raise bad(broken)
     return data
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from cardloop.contracts.config import Config
 from cardloop.contracts.errors import InputError
 from cardloop.prompts.card import Card, ContextItem
+from cardloop.prompts.scrub import redact_text
 from cardloop.prompts.stages import Stage
 
 
@@ -58,7 +59,8 @@ def cmd_context(args: argparse.Namespace, config: Config) -> int:
         print(json.dumps({
             "card": card.id, "stage": args.stage.value,
             "sources": [{**{k: v for k, v in f.items() if k != "items"},
-                         "items": [{"kind": i.kind.value, "source": i.source, "title": i.title,
+                         "items": [{"kind": i.kind.value, "source": redact_text(i.source),
+                                    "title": redact_text(i.title) if i.title else None,
                                     "tokens": counter.count(i.content)} for i in f["items"]]} for f in found],
             "context": [r.to_dict() for r in rows],
             "context_tokens": prompt.sections["context"], "context_budget": settings.budget.context,
@@ -70,7 +72,8 @@ def cmd_context(args: argparse.Namespace, config: Config) -> int:
         for note in f.get("notes", []):
             print(f"    note: {note}")
         for item in f["items"]:
-            print(f"    {item.kind.value:<15} {counter.count(item.content):>7,} tokens  {item.title or item.source}")
+            label = redact_text(item.title or item.source)
+            print(f"    {item.kind.value:<15} {counter.count(item.content):>7,} tokens  {label}")
         for label, tokens in f.get("blobs", {}).items():
             print(f"    kept whole in the store: {label} ({tokens:,} tokens)")
     print(f"\nwhat the context budget kept ({prompt.sections['context']:,} of {settings.budget.context:,} tokens):")

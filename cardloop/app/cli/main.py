@@ -23,6 +23,7 @@ from cardloop.prompts.card import Card, CardError, TenantPrompt, card_json_schem
 from cardloop.prompts.explain import format_rows
 from cardloop.prompts.formats import ALIASES, FORMATS, resolve_format
 from cardloop.prompts.stages import STAGE_NAMES, Stage, parse_stage
+from cardloop.prompts.surrogates import describe, lone_surrogate, printable
 from cardloop.prompts.templates import TemplateError
 from cardloop.prompts.validate import ValidationStatus, validate_tenant_prompt
 
@@ -109,14 +110,16 @@ def cmd_prompt_explain(args: argparse.Namespace, config: Config) -> int:
         raise ConfigError(str(exc)) from None
     formats = list(FORMATS) if args.provider == "all" else [args.provider or settings.format]
     payloads = {f: prompt.render(f) for f in formats} if args.payload else {}
+    # The card's own id and title are untrusted text like the rest: redacted before they print.
+    scrub = assembler.scrubber.scrub
     if args.json:
-        json.dump({"card": card.id, "explain": prompt.explain(), "payload": payloads},
+        json.dump({"card": scrub(card.id), "explain": prompt.explain(), "payload": payloads},
                   sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
     out = sys.stdout
     e = prompt.explain()
-    out.write(f"card {card.id}: {card.title}\n")
+    out.write(f"card {scrub(card.id)}: {scrub(card.title)}\n")
     out.write(f"stage {e['stage']} · profile {e['profile']} · provider {e['provider']} · "
               f"model {e['model']} · history {e['history_mode']}\n")
     out.write(f"token counts: {settings.calibration}x cl100k_base ({config.tokens.encoding}) "
@@ -162,7 +165,10 @@ def cmd_prompt_list(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_prompt_validate(args: argparse.Namespace, config: Config) -> int:
-    text = sys.stdin.read() if args.file == "-" else _read_text(args.file)
+    try:
+        text = sys.stdin.read() if args.file == "-" else _read_text(args.file)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{args.file}: not UTF-8 text: {exc}") from None
     result = validate_tenant_prompt(text)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
@@ -271,6 +277,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    for number, arg in enumerate(argv, 1):
+        # Undecodable bytes arrive as lone surrogates (surrogateescape): no store, log or API takes them.
+        if (index := lone_surrogate(arg)) is not None:
+            print(f"cardloop: error: argument {number} ({printable(arg)!r}) is not UTF-8 text: "
+                  f"{describe(arg, index)}", file=sys.stderr)
+            return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

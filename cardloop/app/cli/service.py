@@ -12,6 +12,7 @@ from cardloop.contracts.config import Config
 from cardloop.contracts.errors import InputError
 from cardloop.contracts.payloads import CardRef
 from cardloop.prompts.card import Card, CardError, parse_card
+from cardloop.prompts.scrub import redact_text
 
 if TYPE_CHECKING:
     from cardloop.app.cards import CardService
@@ -73,6 +74,8 @@ def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
             card = parse_card(path.read_text(encoding="utf-8"), origin=arg)
         except FileNotFoundError:
             raise InputError(f"{arg}: no such file") from None
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{arg}: not UTF-8 text: {exc}") from None
         except CardError as exc:
             raise InputError(str(exc)) from None
         try:
@@ -153,12 +156,12 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
         usage = svc.store.usage_totals(ref.key)
         if args.json:
             print(json.dumps({
-                "card": ref.key, "title": card.title, "state": state.model_dump() if state else None,
+                "card": ref.key, "title": redact_text(card.title), "state": state.model_dump() if state else None,
                 "messages": [m.model_dump(mode="json") for m in messages[-args.last:]],
                 "usage": usage.model_dump(mode="json"),
             }, indent=2))
             return 0
-        print(f"card {ref.key}: {card.title}")
+        print(f"card {ref.key}: {redact_text(card.title)}")
         if state is None:
             print("  no workflow yet (move the card to a stage to start one)")
         else:

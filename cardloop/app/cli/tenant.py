@@ -63,6 +63,8 @@ def cmd_set_prompt(args: argparse.Namespace, config: Config) -> int:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"{args.file}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{args.file}: not UTF-8 text: {exc}") from None
     try:
         body = PromptIn(custom_system_prompt=text, override_mode=args.mode, language_preference=args.language,
                         tone_profile=_tone(args.tone or []))

@@ -11,7 +11,7 @@ from cardloop.app.scripted_model.wire import content_text
 
 SUMMARY_HEADING = "# Summarize a card's conversation"
 
-_TAG_LINE = re.compile(r"^</?[\w:.-]+(\s[^>]*)?>$")
+_TAG_LINE = re.compile(r"^</?[\w:.-]+(\s[^>]*)?>\Z")
 _DECISION = re.compile(r"\b(decided|decision|agreed|approved|lgtm|we will|let's|chose)\b", re.IGNORECASE)
 _ERROR = re.compile(r"(error|exception|traceback|failed|failure|crashloop)", re.IGNORECASE)
 _REMAINING = re.compile(r"(- \[ \]|\btodo\b|\bremain|\bleft:|\bnext\b|\bstill open\b|\bopen question)",

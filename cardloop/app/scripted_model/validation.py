@@ -135,7 +135,7 @@ def validate_request(body: Any, api_version: str = SAMPLING_REMOVED_IN) -> str |
     return None
 
 
-_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z")
 
 
 def _check_tools(tools: Any) -> str | None:

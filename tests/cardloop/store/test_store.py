@@ -350,7 +350,7 @@ def test_context_put_replaces_the_items_of_the_same_source(store: Store) -> None
     store.put_context_items(KEY, [])
     assert store.context_items(KEY) == [b1, a2, a3]
     # Contents are kept by digest, once per tenant, and readable as blobs.
-    assert store.get_blob(blob_ref("a3")) == "a3"
+    assert store.get_blob(blob_ref("a3"), tenant="acme") == "a3"
     with store.engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM blobs")).scalar_one() == 4
     assert store.context_items("acme/github/other") == []
@@ -366,15 +366,18 @@ def test_blob_round_trip_and_missing_ref(store: Store) -> None:
     assert ref == "sha256:" + hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest()
     assert store.put_blob("acme", prompt, "prompt") == ref  # idempotent
     assert store.put_blob("globex", prompt, "prompt") == ref  # the same text for another tenant
-    assert store.get_blob(ref) == prompt
-    assert store.get_blob(store.put_blob("acme", "", "empty")) == ""
+    assert store.get_blob(ref, tenant="acme") == prompt
+    assert store.get_blob(store.put_blob("acme", "", "empty"), tenant="acme") == ""
+    # A ref alone opens nothing: blobs are content-addressed per tenant.
+    with pytest.raises(StoreError, match="name its tenant"):
+        store.get_blob(ref)
 
     missing = "sha256:" + "0" * 64
     with pytest.raises(NotFoundError, match=f"blob {missing} is not in the store") as info:
-        store.get_blob(missing)
+        store.get_blob(missing, tenant="acme")
     assert isinstance(info.value, KeyError) and isinstance(info.value, StoreError)
     with pytest.raises(StoreError, match="expected 'sha256:'"):
-        store.get_blob("md5:abc")
+        store.get_blob("md5:abc", tenant="acme")
     with pytest.raises(StoreError, match="tenant"):
         store.put_blob("", "x", "prompt")
 

@@ -13,20 +13,18 @@ import base64
 import hashlib
 import secrets
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, Engine, create_engine, inspect, select, text
+from sqlalchemy import Engine, create_engine, inspect, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
 
-from cardloop.prompts.card import Card, ContextItem, ContextKind, Message, TenantPrompt
+from cardloop.prompts.card import ContextItem, ContextKind, Message, TenantPrompt
 from cardloop.prompts.validate import ValidationStatus, validate_tenant_prompt
 from cardloop.store import (
     MIGRATIONS,
@@ -41,10 +39,9 @@ from cardloop.store import (
     scram_sha256_verifier,
 )
 from cardloop.store import schema as store_schema
-from tests.postgres import PG_URL, deployment, drop_roles, schema_url
+from tests.cardloop.store.tenant_kit import A_KEY, B_KEY, Cluster, card, scoped
+from tests.postgres import PG_URL, drop_roles, schema_url
 
-A_KEY = "acme/github/PAY-1"
-B_KEY = "globex/github/OPS-7"
 GITHUB_TOKEN = "ghp_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7d"
 
 
@@ -52,11 +49,6 @@ def accepted(text: str) -> tuple[TenantPrompt, Any]:
     result = validate_tenant_prompt(text)
     assert result.status != ValidationStatus.REJECTED, result.issues
     return TenantPrompt(custom_system_prompt=text, tone_profile={"style": "terse"}), result
-
-
-def card(key: str) -> Card:
-    tenant, board, card_id = key.split("/")
-    return Card(id=card_id, tenant=tenant, board=board, title=f"card {card_id}", body="body of " + key)
 
 
 def all_text(engine: Engine) -> str:
@@ -252,8 +244,9 @@ def test_a_tenant_view_refuses_other_tenants(store: Store) -> None:
     # The view reads only its tenant's copy of a blob, even by ref.
     with pytest.raises(NotFoundError):
         acme.get_blob(b_ref)
-    # The plain store reads the blob a ref names (a worker holds the ref from its own payload).
-    assert store.get_blob(b_ref) == "globex log"
+    # The plain store reads a blob only with its tenant: a content hash is no permission.
+    with pytest.raises(StoreError, match="name its tenant"):
+        store.get_blob(b_ref)
     assert store.get_blob(b_ref, tenant="globex") == "globex log"
     with pytest.raises(NotFoundError):
         store.get_blob(b_ref, tenant="acme")
@@ -278,28 +271,6 @@ def test_queries_filter_by_tenant_not_only_by_card_key(store: Store) -> None:
 
 
 # -- row-level security on PostgreSQL ------------------------------------------------------------
-
-
-@dataclass
-class Cluster:
-    schema: str
-    owner: str
-    app: str
-    owner_url: str
-    app_url: str
-    admin: Engine
-
-
-@pytest.fixture
-def cluster(postgres_admin: Engine) -> Iterator[Cluster]:
-    """A realistic deployment: an owner role (not a superuser) that migrates, and the
-    application role it provisions."""
-    with deployment(postgres_admin, "rls") as (schema, owner, app):
-        yield Cluster(schema, owner, app, schema_url(schema, owner), schema_url(schema, app), postgres_admin)
-
-
-def _scoped(conn: Connection, tenant: str) -> None:
-    conn.execute(text("SELECT set_config('cardloop.tenant', :t, true)"), {"t": tenant})
 
 
 def _fill(store: Store) -> dict[str, str]:
@@ -336,7 +307,7 @@ def test_row_level_security_binds_the_application_role(cluster: Cluster) -> None
         assert app_store.current_tenant_prompt("globex").custom_system_prompt == "globex prompt."  # type: ignore[union-attr]
         assert app_store.tenant_for_token(tokens["acme"]) == "acme"
         assert app_store.tenant_for_token(tokens["globex"]) == "globex"
-        assert app_store.get_blob(blob_ref("globex log")) == "globex log"
+        assert app_store.get_blob(blob_ref("globex log"), tenant="globex") == "globex log"
         assert app_store.revoke_api_token("globex", app_store.api_tokens("globex")[0].id) is True
         assert app_store.tenant_for_token(tokens["globex"]) is None
 
@@ -344,7 +315,7 @@ def test_row_level_security_binds_the_application_role(cluster: Cluster) -> None
     try:
         # Raw SQL as the application role, scoped to acme: globex does not exist.
         with engine.begin() as conn:
-            _scoped(conn, "acme")
+            scoped(conn, "acme")
             for table in (*RLS_TABLES, "api_tokens"):
                 tenants = set(conn.execute(text(f"SELECT DISTINCT tenant FROM {table}")).scalars())
                 assert tenants == {"acme"}, table
@@ -374,12 +345,12 @@ def test_row_level_security_binds_the_application_role(cluster: Cluster) -> None
         )
         for statement in refused:
             with pytest.raises(ProgrammingError, match="row-level security"), engine.begin() as conn:
-                _scoped(conn, "acme")
+                scoped(conn, "acme")
                 conn.execute(text(statement))
         # Prompt history is immutable for the application: no UPDATE or DELETE at all.
         for statement in ("UPDATE tenant_prompts SET custom_system_prompt = 'x'", "DELETE FROM tenant_prompts"):
             with pytest.raises(ProgrammingError, match="permission denied"), engine.begin() as conn:
-                _scoped(conn, "acme")
+                scoped(conn, "acme")
                 conn.execute(text(statement))
         # Not scoped: no tenant rows at all, and no writes.
         with engine.begin() as conn:
@@ -387,11 +358,13 @@ def test_row_level_security_binds_the_application_role(cluster: Cluster) -> None
                 assert conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one() == 0, table
         with pytest.raises(ProgrammingError, match="row-level security"), engine.begin() as conn:
             conn.execute(text("INSERT INTO deliveries (tenant, source, delivery_id) VALUES ('acme', 's', 'd')"))
-        # A blob ref opens exactly that blob, and nothing lists blobs.
+        # A guessed content hash opens nothing (the read-by-ref policy of migration 2 is gone).
         with engine.begin() as conn:
             conn.execute(text("SELECT set_config('cardloop.blob_ref', :r, true)"), {"r": blob_ref("globex log")})
-            assert conn.execute(text("SELECT count(*) FROM blobs")).scalar_one() == 1
-            assert conn.execute(text("SELECT count(*) FROM cards")).scalar_one() == 0
+            assert conn.execute(text("SELECT count(*) FROM blobs")).scalar_one() == 0
+            scoped(conn, "acme")
+            assert conn.execute(text("SELECT count(*) FROM blobs WHERE ref = :r"),
+                                {"r": blob_ref("globex log")}).scalar_one() == 0
         # The token lookup answers one hash's tenant, unscoped; nothing else of api_tokens.
         with engine.begin() as conn:
             digest = hashlib.sha256(tokens["acme"].encode()).hexdigest()
@@ -412,7 +385,7 @@ def test_forced_row_level_security_binds_the_owner_too(cluster: Cluster) -> None
         _fill(owner_store)
         with owner_store.engine.begin() as conn:
             assert conn.execute(text("SELECT count(*) FROM cards")).scalar_one() == 0
-            _scoped(conn, "globex")
+            scoped(conn, "globex")
             assert set(conn.execute(text("SELECT tenant FROM messages")).scalars()) == {"globex"}
             assert conn.execute(text("UPDATE cards SET stage = 'x' WHERE tenant = 'acme'")).rowcount == 0
         with owner_store.engine.connect() as conn:

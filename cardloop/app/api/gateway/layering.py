@@ -18,11 +18,13 @@ from cardloop.prompts.assemble import AssemblyError, AssemblyRequest
 from cardloop.prompts.card import Card, TenantPrompt
 from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
 from cardloop.prompts.formats import intercept
+from cardloop.prompts.layers import request_verdict
+from cardloop.prompts.validate import ValidationStatus
 
 # Sent first when the caller's conversation opens with the assistant (see the package docstring).
 OPENER = "(The conversation continues.)"
 
-_CARD_TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_CARD_TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]*\Z")
 
 # The assembler's and scrubber's caches are plain dicts (see PromptActivities): one at a time.
 _PROMPT_LOCK = threading.Lock()
@@ -55,6 +57,22 @@ def tenant_prompt_for(store: Any, tenant: str) -> TenantPrompt | None:
         return None
 
 
+def check_request_system(text: str | None, protocol: str) -> None:
+    """The caller's system text passes the tenant prompt's rules (no length limit): a REJECTED
+    one is a 400 naming each issue, never silently dropped (the caller would not know why its
+    application behaves differently) and never sent."""
+    if not text or not text.strip():
+        return
+    verdict = request_verdict(text.strip())
+    if verdict.status != ValidationStatus.REJECTED:
+        return
+    issues = "; ".join(f"{i.category} [{i.start}:{i.end}] {i.message}" for i in verdict.issues[:5])
+    more = f" (and {len(verdict.issues) - 5} more)" if len(verdict.issues) > 5 else ""
+    field = "system" if protocol == "anthropic" else "messages"
+    raise GatewayError(400, f"{field}: the system prompt was rejected by validation: {issues}{more}",
+                       code="system_prompt_rejected", param=field)
+
+
 def layered_conversation(svc: Services, tenant: str, call: GatewayCall) -> tuple[Conversation, int, list[str]]:
     """The conversation to send: the prompt core's layered system block + the caller's turns.
 
@@ -63,6 +81,7 @@ def layered_conversation(svc: Services, tenant: str, call: GatewayCall) -> tuple
     parsed = intercept(dict(call.body))
     if not parsed.conversation.turns:
         raise invalid("messages: at least one user or assistant message is required", "messages")
+    check_request_system(parsed.conversation.system_text, call.protocol)
     config = svc.config
     settings = config.assembly_settings(None, config.gateway.profile)
     # The caller's system prompt is its application's: cut only past the whole prompt budget.

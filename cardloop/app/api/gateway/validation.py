@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cardloop.app.api.gateway.models import GatewayCall, Protocol, invalid
+from cardloop.prompts.surrogates import find_surrogate
 
 _OPENAI_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _ANTHROPIC_ROLES = frozenset({"user", "assistant"})
@@ -35,6 +36,9 @@ def read_request(raw: bytes, protocol: Protocol) -> GatewayCall:
         raise invalid("request body is not valid JSON") from None
     if not isinstance(body, dict):
         raise invalid("request body must be a JSON object")
+    # An unpaired "\ud800" escape parses into a lone surrogate: no provider (or log) can encode it.
+    if (broken := find_surrogate(body)) is not None:
+        raise invalid(broken, broken.partition(":")[0].partition(" ")[0])
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise invalid("model: must be a string", "model")

@@ -252,8 +252,8 @@ class PullRef:
     definite: bool  # from a /pull/N url; an "owner:repo#N" id may name an issue
 
 
-_PR_URL = re.compile(r"/(?:repos/)?([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)/pulls?/(\d+)(?:[/?#]|$)")
-_PR_ID = re.compile(r"^([A-Za-z0-9_.-]+)[:/]([A-Za-z0-9_.-]+)#(\d+)$")
+_PR_URL = re.compile(r"/(?:repos/)?([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)/pulls?/(\d+)(?:[/?#]|\Z)")
+_PR_ID = re.compile(r"^([A-Za-z0-9_.-]+)[:/]([A-Za-z0-9_.-]+)#(\d+)\Z")
 
 
 def parse_pr_ref(card: Card) -> PullRef | None:

@@ -252,4 +252,4 @@ class GitHubTestResultsSource(GitHubSource):
         return items
 
 
-_PROCESS_EXIT = re.compile(r"^Process completed with exit code \d+\.?$")
+_PROCESS_EXIT = re.compile(r"^Process completed with exit code \d+\.?\n?\Z")  # what "$" allowed, said outright

@@ -79,7 +79,7 @@ NAME = "kubernetes"
 # One page of pods: a selector matching more than this is a misconfiguration, not a service.
 POD_LIST_LIMIT = 500
 # A waiting container in these states is on its way up, not failing (on its own).
-_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 
 
 def _selectors(services: Mapping[str, tuple[str, str] | PodSelector]) -> dict[str, PodSelector]:

@@ -11,7 +11,7 @@ DEFAULT_DOC_GLOBS: tuple[str, ...] = ("docs/vendor/**/*.md", "docs/libraries/**/
 MANIFEST_NAMES: frozenset[str] = frozenset(
     {"pyproject.toml", "package.json", "go.mod", "Cargo.toml", "Gemfile", "setup.cfg", "Pipfile"}
 )
-_REQUIREMENTS = re.compile(r"^requirements[\w.-]*\.(?:txt|in)$")
+_REQUIREMENTS = re.compile(r"^requirements[\w.-]*\.(?:txt|in)\Z")
 
 # Directories whose files are someone else's code or build output: never ranked.
 SKIP_DIRS: frozenset[str] = frozenset({
@@ -31,7 +31,7 @@ SKIP_SUFFIXES: tuple[str, ...] = (
     ".wav", ".ogg", ".mov", ".avi", ".woff", ".woff2", ".ttf", ".otf", ".eot", ".bin", ".dat", ".db",
     ".sqlite", ".sqlite3", ".parquet", ".npy", ".pkl", ".pb", ".onnx", ".pt", ".ckpt", ".h5",
 )
-_GENERATED = re.compile(r"(?:^|/)[^/]*(?:_pb2(?:_grpc)?\.py|\.pb\.go|\.generated\.\w+|\.g\.dart)$")
+_GENERATED = re.compile(r"(?:^|/)[^/]*(?:_pb2(?:_grpc)?\.py|\.pb\.go|\.generated\.\w+|\.g\.dart)\Z")
 
 
 def indexable(path: str) -> bool:

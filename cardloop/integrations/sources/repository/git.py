@@ -39,8 +39,8 @@ from cardloop.integrations.upstream import UpstreamError
 
 DEFAULT_CLONE_URL_TEMPLATE = "https://github.com/{repo}.git"
 LOCKS = ".locks"  # under cache_dir; no owner name starts with a dot
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-SAFE_BRANCH = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./+@-]*$")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\Z")
+SAFE_BRANCH = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./+@-]*\Z")
 _SHORT_SHA = 12
 
 

@@ -56,3 +56,9 @@ def test_tokens_are_shown_once_and_revocable(tmp_path: Path) -> None:
     assert token.encode() not in (tmp_path / "store.sqlite").read_bytes()
     assert run(tmp_path, "token-revoke", "acme", token_id).returncode == 0
     assert run(tmp_path, "token-revoke", "acme", "tok_nope").returncode == 2
+
+
+def test_a_tenant_with_a_newline_is_refused(tmp_path: Path) -> None:
+    out = run(tmp_path, "token-create", "acme\n", "ci")
+    assert out.returncode == 2 and "tenant 'acme\\n'" in out.stderr
+    assert "cl_" not in out.stdout

@@ -248,11 +248,14 @@ def test_card_without_repository_gives_a_note(source: RepositorySource) -> None:
 
 
 @pytest.mark.parametrize(("repo", "branch"), [("acme/..", "main"), ("../etc", "main"),
-                                              (REPO, "--upload-pack=touch /tmp/pwned"), (REPO, "a..b")])
+                                              (REPO, "--upload-pack=touch /tmp/pwned"), (REPO, "a..b"),
+                                              # `$` once let a trailing newline through
+                                              (REPO, "main\n"), (REPO + "\n", "main"), ("acme\n/api", "main")])
 def test_unsafe_names_are_refused(source: RepositorySource, repo: str, branch: str) -> None:
     with pytest.raises(UpstreamError) as err:
         source.checkout(repo, branch)
     assert not err.value.retryable
+    assert "invalid" in err.value.message  # refused by name, before git ever ran
 
 
 def test_token_never_appears_in_errors(tmp_path: Path, counter: TokenCounter) -> None:
