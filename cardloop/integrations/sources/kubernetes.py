@@ -190,7 +190,7 @@ def _api_error(exc: ApiException, call: _Call, host: str) -> SourceUnavailable:
     if status == 403:
         return SourceUnavailable(
             f"Kubernetes API forbids {call} (403 Forbidden): {message}. The worker's identity needs "
-            f"'{call.verb}' on '{call.resource}' in namespace {call.namespace!r} (deploy/k8s/rbac.yaml).",
+            f"'{call.verb}' on '{call.resource}' in namespace {call.namespace!r} (deploy/k8s/pod-reader).",
             retryable=False,
         )
     if status == 404:
