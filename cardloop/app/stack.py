@@ -134,17 +134,7 @@ async def start_api(config: Config, store: Store, runtime: ActivityDeps, client:
     if port_open(config.api.port, config.api.host):
         raise DevStackError(f"port {config.api.port} is in use; set CARDLOOP_API_PORT to another one")
     app = create_app(await build_services(config, store, runtime, client))
-    server = uvicorn.Server(uvicorn.Config(app, host=config.api.host, port=config.api.port, log_level="warning",
-                                           lifespan="off"))
-    task = asyncio.create_task(server.serve())
-    for _ in range(100):
-        if server.started:
-            break
-        if task.done():
-            await task
-            raise DevStackError(f"the API did not start on {config.api.host}:{config.api.port}")
-        await asyncio.sleep(0.05)
-    return ApiServer(server, task)
+    return await serve_in_loop(app, config.api.host, config.api.port, "API")
 
 
 async def run_api(config: Config) -> None:
