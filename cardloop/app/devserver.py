@@ -51,13 +51,15 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
 
 class TemporalDevServer:
     def __init__(self, *, port: int = 7233, ui_port: int | None = 8233, db_file: Path | None = None,
-                 namespace: str = "default", retention: str | None = "720h", log_file: Path | None = None) -> None:
+                 namespace: str = "default", retention: str | None = "720h", log_file: Path | None = None,
+                 codec_endpoint: str | None = None) -> None:
         self.port = port
         self.ui_port = ui_port
         self.db_file = db_file
         self.namespace = namespace
         self.retention = retention
         self.log_file = log_file
+        self.codec_endpoint = codec_endpoint   # the UI decodes payloads through this codec server
         self.binary = temporal_binary()
         self.process: subprocess.Popen[bytes] | None = None
         self._log = None
@@ -76,6 +78,8 @@ class TemporalDevServer:
                "--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"]
         if self.ui_port:
             cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+            if self.codec_endpoint:
+                cmd += ["--ui-codec-endpoint", self.codec_endpoint]
         else:
             cmd.append("--headless")
         if self.db_file:

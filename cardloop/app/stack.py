@@ -7,15 +7,18 @@ import contextlib
 import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import uvicorn
 from temporalio.client import Client
 
 from cardloop.activities.deps import ActivityDeps
+from cardloop.app.codec import AesGcmCodec, KeyRing, keyring
 from cardloop.app.devserver import DevStackError, TemporalDevServer, free_port, port_open
 from cardloop.app.temporal import connect
 from cardloop.app.worker import build_worker
+from cardloop.app.worker_health import WorkerHealth
 from cardloop.contracts.config import Config
 from cardloop.store import Store
 
@@ -40,6 +43,7 @@ class RunningStack:
     runtime: ActivityDeps
     server: TemporalDevServer | None
     api_url: str | None = None
+    codec_url: str | None = None
 
     @property
     def ui_url(self) -> str | None:
@@ -54,10 +58,19 @@ async def dev_stack(config: Config, *, base_urls: dict[str, str] | None = None,
     if pick_free_ports and (port_open(port) or port_open(ui_port)):
         port, ui_port = free_port(), free_port()
     root = data_dir(config)
+    ring = keyring(config, address=f"127.0.0.1:{port}")
+    codec_port = config.codec_server.port
+    if ring is not None and (pick_free_ports or port_open(codec_port)):
+        codec_port = free_port()
+    codec_url = f"http://127.0.0.1:{codec_port}" if ring is not None and ui_port else None
     server = TemporalDevServer(port=port, ui_port=ui_port, db_file=root / "temporal.sqlite",
-                               retention=config.dev.retention, log_file=root / "temporal.log")
+                               retention=config.dev.retention, log_file=root / "temporal.log",
+                               codec_endpoint=codec_url)
     await asyncio.to_thread(server.start)
+    codec = None
     try:
+        if ring is not None and codec_url:
+            codec = await start_codec_server(config, ring, codec_port, ui_origin=server.ui_url)
         client = await connect(config, address=server.address)
         store = open_store(config)
         runtime = ActivityDeps.build(config, store, base_urls=base_urls)
@@ -68,7 +81,7 @@ async def dev_stack(config: Config, *, base_urls: dict[str, str] | None = None,
             if with_api:
                 api = await start_api(config, store, runtime, client)
             yield RunningStack(client, store, runtime, server,
-                               f"http://{config.api.host}:{config.api.port}" if api else None)
+                               f"http://{config.api.host}:{config.api.port}" if api else None, codec_url)
         finally:
             if api is not None:
                 await api.stop()
@@ -76,6 +89,8 @@ async def dev_stack(config: Config, *, base_urls: dict[str, str] | None = None,
             await asyncio.gather(task, return_exceptions=True)
             store.close()
     finally:
+        if codec is not None:
+            await codec.stop()
         await asyncio.to_thread(server.stop)
 
 
@@ -91,23 +106,35 @@ class ApiServer:
         await asyncio.gather(self.task, return_exceptions=True)
 
 
-async def start_api(config: Config, store: Store, runtime: ActivityDeps, client: Client) -> ApiServer:
-    from cardloop.app.api.app import build_services, create_app
-
-    if port_open(config.api.port, config.api.host):
-        raise DevStackError(f"port {config.api.port} is in use; set CARDLOOP_API_PORT to another one")
-    app = create_app(await build_services(config, store, runtime, client))
-    server = uvicorn.Server(uvicorn.Config(app, host=config.api.host, port=config.api.port, log_level="warning",
-                                           lifespan="off"))
+async def serve_in_loop(app: object, host: str, port: int, what: str) -> ApiServer:
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
     task = asyncio.create_task(server.serve())
     for _ in range(100):
         if server.started:
             break
         if task.done():
             await task
-            raise DevStackError(f"the API did not start on {config.api.host}:{config.api.port}")
+            raise DevStackError(f"the {what} did not start on {host}:{port}")
         await asyncio.sleep(0.05)
     return ApiServer(server, task)
+
+
+async def start_codec_server(config: Config, ring: KeyRing, port: int, *, ui_origin: str | None) -> ApiServer:
+    """The dev UI decodes payloads through this (loopback only, so no token is needed)."""
+    from cardloop.app.codec_server import codec_app_for
+
+    origins = [ui_origin, ui_origin.replace("127.0.0.1", "localhost")] if ui_origin else []
+    app = codec_app_for(config, AesGcmCodec(ring), host="127.0.0.1", extra_origins=origins)
+    return await serve_in_loop(app, "127.0.0.1", port, "codec server")
+
+
+async def start_api(config: Config, store: Store, runtime: ActivityDeps, client: Client) -> ApiServer:
+    from cardloop.app.api.app import build_services, create_app
+
+    if port_open(config.api.port, config.api.host):
+        raise DevStackError(f"port {config.api.port} is in use; set CARDLOOP_API_PORT to another one")
+    app = create_app(await build_services(config, store, runtime, client))
+    return await serve_in_loop(app, config.api.host, config.api.port, "API")
 
 
 async def run_api(config: Config) -> None:
@@ -124,22 +151,37 @@ async def run_api(config: Config) -> None:
 
 
 async def run_worker(config: Config) -> None:
-    """`cardloop worker`: until SIGINT/SIGTERM, then finish in-flight tasks and stop."""
+    """`cardloop worker`: until SIGINT/SIGTERM, then stop polling and give running activities
+    worker.graceful_shutdown_seconds to finish (then they are cancelled and retried elsewhere).
+    Probes: worker.health_port serves /livez and /readyz (app/worker_health.py)."""
+    w = config.worker
     client = await connect(config)
     store = open_store(config)
     runtime = ActivityDeps.build(config, store)
-    worker = build_worker(client, runtime)
+    worker = build_worker(client, runtime, graceful_shutdown=timedelta(seconds=w.graceful_shutdown_seconds))
+    health = WorkerHealth(worker, client, interval=w.health_interval)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     task = asyncio.create_task(worker.run())
+    await health.start(w.health_host, w.health_port)
     print(f"worker on {config.temporal.address} namespace {config.temporal.namespace} "
-          f"task queue {config.temporal.task_queue}; store {store.url}", flush=True)
+          f"task queue {config.temporal.task_queue}; store {store.url}"
+          + (f"; probes on http://{w.health_host}:{w.health_port}/livez and /readyz" if w.health_port else ""),
+          flush=True)
     await asyncio.wait([task, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
-    await worker.shutdown()
-    await asyncio.gather(task, return_exceptions=True)
+    health.draining = True
+    crashed = task.exception() if task.done() else None
+    if crashed is not None:
+        health.failed = f"{type(crashed).__name__}: {crashed}"
+    else:
+        await worker.shutdown()
+        await asyncio.gather(task, return_exceptions=True)
+    await health.stop()
     store.close()
+    if crashed is not None:
+        raise crashed
 
 
 async def wait_for_ctrl_c() -> None:

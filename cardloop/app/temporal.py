@@ -1,14 +1,15 @@
 """Connecting to Temporal: a local dev server, a self-hosted cluster (TLS, mTLS) or Temporal
-Cloud (API key), all from config.toml + the environment. Payloads are pydantic models."""
+Cloud (API key), all from config.toml + the environment. Payloads are pydantic models,
+encrypted by the payload codec (app/codec.py) unless temporal.encrypt_payloads is off."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
 
+from cardloop.app.codec import data_converter
 from cardloop.contracts.config import Config
 from cardloop.contracts.errors import ConfigError
 
@@ -42,7 +43,7 @@ async def connect(config: Config, *, address: str | None = None) -> Client:
         return await Client.connect(
             address or t.address, namespace=t.namespace, tls=tls_config(config),
             api_key=api_key.reveal() if api_key else None,
-            data_converter=pydantic_data_converter,
+            data_converter=data_converter(config, address=address or t.address),
         )
     except RuntimeError as exc:
         raise ConfigError(f"cannot reach Temporal at {address or t.address} (namespace {t.namespace}): {exc}. "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
@@ -36,7 +37,10 @@ def activities_for(rt: ActivityDeps) -> list[Any]:
 WORKFLOW_RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_all_modules())
 
 
-def build_worker(client: Client, rt: ActivityDeps, *, task_queue: str | None = None) -> Worker:
+def build_worker(client: Client, rt: ActivityDeps, *, task_queue: str | None = None,
+                 graceful_shutdown: timedelta = timedelta(0)) -> Worker:
+    """`graceful_shutdown`: how long running activities may go on after shutdown() before they are
+    cancelled (`cardloop worker` uses worker.graceful_shutdown_seconds; tests and the dev stack 0)."""
     size = rt.config.temporal.max_concurrent_activities
     return Worker(
         client,
@@ -48,4 +52,5 @@ def build_worker(client: Client, rt: ActivityDeps, *, task_queue: str | None = N
                                                                 thread_name_prefix="cardloop-activity"),
         max_concurrent_activities=size,
         max_concurrent_local_activities=size,
+        graceful_shutdown_timeout=graceful_shutdown,
     )

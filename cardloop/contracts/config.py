@@ -54,6 +54,26 @@ class TemporalConfig(_Section):
     api_key_env: str = "TEMPORAL_API_KEY"
     max_concurrent_activities: int = Field(default=64, ge=1, le=10_000)
     continue_as_new_after_events: int = Field(default=DEFAULT_MAX_HISTORY_EVENTS, ge=10, le=40_000)
+    # Payloads (card text, prompts, logs, chat, failure messages) are AES-GCM encrypted before they
+    # reach Temporal's database; off only when explicitly turned off.
+    encrypt_payloads: bool = True
+    codec_keys_env: str = "CARDLOOP_CODEC_KEYS"
+
+
+class WorkerConfig(_Section):
+    # A tiny HTTP endpoint for Kubernetes probes (/livez, /readyz); 0 turns it off.
+    health_host: str = "127.0.0.1"
+    health_port: int = Field(default=0, ge=0, le=65535)
+    health_interval: float = Field(default=10.0, gt=0, le=300)
+    # On SIGTERM, activities get this long to finish before they are cancelled (and retried elsewhere).
+    graceful_shutdown_seconds: int = Field(default=60, ge=0, le=3600)
+
+
+class CodecServerConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8089, ge=1, le=65535)
+    cors_origins: list[str] = Field(default_factory=lambda: ["http://127.0.0.1:8233", "http://localhost:8233"])
+    token_env: str = "CARDLOOP_CODEC_SERVER_TOKEN"
 
 
 class StoreConfig(_Section):
@@ -297,6 +317,8 @@ class Config(_Section):
     gateway: GatewayConfig = GatewayConfig()
     boards: dict[str, BoardConfig] = Field(default_factory=dict)
     temporal: TemporalConfig = TemporalConfig()
+    worker: WorkerConfig = WorkerConfig()
+    codec_server: CodecServerConfig = CodecServerConfig()
     store: StoreConfig = StoreConfig()
     dev: DevConfig = DevConfig()
     summarizer: SummarizerConfig = SummarizerConfig()

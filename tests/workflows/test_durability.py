@@ -50,7 +50,9 @@ async def test_worker_killed_mid_model_call_restarts_and_nothing_is_duplicated(
     env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test", "DATABASE_URL": f"sqlite:///{db}",
            "CARDLOOP_TEMPORAL__ADDRESS": temporal_server.address, "CARDLOOP_TEMPORAL__TASK_QUEUE": tq,
            "CARDLOOP_PROFILES__CLAUDE__BASE_URL": model.url, "CARDLOOP_PROFILES__CLAUDE_FAST__BASE_URL": model.url,
-           **NO_SOURCES}
+           # This test is about crashes; its client and replays use the plain converter (the codec's
+           # own canary is tests/cardloop/app/test_codec_canary.py).
+           "CARDLOOP_TEMPORAL__ENCRYPT_PAYLOADS": "false", **NO_SOURCES}
     config = make_config(temporal_server.address, tq)
     store = Store.open(f"sqlite:///{db}")
     client = await Client.connect(temporal_server.address, data_converter=pydantic_data_converter)

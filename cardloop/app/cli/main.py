@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cardloop.app.cli.context import add_context_command
+from cardloop.app.cli.operate import add_operate_commands
 from cardloop.app.cli.service import add_service_commands
 from cardloop.app.cli.tenant import add_tenant_commands
 from cardloop.app.startup import load_config
@@ -266,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_service_commands(sub, csub)
     add_tenant_commands(sub)
     add_context_command(sub, _stage)
+    add_operate_commands(sub)
 
     conf = sub.add_parser("config", help="configuration")
     fsub = conf.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")

@@ -44,7 +44,9 @@ def cmd_dev(args: argparse.Namespace, config: Config) -> int:
     async def main() -> None:
         async with dev_stack(config, with_api=True) as stack:
             print(f"Temporal dev server on {stack.server.address if stack.server else '?'} (SQLite in "
-                  f"{config.dev.data_dir}); UI {stack.ui_url}\nworker on task queue {config.temporal.task_queue}; "
+                  f"{config.dev.data_dir}); UI {stack.ui_url}"
+                  + (f" (decodes payloads through {stack.codec_url})" if stack.codec_url else "") + "\n"
+                  f"worker on task queue {config.temporal.task_queue}; "
                   f"store {stack.store.url}\nAPI on {stack.api_url} (docs: {stack.api_url}/docs)\n"
                   "Press Ctrl-C to stop.", flush=True)
             missing = sorted({config.profiles[config.stage(st).profile].api_key_env for st in config.stages_enum()

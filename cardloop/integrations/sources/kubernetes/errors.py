@@ -91,7 +91,7 @@ def api_error(exc: ApiException, call: Call, host: str) -> UpstreamError:
     if status == 403:
         return UpstreamError(
             f"Kubernetes API forbids {call} (403 Forbidden): {message}. The worker's identity needs "
-            f"'{call.verb}' on '{call.resource}' in namespace {call.namespace!r} (deploy/k8s/rbac.yaml).",
+            f"'{call.verb}' on '{call.resource}' in namespace {call.namespace!r} (deploy/k8s/pod-reader).",
             kind="auth", retryable=False, status=status,
         )
     if status == 404:

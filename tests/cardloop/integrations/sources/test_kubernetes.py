@@ -475,12 +475,16 @@ def test_in_cluster_uses_the_service_account(tmp_path: Path, monkeypatch: pytest
 
 # --- RBAC ----------------------------------------------------------------------------------
 
-RBAC = ROOT / "deploy" / "k8s" / "rbac.yaml"
+RBAC = ROOT / "deploy" / "k8s" / "pod-reader" / "rbac.yaml"
+ACCOUNTS = ROOT / "deploy" / "k8s" / "base" / "serviceaccounts.yaml"
 
 
 def rbac_docs() -> dict[str, dict[str, Any]]:
     docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
-    return {d["kind"]: d for d in docs}
+    worker = [d for d in yaml.safe_load_all(ACCOUNTS.read_text()) if d and d["metadata"]["name"] == "cardloop-worker"]
+    # The account lives in the worker's namespace, which the base kustomization sets.
+    account = {**worker[0], "metadata": {**worker[0]["metadata"], "namespace": "cardloop"}}
+    return {d["kind"]: d for d in [*docs, account]}
 
 
 def granted(role: dict[str, Any]) -> set[tuple[str, str, str]]:
@@ -492,11 +496,11 @@ def test_rbac_grants_exactly_what_the_source_reads() -> None:
     docs = rbac_docs()
     assert set(docs) == {"ServiceAccount", "Role", "RoleBinding"}
     role, binding, account = docs["Role"], docs["RoleBinding"], docs["ServiceAccount"]
-    assert granted(role) == {("", "pods", "get"), ("", "pods", "list"), ("", "pods/log", "get"),
-                             ("", "events", "list")}
+    assert granted(role) == {("", "pods", "list"), ("", "pods/log", "get"), ("", "events", "list")}
     assert all("resourceNames" not in rule for rule in role["rules"])
-    # Namespaced: a Role and a RoleBinding in the service's namespace, never cluster-wide.
-    assert binding["metadata"]["namespace"] == role["metadata"]["namespace"]
+    # Namespaced: a Role and a RoleBinding (the pod-reader kustomization puts both in the service's
+    # namespace), never cluster-wide.
+    assert "namespace" not in role["metadata"] and "namespace" not in binding["metadata"]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                                   "name": role["metadata"]["name"]}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["metadata"]["name"],

@@ -1,0 +1,70 @@
+"""Operator commands for running cardloop for real: the codec server, codec keys and the
+Temporal namespace setup (deploy/temporal/README.md)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import secrets
+import sys
+
+from cardloop.contracts.config import Config
+from cardloop.contracts.errors import ConfigError
+
+
+def cmd_codec_server(args: argparse.Namespace, config: Config) -> int:
+    import uvicorn
+
+    from cardloop.app.codec import AesGcmCodec, keyring
+    from cardloop.app.codec_server import codec_app_for
+
+    host = args.host or config.codec_server.host
+    port = args.port or config.codec_server.port
+    ring = keyring(config)
+    if ring is None:
+        raise ConfigError("temporal.encrypt_payloads is off: there is nothing for a codec server to decode")
+    app = codec_app_for(config, AesGcmCodec(ring), host=host)
+    print(f"codec server on http://{host}:{port} (keys {', '.join(ring.ids)}); Temporal UI: set its codec "
+          f"endpoint to this URL; CLI: temporal workflow show --codec-endpoint http://{host}:{port}", flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+    return 0
+
+
+def cmd_codec_key(args: argparse.Namespace, config: Config | None) -> int:
+    from cardloop.app.codec import KeyRing
+
+    kid = args.kid or f"k{secrets.token_hex(4)}"
+    print(KeyRing.generate(kid).to_text())
+    print("# put it first in CARDLOOP_CODEC_KEYS to encrypt with it; keep the old keys after it until no "
+          "open workflow holds payloads written with them", file=sys.stderr)
+    return 0
+
+
+def cmd_temporal_setup(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.app.temporal_setup import parse_retention, setup_temporal
+
+    retention = parse_retention(args.retention or config.dev.retention)
+    asyncio.run(setup_temporal(config, retention=retention, out=lambda s: print(s, flush=True)))
+    return 0
+
+
+def add_operate_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("codec-server", help="decode encrypted payloads for the Temporal UI and CLI",
+                       description="Serve Temporal's remote codec protocol (POST /encode, /decode) with the keys in "
+                                   "CARDLOOP_CODEC_KEYS. With CARDLOOP_CODEC_SERVER_TOKEN set, requests need "
+                                   "'Authorization: Bearer <token>'; without it only a loopback host is allowed. "
+                                   "CORS admits codec_server.cors_origins (the Temporal UI).")
+    p.add_argument("--host", help="default: codec_server.host (127.0.0.1)")
+    p.add_argument("--port", type=int, help="default: codec_server.port (8089)")
+    p.set_defaults(func=cmd_codec_server)
+    p = sub.add_parser("codec-key", help="print a new payload encryption key as 'kid:base64key'")
+    p.add_argument("--kid", help="key id (default: k + 8 hex digits)")
+    p.set_defaults(func=cmd_codec_key, needs_config=False)
+    p = sub.add_parser("temporal-setup", help="create the Temporal namespace and cardloop's search attributes",
+                       description="Idempotent: registers temporal.namespace when it does not exist and adds the "
+                                   "search attributes CardId, CardStage, Repo and Tenant (Keyword) that are missing.")
+    p.add_argument("--retention", help="closed workflows are kept this long (default: dev.retention, 720h)")
+    p.set_defaults(func=cmd_temporal_setup)
+
+
+__all__ = ["add_operate_commands"]

@@ -1,0 +1,178 @@
+"""Payload encryption: an AES-GCM PayloadCodec so card text, prompts, logs, chat and failure
+messages never sit in plain text in Temporal's database.
+
+Keys come from the environment as `kid1:base64key,kid2:base64key` (32-byte AES-256 keys): the
+first encrypts, every one decrypts, so a key is rotated by putting a new one first and dropping
+the old one once no open workflow holds payloads written with it. The key id travels in each
+payload's metadata; the id is also the AES-GCM associated data, so a payload cannot be passed
+off as written under another key.
+
+Against a loopback address (the embedded `cardloop dev` stack) with no key in the environment,
+the stack's own key in `<dev.data_dir>/codec.keys` is used, created on first use, so the dev
+server's SQLite file is encrypted too and every local command reads it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import ipaddress
+import os
+import re
+import secrets
+from collections.abc import Sequence
+from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes, PayloadCodec
+
+from cardloop.contracts.config import Config
+from cardloop.contracts.errors import ConfigError
+
+ENCODING = b"binary/encrypted"
+KEY_ID = "encryption-key-id"
+NONCE_BYTES = 12
+DEV_KEYS_FILE = "codec.keys"
+_KID = re.compile(r"^[A-Za-z0-9._-]{1,64}\Z")
+
+
+class CodecError(ValueError):
+    """A payload that cannot be decrypted: unknown key id, wrong key or altered bytes."""
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyRing:
+    """Key ids and keys, the encrypting one first."""
+
+    keys: tuple[tuple[str, bytes], ...]
+
+    def __post_init__(self) -> None:
+        if not self.keys:
+            raise ConfigError("codec keys: none given")
+
+    def __repr__(self) -> str:
+        return f"KeyRing(ids={list(self.ids)})"
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(kid for kid, _ in self.keys)
+
+    @classmethod
+    def parse(cls, text: str, source: str = "CARDLOOP_CODEC_KEYS") -> KeyRing:
+        keys: list[tuple[str, bytes]] = []
+        for i, item in enumerate(t for t in re.split(r"[,\s]+", text.strip()) if t):
+            kid, sep, b64 = item.partition(":")
+            if not sep or not _KID.match(kid):
+                raise ConfigError(f"{source}: entry {i + 1} is not 'kid:base64key' (kid: letters, digits, . _ -)")
+            try:
+                key = base64.b64decode(b64, validate=True)
+            except (binascii.Error, ValueError):
+                raise ConfigError(f"{source}: key {kid!r} is not valid base64") from None
+            if len(key) != 32:
+                raise ConfigError(f"{source}: key {kid!r} has {len(key)} bytes; AES-256 needs 32 "
+                                  "(`cardloop codec-key` makes one)")
+            if kid in dict(keys):
+                raise ConfigError(f"{source}: key id {kid!r} appears twice")
+            keys.append((kid, key))
+        if not keys:
+            raise ConfigError(f"{source}: no keys (expected 'kid1:base64key,kid2:base64key')")
+        return cls(tuple(keys))
+
+    @classmethod
+    def generate(cls, kid: str) -> KeyRing:
+        if not _KID.match(kid):
+            raise ConfigError(f"key id {kid!r}: letters, digits, . _ - only (at most 64)")
+        return cls(((kid, AESGCM.generate_key(bit_length=256)),))
+
+    def to_text(self) -> str:
+        return ",".join(f"{kid}:{base64.b64encode(key).decode()}" for kid, key in self.keys)
+
+
+class AesGcmCodec(PayloadCodec):
+    def __init__(self, ring: KeyRing) -> None:
+        self.ring = ring
+        self._ciphers = {kid: AESGCM(key) for kid, key in ring.keys}
+        self._current = ring.keys[0][0]
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [self.encrypt(p) for p in payloads]
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [self.decrypt(p) for p in payloads]
+
+    def encrypt(self, payload: Payload) -> Payload:
+        kid = self._current
+        nonce = os.urandom(NONCE_BYTES)
+        sealed = self._ciphers[kid].encrypt(nonce, payload.SerializeToString(), kid.encode())
+        return Payload(metadata={"encoding": ENCODING, KEY_ID: kid.encode()}, data=nonce + sealed)
+
+    def decrypt(self, payload: Payload) -> Payload:
+        # Payloads written before encryption was on (or by a plain client) pass through.
+        if payload.metadata.get("encoding") != ENCODING:
+            return payload
+        kid = payload.metadata.get(KEY_ID, b"").decode(errors="replace")
+        cipher = self._ciphers.get(kid)
+        if cipher is None:
+            hint = " (a `cardloop dev` key)" if kid.startswith("dev-") else ""
+            raise CodecError(f"payload encrypted with key id {kid!r}{hint}, which is not among the configured "
+                             f"keys {list(self.ring.ids)}: add it to the codec keys")
+        try:
+            plain = cipher.decrypt(payload.data[:NONCE_BYTES], payload.data[NONCE_BYTES:], kid.encode())
+        except InvalidTag:
+            raise CodecError(f"payload under key id {kid!r} does not authenticate: wrong key or altered data") from None
+        return Payload.FromString(plain)
+
+
+def is_loopback(address: str) -> bool:
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def dev_keyring(config: Config) -> KeyRing:
+    """The embedded stack's key, created (readable by this user only) on first use."""
+    path = Path(config.dev.data_dir).expanduser() / DEV_KEYS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "w") as f:
+            f.write(KeyRing.generate(f"dev-{secrets.token_hex(4)}").to_text() + "\n")
+    return KeyRing.parse(path.read_text(encoding="utf-8"), source=str(path))
+
+
+def keyring(config: Config, *, address: str | None = None) -> KeyRing | None:
+    """The configured keys; None when encryption is explicitly off."""
+    t = config.temporal
+    if not t.encrypt_payloads:
+        return None
+    secret = config.secret(t.codec_keys_env) if t.codec_keys_env else None
+    if secret is not None:
+        return KeyRing.parse(secret.reveal(), source=t.codec_keys_env)
+    if is_loopback(address or t.address):
+        return dev_keyring(config)
+    raise ConfigError(f"temporal.encrypt_payloads is on but {t.codec_keys_env or 'temporal.codec_keys_env'} is not "
+                      "set: give the workers' keys ('kid:base64key', `cardloop codec-key` makes one), or set "
+                      "CARDLOOP_TEMPORAL__ENCRYPT_PAYLOADS=false to store payloads in plain text")
+
+
+def encrypting_converter(ring: KeyRing) -> DataConverter:
+    # Failure messages and stack traces carry card text and logs too: the encoded-attributes
+    # failure converter moves them into a payload, which the codec then encrypts.
+    return dataclasses.replace(pydantic_data_converter, payload_codec=AesGcmCodec(ring),
+                               failure_converter_class=DefaultFailureConverterWithEncodedAttributes)
+
+
+def data_converter(config: Config, *, address: str | None = None) -> DataConverter:
+    ring = keyring(config, address=address)
+    return pydantic_data_converter if ring is None else encrypting_converter(ring)
