@@ -1,12 +1,16 @@
 """How activity failures reach Temporal: deterministic ones fail at once, transient ones
-retry per the workflow's policy, honouring the provider's retry-after."""
+retry per the workflow's policy, honouring the provider's retry-after, or per [retry] in
+config.toml when the caller passes it (the model call: see cardloop/contracts/retry.py)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from cardloop.contracts import names
+from cardloop.contracts.retry import RetryConfig, decide
 from cardloop.integrations.providers import ProviderError
 
 
@@ -22,10 +26,31 @@ def config_error(message: str) -> ApplicationError:
     return ApplicationError(message, type="ConfigError", non_retryable=True)
 
 
-def from_provider(err: ProviderError) -> ApplicationError:
+def attempt_and_elapsed() -> tuple[int, float]:
+    """This attempt's number (1-based) and the seconds since the activity was first scheduled."""
+    info = activity.info()
+    first = info.scheduled_time
+    if first.tzinfo is None:
+        first = first.replace(tzinfo=UTC)
+    return info.attempt, max(0.0, (datetime.now(UTC) - first).total_seconds())
+
+
+def from_provider(err: ProviderError, schedule: RetryConfig | None = None) -> ApplicationError:
     """Retryable: the activity retries with backoff, or after retry-after when the provider
-    said so. Not retryable (400/401/403/404/413, spend limit): the stage fails with the message."""
+    said so. Not retryable (400/401/403/404/413, spend limit): the stage fails with the message.
+
+    With `schedule` (inside an activity), the delay before the next attempt and when to stop
+    come from it, and the failure's message says so in words ("retrying: cannot reach the
+    model (attempt 3 of 8, next in 16 s)"); past the schedule the failure is ModelUnavailable,
+    not retryable, and the stage that ran the call fails as transient."""
     if not err.retryable:
         return ApplicationError(str(err), err.kind, type="ProviderRejected", non_retryable=True)
+    if schedule is not None and activity.in_activity():
+        attempt, elapsed = attempt_and_elapsed()
+        decision = decide(err.kind, attempt, elapsed, schedule, retry_after=err.retry_after, detail=str(err))
+        if decision.delay is None:
+            return ApplicationError(decision.message, err.kind, type=names.MODEL_UNAVAILABLE, non_retryable=True)
+        return ApplicationError(decision.message, err.kind, type=f"Provider:{err.kind}",
+                                next_retry_delay=timedelta(seconds=decision.delay))
     delay = timedelta(seconds=err.retry_after) if err.retry_after else None
     return ApplicationError(str(err), err.kind, type=f"Provider:{err.kind}", next_retry_delay=delay)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cardloop.contracts.errors import ConfigError
 from cardloop.contracts.payloads import DEFAULT_MAX_HISTORY_EVENTS, Target
+from cardloop.contracts.retry import RetryConfig, Seconds
 from cardloop.contracts.secrets import Secret, secret_from_env
 from cardloop.prompts.card import ContextKind
 from cardloop.prompts.formats import resolve_format
@@ -53,6 +54,10 @@ class TemporalConfig(_Section):
     api_key_env: str = "TEMPORAL_API_KEY"
     max_concurrent_activities: int = Field(default=64, ge=1, le=10_000)
     continue_as_new_after_events: int = Field(default=DEFAULT_MAX_HISTORY_EVENTS, ge=10, le=40_000)
+    # A webhook's signal or start waits at most this long for Temporal (boards time out at ~10 s).
+    rpc_timeout: Seconds = Field(default=3.0, gt=0)
+    # `cardloop api` and `cardloop worker` started while Temporal is down retry connecting, backing off to this.
+    reconnect_max_interval: Seconds = Field(default=30.0, gt=0)
 
 
 class StoreConfig(_Section):
@@ -243,6 +248,7 @@ class StageConfig(_Section):
     max_tokens: int | None = Field(default=None, gt=0)
     temperature: float | None = Field(default=None, ge=0, le=2)
     budget: BudgetOverride = BudgetOverride()
+    auto_retry_after: Seconds | None = None   # None: [retry] auto_retry_after
 
 
 class Config(_Section):
@@ -263,6 +269,7 @@ class Config(_Section):
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
     stages: dict[str, StageConfig] = Field(default_factory=dict)
+    retry: RetryConfig = RetryConfig()
 
     # Where the values came from, for messages; not part of the file's schema.
     source: str = Field(default="config.toml", exclude=True)
