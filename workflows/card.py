@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import CancelledError, ChildWorkflowError
+from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from cardloop.contracts import names
@@ -104,7 +104,8 @@ class CardWorkflow:
         """Run the failed stage again on this workflow (its history and the store's stay);
         answers the stage's name."""
         run = transitions.failed_run(self.state, moves_queued=bool(self.pending))
-        assert run is not None  # the validator admitted the request
+        if run is None:  # two requests admitted together: the first one queued the move
+            raise ApplicationError(f"nothing to retry: {self._not_failed()}", type="NothingToRetry")
         self.transition(transitions.retry_transition(run, actor=req.actor))
         return run.stage
 
