@@ -107,3 +107,17 @@ async def test_a_planned_automatic_retry_waits_on_a_timer_and_a_manual_retry_tak
     assert await stack.cards.retry(ref) == "testing"
     state = await stack.wait_state(ref, lambda s: s.status == "done")
     assert [r.outcome for r in state.history] == ["failed", "completed"] and state.auto_retry is None
+
+
+@pytest.mark.stack_env(CARDLOOP_RETRY__OVERLOAD_INITIAL="0.2s", CARDLOOP_RETRY__OVERLOAD_MAX_INTERVAL="0.4s",
+                       CARDLOOP_RETRY__OVERLOAD_DEADLINE="3s")
+async def test_an_overload_past_the_configured_deadline_fails_the_stage_as_transient(stack: Stack) -> None:
+    stack.model.inject(status=529, times=100)
+    ref = stack.cards.import_card(small_card("OVER-2"))
+    await stack.cards.move(ref, "testing", delivery_id="t")
+    state = await stack.wait_state(ref, lambda s: bool(s.history), timeout=90)
+    failed = state.history[0]
+    assert (failed.outcome, failed.transient) == ("failed", True)
+    assert failed.reason.startswith("gave up: the model is overloaded for ")
+    assert "[retry] overload_deadline is 3 s" in failed.reason
+    assert 3 < stack.model.request_count < 100  # retried on the schedule, then stopped at the deadline
