@@ -159,6 +159,10 @@ class TemporalLink:
         """`fn(client)` within the timeout. The SDK retries an unreachable server for ~10 s on
         its own: longer than a board waits for our answer."""
         client = self.client()
+        known = self._probed
+        if known is not None and not known[1] and time.monotonic() - known[0] < PROBE_TTL:
+            # Found down a moment ago: answer now rather than make every webhook wait out the timeout.
+            raise TemporalUnavailable(f"Temporal at {self.address} is unavailable ({known[2]})")
         limit = self.timeout if timeout is None else timeout
         try:
             return await asyncio.wait_for(fn(client), limit)
