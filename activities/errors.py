@@ -1,14 +1,18 @@
 """How activity failures reach Temporal: deterministic ones fail at once (their types are
-names.NON_RETRYABLE), an upstream service's failure retries per the workflow's policy,
-after the wait the service asked for."""
+names.NON_RETRYABLE), an upstream service's failure retries per the workflow's policy, after
+the wait the service asked for, or per [retry] in config.toml when the caller passes it (the
+model call: see cardloop/contracts/retry.py)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from cardloop.contracts import names
 from cardloop.contracts.names import CARD_NOT_FOUND, CONFIG_ERROR, INVALID_INPUT, PROVIDER_REJECTED
+from cardloop.contracts.retry import RetryConfig, decide
 from cardloop.integrations.upstream import UpstreamError
 
 SOURCE_UNAVAILABLE = "SourceUnavailable"  # a context source that may answer on the next attempt
@@ -26,6 +30,15 @@ def config_error(message: str) -> ApplicationError:
     return ApplicationError(message, type=CONFIG_ERROR, non_retryable=True)
 
 
+def attempt_and_elapsed() -> tuple[int, float]:
+    """This attempt's number (1-based) and the seconds since the activity was first scheduled."""
+    info = activity.info()
+    first = info.scheduled_time
+    if first.tzinfo is None:
+        first = first.replace(tzinfo=UTC)
+    return info.attempt, max(0.0, (datetime.now(UTC) - first).total_seconds())
+
+
 def from_upstream(err: UpstreamError, *, retry_type: str, rejected_type: str = PROVIDER_REJECTED) -> ApplicationError:
     """Retryable: the activity retries with backoff, or after retry_after when the service said
     so. Not retryable (400/401/403/404/413, spend limit, not configured): fails at once."""
@@ -35,7 +48,18 @@ def from_upstream(err: UpstreamError, *, retry_type: str, rejected_type: str = P
     return ApplicationError(str(err), err.kind, type=retry_type, next_retry_delay=delay)
 
 
-def from_provider(err: UpstreamError) -> ApplicationError:
+def from_provider(err: UpstreamError, schedule: RetryConfig | None = None) -> ApplicationError:
+    """A model call's failure. With `schedule` (inside an activity), the delay before the next
+    attempt and when to stop come from it, and the failure's message says so in words
+    ("retrying: cannot reach the model (attempt 3 of 8, next in 16 s)"); past the schedule the
+    failure is ModelUnavailable, not retryable, and the stage that ran the call fails as transient."""
+    if err.retryable and schedule is not None and activity.in_activity():
+        attempt, elapsed = attempt_and_elapsed()
+        decision = decide(err.kind, attempt, elapsed, schedule, retry_after=err.retry_after, detail=str(err))
+        if decision.delay is None:
+            return ApplicationError(decision.message, err.kind, type=names.MODEL_UNAVAILABLE, non_retryable=True)
+        return ApplicationError(decision.message, err.kind, type=f"Provider:{err.kind}",
+                                next_retry_delay=timedelta(seconds=decision.delay))
     return from_upstream(err, retry_type=f"Provider:{err.kind}")
 
 

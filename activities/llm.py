@@ -14,6 +14,7 @@ from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import card_not_found, from_provider
 from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.activities.promise import read_promise
+from cardloop.activities.retrying import bounded_attempts
 from cardloop.contracts import names
 from cardloop.contracts.payloads import CompleteInput, CompleteResult
 from cardloop.integrations.upstream import UpstreamError
@@ -29,6 +30,7 @@ class LlmActivities:
         self.rt = rt
 
     @activity.defn(name=names.COMPLETE)
+    @bounded_attempts  # [retry] in config.toml decides when a failing model call stops
     def complete(self, inp: CompleteInput) -> CompleteResult:
         rt = self.rt
         card = rt.store.card_fields(inp.card_key)
@@ -45,7 +47,7 @@ class LlmActivities:
                 detail=f"{inp.stage} turn {inp.iteration}: waiting for {model}")
         except UpstreamError as err:
             activity.logger.warning("model call failed (%s): %s", err.kind, err)
-            raise from_provider(err) from None
+            raise from_provider(err, rt.config.retry) from None
         now = datetime.now(UTC)
         seq = rt.store.append_message(inp.card_key, Message(role="assistant", content=done.text, created_at=now),
                                       dedup_key=inp.call_key, stage=inp.stage)

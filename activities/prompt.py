@@ -27,9 +27,12 @@ class PromptActivities:
         except ValueError as exc:
             raise invalid_input(str(exc)) from None
         cfg = self.rt.config.stage(st)
+        retry = self.rt.config.retry
+        after = retry.auto_retry_after if cfg.auto_retry_after is None else cfg.auto_retry_after
         return StageSettings(profile=cfg.profile, max_iterations=cfg.max_iterations,
                              token_budget=cfg.token_budget, auto_advance=cfg.auto_advance,
-                             next_stage=cfg.next, sources=self.rt.config.sources_for(st))
+                             next_stage=cfg.next, sources=self.rt.config.sources_for(st),
+                             auto_retry_after=after, auto_retries=retry.auto_retries if after > 0 else 0)
 
     @activity.defn(name=names.ASSEMBLE)
     def assemble(self, inp: AssembleInput) -> AssembleResult:

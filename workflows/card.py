@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import CancelledError, ChildWorkflowError
+from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from cardloop.contracts import names
@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
         CardComment,
         CardStart,
         CardState,
+        RetryRequest,
         SavedState,
         SaveStateInput,
         StageInput,
@@ -52,6 +53,8 @@ def search_attributes(start: CardStart, stage: str) -> TypedSearchAttributes:
 
 # Runs recorded before the state was kept in the store replay without loading or saving it.
 _STATE_IN_STORE = "card-state-in-store"
+# Runs recorded before automatic retries of transiently failed stages wait without a timer.
+_AUTO_RETRY = "auto-retry"
 
 
 def _card_cancelled() -> bool:
@@ -96,9 +99,42 @@ class CardWorkflow:
             self.state.iteration = progress.iteration
             self._details()
 
+    @workflow.update(name=names.UPDATE_RETRY)
+    def retry(self, req: RetryRequest) -> str:
+        """Run the failed stage again on this workflow (its history and the store's stay);
+        answers the stage's name."""
+        run = transitions.failed_run(self.state, moves_queued=bool(self.pending))
+        if run is None:  # two requests admitted together: the first one queued the move
+            raise ApplicationError(f"nothing to retry: {self._not_failed()}", type="NothingToRetry")
+        self.transition(transitions.retry_transition(run, actor=req.actor))
+        return run.stage
+
+    @retry.validator
+    def _retry_allowed(self, req: RetryRequest) -> None:
+        # A refused update leaves no trace in the history: the caller gets the reason.
+        if not self.loaded:
+            raise ValueError("the card's workflow is starting; try again in a moment")
+        if transitions.failed_run(self.state, moves_queued=bool(self.pending)) is None:
+            raise ValueError(f"nothing to retry: {self._not_failed()}")
+
     @workflow.query(name=names.QUERY_STATE)
     def get_state(self) -> CardState:
         return self.state
+
+    def _not_failed(self) -> str:
+        st = self.state
+        if self.pending:
+            return f"a move to {self.pending[-1].to} is already queued"
+        if st.status == "running":
+            return f"the card is running {st.stage} now (stage run {st.stage_runs})"
+        if st.status == "blocked":
+            return f"the card is blocked in {st.stage}: answer it with `cardloop card say` or move it"
+        if st.status == "done":
+            return "the card is done"
+        if not st.history:
+            return "the card has run no stage yet"
+        last = st.history[-1]
+        return f"its last stage run ({last.stage} run {last.run}) ended {last.outcome}, not failed"
 
     def _seen(self, delivery_id: str) -> bool:
         if len(delivery_id) > 64:  # keep the carried state small: long ids are remembered by digest
@@ -123,7 +159,7 @@ class CardWorkflow:
             # Started by something other than CardService (which sets the memo at start).
             workflow.upsert_memo({"title": start.title, "url": start.url or ""})
         while True:
-            await workflow.wait_condition(lambda: bool(self.pending or self.comments))
+            await self._wait_for_work()
             await self._flush_comments()
             if not self.pending:
                 then = transitions.after_comments(self.state)
@@ -148,6 +184,24 @@ class CardWorkflow:
             await self._run_stage(start, target)
             if not self.pending and self._should_continue_as_new():
                 self._continue_as_new(start)
+
+    async def _wait_for_work(self) -> None:
+        """Until a move or comment arrives, or a planned automatic retry is due (a durable
+        timer: it survives worker restarts and continue-as-new, which carries the plan)."""
+        plan = self.state.auto_retry
+        if plan is None or not workflow.patched(_AUTO_RETRY):
+            await workflow.wait_condition(lambda: bool(self.pending or self.comments))
+            return
+        left = (plan.due - workflow.now()).total_seconds()
+        if left > 0:
+            try:
+                await workflow.wait_condition(lambda: bool(self.pending or self.comments), timeout=left,
+                                              timeout_summary=f"automatic retry of {plan.stage}")
+                return
+            except TimeoutError:
+                pass
+        self.state.auto_retry = None
+        self.transition(transitions.auto_retry_transition(plan))
 
     async def _load_state(self, start: CardStart) -> None:
         """The state carried by continue-as-new, or the one the card's last run closed with
@@ -184,6 +238,7 @@ class CardWorkflow:
             names.STAGE_SETTINGS, stage, result_type=StageSettings, **policies.LOCAL,
             summary=f"settings of stage {stage}")
         self.state.stage_runs += 1
+        self.state.auto_retry = None  # whatever runs now replaces a planned retry
         run = self.state.stage_runs
         self.state.iteration = 0
         self._set_stage(start, stage, "running")
@@ -225,6 +280,8 @@ class CardWorkflow:
             self._set_stage(start, result.stage, "blocked")
         if auto is not None:
             self.pending.append(auto)
+        elif not self.pending:
+            self.state.auto_retry = transitions.plan_auto_retry(self.state, result, settings, workflow.now())
         self._details()
 
     async def _flush_comments(self) -> None:
@@ -257,6 +314,12 @@ class CardWorkflow:
         cost = st.cost_usd + (cur.cost_usd if cur else 0.0)
         turn = f", iteration {cur.iteration}" if cur else ""
         extra = f" Blocked because: {st.blocked_reason}" if st.status == "blocked" else ""
+        if st.auto_retry is not None:
+            plan = st.auto_retry
+            extra += (f" Failed for a transient cause: retrying {plan.stage} automatically at "
+                      f"{plan.due:%H:%M:%S} UTC (retry {plan.attempt} of {plan.of}).")
+        elif transitions.failed_run(st, moves_queued=bool(self.pending)) is not None:
+            extra += " Failed: `cardloop card retry` runs the stage again."
         last = cur.last_result if cur and cur.last_result else st.last_result
         workflow.set_current_details(
             f"{self.title}\n\n{doing} **{st.stage or 'no stage yet'}** (stage run {st.stage_runs}{turn}). "

@@ -28,11 +28,13 @@ LOCAL: LocalActivityConfig = LocalActivityConfig(
     start_to_close_timeout=timedelta(seconds=60),
     retry_policy=_retry(timedelta(milliseconds=200), timedelta(seconds=5), attempts=5))
 
-# One model call. Providers fail transiently (429, 529, 5xx): retry with backoff for a while;
-# the activity sets next_retry_delay from retry-after.
+# One model call. Providers fail transiently (429, 529, 5xx, unreachable) for seconds or for
+# minutes: the activity decides each next_retry_delay and when to give up from [retry] in the
+# worker's config.toml (cardloop/contracts/retry.py, activities/retrying.py), so the policy
+# itself sets no maximum of attempts. Changing it changes no command: histories replay.
 LLM: ActivityConfig = ActivityConfig(
     start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=HEARTBEAT,
-    retry_policy=_retry(timedelta(seconds=1), timedelta(minutes=2), attempts=8))
+    retry_policy=_retry(timedelta(seconds=1), timedelta(minutes=2)))
 
 # Summarization is optional (truncation is the fallback): give up sooner.
 SUMMARIZE: ActivityConfig = ActivityConfig(

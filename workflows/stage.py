@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         SummarizeResult,
     )
     from cardloop.workflows import policies
+    from cardloop.workflows.failures import is_transient
 
 
 @workflow.defn(name=names.STAGE_WORKFLOW)
@@ -93,7 +94,8 @@ class StageWorkflow:
             while cause.__cause__ is not None or getattr(cause, "cause", None) is not None:
                 cause = getattr(cause, "cause", None) or cause.__cause__  # type: ignore[assignment]
             message = getattr(cause, "message", None) or str(cause)
-            return self._done(inp, "failed", str(message)[:1000])
+            failed = self._done(inp, "failed", str(message)[:1000])
+            return failed.model_copy(update={"transient": is_transient(cause)})  # the card may retry it
 
     async def _gather(self, inp: StageInput) -> None:
         """All of the stage's sources at once; each one's failure is recorded, never fatal."""

@@ -8,9 +8,10 @@ details); they touch nothing of Temporal, so they are tested without a server
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Literal
 
-from cardloop.contracts.payloads import CardState, StageRun, StageSettings, Transition
+from cardloop.contracts.payloads import AutoRetry, CardState, StageRun, StageSettings, Transition
 
 # What a card with no queued move does after its comments joined the history.
 Idle = Literal["wait", "finish"]
@@ -55,3 +56,41 @@ def record_run(state: CardState, result: StageRun, settings: StageSettings, *, m
         return new, Transition(to=settings.next_stage, delivery_id=f"auto/{result.run}", actor="cardloop",
                                reason=f"{result.stage} completed")
     return new, None
+
+
+def failed_run(state: CardState, *, moves_queued: bool) -> StageRun | None:
+    """The card's last stage run when the card stands failed on it (nothing ran or is queued
+    since), else None: only then is there something for `card retry` to run again."""
+    if state.status != "idle" or moves_queued or not state.history:
+        return None
+    last = state.history[-1]
+    return last if last.outcome == "failed" and last.stage == state.stage else None
+
+
+def retry_transition(run: StageRun, *, actor: str | None) -> Transition:
+    """`card retry`: the failed stage again. The delivery id names the failed run, so a
+    repeated request (a retried HTTP call, a double click) runs it once."""
+    return Transition(to=run.stage, delivery_id=f"retry/{run.run}", actor=actor,  # type: ignore[arg-type]
+                      reason=f"retry of failed {run.stage} run {run.run}")
+
+
+def plan_auto_retry(state: CardState, result: StageRun, settings: StageSettings, now: datetime) -> AutoRetry | None:
+    """After a transient failure (the model stayed overloaded or unreachable past its retry
+    schedule) the card runs the stage again after settings.auto_retry_after, at most
+    settings.auto_retries times in a row; `state` already holds `result` in its history."""
+    if result.outcome != "failed" or not result.transient or settings.auto_retry_after <= 0:
+        return None
+    streak = 0
+    for run in reversed(state.history):
+        if run.stage != result.stage or run.outcome != "failed" or not run.transient:
+            break
+        streak += 1
+    if streak > settings.auto_retries:
+        return None
+    return AutoRetry(stage=result.stage, run=result.run, due=now + timedelta(seconds=settings.auto_retry_after),
+                     attempt=streak, of=settings.auto_retries)
+
+
+def auto_retry_transition(plan: AutoRetry) -> Transition:
+    return Transition(to=plan.stage, delivery_id=f"auto-retry/{plan.run}", actor="cardloop",  # type: ignore[arg-type]
+                      reason=f"automatic retry {plan.attempt} of {plan.of} after a transient failure")

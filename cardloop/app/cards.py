@@ -7,18 +7,22 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from temporalio.client import (
     Client,
     WorkflowHandle,
+    WorkflowUpdateFailedError,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from cardloop.app.temporal import TemporalLink, TemporalUnavailable
 from cardloop.contracts import names
 from cardloop.contracts.config import Config
-from cardloop.contracts.errors import InputError
-from cardloop.contracts.payloads import CardComment, CardRef, CardStart, CardState, Transition
+from cardloop.contracts.errors import InputError, RejectedError
+from cardloop.contracts.payloads import CardComment, CardRef, CardStart, CardState, RetryRequest, Transition
+from cardloop.contracts.retry import words
 from cardloop.prompts.card import Card
 from cardloop.prompts.scrub import redact_text
 from cardloop.store import Store
@@ -30,11 +34,23 @@ def ref_for(card: Card) -> CardRef:
     return CardRef.for_board(card.tenant, card.board, card.id)
 
 
+# A retry needs a worker to answer (the card workflow checks that the card failed): a CLI
+# user waits longer than a board would.
+RETRY_TIMEOUT = 30.0
+
+
 class CardService:
-    def __init__(self, client: Client, store: Store, config: Config) -> None:
-        self.client = client
+    """`client`: a connected Client (CLI, tests), or the API's TemporalLink, which may still be
+    connecting; either way every call that a webhook waits on is bounded by temporal.rpc_timeout."""
+
+    def __init__(self, client: Client | TemporalLink, store: Store, config: Config) -> None:
+        self.link = client if isinstance(client, TemporalLink) else TemporalLink(config, client)
         self.store = store
         self.config = config
+
+    @property
+    def client(self) -> Client:
+        return self.link.client()
 
     def import_card(self, card: Card) -> CardRef:
         """Store the card's fields, history and context (history only if the store has none yet)."""
@@ -63,22 +79,24 @@ class CardService:
         with signal-with-start (which signals a run that opened meanwhile). A new run loads the
         state the last one closed with from the store itself: no state travels from here, so
         no run can start from a stale copy."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.link.timeout  # one bound for the signal and the start together
         handle = self.client.get_workflow_handle(ref.workflow_id)
         try:
-            await handle.signal(signal, arg)
+            await self.link.call("the signal", lambda _: handle.signal(signal, arg))
             return handle
         except RPCError as err:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise
         # _start may read the store (synchronous SQL): off the event loop, which serves the API too.
         start = await asyncio.to_thread(self._start, ref, fields)
-        return await self.client.start_workflow(
+        return await self.link.call("the workflow start", lambda client: client.start_workflow(
             CardWorkflow.run, start, id=ref.workflow_id, task_queue=self.config.temporal.task_queue,
             start_signal=signal, start_signal_args=[arg],
             search_attributes=search_attributes(start, "new"),
             static_summary=f"card {ref.key}: {start.title[:200]}",
             memo={"title": start.title, "url": start.url or ""},
-        )
+        ), timeout=max(deadline - loop.time(), 0.5))
 
     async def move(self, ref: CardRef, to: str, *, delivery_id: str | None = None, actor: str | None = None,
                    reason: str | None = None, fields: Card | None = None) -> WorkflowHandle:
@@ -89,6 +107,49 @@ class CardService:
                   delivery_id: str | None = None, fields: Card | None = None) -> WorkflowHandle:
         c = CardComment(delivery_id=delivery_id or f"cli/{uuid.uuid4()}", author=author, text=text)
         return await self._deliver(ref, names.SIGNAL_COMMENT, c, fields)
+
+    async def retry(self, ref: CardRef, *, actor: str | None = None, timeout: float = RETRY_TIMEOUT) -> str:
+        """Run the card's failed stage again on its workflow (history kept); the stage's name.
+        RejectedError when the card has not failed (the workflow says why)."""
+        handle = self.client.get_workflow_handle(ref.workflow_id)
+        try:
+            return await self.link.call("the retry", lambda _: handle.execute_update(
+                names.UPDATE_RETRY, RetryRequest(actor=actor), result_type=str), timeout=timeout)
+        except WorkflowUpdateFailedError as err:
+            reason = getattr(err.cause, "message", None) or str(err.cause or err)
+            raise RejectedError(f"card {ref.key}: {reason}") from None
+        except RPCError as err:
+            if err.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
+                raise RejectedError(f"card {ref.key}: nothing to retry: it has no running workflow "
+                                    f"({err.message})") from None
+            raise
+        except TemporalUnavailable as err:
+            raise TemporalUnavailable(f"{err} (is a worker running on task queue "
+                                      f"{self.config.temporal.task_queue}?)", err.reason) from None
+
+    async def retrying(self, ref: CardRef, state: CardState) -> str | None:
+        """While the running stage's model call waits for its next attempt: why, in words
+        ("retrying: cannot reach the model (attempt 3 of 8, next in 16 s)"), from the
+        stage workflow's pending activity. None when nothing is being retried."""
+        if state.status != "running" or not state.stage:
+            return None
+        stage = self.client.get_workflow_handle(f"{ref.workflow_id}/{state.stage_runs}-{state.stage}")
+        try:
+            described = await self.link.call("describe", lambda _: stage.describe())
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        for pending in described.raw_description.pending_activities:
+            if pending.attempt <= 1 or not pending.last_failure.message:
+                continue
+            text = pending.last_failure.message
+            if pending.HasField("next_attempt_schedule_time"):
+                due = pending.next_attempt_schedule_time.ToDatetime(tzinfo=UTC)
+                left = (due - datetime.now(UTC)).total_seconds()
+                text += f" [attempt {pending.attempt} " + (f"starts in {words(left)}]" if left > 0 else "running]")
+            return text
+        return None
 
     async def state(self, ref: CardRef) -> CardState | None:
         handle = self.client.get_workflow_handle(ref.workflow_id)

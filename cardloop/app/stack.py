@@ -16,7 +16,7 @@ from temporalio.client import Client
 from cardloop.activities.deps import ActivityDeps
 from cardloop.app.codec import AesGcmCodec, KeyRing, keyring
 from cardloop.app.devserver import DevStackError, TemporalDevServer, free_port, port_open
-from cardloop.app.temporal import connect
+from cardloop.app.temporal import TemporalLink, connect, connect_with_backoff
 from cardloop.app.worker import build_worker
 from cardloop.app.worker_health import WorkerHealth
 from cardloop.contracts.config import Config
@@ -138,32 +138,39 @@ async def start_api(config: Config, store: Store, runtime: ActivityDeps, client:
 
 
 async def run_api(config: Config) -> None:
-    """`cardloop api`: the HTTP side alone, against the configured Temporal and store."""
+    """`cardloop api`: the HTTP side alone, against the configured Temporal and store. It serves
+    while Temporal is down (webhooks answer 503, /healthz says so) and connects once it is up."""
     from cardloop.app.api.app import build_services, create_app
 
     store = open_store(config)
+    link = TemporalLink(config, say=lambda line: print(line, flush=True)).start()
     try:
-        app = create_app(await build_services(config, store))
+        app = create_app(await build_services(config, store, client=link))
         server = uvicorn.Server(uvicorn.Config(app, host=config.api.host, port=config.api.port, lifespan="off"))
         await server.serve()
     finally:
+        await link.close()
         store.close()
 
 
 async def run_worker(config: Config) -> None:
     """`cardloop worker`: until SIGINT/SIGTERM, then stop polling and give running activities
     worker.graceful_shutdown_seconds to finish (then they are cancelled and retried elsewhere).
-    Probes: worker.health_port serves /livez and /readyz (app/worker_health.py)."""
+    Started while Temporal is down, it keeps trying to connect (one line per attempt) until
+    Temporal answers. Probes: worker.health_port serves /livez and /readyz (app/worker_health.py)."""
     w = config.worker
-    client = await connect(config)
-    store = open_store(config)
-    runtime = ActivityDeps.build(config, store)
-    worker = build_worker(client, runtime, graceful_shutdown=timedelta(seconds=w.graceful_shutdown_seconds))
-    health = WorkerHealth(worker, client, interval=w.health_interval)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    client = await connect_with_backoff(config, lambda line: print(line, flush=True), stop=stop)
+    if client is None:
+        print("stopped before Temporal was reachable", flush=True)
+        return
+    store = open_store(config)
+    runtime = ActivityDeps.build(config, store)
+    worker = build_worker(client, runtime, graceful_shutdown=timedelta(seconds=w.graceful_shutdown_seconds))
+    health = WorkerHealth(worker, client, interval=w.health_interval)
     task = asyncio.create_task(worker.run())
     await health.start(w.health_host, w.health_port)
     print(f"worker on {config.temporal.address} namespace {config.temporal.namespace} "

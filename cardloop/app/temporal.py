@@ -1,17 +1,41 @@
 """Connecting to Temporal: a local dev server, a self-hosted cluster (TLS, mTLS) or Temporal
 Cloud (API key), all from config.toml + the environment. Payloads are pydantic models,
-encrypted by the payload codec (app/codec.py) unless temporal.encrypt_payloads is off."""
+encrypted by the payload codec (app/codec.py) unless temporal.encrypt_payloads is off.
+
+Long-running processes outlive Temporal's outages: `cardloop worker` and `cardloop api` started
+while Temporal is down keep trying to connect with backoff (connect_with_backoff), and the API
+holds its client in a TemporalLink that answers at once when Temporal is away (webhooks get 503
+in well under a board's ~10 s timeout) and probes Temporal's real state for /healthz."""
 
 from __future__ import annotations
 
+import asyncio
+import re
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 from temporalio.client import Client
-from temporalio.service import TLSConfig
+from temporalio.service import RPCError, TLSConfig
 
 from cardloop.app.codec import data_converter
 from cardloop.contracts.config import Config
 from cardloop.contracts.errors import ConfigError
+from cardloop.contracts.retry import words
+
+T = TypeVar("T")
+# How long /healthz trusts its last probe: a burst of health checks costs Temporal one RPC.
+PROBE_TTL = 1.5
+
+
+class TemporalUnavailable(ConfigError, RuntimeError):
+    """Temporal did not answer. A ConfigError for the CLI (exit 2: often a wrong address), a
+    RuntimeError for the webhook route, which answers 503 so the board redelivers."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
 def _read(path: str, key: str) -> bytes:
@@ -36,15 +60,131 @@ def tls_config(config: Config) -> TLSConfig | bool:
     )
 
 
+def short_reason(exc: BaseException) -> str:
+    """The readable part of the SDK's transport errors ('Connection refused', 'dns error ...')."""
+    text = str(exc)
+    found = re.findall(r'message: "([^"]+)"', text)
+    if found:
+        return found[-1]
+    return re.sub(r"^Failed client connect: ", "", text)[:200]
+
+
 async def connect(config: Config, *, address: str | None = None) -> Client:
     t = config.temporal
     api_key = config.temporal_api_key()
+    tls = tls_config(config)  # a wrong certificate path is a config error, not an outage
     try:
         return await Client.connect(
-            address or t.address, namespace=t.namespace, tls=tls_config(config),
+            address or t.address, namespace=t.namespace, tls=tls,
             api_key=api_key.reveal() if api_key else None,
             data_converter=data_converter(config, address=address or t.address),
         )
     except RuntimeError as exc:
-        raise ConfigError(f"cannot reach Temporal at {address or t.address} (namespace {t.namespace}): {exc}. "
-                          "Is the server up? `cardloop dev` starts a local one.") from None
+        reason = short_reason(exc)
+        raise TemporalUnavailable(
+            f"cannot reach Temporal at {address or t.address} (namespace {t.namespace}): {reason}. "
+            "Is the server up? `cardloop dev` starts a local one.", reason) from None
+
+
+async def connect_with_backoff(config: Config, say: Callable[[str], None], *, address: str | None = None,
+                               stop: asyncio.Event | None = None, first_delay: float = 0.5) -> Client | None:
+    """Connect, retrying an unreachable Temporal with backoff up to temporal.reconnect_max_interval,
+    saying so on one line per failed attempt. None when `stop` is set first."""
+    where = address or config.temporal.address
+    delay, attempt = first_delay, 0
+    while True:
+        attempt += 1
+        try:
+            client = await connect(config, address=address)
+        except TemporalUnavailable as exc:
+            say(f"Temporal at {where} is not reachable (attempt {attempt}: {exc.reason}); "
+                f"retrying in {words(delay) if delay >= 1 else f'{delay:g} s'}")
+        else:
+            if attempt > 1:
+                say(f"connected to Temporal at {where} after {attempt} attempts")
+            return client
+        if stop is None:
+            await asyncio.sleep(delay)
+        else:
+            try:
+                await asyncio.wait_for(stop.wait(), delay)
+                return None
+            except TimeoutError:
+                pass
+        delay = min(delay * 2, config.temporal.reconnect_max_interval)
+
+
+class TemporalLink:
+    """The API's Temporal client, which may not exist yet. Every call through `call` is bounded
+    by temporal.rpc_timeout, and fails at once while no connection was ever made."""
+
+    def __init__(self, config: Config, client: Client | None = None, *, address: str | None = None,
+                 say: Callable[[str], None] = print) -> None:
+        self.config = config
+        self.address = address or config.temporal.address
+        self._client = client
+        self._say = say
+        self._task: asyncio.Task[None] | None = None
+        self._probed: tuple[float, bool, str] | None = None
+        if client is None:
+            tls_config(config)  # fail at start on a broken TLS setup
+
+    def start(self) -> TemporalLink:
+        """Connect in the background (from a running event loop)."""
+        if self._client is None and self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._connect())
+        return self
+
+    async def _connect(self) -> None:
+        self._client = await connect_with_backoff(self.config, self._say, address=self.address)
+
+    async def close(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None
+
+    @property
+    def timeout(self) -> float:
+        return self.config.temporal.rpc_timeout
+
+    def client(self) -> Client:
+        if self._client is None:
+            raise TemporalUnavailable(f"Temporal at {self.address} is not reachable yet; still trying")
+        return self._client
+
+    async def call(self, what: str, fn: Callable[[Client], Awaitable[T]], *, timeout: float | None = None) -> T:
+        """`fn(client)` within the timeout. The SDK retries an unreachable server for ~10 s on
+        its own: longer than a board waits for our answer."""
+        client = self.client()
+        known = self._probed
+        if known is not None and not known[1] and time.monotonic() - known[0] < PROBE_TTL:
+            # Found down a moment ago: answer now rather than make every webhook wait out the timeout.
+            raise TemporalUnavailable(f"Temporal at {self.address} is unavailable ({known[2]})")
+        limit = self.timeout if timeout is None else timeout
+        try:
+            return await asyncio.wait_for(fn(client), limit)
+        except TimeoutError:
+            self._probed = (time.monotonic(), False, f"no answer to {what} within {limit:g} s")
+            raise TemporalUnavailable(f"Temporal at {self.address} did not answer {what} within {limit:g} s") from None
+
+    async def status(self) -> tuple[bool, str]:
+        """(reachable, words) from a health probe, cached for PROBE_TTL seconds."""
+        now = time.monotonic()
+        if self._probed is not None and now - self._probed[0] < PROBE_TTL:
+            return self._probed[1], self._probed[2]
+        if self._client is None:
+            ok, detail = False, "connecting (not reachable yet)"
+        else:
+            try:
+                ok = await asyncio.wait_for(self._client.service_client.check_health(), self.timeout)
+                detail = "connected" if ok else "not serving"
+            except (RPCError, RuntimeError) as exc:
+                ok, detail = False, f"unreachable: {short_reason(exc)}"
+            except TimeoutError:
+                ok, detail = False, f"no answer within {self.timeout:g} s"
+        self._probed = (time.monotonic(), ok, detail)
+        return ok, detail

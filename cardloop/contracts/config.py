@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cardloop.contracts.errors import ConfigError
 from cardloop.contracts.payloads import DEFAULT_MAX_HISTORY_EVENTS, Target
+from cardloop.contracts.retry import RetryConfig, Seconds
 from cardloop.contracts.secrets import Secret, secret_from_env
 from cardloop.prompts.card import ContextKind
 from cardloop.prompts.formats import resolve_format
@@ -58,6 +59,10 @@ class TemporalConfig(_Section):
     # reach Temporal's database; off only when explicitly turned off.
     encrypt_payloads: bool = True
     codec_keys_env: str = "CARDLOOP_CODEC_KEYS"
+    # A webhook's signal or start waits at most this long for Temporal (boards time out at ~10 s).
+    rpc_timeout: Seconds = Field(default=3.0, gt=0)
+    # `cardloop api` and `cardloop worker` started while Temporal is down retry connecting, backing off to this.
+    reconnect_max_interval: Seconds = Field(default=30.0, gt=0)
 
 
 class WorkerConfig(_Section):
@@ -310,6 +315,7 @@ class StageConfig(_Section):
     max_tokens: int | None = Field(default=None, gt=0)
     temperature: float | None = Field(default=None, ge=0, le=2)
     budget: BudgetOverride = BudgetOverride()
+    auto_retry_after: Seconds | None = None   # None: [retry] auto_retry_after
 
 
 class Config(_Section):
@@ -333,6 +339,7 @@ class Config(_Section):
     models: dict[str, ModelConfig] = Field(default_factory=dict)
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
     stages: dict[str, StageConfig] = Field(default_factory=dict)
+    retry: RetryConfig = RetryConfig()
 
     # Where the values came from, for messages; not part of the file's schema.
     source: str = Field(default="config.toml", exclude=True)

@@ -28,6 +28,7 @@ STAGE_WORKFLOW = "StageWorkflow"
 SIGNAL_TRANSITION = "transition"
 SIGNAL_COMMENT = "comment"
 SIGNAL_STAGE_PROGRESS = "stage_progress"
+UPDATE_RETRY = "retry"  # run the card's failed stage again; refused unless the last run failed
 QUERY_STATE = "state"
 QUERY_PROGRESS = "progress"
 
@@ -46,3 +47,11 @@ CARD_NOT_FOUND = "CardNotFound"
 INVALID_INPUT = "InvalidInput"
 PROVIDER_REJECTED = "ProviderRejected"
 NON_RETRYABLE = (CONFIG_ERROR, CARD_NOT_FOUND, INVALID_INPUT, PROVIDER_REJECTED)
+
+# Failures whose cause passes: the model stayed overloaded or unreachable past its retry
+# schedule ([retry] in config.toml). The stage fails, the run is marked transient, and the card
+# may run it again by itself ([retry] auto_retry_after) or on `cardloop card retry`.
+MODEL_UNAVAILABLE = "ModelUnavailable"
+# An activity gave up after [retry] other_attempts on a failure that is not the provider's.
+GAVE_UP = "GaveUp"
+TRANSIENT_FAILURES = (MODEL_UNAVAILABLE,)

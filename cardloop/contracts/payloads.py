@@ -8,6 +8,7 @@ things (history, prompts, logs) live in the store and travel as references.
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -128,6 +129,25 @@ class StageRun(_Value):
     cost_usd: float = 0.0
     # Turns whose history was truncated because the summarizer failed after its retries.
     truncated_turns: int = 0
+    # A failure whose cause passes (the model overloaded or unreachable): worth running again.
+    transient: bool = False
+
+
+class AutoRetry(_Value):
+    """A failed stage the card runs again at `due` ([retry] auto_retry_after), the
+    `attempt`-th time of at most `of` in a row."""
+
+    stage: str
+    run: int
+    due: datetime
+    attempt: int = 1
+    of: int = 1
+
+
+class RetryRequest(_Value):
+    """`cardloop card retry` / POST /cards/{card}/retry: run the card's failed stage again."""
+
+    actor: str | None = Field(default=None, max_length=200)
 
 
 class StageProgress(BaseModel):
@@ -156,6 +176,7 @@ class CardState(BaseModel):
     history: list[StageRun] = Field(default_factory=list)   # the latest stage runs, bounded
     seen_deliveries: list[str] = Field(default_factory=list)  # bounded, oldest first
     current: StageProgress | None = None  # the running stage's progress, reported after each turn
+    auto_retry: AutoRetry | None = None   # a transiently failed stage waiting to run again
 
 
 class SaveStateInput(_Value):
@@ -189,6 +210,9 @@ class StageSettings(_Value):
     auto_advance: bool
     next_stage: Target | None = None
     sources: list[str] = Field(default_factory=list)  # context sources gathered when the stage starts
+    # Seconds after a transient failure before the card runs the stage again (0: never), and how often in a row.
+    auto_retry_after: float = 0.0
+    auto_retries: int = 0
 
 
 class GatherInput(_Value):

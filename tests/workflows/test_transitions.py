@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from cardloop.contracts.payloads import CardState, StageRun, StageSettings, Transition
-from cardloop.workflows.transitions import after_comments, pick_move, record_run
+from cardloop.workflows.transitions import (
+    after_comments,
+    auto_retry_transition,
+    failed_run,
+    pick_move,
+    plan_auto_retry,
+    record_run,
+    retry_transition,
+)
 
 SETTINGS = StageSettings(profile="p", max_iterations=3, token_budget=1000, auto_advance=True, next_stage="coding")
 
@@ -56,3 +66,46 @@ def test_the_kept_stage_runs_are_bounded_oldest_first() -> None:
         state, _ = record_run(state, run(run=i), SETTINGS, moves_queued=False, keep_runs=3)
     assert [r.run for r in state.history] == [3, 4, 5]
     assert state.cost_usd == 2.5  # totals count every run, also those no longer listed
+
+
+NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+RETRYING = SETTINGS.model_copy(update={"auto_retry_after": 600.0, "auto_retries": 2})
+
+
+def _failed(state: CardState, n: int, transient: bool = True) -> tuple[CardState, StageRun]:
+    result = run("failed", run=n, transient=transient, reason="gave up: the model is overloaded")
+    state, _ = record_run(state.model_copy(update={"status": "running", "stage": "planning"}), result, RETRYING,
+                          moves_queued=False, keep_runs=20)
+    return state, result
+
+
+def test_only_a_card_whose_last_run_failed_can_be_retried_and_a_repeat_runs_once() -> None:
+    state, result = _failed(CardState(), 4)
+    assert failed_run(state, moves_queued=False) == result
+    assert failed_run(state, moves_queued=True) is None  # a move is already queued: it wins
+    move = retry_transition(result, actor="priya")
+    assert move.to == "planning" and move.delivery_id == "retry/4" and move.actor == "priya"
+    done, _ = record_run(state.model_copy(update={"status": "running"}), run(run=5), SETTINGS,
+                         moves_queued=False, keep_runs=20)
+    assert failed_run(done, moves_queued=False) is None
+    assert failed_run(CardState(), moves_queued=False) is None
+    blocked, _ = record_run(CardState(), run("blocked"), SETTINGS, moves_queued=False, keep_runs=20)
+    assert failed_run(blocked, moves_queued=False) is None
+
+
+def test_a_transient_failure_is_retried_automatically_a_bounded_number_of_times_in_a_row() -> None:
+    state, result = _failed(CardState(), 1)
+    plan = plan_auto_retry(state, result, RETRYING, NOW)
+    assert plan is not None and plan.due == NOW + timedelta(minutes=10) and (plan.attempt, plan.of) == (1, 2)
+    assert auto_retry_transition(plan).delivery_id == "auto-retry/1"
+    state, result = _failed(state, 2)
+    assert plan_auto_retry(state, result, RETRYING, NOW).attempt == 2  # type: ignore[union-attr]
+    state, result = _failed(state, 3)
+    assert plan_auto_retry(state, result, RETRYING, NOW) is None  # two retries in a row were enough
+
+
+def test_no_automatic_retry_for_a_deterministic_failure_or_when_not_configured() -> None:
+    state, result = _failed(CardState(), 1, transient=False)
+    assert plan_auto_retry(state, result, RETRYING, NOW) is None
+    state, result = _failed(CardState(), 1)
+    assert plan_auto_retry(state, result, SETTINGS, NOW) is None

@@ -11,6 +11,7 @@ import httpx
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 from temporalio.client import Client
 
@@ -20,7 +21,7 @@ from cardloop.app.api.limits import BodySizeLimit
 from cardloop.app.api.logsafe import safe_logger
 from cardloop.app.api.services import Services
 from cardloop.app.cards import CardService
-from cardloop.app.temporal import connect
+from cardloop.app.temporal import TemporalLink
 from cardloop.contracts.config import Config
 from cardloop.prompts.surrogates import printable
 from cardloop.store import Store
@@ -62,10 +63,16 @@ def create_app(svc: Services) -> FastAPI:
         log.exception("unhandled error %s on %s %s", incident, request.method, request.url.path)
         return JSONResponse({"detail": "internal error", "incident": incident}, status_code=500)
 
-    @app.get("/healthz", tags=["ops"], summary="Liveness: the app and its store answer")
-    def healthz() -> dict[str, str]:
-        svc.store.schema_version()
-        return {"status": "ok", "temporal": "connected" if svc.cards is not None else "not configured"}
+    @app.get("/healthz", tags=["ops"], summary="Liveness: the app and its store answer; Temporal's state")
+    async def healthz() -> dict[str, str]:
+        """200 while the app and its store answer. `temporal` is what a probe found (cached
+        for a second or two): "connected", or why not; webhooks answer 503 meanwhile."""
+        await run_in_threadpool(svc.store.schema_version)
+        if svc.cards is None:
+            return {"status": "ok", "temporal": "not configured"}
+        ok, detail = await svc.cards.link.status()
+        return {"status": "ok", "temporal": "connected" if ok else "unavailable",
+                **({} if ok else {"temporal_detail": detail})}
 
     for module in (webhooks, tenants, cards, gateway):
         app.include_router(module.router)
@@ -74,10 +81,12 @@ def create_app(svc: Services) -> FastAPI:
 
 
 async def build_services(config: Config, store: Store, runtime: ActivityDeps | None = None,
-                         client: Client | None = None) -> Services:
+                         client: Client | TemporalLink | None = None) -> Services:
+    """Without a client, Temporal is connected in the background: the API serves meanwhile."""
     from cardloop.app.boards.adapters import build_adapters
 
-    client = client or await connect(config)
+    if client is None:
+        client = TemporalLink(config, say=lambda line: log.warning("%s", line)).start()
     http = httpx.AsyncClient(timeout=httpx.Timeout(20.0, connect=5.0))
     return Services(config=config, store=store, runtime=runtime or ActivityDeps.build(config, store),
                     cards=CardService(client, store, config), http=http,

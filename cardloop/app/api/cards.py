@@ -1,13 +1,19 @@
-"""GET /cards/{card}/prompt: the prompt core's explain for one of the tenant's cards."""
+"""A tenant's cards: GET /cards/{card}/prompt, the prompt core's explain for one of them;
+POST /cards/{card}/retry, its failed stage run again (as `cardloop card retry` does)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+from temporalio.service import RPCError
 
 from cardloop.app.api.auth import require_tenant
 from cardloop.app.api.services import Services, services
+from cardloop.contracts.errors import ConfigError, RejectedError
+from cardloop.contracts.payloads import CardRef
 from cardloop.prompts.assemble import AssemblyError, AssemblyRequest
 from cardloop.prompts.stages import STAGE_NAMES, parse_stage
 
@@ -41,3 +47,34 @@ def card_prompt(
     except AssemblyError as exc:
         raise HTTPException(500, f"configuration problem: {exc}") from None
     return {"card": f"{tenant}/{card}", **prompt.explain()}
+
+
+@router.post("/cards/{card:path}/retry", summary="Run a card's failed stage again",
+             responses={200: {"description": "the stage runs again"}, 401: {"description": "no valid token"},
+                        404: {"description": "not the tenant's card"},
+                        409: {"description": "the card's last stage run did not fail (the reason says why)"},
+                        503: {"description": "Temporal or a worker did not answer: try again later"}})
+async def retry_card(
+    card: str,
+    tenant: Annotated[str, Depends(require_tenant)],
+    svc: Annotated[Services, Depends(services)],
+) -> Any:
+    """`card` is BOARD/CARD_ID. The stage whose run failed (e.g. the model stayed overloaded
+    past its retry schedule) runs again on the card's workflow, its history kept."""
+    key = f"{tenant}/{card}"
+    try:
+        ref = CardRef.parse(key) if card.count("/") == 1 else None
+    except ValueError:
+        ref = None
+    store = svc.store.for_tenant(tenant)
+    if ref is None or await run_in_threadpool(store.card_fields, key) is None:
+        raise HTTPException(404, "not found")
+    if svc.cards is None:
+        return JSONResponse({"detail": "Temporal is not configured for this API"}, status_code=503)
+    try:
+        stage = await svc.cards.retry(ref, actor=f"api:{tenant}", timeout=svc.config.temporal.rpc_timeout * 3)
+    except RejectedError as err:
+        return JSONResponse({"detail": str(err)}, status_code=409)
+    except (RPCError, RuntimeError, ConfigError) as err:
+        return JSONResponse({"detail": f"not retried, try again later: {err}"}, status_code=503)
+    return {"card": key, "stage": stage, "status": "retrying"}

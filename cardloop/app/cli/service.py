@@ -148,17 +148,29 @@ def cmd_card_say(args: argparse.Namespace, config: Config) -> int:
     return _card_command(args, config, action)
 
 
+def cmd_card_retry(args: argparse.Namespace, config: Config) -> int:
+    async def action(svc: CardService, ref: CardRef) -> int:
+        stage = await svc.retry(ref, actor=args.actor)
+        print(f"card {ref.key}: running {stage} again (its history is kept)")
+        return 0
+
+    return _card_command(args, config, action)
+
+
 def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
     async def action(svc: CardService, ref: CardRef) -> int:
         card = svc.store.card_fields(ref.key)
         if card is None:
             raise InputError(f"card {ref.key!r} is not known to the store {svc.store.url}")
         state = await svc.state(ref)
+        retrying = await svc.retrying(ref, state) if state is not None else None
         messages = svc.store.messages(ref.key)
         usage = svc.store.usage_totals(ref.key)
         if args.json:
             print(json.dumps({
-                "card": ref.key, "title": redact_text(card.title), "state": state.model_dump() if state else None,
+                "card": ref.key, "title": redact_text(card.title),
+                "state": state.model_dump(mode="json") if state else None,
+                "retrying": retrying,
                 "messages": [m.model_dump(mode="json") for m in messages[-args.last:]],
                 "usage": usage.model_dump(mode="json"),
             }, indent=2))
@@ -169,8 +181,16 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
         else:
             print(f"  stage {state.stage} · {state.status} · stage runs {state.stage_runs}"
                   + (f" · blocked: {state.blocked_reason}" if state.status == "blocked" else ""))
+            if retrying:
+                print(f"  now: {retrying}")
             for run in state.history[-10:]:
                 print(f"    {run.run:>3} {run.stage:<13} {run.outcome:<16} {run.iterations} turn(s)  {run.reason[:80]}")
+            if state.auto_retry is not None:
+                plan = state.auto_retry
+                print(f"  failed for a transient cause: {plan.stage} runs again automatically at "
+                      f"{plan.due:%Y-%m-%d %H:%M:%S} UTC (retry {plan.attempt} of {plan.of})")
+            elif state.status == "idle" and state.history and state.history[-1].outcome == "failed":
+                print(f"  failed: `cardloop card retry {ref.key}` runs {state.history[-1].stage} again")
         t = usage.total
         print(f"  usage: {t.calls} calls, {t.input_tokens:,} in, {t.output_tokens:,} out, ${float(t.cost_usd):.4f}")
         for stage, s in usage.by_stage.items():
@@ -228,6 +248,12 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
     p.add_argument("--author", default=None)
     p.add_argument("--delivery-id")
     p.set_defaults(func=cmd_card_say)
+    p = card_sub.add_parser("retry", help="run a card's failed stage again (e.g. after the model was overloaded)",
+                            description="Re-run the stage whose run failed, on the card's workflow (its history "
+                                        "is kept). Refused (exit 1) when the card's last stage run did not fail.")
+    card_arg(p)
+    p.add_argument("--actor", default=None, help="who asked for the retry (recorded with the move)")
+    p.set_defaults(func=cmd_card_retry)
     p = card_sub.add_parser("show", help="a card's state, stage runs, usage and recent history")
     card_arg(p)
     p.add_argument("--last", type=int, default=10, help="how many recent messages (default 10)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+import pytest
 from fastapi.testclient import TestClient
 
 from cardloop.activities.deps import ActivityDeps
@@ -11,6 +12,7 @@ from cardloop.app.api.services import Services
 from cardloop.contracts.config import REPO_CONFIG, load_config
 from cardloop.prompts.card import Card
 from tests.conftest import EXAMPLE_CARD
+from tests.stack import Stack, small_card
 
 
 def test_a_tenant_sees_its_cards_prompt_and_never_another_tenants(store_factory) -> None:
@@ -41,3 +43,29 @@ def test_a_tenant_sees_its_cards_prompt_and_never_another_tenants(store_factory)
             assert bad.status_code == 400 and "unknown stage" in bad.text
     finally:
         store.close()
+
+
+@pytest.mark.stack_env(CARDLOOP_RETRY__OVERLOAD_DEADLINE="0")
+async def test_a_tenant_retries_its_failed_card_and_only_its_own(stack: Stack) -> None:
+    acme = stack.store.create_api_token("acme", "t").token
+    globex = stack.store.create_api_token("globex", "t").token
+    stack.model.inject(status=529)  # the first model call gives up at once: the stage fails as transient
+    ref = stack.cards.import_card(small_card("API-RETRY-1"))
+    async with httpx.AsyncClient() as out_http:
+        svc = Services(config=stack.config, store=stack.store, runtime=stack.runtime, cards=stack.cards,
+                       http=out_http)
+        transport = httpx.ASGITransport(app=create_app(svc))
+        async with httpx.AsyncClient(transport=transport, base_url="http://cardloop") as api:
+            url = "/cards/github/API-RETRY-1/retry"
+            assert (await api.post(url)).status_code == 401
+            assert (await api.post(url, headers={"authorization": f"Bearer {globex}"})).status_code == 404
+            early = await api.post(url, headers={"authorization": f"Bearer {acme}"})
+            assert early.status_code == 409 and "nothing to retry" in early.json()["detail"]
+            await stack.cards.move(ref, "testing", delivery_id="t")
+            state = await stack.wait_state(ref, lambda s: bool(s.history))
+            assert state.history[0].outcome == "failed" and state.history[0].transient
+            r = await api.post(url, headers={"authorization": f"Bearer {acme}"})
+            assert r.status_code == 200, r.text
+            assert r.json() == {"card": "acme/github/API-RETRY-1", "stage": "testing", "status": "retrying"}
+            state = await stack.wait_state(ref, lambda s: s.status == "done")
+            assert [r.outcome for r in state.history] == ["failed", "completed"]

@@ -4,8 +4,6 @@ workflow on Temporal; bad deliveries get clear 4xx answers and never move a card
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
 import time
 from collections.abc import AsyncIterator
@@ -23,10 +21,11 @@ from cardloop.app.boards.adapters import build_adapters
 from cardloop.app.cards import CardService
 from cardloop.contracts.payloads import CardRef
 from cardloop.store import Store
+from tests.cardloop.app.api.webhook_kit import SECRET, generic
+from tests.cardloop.app.api.webhook_kit import hub_signature as sign
 from tests.stack import Stack
 
 pytestmark = pytest.mark.timeout(240)
-SECRET = "webhook-secret-for-tests"
 ENV = {"CARDLOOP_GENERIC_WEBHOOK_SECRET": SECRET, "CARDLOOP_GITHUB_WEBHOOK_SECRET": SECRET,
        "CARDLOOP_JIRA_WEBHOOK_SECRET": SECRET, "CARDLOOP_LINEAR_WEBHOOK_SECRET": SECRET,
        "CARDLOOP_TRELLO_SECRET": SECRET, "CARDLOOP_API__MAX_BODY_BYTES": "65536",
@@ -36,15 +35,6 @@ ENV = {"CARDLOOP_GENERIC_WEBHOOK_SECRET": SECRET, "CARDLOOP_GITHUB_WEBHOOK_SECRE
 def at(iso: str) -> float:
     """A wall clock reading (seconds since the epoch) for the time a fixture's event happened."""
     return datetime.fromisoformat(iso).timestamp()
-
-
-def sign(body: bytes) -> str:
-    return "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
-
-
-def generic(card_id: str, to_column: str, delivery_id: str, **extra: object) -> bytes:
-    return json.dumps({"card_id": card_id, "to_column": to_column, "delivery_id": delivery_id,
-                       "title": f"Card {card_id}", "repo": "acme/payments-api", **extra}).encode()
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -67,3 +68,9 @@ async def webhook_client(stack: Stack, config: Config | None = None, clock: Cloc
         transport = httpx.ASGITransport(app=create_app(svc))
         async with httpx.AsyncClient(transport=transport, base_url="http://cardloop") as client:
             yield client
+
+
+def generic(card_id: str, to_column: str, delivery_id: str, **extra: object) -> bytes:
+    """A generic board's move as its sender writes it."""
+    return json.dumps({"card_id": card_id, "to_column": to_column, "delivery_id": delivery_id,
+                       "title": f"Card {card_id}", "repo": "acme/payments-api", **extra}).encode()
