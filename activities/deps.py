@@ -8,6 +8,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from cardloop.activities.heartbeat import HeartbeatingStore
 from cardloop.contracts.config import Config
 from cardloop.integrations.providers import Price, Provider, build_provider, cost_usd
 from cardloop.integrations.providers.base import Usage
@@ -29,6 +30,11 @@ class ActivityDeps:
     _providers: dict[str, Provider] = field(default_factory=dict)
     _sources: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        # Every store call of an activity heartbeats while it waits (activities/heartbeat.py).
+        if not isinstance(self.store, HeartbeatingStore):
+            self.store = HeartbeatingStore(self.store)  # type: ignore[assignment]
 
     @classmethod
     def build(cls, config: Config, store: Store, *, base_urls: dict[str, str] | None = None) -> ActivityDeps:

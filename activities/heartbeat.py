@@ -1,25 +1,62 @@
-"""Run a blocking call while the activity keeps heartbeating.
+"""Run a blocking call while the activity keeps heartbeating; the store, always so.
 
-Temporal learns that a worker died only through missed heartbeats; a model call can take
-minutes, so the call runs on a helper thread while the activity thread heartbeats."""
+Temporal learns that a worker died only through missed heartbeats. A model call can take
+minutes, and a store call can wait on SQLite's busy timeout (30 s) while another process
+holds the write lock: an activity that stops heartbeating then looks dead, and Temporal starts
+another attempt while the first still waits. So such calls run on a helper thread while the
+activity thread heartbeats, and every store call an activity makes goes through
+`HeartbeatingStore` (ActivityDeps wraps its store in one). A store that stays unavailable ends
+the attempt with the typed, retryable "StoreUnavailable" error ("store unavailable: database
+is locked"), which a failed stage reports as its reason."""
 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from cardloop.contracts import names
+from cardloop.store import StoreUnavailable
 
 T = TypeVar("T")
 _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="cardloop-call")
+# Store calls get threads of their own: they must not queue behind minutes-long model calls.
+_STORE_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="cardloop-store")
 
 
-def call_with_heartbeat(fn: Callable[[], T], *, every: float = 3.0, detail: str = "") -> T:
-    future = _POOL.submit(fn)
+def call_with_heartbeat(fn: Callable[[], T], *, every: float = 3.0, detail: str = "",
+                        pool: concurrent.futures.Executor = _POOL) -> T:
+    future = pool.submit(fn)
     while True:
         try:
             return future.result(timeout=every)
         except concurrent.futures.TimeoutError:
-            if activity.in_activity():
+            # A local activity has no heartbeat: its own timeout bounds it (the workflow decides).
+            if activity.in_activity() and not activity.info().is_local:
                 activity.heartbeat(detail)
+        except StoreUnavailable as err:
+            raise ApplicationError(str(err), type=names.STORE_UNAVAILABLE) from None
+
+
+class HeartbeatingStore:
+    """The Store as activities see it: each method call runs under `call_with_heartbeat`
+    (heartbeats while the database makes it wait), attributes pass through."""
+
+    def __init__(self, store: Any) -> None:
+        self.inner = store
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if not callable(attr):
+            return attr
+
+        @functools.wraps(attr)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return call_with_heartbeat(lambda: attr(*args, **kwargs), every=1.0, pool=_STORE_POOL,
+                                       detail=f"waiting for the store ({name})")
+
+        return call

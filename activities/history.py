@@ -1,4 +1,9 @@
-"""history.append and history.summarize (RLM summarization).
+"""history.append and history.summarize (RLM summarization), exactly once (activities/once.py).
+
+An append is looked up by its dedup key first. A summary already stored for the range is
+returned as it is; each model call of a summary (a chunk, or the summary of the chunks) is
+keyed, its result recorded under its key with the call's usage, and looked up before the
+model is called, so a retried summarize pays only for the calls that had not finished.
 
 The summary of a folded range is cached in the store by the range it covers. When a later
 turn folds a longer range from the same start, only the new messages are summarized, on top
@@ -15,12 +20,12 @@ from datetime import UTC, datetime
 from temporalio import activity
 
 from cardloop.activities.deps import ActivityDeps
-from cardloop.activities.errors import card_not_found, from_provider, invalid_input
-from cardloop.activities.heartbeat import call_with_heartbeat
+from cardloop.activities.errors import card_not_found, invalid_input
+from cardloop.activities.ledger import billed_call, provider_for
+from cardloop.activities.once import exactly_once
 from cardloop.contracts import names
 from cardloop.contracts.payloads import AppendInput, SummarizeInput, SummarizeResult
-from cardloop.integrations.upstream import UpstreamError
-from cardloop.prompts.card import Message
+from cardloop.prompts.card import Card, Message
 from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
 from cardloop.prompts.isolate import wrap_untrusted
 from cardloop.prompts.logs import excerpt_text
@@ -56,8 +61,17 @@ class HistoryActivities:
     def append(self, inp: AppendInput) -> int:
         if self.rt.store.card_fields(inp.card_key) is None:
             raise card_not_found(inp.card_key)
-        message = Message(role=inp.role, content=inp.text, author=inp.author, created_at=datetime.now(UTC))
-        return self.rt.store.append_message(inp.card_key, message, dedup_key=inp.dedup_key, stage=inp.stage)
+        store = self.rt.store
+
+        def lookup() -> int | None:
+            found = store.message_by_key(inp.card_key, inp.dedup_key)
+            return None if found is None else found[0]
+
+        return exactly_once(
+            lookup,
+            lambda: Message(role=inp.role, content=inp.text, author=inp.author, created_at=datetime.now(UTC)),
+            lambda m: store.append_message(inp.card_key, m, dedup_key=inp.dedup_key, stage=inp.stage),
+            what=f"message {inp.dedup_key}").value
 
     @activity.defn(name=names.SUMMARIZE)
     def summarize(self, inp: SummarizeInput) -> SummarizeResult:
@@ -70,10 +84,21 @@ class HistoryActivities:
         card = rt.store.card_fields(inp.card_key)
         if card is None:
             raise card_not_found(inp.card_key)
-        exact = rt.store.find_summary(inp.card_key, inp.first, inp.last, model)
-        if exact is not None:
-            return SummarizeResult(tokens=exact.tokens, method="cached")
         tally = _Tally()
+        stored = exactly_once(lambda: rt.store.find_summary(inp.card_key, inp.first, inp.last, model),
+                              lambda: self._summarize(inp, card, profile, model, tally),
+                              lambda made: rt.store.put_summary(inp.card_key, inp.first, inp.last, model, *made),
+                              what=f"summary of messages {inp.first}-{inp.last}")
+        if not stored.acted:
+            return SummarizeResult(tokens=stored.value.tokens, method="cached")
+        return SummarizeResult(tokens=stored.value.tokens, method=stored.value.method, calls=tally.calls,
+                               cost_usd=tally.cost)
+
+    def _summarize(self, inp: SummarizeInput, card: Card, profile: str, model: str,
+                   tally: _Tally) -> tuple[str, int, str]:
+        """(text, tokens, method) of a new summary of inp.first..inp.last."""
+        rt = self.rt
+        cfg = rt.config.summarizer
         base = rt.store.best_summary(inp.card_key, inp.first, inp.last, model)
         start = base.last + 1 if base else inp.first
         messages = rt.store.messages(inp.card_key, start, inp.last + 1)
@@ -93,13 +118,12 @@ class HistoryActivities:
             pieces.append(line)
         out_tokens = min(cfg.max_tokens, max(200, inp.max_tokens))
         card_key, first, last = inp.card_key, inp.first, inp.last
-        text = self._condense(pieces, window, out_tokens, profile, model, f"summary/{card_key}/{first}-{last}",
-                              card.tenant, card_key, f"card {scrub.scrub(card.id)}, messages {first + 1}-{last + 1}",
-                              tally)
-        tokens = counter.count(text)
+        # The key names what the calls read (the range and the cached summary they start from).
+        text = self._condense(pieces, window, out_tokens, profile, model,
+                              f"summary/{card_key}/{first}-{last}/from-{start}", card.tenant, card_key,
+                              f"card {scrub.scrub(card.id)}, messages {first + 1}-{last + 1}", tally)
         method = "incremental" if base else ("recursive" if tally.calls > 1 else "llm")
-        rt.store.put_summary(card_key, first, last, model, text, tokens, method)
-        return SummarizeResult(tokens=tokens, method=method, calls=tally.calls, cost_usd=tally.cost)
+        return text, counter.count(text), method
 
     def _condense(self, pieces: Sequence[str], window: int, out_tokens: int, profile: str, model: str,
                   call_prefix: str, tenant: str, card_key: str, source: str, tally: _Tally,
@@ -132,28 +156,30 @@ class HistoryActivities:
     def _call(self, transcript: str, out_tokens: int, profile: str, model: str, call_key: str,
               tenant: str, card_key: str, source: str, tally: _Tally) -> str:
         rt = self.rt
+        attempt = activity.info().attempt
         system = rt.assembler.templates.load(SUMMARY_TEMPLATE).render({"max_tokens": out_tokens})
         conv = Conversation(
             system=(SystemBlock(system, cache=True),),
             turns=(Turn("user", wrap_untrusted(transcript, kind="conversation", source=source)
                         + "\n\nWrite the summary now, with all six headings."),),
         )
-        try:
-            provider = rt.provider(profile)
-            done = call_with_heartbeat(
-                lambda: provider.complete(conv, model=model, max_tokens=out_tokens, temperature=0.0),
+
+        def call_model() -> tuple[str, UsageRecord]:
+            provider = provider_for(rt, profile)
+            row = UsageRecord(
+                call_key=call_key, attempt=attempt, retry=attempt > 1, kept=False, card_key=card_key, tenant=tenant,
+                stage="summary", profile=profile, provider=rt.config.profiles[profile].provider, model=model,
+                purpose="summary", created_at=datetime.now(UTC))
+            done, billed = billed_call(
+                rt, row, lambda: provider.complete(conv, model=model, max_tokens=out_tokens, temperature=0.0),
                 detail=f"summarizing {source}")
-        except UpstreamError as err:
-            raise from_provider(err) from None
-        cost = rt.cost(model, done.usage)
+            if not done.text.strip():
+                raise invalid_input("the summarizer returned an empty summary")
+            return done.text.strip(), billed
+
+        stored = exactly_once(lambda: rt.store.effect(card_key, call_key), call_model,
+                              lambda made: rt.store.record_effect(card_key, call_key, "summary", *made),
+                              what=f"summary call {call_key}").value
         tally.calls += 1
-        tally.cost += cost
-        u = done.usage
-        rt.store.record_usage(UsageRecord(
-            call_key=call_key, card_key=card_key, tenant=tenant, stage="summary", profile=profile,
-            provider=rt.config.profiles[profile].provider, model=done.model or model, purpose="summary",
-            input_tokens=u.input_tokens, output_tokens=u.output_tokens, cache_read_tokens=u.cache_read_tokens,
-            cache_write_tokens=u.cache_write_tokens, cost_usd=cost, created_at=datetime.now(UTC)))
-        if not done.text.strip():
-            raise invalid_input("the summarizer returned an empty summary")
-        return done.text.strip()
+        tally.cost += float(stored.usage.cost_usd) if stored.usage is not None else 0.0
+        return stored.result

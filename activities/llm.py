@@ -1,7 +1,14 @@
-"""llm.complete: one model turn through a profile, with its reply and usage recorded.
+"""llm.complete: one model turn through a profile, exactly once per call key.
 
-The reply joins the card's chat history and the usage row is written under the call key,
-both idempotently: a retried or re-run activity never duplicates either."""
+The rule of activities/once.py: an attempt first looks for the reply stored under its call
+key and, when one is there (an earlier attempt stored it and then died, or the server was
+unreachable when it completed), returns it without calling the model. Otherwise it calls the
+model and stores the reply and the call's usage in one transaction; the result it returns is
+read back from the store, so the workflow always acts on the reply the history holds.
+
+Every call attempt is in the ledger (store/usage.py): its row is opened before the request
+leaves and settled with the provider's usage, so retries are billed too; the result carries
+the usage of the call whose reply was kept (the turn's own)."""
 
 from __future__ import annotations
 
@@ -11,16 +18,17 @@ from datetime import UTC, datetime
 from temporalio import activity
 
 from cardloop.activities.deps import ActivityDeps
-from cardloop.activities.errors import card_not_found, from_provider
-from cardloop.activities.heartbeat import call_with_heartbeat
+from cardloop.activities.errors import card_not_found
+from cardloop.activities.ledger import billed_call, provider_for
+from cardloop.activities.once import exactly_once
 from cardloop.activities.promise import read_promise
 from cardloop.activities.retrying import bounded_attempts
 from cardloop.contracts import names
 from cardloop.contracts.payloads import CompleteInput, CompleteResult
-from cardloop.integrations.upstream import UpstreamError
+from cardloop.integrations.providers.base import Completion
 from cardloop.prompts.card import Message
 from cardloop.prompts.conversation import Conversation
-from cardloop.store import UsageRecord
+from cardloop.store import StoredReply, UsageRecord
 
 EXCERPT_CHARS = 1_500
 
@@ -36,31 +44,41 @@ class LlmActivities:
         card = rt.store.card_fields(inp.card_key)
         if card is None:
             raise card_not_found(inp.card_key)
-        payload = json.loads(rt.store.get_blob(inp.prompt_ref, tenant=card.tenant))
-        conversation = Conversation.from_payload(payload)
-        model = payload["model"]
-        try:
-            provider = rt.provider(inp.profile)
-            done = call_with_heartbeat(
-                lambda: provider.complete(conversation, model=model, max_tokens=payload["max_tokens"],
-                                          temperature=payload["temperature"]),
+        attempt = activity.info().attempt
+
+        def call_model() -> tuple[Completion, UsageRecord]:
+            payload = json.loads(rt.store.get_blob(inp.prompt_ref, tenant=card.tenant))
+            model = payload["model"]
+            provider = provider_for(rt, inp.profile)
+            row = UsageRecord(
+                call_key=inp.call_key, attempt=attempt, retry=attempt > 1, kept=False, card_key=inp.card_key,
+                tenant=card.tenant, stage=inp.stage, profile=inp.profile, provider=payload["provider"], model=model,
+                purpose="turn", created_at=datetime.now(UTC))
+            return billed_call(
+                rt, row, lambda: provider.complete(Conversation.from_payload(payload), model=model,
+                                                   max_tokens=payload["max_tokens"],
+                                                   temperature=payload["temperature"]),
                 detail=f"{inp.stage} turn {inp.iteration}: waiting for {model}")
-        except UpstreamError as err:
-            activity.logger.warning("model call failed (%s): %s", err.kind, err)
-            raise from_provider(err, rt.config.retry) from None
-        now = datetime.now(UTC)
-        seq = rt.store.append_message(inp.card_key, Message(role="assistant", content=done.text, created_at=now),
-                                      dedup_key=inp.call_key, stage=inp.stage)
-        u = done.usage
-        cost = rt.cost(model, u)
-        rt.store.record_usage(UsageRecord(
-            call_key=inp.call_key, card_key=inp.card_key, tenant=card.tenant, stage=inp.stage,
-            profile=inp.profile, provider=payload["provider"], model=done.model or model, purpose="turn",
-            input_tokens=u.input_tokens, output_tokens=u.output_tokens, cache_read_tokens=u.cache_read_tokens,
-            cache_write_tokens=u.cache_write_tokens, cost_usd=cost, created_at=now))
-        promise, reason = read_promise(done.text)
-        excerpt = done.text if len(done.text) <= EXCERPT_CHARS else done.text[:EXCERPT_CHARS] + " […]"
-        return CompleteResult(message_seq=seq, promise=promise, reason=reason, excerpt=excerpt,
-                              model=done.model or model, input_tokens=u.input_tokens, output_tokens=u.output_tokens,
-                              cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens,
-                              cost_usd=cost)
+
+        def record(called: tuple[Completion, UsageRecord]) -> None:
+            done, usage = called
+            reply = Message(role="assistant", content=done.text, created_at=datetime.now(UTC))
+            rt.store.record_reply(inp.card_key, reply, dedup_key=inp.call_key, stage=inp.stage, usage=usage)
+
+        stored = exactly_once(lambda: rt.store.stored_reply(inp.card_key, inp.call_key), call_model, record,
+                              what=f"model reply {inp.call_key}")
+        return result_from(stored.value, reused=not stored.acted)
+
+
+def result_from(stored: StoredReply, *, reused: bool) -> CompleteResult:
+    """The activity's result, built only from what the store holds."""
+    text = stored.message.content
+    promise, reason = read_promise(text)
+    excerpt = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + " […]"
+    u = stored.usage
+    if u is None:  # a reply stored before the ledger kept usage with it
+        return CompleteResult(message_seq=stored.seq, promise=promise, reason=reason, excerpt=excerpt, reused=reused)
+    return CompleteResult(message_seq=stored.seq, promise=promise, reason=reason, excerpt=excerpt, model=u.model,
+                          input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+                          cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens,
+                          cost_usd=float(u.cost_usd), reused=reused)

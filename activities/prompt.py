@@ -32,7 +32,8 @@ class PromptActivities:
         return StageSettings(profile=cfg.profile, max_iterations=cfg.max_iterations,
                              token_budget=cfg.token_budget, auto_advance=cfg.auto_advance,
                              next_stage=cfg.next, sources=self.rt.config.sources_for(st),
-                             auto_retry_after=after, auto_retries=retry.auto_retries if after > 0 else 0)
+                             auto_retry_after=after, auto_retries=retry.auto_retries if after > 0 else 0,
+                             assemble_timeout=self.rt.config.temporal.assemble_timeout)
 
     @activity.defn(name=names.ASSEMBLE)
     def assemble(self, inp: AssembleInput) -> AssembleResult:

@@ -28,6 +28,13 @@ LOCAL: LocalActivityConfig = LocalActivityConfig(
     start_to_close_timeout=timedelta(seconds=60),
     retry_policy=_retry(timedelta(milliseconds=200), timedelta(seconds=5), attempts=5))
 
+
+def assembly(timeout_seconds: float) -> LocalActivityConfig:
+    """LOCAL with the stage's own timeout per attempt (StageSettings.assemble_timeout)."""
+    return LocalActivityConfig(start_to_close_timeout=timedelta(seconds=timeout_seconds),
+                               retry_policy=LOCAL["retry_policy"])
+
+
 # One model call. Providers fail transiently (429, 529, 5xx, unreachable) for seconds or for
 # minutes: the activity decides each next_retry_delay and when to give up from [retry] in the
 # worker's config.toml (cardloop/contracts/retry.py, activities/retrying.py), so the policy

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import TimeoutError as TemporalTimeout
 
 with workflow.unsafe.imports_passed_through():
     from cardloop.contracts import names
@@ -90,12 +91,21 @@ class StageWorkflow:
                 return self._done(inp, "cancelled", "the card moved to another stage")
             # Retries are spent or the failure is deterministic (a 400, a missing card): the
             # stage ends "failed" with the root cause, and the card waits for a human.
-            cause: BaseException = err
-            while cause.__cause__ is not None or getattr(cause, "cause", None) is not None:
-                cause = getattr(cause, "cause", None) or cause.__cause__  # type: ignore[assignment]
-            message = getattr(cause, "message", None) or str(cause)
-            failed = self._done(inp, "failed", str(message)[:1000])
-            return failed.model_copy(update={"transient": is_transient(cause)})  # the card may retry it
+            if err.activity_type == names.ASSEMBLE and isinstance(err.cause, TemporalTimeout):
+                return self._failed(inp, _assembly_timed_out(inp), transient=True)
+            return self._failed(inp, _root_message(err), transient=is_transient(_root_cause(err)))
+        except TemporalTimeout:
+            # prompt.assemble (a local activity) timed out on its last attempt. Live that arrives
+            # as ActivityError(TimeoutError), handled above; on replay the SDK raises the bare
+            # TimeoutError, so it must end the same way here or the history cannot replay.
+            return self._failed(inp, _assembly_timed_out(inp), transient=True)
+        except ApplicationError as err:
+            # A local activity's ordinary failure reaches the workflow bare, live and on replay
+            # (e.g. "store unavailable: database is locked" from prompt.assemble). It used to fail
+            # the stage workflow; histories recorded so must still replay that way.
+            if not workflow.patched("local-activity-failure-ends-stage"):
+                raise
+            return self._failed(inp, _root_message(err), transient=is_transient(_root_cause(err)))
 
     async def _gather(self, inp: StageInput) -> None:
         """All of the stage's sources at once; each one's failure is recorded, never fatal."""
@@ -131,7 +141,7 @@ class StageWorkflow:
             AssembleInput(card_key=inp.ref.key, stage=inp.stage, run=inp.run, iteration=iteration,
                           profile=inp.settings.profile),
             result_type=AssembleResult,
-            **policies.LOCAL,
+            **policies.assembly(inp.settings.assemble_timeout),
             summary=f"{inp.stage} turn {iteration}: assemble prompt",
         )
 
@@ -162,6 +172,10 @@ class StageWorkflow:
             f"Tokens so far: {p.input_tokens:,} in, {p.output_tokens:,} out; cost ${p.cost_usd:.4f}."
         )
 
+    def _failed(self, inp: StageInput, reason: str, *, transient: bool) -> StageRun:
+        """Retries are spent or the failure is deterministic; a transient one the card may retry."""
+        return self._done(inp, "failed", reason).model_copy(update={"transient": transient})
+
     def _done(self, inp: StageInput, outcome: str, reason: str) -> StageRun:
         p = self.progress
         workflow.set_current_details(f"**{inp.stage}** run {inp.run}: {outcome} after {p.iteration} "
@@ -171,3 +185,23 @@ class StageWorkflow:
         return StageRun(stage=inp.stage, run=inp.run, outcome=outcome, reason=reason, iterations=p.iteration,
                         input_tokens=p.input_tokens, output_tokens=p.output_tokens, cost_usd=p.cost_usd,
                         truncated_turns=p.truncated_turns)
+
+
+def _root_cause(err: BaseException) -> BaseException:
+    cause = err
+    while cause.__cause__ is not None or getattr(cause, "cause", None) is not None:
+        cause = getattr(cause, "cause", None) or cause.__cause__  # type: ignore[assignment]
+    return cause
+
+
+def _root_message(err: BaseException) -> str:
+    """The innermost cause's message: what a person can act on ("store unavailable: database
+    is locked", the provider's 400), not "Activity task failed"."""
+    cause = _root_cause(err)
+    return str(getattr(cause, "message", None) or cause)[:1000]
+
+
+def _assembly_timed_out(inp: StageInput) -> str:
+    attempts = policies.LOCAL["retry_policy"].maximum_attempts
+    return (f"prompt assembly timed out ({attempts} attempts of {inp.settings.assemble_timeout:g} s): "
+            "the store is locked or slow")

@@ -64,6 +64,9 @@ class TemporalConfig(_Section):
     # `cardloop api` and `cardloop worker` started while Temporal is down retry connecting, backing off to this.
     reconnect_max_interval: Seconds = Field(default=30.0, gt=0)
 
+    # Seconds one attempt of prompt assembly (a local activity) may take; recorded per stage run.
+    assemble_timeout: float = Field(default=60.0, gt=0, le=600)
+
 
 class WorkerConfig(_Section):
     # A tiny HTTP endpoint for Kubernetes probes (/livez, /readyz); 0 turns it off.

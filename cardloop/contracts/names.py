@@ -54,4 +54,6 @@ NON_RETRYABLE = (CONFIG_ERROR, CARD_NOT_FOUND, INVALID_INPUT, PROVIDER_REJECTED)
 MODEL_UNAVAILABLE = "ModelUnavailable"
 # An activity gave up after [retry] other_attempts on a failure that is not the provider's.
 GAVE_UP = "GaveUp"
-TRANSIENT_FAILURES = (MODEL_UNAVAILABLE,)
+# Transient: the store could not answer ("store unavailable: database is locked"); retried.
+STORE_UNAVAILABLE = "StoreUnavailable"
+TRANSIENT_FAILURES = (MODEL_UNAVAILABLE, STORE_UNAVAILABLE)

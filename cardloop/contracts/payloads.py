@@ -213,6 +213,7 @@ class StageSettings(_Value):
     # Seconds after a transient failure before the card runs the stage again (0: never), and how often in a row.
     auto_retry_after: float = 0.0
     auto_retries: int = 0
+    assemble_timeout: float = 60.0  # seconds per prompt.assemble attempt ([temporal] assemble_timeout)
 
 
 class GatherInput(_Value):
@@ -297,7 +298,9 @@ class CompleteResult(_Value):
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float = 0.0  # the usage of the call whose reply was kept: the turn's own
+    # True: an earlier attempt had stored this reply; it was returned without calling the model.
+    reused: bool = False
 
 
 class AppendInput(_Value):

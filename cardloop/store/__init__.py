@@ -12,7 +12,8 @@ PostgreSQL when the URL says so (`postgresql://...`, driven by psycopg 3).
     base.py            what the mixins share: tenant checks, idempotent inserts, the card counter
     cards.py           card fields and chat history        context.py         context items
     blobs.py           content-addressed blobs             summaries.py       history summaries
-    usage.py           LLM usage and cost                  deliveries.py      delivery ids seen
+    usage.py           the ledger: a row per call attempt  deliveries.py      delivery ids seen
+    ledger.py          replies and side effects recorded with their call's usage (exactly once)
     tenant_prompts.py  tenant prompt versions              tokens.py          API tokens
     workflow_state.py  the card workflow's closing state   roles.py           PostgreSQL roles
 
@@ -42,7 +43,10 @@ from cardloop.store.values import (
     ApiToken,
     IssuedApiToken,
     NotFoundError,
+    StoredEffect,
+    StoredReply,
     StoreError,
+    StoreUnavailable,
     Summary,
     TenantPromptVersion,
     TenantScopeError,
@@ -64,6 +68,9 @@ __all__ = [
     "NotFoundError",
     "Store",
     "StoreError",
+    "StoreUnavailable",
+    "StoredEffect",
+    "StoredReply",
     "Summary",
     "TenantPromptVersion",
     "TenantScopeError",

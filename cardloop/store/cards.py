@@ -101,31 +101,48 @@ class CardsMixin(StoreBase):
             if seq is not None:
                 return seq
         with self._db.write(tenant) as conn:
-            seq, _ = self._lock_counter(conn, card_key, tenant)
-            if dedup_key is not None:
-                # Re-checked under the lock: a concurrent append with this key has committed by now.
-                existing = _seq_for(conn, card_key, tenant, dedup_key)
-                if existing is not None:
-                    return existing
-            conn.execute(
-                s.messages.insert().values(
-                    card_key=card_key,
-                    seq=seq,
-                    tenant=tenant,
-                    dedup_key=dedup_key,
-                    role=message.role,
-                    stage=stage,
-                    message_id=message.id,
-                    created_at=message.created_at,
-                    body=message.model_dump_json(),
-                )
-            )
-            conn.execute(
-                update(s.card_counters)
-                .where(s.card_counters.c.card_key == card_key, s.card_counters.c.tenant == tenant)
-                .values(next_message_seq=seq + 1)
-            )
+            seq, _ = self._append_locked(conn, card_key, tenant, message, dedup_key, stage)
         return seq
+
+    def _append_locked(self, conn: Connection, card_key: str, tenant: str, message: Message,
+                       dedup_key: str | None, stage: str | None) -> tuple[int, bool]:
+        """Append inside the caller's write transaction: (seq, True), or (the seq stored under
+        `dedup_key` before, False)."""
+        seq, _ = self._lock_counter(conn, card_key, tenant)
+        if dedup_key is not None:
+            # Re-checked under the lock: a concurrent append with this key has committed by now.
+            existing = _seq_for(conn, card_key, tenant, dedup_key)
+            if existing is not None:
+                return existing, False
+        conn.execute(
+            s.messages.insert().values(
+                card_key=card_key,
+                seq=seq,
+                tenant=tenant,
+                dedup_key=dedup_key,
+                role=message.role,
+                stage=stage,
+                message_id=message.id,
+                created_at=message.created_at,
+                body=message.model_dump_json(),
+            )
+        )
+        conn.execute(
+            update(s.card_counters)
+            .where(s.card_counters.c.card_key == card_key, s.card_counters.c.tenant == tenant)
+            .values(next_message_seq=seq + 1)
+        )
+        return seq, True
+
+    def message_by_key(self, card_key: str, dedup_key: str) -> tuple[int, Message] | None:
+        """The message appended under `dedup_key` and its seq, or None."""
+        tenant = self._card_tenant(card_key)
+        m = s.messages.c
+        with self._db.read(tenant) as conn:
+            row = conn.execute(
+                select(m.seq, m.body).where(m.card_key == card_key, m.tenant == tenant, m.dedup_key == dedup_key)
+            ).one_or_none()
+        return None if row is None else (int(row.seq), Message.model_validate_json(row.body))
 
     def messages(self, card_key: str, start: int = 0, end: int | None = None) -> list[Message]:
         """Messages with start <= seq < end (end None: to the last), in seq order."""

@@ -27,18 +27,20 @@ from cardloop.store.cards import CardsMixin
 from cardloop.store.context import ContextMixin
 from cardloop.store.deliveries import DeliveriesMixin
 from cardloop.store.engine import open_database
+from cardloop.store.ledger import LedgerMixin
 from cardloop.store.roles import provision, scram_sha256_verifier
 from cardloop.store.summaries import SummariesMixin
 from cardloop.store.tenant_prompts import TenantPromptsMixin
 from cardloop.store.tokens import TOKEN_PREFIX, ApiTokensMixin
 from cardloop.store.usage import UsageMixin
-from cardloop.store.values import StoreError, TenantScopeError, check_tenant
+from cardloop.store.values import StoreError, StoreUnavailable, TenantScopeError, check_tenant
 from cardloop.store.workflow_state import WorkflowStateMixin
 
 __all__ = ["TOKEN_PREFIX", "Store", "scram_sha256_verifier"]
 
 
 class Store(
+    LedgerMixin,  # first: it builds on CardsMixin and UsageMixin
     CardsMixin,
     ContextMixin,
     BlobsMixin,
@@ -68,10 +70,12 @@ class Store(
         store = cls(url)
         try:
             store.migrate()
-        except OperationalError as exc:
+        except (OperationalError, StoreUnavailable) as exc:
             store.close()
             # Start-up names the database (password masked) instead of a driver traceback.
-            raise StoreError(f"cannot open the store at {store.url}: {exc.orig}") from exc
+            driver = exc.__cause__ if isinstance(exc, StoreUnavailable) else exc
+            reason = getattr(driver, "orig", None) or exc
+            raise StoreError(f"cannot open the store at {store.url}: {reason}") from exc
         except ProgrammingError as exc:
             store.close()
             # The application role of a provisioned database may not create tables: a release with

@@ -4,7 +4,9 @@ Store methods run in Temporal sync activities on a thread pool, so one Engine is
 many threads. Each call checks a connection out of the pool for one transaction:
 
 - SQLite file: WAL (readers never wait for the writer), a busy timeout (writers queue instead
-  of failing), `check_same_thread=False` (pooled connections move between threads), and
+  of failing; 30 s, or `?busy_timeout_ms=N` in the URL; past it the store raises
+  StoreUnavailable "store unavailable: database is locked"), `check_same_thread=False`
+  (pooled connections move between threads), and
   write transactions begin IMMEDIATE so they take the write lock before their first read.
 - `sqlite://` (in memory): one shared connection (StaticPool) — the only way the threads see
   the same database — so every transaction is serialized by a lock in `Database`.
@@ -30,10 +32,10 @@ from typing import Any, Literal
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import StaticPool
 
-from cardloop.store.values import StoreError
+from cardloop.store.values import StoreError, StoreUnavailable
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 _WRITE = "cardloop_write"
@@ -86,7 +88,7 @@ class Database:
         `tenant` scopes it for row-level security (PostgreSQL); without one, the tenant tables
         show no rows and accept no writes to a role that row-level security applies to.
         """
-        with self._serial, self.engine.connect() as conn:
+        with self._unavailable(), self._serial, self.engine.connect() as conn:
             conn.execution_options(**{_WRITE: True})
             with conn.begin():
                 self._scope(conn, tenant)
@@ -95,7 +97,7 @@ class Database:
     @contextlib.contextmanager
     def read(self, tenant: str | None = None) -> Iterator[Connection]:
         """A read-only transaction: one consistent snapshot for several SELECTs; scoped as `write`."""
-        with self._serial, self.engine.connect() as conn:
+        with self._unavailable(), self._serial, self.engine.connect() as conn:
             if self.dialect == "postgresql":
                 # READ COMMITTED takes a new snapshot per statement: a card read in three SELECTs
                 # could mix two appends. A read-only REPEATABLE READ transaction never fails.
@@ -103,6 +105,18 @@ class Database:
             with conn.begin():
                 self._scope(conn, tenant)
                 yield conn
+
+    @contextlib.contextmanager
+    def _unavailable(self) -> Iterator[None]:
+        """A database that cannot answer now becomes StoreUnavailable, which callers recognise:
+        SQLite locked past its busy timeout, PostgreSQL unreachable or its connection lost."""
+        try:
+            yield
+        except OperationalError as exc:
+            reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+            if self.dialect == "sqlite" and "locked" not in reason and "busy" not in reason:
+                raise  # e.g. a malformed database: not something waiting fixes
+            raise StoreUnavailable(f"store unavailable: {reason}") from exc
 
     def _scope(self, conn: Connection, tenant: str | None) -> None:
         if self.dialect != "postgresql" or tenant is None:
@@ -131,22 +145,31 @@ def _open_sqlite(url: URL) -> Database:
         return Database(engine, url, in_memory=True, _serial=threading.RLock())
     path = Path(database).expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
-    url = url.set(database=str(path))
+    busy_ms = SQLITE_BUSY_TIMEOUT_MS
+    if "busy_timeout_ms" in url.query:
+        raw = url.query["busy_timeout_ms"]
+        try:
+            busy_ms = int(raw if isinstance(raw, str) else raw[-1])
+        except ValueError:
+            raise StoreError(f"busy_timeout_ms={raw!r} in the store URL: expected milliseconds") from None
+        if busy_ms < 0:
+            raise StoreError(f"busy_timeout_ms={busy_ms} in the store URL: expected milliseconds >= 0")
+    url = url.set(database=str(path)).difference_update_query(["busy_timeout_ms"])
     engine = create_engine(
         url,
-        connect_args={"check_same_thread": False, "timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+        connect_args={"check_same_thread": False, "timeout": busy_ms / 1000},
         pool_size=8,
         max_overflow=24,
     )
-    _sqlite_hooks(engine, wal=True)
+    _sqlite_hooks(engine, wal=True, busy_ms=busy_ms)
     return Database(engine, url, in_memory=False)
 
 
-def _enable_wal(cursor: Any) -> None:
+def _enable_wal(cursor: Any, busy_ms: int) -> None:
     """WAL is a property of the file, set once. Switching needs an exclusive lock, and SQLite
     does not call its busy handler for it: two stores opening a new file at the same moment
     see "database is locked" at once. So wait for the other opener here, up to the busy timeout."""
-    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + busy_ms / 1000
     while True:
         if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
             return
@@ -159,7 +182,7 @@ def _enable_wal(cursor: Any) -> None:
             time.sleep(0.02)
 
 
-def _sqlite_hooks(engine: Engine, *, wal: bool) -> None:
+def _sqlite_hooks(engine: Engine, *, wal: bool, busy_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # sqlite3's own transaction handling skips BEGIN before SELECT and DDL, which breaks
@@ -167,9 +190,9 @@ def _sqlite_hooks(engine: Engine, *, wal: bool) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
-            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
             if wal:
-                _enable_wal(cursor)
+                _enable_wal(cursor, busy_ms)
                 # In WAL mode NORMAL loses no committed data on an application crash, and skips an fsync per commit.
                 cursor.execute("PRAGMA synchronous = NORMAL")
         finally:

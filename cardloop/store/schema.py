@@ -68,6 +68,7 @@ from sqlalchemy import (
 )
 
 from cardloop.store.engine import Database
+from cardloop.store.migration_ledger import V5
 from cardloop.store.tenant_keys import scope_keys_by_tenant
 from cardloop.store.values import StoreError
 
@@ -206,10 +207,12 @@ summaries = Table(
     PrimaryKeyConstraint("tenant", "card_key", "model", "first_seq", "last_seq", name="pk_summaries"),
 )
 
+# One row per provider call attempt (migration 5): the ledger that matches the provider's bill.
 llm_usage = Table(
     "llm_usage",
     metadata,
     Column("call_key", String(500), nullable=False),
+    Column("attempt", Integer, nullable=False, server_default=text("1")),
     Column("card_key", String(500), nullable=False),
     Column("tenant", String(100), nullable=False),
     Column("stage", String(64), nullable=False),
@@ -217,6 +220,9 @@ llm_usage = Table(
     Column("provider", String(64), nullable=False),
     Column("model", String(200), nullable=False),
     Column("purpose", String(16), nullable=False),
+    Column("retry", Boolean, nullable=False, server_default=false()),  # attempt > 1, or its reply came too late
+    Column("kept", Boolean, nullable=False, server_default=text("TRUE")),  # its result is the one stored
+    Column("status", String(16), nullable=False, server_default=text("'done'")),  # calling | done | failed
     Column("input_tokens", BigInteger, nullable=False),
     Column("output_tokens", BigInteger, nullable=False),
     Column("cache_read_tokens", BigInteger, nullable=False),
@@ -225,9 +231,23 @@ llm_usage = Table(
     Column("cost_nanousd", BigInteger, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("inserted_at", UTCDateTime, nullable=False, server_default=_now()),
-    PrimaryKeyConstraint("tenant", "call_key", name="pk_llm_usage"),
+    PrimaryKeyConstraint("tenant", "card_key", "call_key", "attempt", name="pk_llm_usage"),
     Index("ix_llm_usage_card", "card_key", "stage"),
     Index("ix_llm_usage_tenant_time", "tenant", "created_at"),
+)
+
+# The result of a side effect under its key (migration 5): the first recorded wins, and a
+# retried activity returns it instead of acting again (activities/once.py).
+effects = Table(
+    "effects",
+    metadata,
+    Column("card_key", String(500), nullable=False),
+    Column("effect_key", String(500), nullable=False),
+    Column("tenant", String(100), nullable=False),
+    Column("kind", String(64), nullable=False),
+    Column("result", Text, nullable=False),
+    Column("inserted_at", UTCDateTime, nullable=False, server_default=_now()),
+    PrimaryKeyConstraint("tenant", "card_key", "effect_key", name="pk_effects"),
 )
 
 deliveries = Table(
@@ -305,6 +325,7 @@ RLS_TABLES: tuple[str, ...] = (
     "deliveries",
     "tenant_prompts",
     "tenant_prompt_heads",
+    "effects",
 )
 TOKEN_LOOKUP_FUNCTION = "cardloop_token_tenant"
 
@@ -538,6 +559,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "the card workflow's state when a run closes", ("ALTER TABLE cards ADD COLUMN workflow_state TEXT",)),
     Migration(4, "keys scoped by tenant, card keys under their tenant's prefix, blobs per tenant only",
               (scope_keys_by_tenant,)),
+    Migration(5, "a ledger row per provider call attempt; recorded side effects", V5),
 )
 
 _SCHEMA_TABLE_DDL = """CREATE TABLE IF NOT EXISTS cardloop_schema (
@@ -618,6 +640,7 @@ _APP_GRANTS: tuple[tuple[str, str], ...] = (
     ("summaries", "SELECT, INSERT, UPDATE, DELETE"),
     ("llm_usage", "SELECT, INSERT, UPDATE, DELETE"),
     ("deliveries", "SELECT, INSERT, UPDATE, DELETE"),
+    ("effects", "SELECT, INSERT"),
     ("tenant_prompts", "SELECT, INSERT"),
     ("tenant_prompt_heads", "SELECT, INSERT, UPDATE"),
     ("api_tokens", "SELECT, INSERT, UPDATE"),
@@ -634,8 +657,10 @@ def provision_role_sql(conn: Connection, role: str) -> list[str]:
     quote = conn.dialect.identifier_preparer.quote
     schema = quote(conn.execute(text("SELECT current_schema()")).scalar_one())
     r = quote(role)
+    existing = set(inspect(conn).get_table_names())  # a store not yet migrated has fewer tables
     statements = [f"GRANT USAGE ON SCHEMA {schema} TO {r}"]
-    statements += [f"GRANT {privileges} ON {schema}.{table} TO {r}" for table, privileges in _APP_GRANTS]
+    statements += [f"GRANT {privileges} ON {schema}.{table} TO {r}" for table, privileges in _APP_GRANTS
+                   if table in existing]
     statements.append(
         f"GRANT EXECUTE ON FUNCTION {schema}.{TOKEN_LOOKUP_FUNCTION}(text, timestamptz) TO {r}"
     )

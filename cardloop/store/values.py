@@ -2,10 +2,12 @@
 
     StoreError (CardloopError, RuntimeError)   the store refused input or found bad state
     ├── NotFoundError (+ KeyError)             a blob ref or prompt version that is not stored
-    └── TenantScopeError                       a tenant-scoped store asked about another tenant
+    ├── TenantScopeError                       a tenant-scoped store asked about another tenant
+    └── StoreUnavailable                       the database cannot answer now (SQLite locked past
+                                               its busy timeout, PostgreSQL unreachable): transient
 
-Database driver errors (connection lost, serialization failure) are left as SQLAlchemy raises
-them: they are transient, and Temporal retries the activity.
+Other database driver errors (serialization failure) are left as SQLAlchemy raises them:
+they are transient too, and Temporal retries the activity.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validato
 
 from cardloop.contracts.errors import CardloopError
 from cardloop.contracts.payloads import CardRef
-from cardloop.prompts.card import Card, TenantPrompt
+from cardloop.prompts.card import Card, Message, TenantPrompt
 
 # One rule for every tenant name: the same characters CardRef allows for a key part, so the
 # tenant segment of a card key and the tenant column always agree (row-level security keys on it).
@@ -44,6 +46,11 @@ class NotFoundError(StoreError, KeyError):
 
 class TenantScopeError(StoreError):
     """A store scoped to one tenant (`Store.for_tenant`) was asked to touch another tenant's data."""
+
+
+class StoreUnavailable(StoreError):
+    """The database could not answer in time: "store unavailable: database is locked". Retrying
+    later can succeed; activities report it as the ApplicationError type "StoreUnavailable"."""
 
 
 def check_tenant(tenant: str) -> str:
@@ -109,9 +116,19 @@ class Summary(_Value):
 
 
 class UsageRecord(_Value):
-    """One LLM call's usage. `call_key` is unique per call, so a retried activity records it once."""
+    """One provider call attempt in the ledger, keyed by (card, `call_key`, `attempt`): a retried
+    activity adds a row for its own call, and a row recorded again is recorded once.
+
+    `retry`: the attempt is not the first, or its reply arrived after another attempt's reply
+    was stored. `kept`: its result is the one the store holds (the turn's own usage).
+    `status`: "calling" while the call runs (a row left so belongs to a worker that died
+    mid-call: billed by the provider, usage unknown), "done", or "failed" (an error answer)."""
 
     call_key: str = Field(min_length=1, max_length=MAX_KEY)
+    attempt: int = Field(default=1, ge=1)
+    retry: bool = False
+    kept: bool = True
+    status: Literal["calling", "done", "failed"] = "done"
     card_key: str = Field(min_length=1, max_length=MAX_KEY)
     tenant: str = Field(min_length=1, max_length=100)
     stage: str = Field(min_length=1, max_length=64)
@@ -148,11 +165,34 @@ class UsageSum(_Value):
 
 
 class UsageTotals(_Value):
-    """A card's LLM usage: overall and per stage."""
+    """A card's LLM usage: every provider call (`total`, what the provider bills) and per stage;
+    `own` the calls whose result the card kept, `extra` the rest (retries whose reply came too
+    late, error answers, calls lost with their worker); `retries` rows marked retry; `unknown`
+    calls without usage (still running, or lost with their worker)."""
 
     card_key: str
     total: UsageSum
     by_stage: dict[str, UsageSum]
+    own: UsageSum = UsageSum()
+    extra: UsageSum = UsageSum()
+    retries: int = 0
+    unknown: int = 0
+
+
+class StoredReply(_Value):
+    """A model reply as the chat history holds it, with the usage of the call that produced it."""
+
+    seq: int
+    message: Message
+    usage: UsageRecord | None = None
+
+
+class StoredEffect(_Value):
+    """A side effect's recorded result, with the usage of the model call that produced it (if any)."""
+
+    key: str
+    result: str
+    usage: UsageRecord | None = None
 
 
 class TenantPromptVersion(_Value):

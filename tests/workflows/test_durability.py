@@ -72,7 +72,10 @@ async def test_worker_killed_mid_model_call_restarts_and_nothing_is_duplicated(
         assert model.request_count == 2  # the lost call was made again, once
         replies = [m for m in store.messages(ref.key) if m.role == "assistant"]
         assert len(replies) == 1
-        assert store.usage_totals(ref.key).total.calls == 1
+        totals = store.usage_totals(ref.key)
+        # Both calls are in the ledger: the lost one without usage (its worker died), the retry kept.
+        assert totals.total.calls == 2 == model.request_count
+        assert (totals.unknown, totals.retries, totals.own.calls) == (1, 1, 1)
         await replay_all(client, client.get_workflow_handle(ref.workflow_id))
     finally:
         for proc in (first, second):

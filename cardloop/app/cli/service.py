@@ -191,8 +191,12 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
                       f"{plan.due:%Y-%m-%d %H:%M:%S} UTC (retry {plan.attempt} of {plan.of})")
             elif state.status == "idle" and state.history and state.history[-1].outcome == "failed":
                 print(f"  failed: `cardloop card retry {ref.key}` runs {state.history[-1].stage} again")
-        t = usage.total
-        print(f"  usage: {t.calls} calls, {t.input_tokens:,} in, {t.output_tokens:,} out, ${float(t.cost_usd):.4f}")
+        t, extra = usage.total, usage.extra
+        print(f"  usage: {t.calls} calls, {t.input_tokens:,} in, {t.output_tokens:,} out, "
+              f"billed ${float(t.cost_usd):.4f} (retries included)")
+        share = f"{float(extra.cost_usd / t.cost_usd):.0%}" if t.cost_usd else "0%"
+        print(f"    retries: {extra.calls} call(s) whose reply was not kept, ${float(extra.cost_usd):.4f} "
+              f"({share} of the bill); {usage.unknown} without usage (running, or lost with their worker)")
         for stage, s in usage.by_stage.items():
             print(f"    {stage:<13} {s.calls} calls  ${float(s.cost_usd):.4f}")
         print(f"  history: {len(messages)} messages (last {min(args.last, len(messages))}):")

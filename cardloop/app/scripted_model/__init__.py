@@ -16,6 +16,7 @@ language model: it answers from a script. Three uses:
    ``inject(delay=2.0)``... queue faults that the next requests consume, one each, before any
    normal reply. Error bodies, error types and the request-id header are the API's own.
 3. Benchmarks: ``ScriptedModel(latency=0.05)`` sleeps that long before every answer.
+   ``ScriptedModel(unique=True)`` starts every text reply with "[call N] " (chaos runs).
 
 It validates requests the way the API does where our code could get it wrong (model,
 max_tokens, messages, roles, first role user, system shape, at most 4 cache_control blocks,

@@ -71,6 +71,7 @@ class ScriptedModel:
         api_key: str | None = None,
         min_cache_tokens: int = 1024,
         cache_ttl: float = 300.0,
+        unique: bool = False,
     ) -> None:
         self.transcript = check_transcript(transcript or {}, "transcript")
         self.host = host
@@ -82,6 +83,10 @@ class ScriptedModel:
         self.api_key = api_key
         self.min_cache_tokens = min_cache_tokens
         self.cache_ttl = cache_ttl
+        # Every text reply starts "[call N] " (N counts answered message requests from 1), so a
+        # reply names the call that produced it: chaos runs tell a re-made call from a stored one.
+        self.unique = unique
+        self._answered = 0
         self._lock = threading.Lock()
         self._faults: deque[Fault] = deque()
         self._requests: list[RecordedRequest] = []
@@ -209,6 +214,7 @@ class ScriptedModel:
             self._requests.clear()
             self._stage_counts.clear()
             self._cache.clear()
+            self._answered = 0
 
     # -- request handling (runs on the server's handler threads) --
 
@@ -283,6 +289,10 @@ class ScriptedModel:
             usage["output_tokens"] = max(sum(count_tokens(json.dumps(b)) for b in blocks), 1)
         else:
             text = summarize(messages) if scripted is None else str(scripted)
+            if self.unique:
+                with self._lock:
+                    self._answered += 1
+                    text = f"[call {self._answered}] {text}"
             max_tokens = body["max_tokens"]
             if count_tokens(text) > max_tokens:
                 text, stop_reason = text[: max_tokens * 4], "max_tokens"

@@ -187,7 +187,8 @@ async def test_worker_started_while_temporal_is_down_retries_until_it_appears(ou
         await asyncio.to_thread(server.start)
         out.wait_for("connected to Temporal at")
         out.wait_for("worker on")
-        config = make_config(server.address, env["CARDLOOP_TEMPORAL__TASK_QUEUE"], CARDLOOP_TEMPORAL__ENCRYPT_PAYLOADS="false")
+        config = make_config(server.address, env["CARDLOOP_TEMPORAL__TASK_QUEUE"],
+                             CARDLOOP_TEMPORAL__ENCRYPT_PAYLOADS="false")
         cards = CardService(await connect(config), store, config)
         ref = cards.import_card(small_card("WORKER-1"))
         await cards.move(ref, "testing", delivery_id="t")

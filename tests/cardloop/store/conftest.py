@@ -1,3 +1,3 @@
-from tests.cardloop.store.tenant_kit import cluster
+from tests.cardloop.store.store_kit import cluster
 
 __all__ = ["cluster"]

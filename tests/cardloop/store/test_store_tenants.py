@@ -39,7 +39,7 @@ from cardloop.store import (
     scram_sha256_verifier,
 )
 from cardloop.store import schema as store_schema
-from tests.cardloop.store.tenant_kit import A_KEY, B_KEY, Cluster, card, scoped
+from tests.cardloop.store.store_kit import A_KEY, B_KEY, Cluster, card, scoped
 from tests.postgres import PG_URL, drop_roles, schema_url
 
 GITHUB_TOKEN = "ghp_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7d"
@@ -285,6 +285,10 @@ def _fill(store: Store) -> dict[str, str]:
         store.put_summary(key, 0, 0, "m", f"{tenant} summary", 3, "llm")
         store.record_usage(UsageRecord(call_key=f"{key}/1", card_key=key, tenant=tenant, stage="coding",
                                        input_tokens=5, cost_usd=Decimal("0.01"), created_at=now))
+        store.record_reply(key, Message(role="assistant", content=f"{tenant} reply"), dedup_key="turn-1",
+                           stage="coding", usage=UsageRecord(call_key="turn-1", attempt=2, card_key=key,
+                                                             tenant=tenant, stage="coding", created_at=now))
+        store.record_effect(key, "chunk-1", "summary", f"{tenant} chunk")
         store.record_delivery(tenant, "board", "delivery-1")
         store.put_tenant_prompt(tenant, *accepted(f"{tenant} prompt."), created_by="test")
         tokens[tenant] = store.create_api_token(tenant, "ci").token
@@ -303,6 +307,8 @@ def test_row_level_security_binds_the_application_role(cluster: Cluster) -> None
         assert app_store.context_items(B_KEY)[0].content == "globex log"
         assert app_store.find_summary(A_KEY, 0, 0, "m").text == "acme summary"  # type: ignore[union-attr]
         assert app_store.usage_totals(B_KEY).total.input_tokens == 5
+        assert app_store.stored_reply(B_KEY, "turn-1").message.content == "globex reply"  # type: ignore[union-attr]
+        assert app_store.effect(A_KEY, "chunk-1").result == "acme chunk"  # type: ignore[union-attr]
         assert app_store.record_delivery("acme", "board", "delivery-1") is False
         assert app_store.current_tenant_prompt("globex").custom_system_prompt == "globex prompt."  # type: ignore[union-attr]
         assert app_store.tenant_for_token(tokens["acme"]) == "acme"

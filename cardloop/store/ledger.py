@@ -1,0 +1,70 @@
+"""Side effects recorded together with the ledger row of the call that produced them.
+
+A model reply joins the chat history and its call's usage is settled in ONE transaction, so
+no crash can leave a stored reply without its bill or a bill marked kept without its reply.
+The first result stored under a key wins; a later one (a zombie attempt whose reply arrived
+after another attempt's) is billed as a retry and not kept. Readers get what the store holds:
+`stored_reply` and `effect` are what activities/once.py looks up before it acts."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from cardloop.prompts.card import Message
+from cardloop.store import schema as s
+from cardloop.store.base import check_text
+from cardloop.store.cards import CardsMixin
+from cardloop.store.usage import UsageMixin
+from cardloop.store.values import MAX_KEY, StoredEffect, StoredReply, UsageRecord
+
+
+class LedgerMixin(CardsMixin, UsageMixin):
+    def record_reply(self, card_key: str, message: Message, *, dedup_key: str, stage: str | None,
+                     usage: UsageRecord) -> int:
+        """Append `message` under `dedup_key` (unless one is stored) and settle `usage` as kept
+        or, when a reply was stored first, as a retry; return the stored message's seq."""
+        tenant = self._card_tenant(card_key)
+        check_text("dedup_key", dedup_key, MAX_KEY, required=True)
+        check_text("stage", stage, 64)
+        with self._db.write(tenant) as conn:
+            seq, appended = self._append_locked(conn, card_key, tenant, message, dedup_key, stage)
+            self._upsert_usage(conn, _settled(usage, kept=appended))
+        return seq
+
+    def stored_reply(self, card_key: str, dedup_key: str) -> StoredReply | None:
+        """The reply stored under `dedup_key`, with the usage of the call that produced it."""
+        found = self.message_by_key(card_key, dedup_key)
+        if found is None:
+            return None
+        seq, message = found
+        return StoredReply(seq=seq, message=message, usage=self.call_usage(card_key, dedup_key))
+
+    def record_effect(self, card_key: str, key: str, kind: str, result: str,
+                      usage: UsageRecord | None = None) -> bool:
+        """Record a side effect's result under `key` once (the first wins), with the usage of
+        the call that produced it settled as kept or as a retry; True when this one was kept."""
+        tenant = self._card_tenant(card_key)
+        check_text("effect key", key, MAX_KEY, required=True)
+        check_text("kind", kind, 64, required=True)
+        values = {"card_key": card_key, "effect_key": key, "tenant": tenant, "kind": kind, "result": result}
+        with self._db.write(tenant) as conn:
+            kept = self._insert_new(conn, s.effects, values)
+            if usage is not None:
+                self._upsert_usage(conn, _settled(usage, kept=kept))
+        return kept
+
+    def effect(self, card_key: str, key: str) -> StoredEffect | None:
+        """The result recorded under `key`, with the usage of the call that produced it."""
+        tenant = self._card_tenant(card_key)
+        e = s.effects.c
+        with self._db.read(tenant) as conn:
+            result = conn.execute(
+                select(e.result).where(e.card_key == card_key, e.tenant == tenant, e.effect_key == key)
+            ).scalar_one_or_none()
+        if result is None:
+            return None
+        return StoredEffect(key=key, result=result, usage=self.call_usage(card_key, key))
+
+
+def _settled(usage: UsageRecord, *, kept: bool) -> UsageRecord:
+    return usage.model_copy(update={"status": "done", "kept": kept, "retry": usage.retry or not kept})

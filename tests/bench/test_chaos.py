@@ -1,0 +1,32 @@
+"""A small run of bench/chaos.py: one card through every stage, its worker killed by itself
+right after its first model reply was stored (before the activity could complete). The retry
+must act on the stored reply, make no second model call, and bill every call it made; the
+histories must replay. (On the code before the ledger the planning stage acted on "[call 2]"
+while the store held "[call 1]", and the model saw 6 calls for 5 in the ledger.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(240)
+CHAOS = Path(__file__).resolve().parents[2] / "bench" / "chaos.py"
+
+
+def test_chaos_smoke_worker_killed_right_after_a_stored_reply() -> None:
+    run = subprocess.run([sys.executable, str(CHAOS), "--cards", "1", "--kills", "0", "--store-kills", "1",
+                          "--restarts", "0", "--span", "5", "--timeout", "150", "--seed", "7", "--json"],
+                         capture_output=True, text=True, timeout=220)
+    figures = json.loads(run.stdout.strip().splitlines()[-1])
+    assert figures["S worker kills right after a stored reply"] == 1, run.stderr[-2000:]
+    assert figures["cards finished"] == 1 and figures["cards lost"] == 0
+    assert figures["replies compared"] == 5
+    assert figures["replies acted on that differ from the stored ones"] == 0, figures["notes"]
+    assert figures["model calls made"] == figures["calls in the ledger"] == 5
+    assert figures["duplicated messages"] == figures["duplicated usage rows"] == figures["duplicated stage runs"] == 0
+    assert figures["histories failing replay"] == 0 and figures["histories replayed"] == 5
+    assert run.returncode == 0
