@@ -4,7 +4,10 @@ stay thin and tests can build one around a loopback model server."""
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +17,7 @@ from cardloop.integrations.providers import Price, Provider, build_provider, cos
 from cardloop.integrations.providers.base import Usage
 from cardloop.integrations.sources.base import Source
 from cardloop.integrations.upstream import UpstreamError
+from cardloop.integrations.workspace import Sandbox, WorkspaceManager, manager_from_config, sandbox_limits
 from cardloop.prompts.assemble import PromptAssembler
 from cardloop.prompts.scrub import Scrubber
 from cardloop.store import Store
@@ -30,11 +34,33 @@ class ActivityDeps:
     _providers: dict[str, Provider] = field(default_factory=dict)
     _sources: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # This worker's own task queue: the workspace activities for the worktrees on its disk.
+    workspace_queue: str = ""
+    _workspaces: WorkspaceManager | None = None
+    _sandbox: Sandbox | None = None
 
     def __post_init__(self) -> None:
         # Every store call of an activity heartbeats while it waits (activities/heartbeat.py).
         if not isinstance(self.store, HeartbeatingStore):
             self.store = HeartbeatingStore(self.store)  # type: ignore[assignment]
+        if not self.workspace_queue:
+            # Unique per process: a restarted worker must not inherit the queue of worktrees it lost.
+            self.workspace_queue = (f"{self.config.temporal.task_queue}/workspace/"
+                                    f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+    def workspaces(self) -> WorkspaceManager:
+        """The worktrees on this worker's disk ([workspace] root), built on first use."""
+        with self._lock:
+            if self._workspaces is None:
+                self._workspaces = manager_from_config(self.config)
+            return self._workspaces
+
+    def sandbox(self) -> Sandbox:
+        """run_command's sandbox; which protections this platform allows is detected once."""
+        with self._lock:
+            if self._sandbox is None:
+                self._sandbox = Sandbox(sandbox_limits(self.config.workspace.sandbox))
+            return self._sandbox
 
     @classmethod
     def build(cls, config: Config, store: Store, *, base_urls: dict[str, str] | None = None) -> ActivityDeps:

@@ -24,9 +24,9 @@ from cardloop.activities.once import exactly_once
 from cardloop.activities.promise import read_promise
 from cardloop.activities.retrying import bounded_attempts
 from cardloop.contracts import names
-from cardloop.contracts.payloads import CompleteInput, CompleteResult
+from cardloop.contracts.payloads import CompleteInput, CompleteResult, ToolCallOut
 from cardloop.integrations.providers.base import Completion
-from cardloop.prompts.card import Message
+from cardloop.prompts.card import Message, ToolCall
 from cardloop.prompts.conversation import Conversation
 from cardloop.store import StoredReply, UsageRecord
 
@@ -62,7 +62,9 @@ class LlmActivities:
 
         def record(called: tuple[Completion, UsageRecord]) -> None:
             done, usage = called
-            reply = Message(role="assistant", content=done.text, created_at=datetime.now(UTC))
+            # The tools the model asked for stay structural in the history (Message.tool_calls).
+            calls = tuple(ToolCall(id=c.id, name=c.name, input=dict(c.input)) for c in done.tool_calls)
+            reply = Message(role="assistant", content=done.text, tool_calls=calls, created_at=datetime.now(UTC))
             rt.store.record_reply(inp.card_key, reply, dedup_key=inp.call_key, stage=inp.stage, usage=usage)
 
         stored = exactly_once(lambda: rt.store.stored_reply(inp.card_key, inp.call_key), call_model, record,
@@ -75,10 +77,22 @@ def result_from(stored: StoredReply, *, reused: bool) -> CompleteResult:
     text = stored.message.content
     promise, reason = read_promise(text)
     excerpt = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + " […]"
+    calls = [ToolCallOut(id=c.id, name=c.name, input=c.input) for c in stored.message.tool_calls]
+    if not excerpt and calls:
+        excerpt = ", ".join(f"{c.name}({_brief(c.input)})" for c in calls)[:EXCERPT_CHARS]
     u = stored.usage
     if u is None:  # a reply stored before the ledger kept usage with it
-        return CompleteResult(message_seq=stored.seq, promise=promise, reason=reason, excerpt=excerpt, reused=reused)
+        return CompleteResult(message_seq=stored.seq, promise=promise, reason=reason, excerpt=excerpt, reused=reused,
+                              tool_calls=calls)
     return CompleteResult(message_seq=stored.seq, promise=promise, reason=reason, excerpt=excerpt, model=u.model,
                           input_tokens=u.input_tokens, output_tokens=u.output_tokens,
                           cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens,
-                          cost_usd=float(u.cost_usd), reused=reused)
+                          cost_usd=float(u.cost_usd), reused=reused, tool_calls=calls)
+
+
+def _brief(args: dict[str, object]) -> str:
+    """A tool call's input in a few words, for the stage's details and the Temporal UI."""
+    for key in ("command", "path", "pattern"):
+        if isinstance(args.get(key), str):
+            return str(args[key])[:120]
+    return ""

@@ -8,12 +8,14 @@ from temporalio import activity
 
 from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import card_not_found, config_error, invalid_input
+from cardloop.activities.workspace import tool_specs
 from cardloop.contracts import names
+from cardloop.contracts.config import WRITE_TOOLS, Config
 from cardloop.contracts.errors import ConfigError
 from cardloop.contracts.payloads import AssembleInput, AssembleResult, FoldNeeded, StageSettings
 from cardloop.prompts.assemble import AssemblyError, AssemblyRequest
 from cardloop.prompts.history import Fold, FoldRequest
-from cardloop.prompts.stages import parse_stage
+from cardloop.prompts.stages import Stage, parse_stage
 
 
 class PromptActivities:
@@ -33,7 +35,8 @@ class PromptActivities:
                              token_budget=cfg.token_budget, auto_advance=cfg.auto_advance,
                              next_stage=cfg.next, sources=self.rt.config.sources_for(st),
                              auto_retry_after=after, auto_retries=retry.auto_retries if after > 0 else 0,
-                             assemble_timeout=self.rt.config.temporal.assemble_timeout)
+                             assemble_timeout=self.rt.config.temporal.assemble_timeout,
+                             cost_budget_usd=cfg.cost_budget_usd, **_agent_settings(self.rt.config, st))
 
     @activity.defn(name=names.ASSEMBLE)
     def assemble(self, inp: AssembleInput) -> AssembleResult:
@@ -57,7 +60,8 @@ class PromptActivities:
         try:
             prompt = rt.assembler.assemble(
                 AssemblyRequest(card=card, stage=stage, iteration=inp.iteration,
-                                tenant_prompt=stored.prompt if stored is not None else None),
+                                tenant_prompt=stored.prompt if stored is not None else None,
+                                tools=tool_specs(inp.tools)),
                 settings, cached_summary)
         except AssemblyError as exc:
             raise config_error(str(exc)) from None
@@ -66,6 +70,15 @@ class PromptActivities:
         return AssembleResult(prompt_ref=ref, tokens=prompt.sections, total_tokens=prompt.total_tokens,
                               history_mode=prompt.history_mode, fold=_fold(prompt.fold_needed),
                               redactions=sum(prompt.redactions.values()))
+
+
+def _agent_settings(config: Config, stage: Stage) -> dict[str, object]:
+    """The coding agent's part of the stage's settings: no tools unless [workspace] is enabled.
+    A stage that may write must show evidence for COMPLETE (the repository's tests pass)."""
+    ws = config.workspace
+    tools = ws.tools_for(stage) if ws.enabled else []
+    return {"tools": tools, "verify": bool(WRITE_TOOLS.intersection(tools)), "stuck_repeats": ws.stuck_repeats,
+            "stuck_turns": ws.stuck_turns, "affinity_timeout": ws.affinity_timeout}
 
 
 def _fold(needed: Fold | None) -> FoldNeeded | None:

@@ -10,6 +10,7 @@ history and context first. Every layer, section and item leaves an `explain` row
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import Any
 
 from cardloop.prompts.card import Card, TenantPrompt
 from cardloop.prompts.context import SEAM_TOKENS, ContextFitter
-from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
+from cardloop.prompts.conversation import Conversation, SystemBlock, ToolSpec, Turn
 from cardloop.prompts.explain import ExplainRow
 from cardloop.prompts.formats import render
 from cardloop.prompts.history import Fold, HistoryFitter, Summarizer, truncate_tokens
@@ -49,6 +50,8 @@ class AssemblyRequest:
     turn: str | None = None
     # Overrides the card's own tenant_prompt (the service passes the stored one).
     tenant_prompt: TenantPrompt | None = None
+    # The tools the model may call (the coding agent's workspace tools), sent natively.
+    tools: tuple[ToolSpec, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +224,13 @@ class PromptAssembler:
         else:
             turn_text = self.scrubber.scrub(turn_text, found)
         left = budget.total - used_system - agent_cost
+        # Tool definitions are sent with every request: they count against the total first.
+        tools_cost = sum(counter.count(f"{t.name} {t.description} {json.dumps(dict(t.input_schema), sort_keys=True)}")
+                         + overhead for t in request.tools)
+        if tools_cost:
+            rows.append(ExplainRow("tools", f"{len(request.tools)} tool definitions", "workspace tools", "used",
+                                   tools_cost, ", ".join(t.name for t in request.tools)))
+        left -= tools_cost
         turn_cap = max(MIN_TURN_TOKENS, left // 4)
         turn_cost = counter.count(turn_text) + overhead
         turn_row = ExplainRow("turn", "current turn", turn_source, "used", turn_cost)
@@ -266,9 +276,12 @@ class PromptAssembler:
             system=tuple(b for b in (SystemBlock(system_text, cache=True),
                                      SystemBlock(agent_text, cache=True)) if b.text),
             turns=tuple(turns),
+            tools=request.tools,
         )
         sections = {"system": used_system, "agent": agent_cost, "history": history_cost,
                     "context": context_cost, "turn": turn_cost}
+        if tools_cost:
+            sections["tools"] = tools_cost
         return AssembledPrompt(
             conversation=conversation, rows=tuple(rows), sections=sections,
             budget={"system": budget.system, "agent": budget.agent, "history": budget.history,

@@ -13,7 +13,7 @@ Status = Literal[
 
 @dataclass(frozen=True, slots=True)
 class ExplainRow:
-    section: str  # system | agent | history | context | turn
+    section: str  # system | agent | tools | history | context | turn
     name: str
     source: str
     status: Status

@@ -60,6 +60,21 @@ STORE: ActivityConfig = ActivityConfig(
     start_to_close_timeout=timedelta(seconds=30),
     retry_policy=_retry(timedelta(milliseconds=200), timedelta(seconds=10)))
 
+# Opening the card's workspace (a clone or fetch on some worker): retried a few times.
+WORKSPACE_OPEN: ActivityConfig = ActivityConfig(
+    start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=timedelta(seconds=30),
+    retry_policy=_retry(timedelta(seconds=2), timedelta(seconds=30), attempts=4))
+
+
+def on_workspace(queue: str, affinity_timeout: float, *, minutes: float = 30) -> ActivityConfig:
+    """A tool call, checkpoint or verification on the worker that holds the worktree. When that
+    worker is gone nobody polls `queue`: the schedule-to-start timeout ends the wait and the stage
+    opens the workspace again elsewhere. Heartbeats notice a worker that died mid-call."""
+    return ActivityConfig(task_queue=queue, schedule_to_start_timeout=timedelta(seconds=affinity_timeout),
+                          start_to_close_timeout=timedelta(minutes=minutes), heartbeat_timeout=timedelta(seconds=30),
+                          retry_policy=_retry(timedelta(seconds=1), timedelta(seconds=10), attempts=3))
+
+
 # Delivery ids remembered for dedup, carried across continue-as-new.
 MAX_SEEN_DELIVERIES = 500
 MAX_STAGE_RUNS_KEPT = 20

@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from cardloop.workflows import policies
     from cardloop.workflows.failures import is_transient
+    from cardloop.workflows.workspace import Hands, StuckWatch, TurnActs
 
 
 @workflow.defn(name=names.STAGE_WORKFLOW)
@@ -52,14 +53,20 @@ class StageWorkflow:
             if s.sources and workflow.patched("context-sources"):
                 self._details(inp, f"gathering context: {', '.join(s.sources)}")
                 await self._gather(inp)
+            hands: Hands | None = None
+            if s.tools:
+                self._details(inp, "opening the workspace")
+                hands = await Hands.open(inp)
+            tools = s.tools if hands is not None else []
+            watch = StuckWatch(s.stuck_repeats, s.stuck_turns)
             for iteration in range(1, s.max_iterations + 1):
                 p.iteration = iteration
                 self._details(inp, "assembling the prompt")
-                prompt = await self._assemble(inp, iteration)
+                prompt = await self._assemble(inp, iteration, tools)
                 if prompt.fold is not None:
                     self._details(inp, f"summarizing messages {prompt.fold.first + 1}-{prompt.fold.last + 1}")
                     if await self._summarize(inp, prompt):
-                        prompt = await self._assemble(inp, iteration)
+                        prompt = await self._assemble(inp, iteration, tools)
                 self._details(inp, f"waiting for the model ({prompt.total_tokens:,} prompt tokens)")
                 reply = await workflow.execute_activity(
                     names.COMPLETE,
@@ -75,14 +82,33 @@ class StageWorkflow:
                 p.cost_usd += reply.cost_usd
                 p.last_result = reply.excerpt[:300]
                 await self._report(inp)
-                if reply.promise == "COMPLETE":
-                    return self._done(inp, "completed", "the agent signalled COMPLETE")
-                if reply.promise == "BLOCKED":
-                    return self._done(inp, "blocked", reply.reason or "the agent signalled BLOCKED")
+                promise, reason = reply.promise, reply.reason
+                if hands is not None:
+                    ended, promise, reason = await self._act(inp, hands, reply, iteration, watch)
+                    if ended is not None:
+                        return ended
+                if promise == "COMPLETE":
+                    needs_evidence = hands is not None and s.verify
+                    if needs_evidence:
+                        refused = await self._verify(inp, hands, iteration)
+                        if refused is not None:
+                            return refused
+                    if not needs_evidence or p.verified:
+                        return self._done(inp, "completed", reason or "the agent signalled COMPLETE")
+                elif promise == "BLOCKED":
+                    return self._done(inp, "blocked", reason or "the agent signalled BLOCKED")
+                if hands is not None and (stuck := watch.verdict(s.verify)) is not None:
+                    return self._done(inp, "blocked", stuck)
                 if p.input_tokens + p.output_tokens >= s.token_budget:
                     return self._done(inp, "budget_exhausted",
-                                      f"token budget spent: {p.input_tokens + p.output_tokens:,} of {s.token_budget:,}")
-            return self._done(inp, "budget_exhausted", f"{s.max_iterations} iterations without COMPLETE")
+                                      f"token budget spent: {p.input_tokens + p.output_tokens:,} of {s.token_budget:,}"
+                                      + self._kept(hands))
+                if s.cost_budget_usd and p.cost_usd >= s.cost_budget_usd:
+                    return self._done(inp, "budget_exhausted",
+                                      f"cost budget spent: ${p.cost_usd:.4f} of ${s.cost_budget_usd:.4f}"
+                                      + self._kept(hands))
+            return self._done(inp, "budget_exhausted", f"{s.max_iterations} iterations without COMPLETE"
+                              + self._kept(hands))
         except asyncio.CancelledError:
             # Superseded by another transition: everything so far is already in the store.
             return self._done(inp, "cancelled", "the card moved to another stage")
@@ -106,6 +132,53 @@ class StageWorkflow:
             if not workflow.patched("local-activity-failure-ends-stage"):
                 raise
             return self._failed(inp, _root_message(err), transient=is_transient(_root_cause(err)))
+
+    async def _act(self, inp: StageInput, hands: Hands, reply: CompleteResult, iteration: int,
+                   watch: StuckWatch) -> tuple[StageRun | None, str | None, str]:
+        """Run the reply's tool calls, checkpoint what they changed; (a run that ends the stage,
+        the promise, its reason). A finish/block tool call counts as the promise tags do."""
+        p = self.progress
+        promise, reason = reply.promise, reply.reason
+        acts = TurnActs()
+        if reply.tool_calls:
+            self._details(inp, f"running {len(reply.tool_calls)} tool call(s) on {hands.where}")
+            acts = await hands.run_tools(reply.tool_calls, iteration, watch)
+            p.tool_calls += acts.calls
+            p.tool_errors += acts.errors
+            promise, reason = promise or acts.control, reason or acts.reason
+        changed = False
+        if acts.wrote or (promise is not None and inp.settings.verify):
+            cp = await hands.checkpoint(iteration)
+            if cp.rejected:
+                return self._done(inp, "blocked", f"the checkpoint could not be pushed: {cp.rejected}"), None, ""
+            changed = cp.committed
+            if cp.committed:
+                p.commits += 1
+                p.last_commit = cp.sha
+        watch.turn(changed or not inp.settings.verify)
+        return None, promise, reason
+
+    async def _verify(self, inp: StageInput, hands: Hands, iteration: int) -> StageRun | None:
+        """Evidence for COMPLETE: the repository's tests pass. A refused claim goes back to the
+        model with the failing output (in the history); refused `stuck_repeats` times, blocked."""
+        p = self.progress
+        self._details(inp, f"verifying COMPLETE: {hands.info.test_command or 'tests'}")
+        result = await hands.verify(iteration)
+        p.verified = result.passed
+        if result.no_command:
+            return self._done(inp, "blocked", result.excerpt)
+        if not result.passed:
+            p.refused_claims += 1
+            if p.refused_claims >= inp.settings.stuck_repeats:
+                return self._done(inp, "blocked", f"COMPLETE was refused {p.refused_claims} times: the tests "
+                                                  f"still fail. {result.excerpt[:600]}")
+        return None
+
+    def _kept(self, hands: Hands | None) -> str:
+        p = self.progress
+        if hands is None or not p.last_commit:
+            return ""
+        return f"; the work is kept on {hands.info.branch} at {p.last_commit[:12]}"
 
     async def _gather(self, inp: StageInput) -> None:
         """All of the stage's sources at once; each one's failure is recorded, never fatal."""
@@ -135,11 +208,11 @@ class StageWorkflow:
         except Exception as err:  # the card workflow moved on (continued as new); progress is advisory
             workflow.logger.info("progress not delivered: %s", err)
 
-    async def _assemble(self, inp: StageInput, iteration: int) -> AssembleResult:
+    async def _assemble(self, inp: StageInput, iteration: int, tools: list[str]) -> AssembleResult:
         return await workflow.execute_local_activity(
             names.ASSEMBLE,
             AssembleInput(card_key=inp.ref.key, stage=inp.stage, run=inp.run, iteration=iteration,
-                          profile=inp.settings.profile),
+                          profile=inp.settings.profile, tools=tools),
             result_type=AssembleResult,
             **policies.assembly(inp.settings.assemble_timeout),
             summary=f"{inp.stage} turn {iteration}: assemble prompt",
@@ -184,7 +257,8 @@ class StageWorkflow:
             reason += f" ({p.truncated_turns} turn(s) ran on truncated history: the summarizer failed)"
         return StageRun(stage=inp.stage, run=inp.run, outcome=outcome, reason=reason, iterations=p.iteration,
                         input_tokens=p.input_tokens, output_tokens=p.output_tokens, cost_usd=p.cost_usd,
-                        truncated_turns=p.truncated_turns)
+                        truncated_turns=p.truncated_turns, tool_calls=p.tool_calls, commits=p.commits,
+                        last_commit=p.last_commit)
 
 
 def _root_cause(err: BaseException) -> BaseException:

@@ -1,7 +1,10 @@
-"""The cardloop worker: CardWorkflow, StageWorkflow and the activities on one task queue."""
+"""The cardloop worker: CardWorkflow, StageWorkflow and the activities on the shared task queue,
+plus the workspace activities on this worker's own queue (activities/workspace.py): a tool call
+must run where the card's worktree is."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 from collections.abc import Sequence
 from datetime import timedelta
@@ -17,17 +20,25 @@ from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.history import HistoryActivities
 from cardloop.activities.llm import LlmActivities
 from cardloop.activities.prompt import PromptActivities
+from cardloop.activities.workspace import WorkspaceActivities
 from cardloop.workflows.card import CardWorkflow
 from cardloop.workflows.stage import StageWorkflow
 
 WORKFLOWS: Sequence[type] = (CardWorkflow, StageWorkflow)
 
 
-def activities_for(rt: ActivityDeps) -> list[Any]:
+def _activities(rt: ActivityDeps) -> tuple[list[Any], list[Any]]:
+    """(the shared queue's activities, this worker's own queue's), over one WorkspaceActivities."""
     prompt, history = PromptActivities(rt), HistoryActivities(rt)
-    llm, context, state = LlmActivities(rt), ContextActivities(rt), CardStateActivities(rt)
-    return [prompt.stage_settings, prompt.assemble, history.append, history.summarize, llm.complete, context.gather,
-            state.load, state.save]
+    llm, context, state, ws = LlmActivities(rt), ContextActivities(rt), CardStateActivities(rt), WorkspaceActivities(rt)
+    shared = [prompt.stage_settings, prompt.assemble, history.append, history.summarize, llm.complete,
+              context.gather, state.load, state.save, ws.open]
+    return shared, [ws.tool, ws.checkpoint, ws.verify]
+
+
+def activities_for(rt: ActivityDeps) -> list[Any]:
+    shared, own = _activities(rt)
+    return [*shared, *own]
 
 
 # The sandbox still guards determinism (no clock, randomness or I/O inside a workflow), but
@@ -37,20 +48,52 @@ def activities_for(rt: ActivityDeps) -> list[Any]:
 WORKFLOW_RUNNER = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_all_modules())
 
 
+class CardloopWorker:
+    """Two Temporal workers that start, run and stop together: the shared task queue's and this
+    worker's own (workspace) queue's."""
+
+    def __init__(self, shared: Worker, own: Worker) -> None:
+        self.shared, self.own = shared, own
+
+    @property
+    def is_running(self) -> bool:
+        return self.shared.is_running and self.own.is_running
+
+    async def run(self) -> None:
+        own = asyncio.create_task(self.own.run())
+        try:
+            await self.shared.run()
+        finally:
+            if self.own.is_running:
+                await self.own.shutdown()
+            await asyncio.gather(own, return_exceptions=True)
+
+    async def shutdown(self) -> None:
+        await asyncio.gather(self.shared.shutdown(), self.own.shutdown() if self.own.is_running else _nothing())
+
+
+async def _nothing() -> None:
+    return None
+
+
 def build_worker(client: Client, rt: ActivityDeps, *, task_queue: str | None = None,
-                 graceful_shutdown: timedelta = timedelta(0)) -> Worker:
+                 graceful_shutdown: timedelta = timedelta(0)) -> CardloopWorker:
     """`graceful_shutdown`: how long running activities may go on after shutdown() before they are
     cancelled (`cardloop worker` uses worker.graceful_shutdown_seconds; tests and the dev stack 0)."""
     size = rt.config.temporal.max_concurrent_activities
-    return Worker(
+    shared_activities, own_activities = _activities(rt)
+    executor = concurrent.futures.ThreadPoolExecutor(max_workers=2 * size, thread_name_prefix="cardloop-activity")
+    shared = Worker(
         client,
         task_queue=task_queue or rt.config.temporal.task_queue,
         workflows=list(WORKFLOWS),
         workflow_runner=WORKFLOW_RUNNER,
-        activities=activities_for(rt),
-        activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=size,
-                                                                thread_name_prefix="cardloop-activity"),
+        activities=shared_activities,
+        activity_executor=executor,
         max_concurrent_activities=size,
         max_concurrent_local_activities=size,
         graceful_shutdown_timeout=graceful_shutdown,
     )
+    own = Worker(client, task_queue=rt.workspace_queue, activities=own_activities, activity_executor=executor,
+                 max_concurrent_activities=size, graceful_shutdown_timeout=graceful_shutdown)
+    return CardloopWorker(shared, own)

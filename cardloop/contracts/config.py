@@ -247,6 +247,24 @@ class SourcesConfig(_Section):
     repository: RepositorySourceConfig = RepositorySourceConfig()
 
 
+TENANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")  # as a card's `tenant`
+# "owner/name", each part of GitHub's name characters plus fnmatch's * and ? (no [...] classes).
+REPO_PATTERN = re.compile(r"^[A-Za-z0-9_.*?-]+/[A-Za-z0-9_.*?-]+$")
+
+
+class TenantConfig(_Section):
+    """What one tenant's cards may read from GitHub, and with which token
+    (cardloop.integrations.access)."""
+
+    # The environment variable holding this tenant's GitHub token, used by the github_* sources
+    # and by git (repository source). Empty: the service's credentials ([sources.github],
+    # [sources.repository]), still only for the repositories below.
+    github_token_env: str = Field(default="", pattern=r"^(?:[A-Za-z_][A-Za-z0-9_]{0,199})?$")
+    # "owner/name" patterns, case-insensitive, `*` and `?` within one part ("acme/*"); a card
+    # naming any other repository gets none of its context. Empty: no repository at all.
+    repos: list[str] = Field(default_factory=list)
+
+
 # The workspace tools (cardloop.integrations.workspace.tools names the same set; a test ties them).
 ToolName = Literal["read_file", "write_file", "edit_file", "list_files", "search", "run_command", "git_diff",
                    "git_status", "finish", "block"]
@@ -270,7 +288,17 @@ class SandboxConfig(_Section):
 
 
 class WorkspaceConfig(_Section):
+    # true: stages act in a git worktree of the card's repository with the tools below (cards
+    # without a repository stay text only); false: every stage's turns are text.
+    enabled: bool = False
     root: str = "~/.local/share/cardloop/workspaces"
+    # The agent is stuck when the same tool call fails this many times in a row, or when this
+    # many turns in a row change nothing on the branch (write stages): the stage ends blocked.
+    stuck_repeats: int = Field(default=3, ge=2, le=100)
+    stuck_turns: int = Field(default=6, ge=2, le=1_000)
+    # Seconds a tool call may wait for the worker holding the worktree to pick it up; past it the
+    # workspace is made again on another worker from the card's last checkpoint.
+    affinity_timeout: float = Field(default=60.0, gt=0, le=3_600)
     max_size_mb: int = Field(default=20_000, ge=1)
     max_age_hours: float = Field(default=168.0, gt=0)
     result_max_chars: int = Field(default=20_000, ge=1_000)
@@ -319,6 +347,7 @@ class StageConfig(_Section):
     temperature: float | None = Field(default=None, ge=0, le=2)
     budget: BudgetOverride = BudgetOverride()
     auto_retry_after: Seconds | None = None   # None: [retry] auto_retry_after
+    cost_budget_usd: float = Field(default=0.0, ge=0)  # 0: no cost budget; else the stage ends when spent
 
 
 class Config(_Section):
@@ -337,6 +366,9 @@ class Config(_Section):
     history: HistoryConfig = HistoryConfig()
     context: ContextConfig = ContextConfig()
     sources: SourcesConfig = SourcesConfig()
+    # None (no [tenants] table): one trust domain, the service's credentials read any repository
+    # a card names. A table, even an empty one: only the tenants listed, each only its `repos`.
+    tenants: dict[str, TenantConfig] | None = None
     workspace: WorkspaceConfig = WorkspaceConfig()
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
@@ -575,6 +607,7 @@ def check_config(config: Config) -> list[str]:
             problems.append(f"workspace.test_commands.{repo}: not an owner/name repository")
         if not command.strip():
             problems.append(f"workspace.test_commands.{repo}: empty command")
+    problems += _tenant_problems(config)
     missing = [s for s in STAGE_NAMES if s not in config.stages]
     if missing:
         problems.append(f"stages: missing [stages.{missing[0]}]" +
@@ -600,3 +633,25 @@ def check_config(config: Config) -> list[str]:
                 f"{key}.budget.total: {budget.total:,} is larger than model {prof.model}'s context "
                 f"window ({model.context_window:,}) minus max_tokens ({max_tokens:,})")
     return sorted(set(problems), key=problems.index)
+
+
+def _tenant_problems(config: Config) -> list[str]:
+    problems: list[str] = []
+    owners: dict[str, str] = {}
+    for tenant, cfg in (config.tenants or {}).items():
+        key = f"tenants.{tenant}"
+        if not TENANT_NAME.match(tenant):
+            problems.append(f"{key}: not a tenant name (lower-case letters, digits, '-' and '_', "
+                            "as a card's `tenant` is written)")
+        for pattern in cfg.repos:
+            if not REPO_PATTERN.match(pattern):
+                problems.append(f"{key}.repos: {pattern!r} is not an \"owner/name\" pattern "
+                                "(letters, digits, '_', '.', '-', and * or ? as wildcards within a part)")
+        env_name = cfg.github_token_env
+        if env_name and env_name in owners:
+            problems.append(f"{key}.github_token_env: {env_name} is also tenant {owners[env_name]!r}'s; "
+                            "each tenant gets its own token (leave it empty for the service's)")
+        if env_name:
+            owners.setdefault(env_name, tenant)
+    return problems
+

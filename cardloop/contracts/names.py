@@ -18,8 +18,17 @@ COMPLETE = "llm.complete"
 APPEND = "history.append"
 LOAD_STATE = "card.load_state"
 SAVE_STATE = "card.save_state"
+# The coding agent's workspace. WORKSPACE_OPEN runs on the shared task queue and answers with the
+# task queue of the worker that now holds the card's worktree; the other three run there
+# (Temporal's worker-affinity pattern: the worktree is on that worker's disk).
+WORKSPACE_OPEN = "workspace.open"
+TOOL = "workspace.tool"
+CHECKPOINT = "workspace.checkpoint"
+VERIFY = "workspace.verify"
+WORKSPACE_ACTIVITIES = (TOOL, CHECKPOINT, VERIFY)
 
-ACTIVITIES = (STAGE_SETTINGS, GATHER, ASSEMBLE, SUMMARIZE, COMPLETE, APPEND, LOAD_STATE, SAVE_STATE)
+ACTIVITIES = (STAGE_SETTINGS, GATHER, ASSEMBLE, SUMMARIZE, COMPLETE, APPEND, LOAD_STATE, SAVE_STATE, WORKSPACE_OPEN,
+              *WORKSPACE_ACTIVITIES)
 
 # --- workflows, signals, queries -------------------------------------------------------------
 CARD_WORKFLOW = "CardWorkflow"
@@ -46,7 +55,10 @@ CONFIG_ERROR = "ConfigError"
 CARD_NOT_FOUND = "CardNotFound"
 INVALID_INPUT = "InvalidInput"
 PROVIDER_REJECTED = "ProviderRejected"
-NON_RETRYABLE = (CONFIG_ERROR, CARD_NOT_FOUND, INVALID_INPUT, PROVIDER_REJECTED)
+# The workspace cannot be made for this card (no repository, a branch git refuses, a clone the
+# remote refuses): a person must act.
+WORKSPACE_REFUSED = "WorkspaceRefused"
+NON_RETRYABLE = (CONFIG_ERROR, CARD_NOT_FOUND, INVALID_INPUT, PROVIDER_REJECTED, WORKSPACE_REFUSED)
 
 # Failures whose cause passes: the model stayed overloaded or unreachable past its retry
 # schedule ([retry] in config.toml). The stage fails, the run is marked transient, and the card

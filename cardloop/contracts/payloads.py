@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -131,6 +131,10 @@ class StageRun(_Value):
     truncated_turns: int = 0
     # A failure whose cause passes (the model overloaded or unreachable): worth running again.
     transient: bool = False
+    # The coding agent: tool calls made, commits pushed to the card's branch, the last one.
+    tool_calls: int = 0
+    commits: int = 0
+    last_commit: str = ""
 
 
 class AutoRetry(_Value):
@@ -157,6 +161,13 @@ class StageProgress(BaseModel):
     cost_usd: float = 0.0
     last_result: str = ""
     truncated_turns: int = 0
+    # The coding agent's workspace (zero for text-only stages).
+    tool_calls: int = 0
+    tool_errors: int = 0
+    commits: int = 0
+    last_commit: str = ""
+    verified: bool = False      # the last claim of COMPLETE passed the repository's tests
+    refused_claims: int = 0     # claims of COMPLETE the tests refused
 
 
 class CardState(BaseModel):
@@ -214,6 +225,15 @@ class StageSettings(_Value):
     auto_retry_after: float = 0.0
     auto_retries: int = 0
     assemble_timeout: float = 60.0  # seconds per prompt.assemble attempt ([temporal] assemble_timeout)
+    # The coding agent ([workspace] in config.toml): the tools this stage offers (empty: the stage's
+    # turns are text only, no workspace), whether COMPLETE needs the repository's tests to pass,
+    # the stuck rules and the cost budget.
+    tools: list[str] = Field(default_factory=list)
+    verify: bool = False
+    stuck_repeats: int = 3   # the same failing tool call this many times in a row: blocked
+    stuck_turns: int = 6     # this many turns in a row without a change to the branch: blocked
+    cost_budget_usd: float = 0.0  # 0: none
+    affinity_timeout: float = 60.0  # seconds a workspace activity may wait for its worker to pick it up
 
 
 class GatherInput(_Value):
@@ -252,6 +272,7 @@ class AssembleInput(_Value):
     run: int
     iteration: int
     profile: str
+    tools: list[str] = Field(default_factory=list)  # offered to the model as its native tools
 
 
 class AssembleResult(_Value):
@@ -301,6 +322,73 @@ class CompleteResult(_Value):
     cost_usd: float = 0.0  # the usage of the call whose reply was kept: the turn's own
     # True: an earlier attempt had stored this reply; it was returned without calling the model.
     reused: bool = False
+    tool_calls: list[ToolCallOut] = Field(default_factory=list)  # the tools the model asked to run
+
+
+class ToolCallOut(_Value):
+    id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class WorkspaceInput(_Value):
+    card_key: str
+    stage: str
+    run: int
+
+
+class WorkspaceInfo(_Value):
+    queue: str          # the task queue of the worker holding the worktree
+    branch: str
+    head: str           # the commit the worktree is on
+    created_from: str   # "origin/<branch>", "default branch <sha>", "existing worktree"
+    test_command: str | None = None
+    protections: list[str] = Field(default_factory=list)  # the sandbox's active protections
+
+
+class ToolInput(_Value):
+    card_key: str
+    stage: str
+    call_id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    dedup_key: str      # the tool result's key in the history: a retried activity returns it
+    tools: list[str] = Field(default_factory=list)  # what the stage offers; anything else is refused
+
+
+class ToolOutcome(_Value):
+    message_seq: int
+    is_error: bool
+    excerpt: str = ""
+    reused: bool = False  # an earlier attempt had recorded this result
+
+
+class CheckpointInput(_Value):
+    card_key: str
+    run: int
+    turn: int
+
+
+class CheckpointResult(_Value):
+    sha: str = ""
+    committed: bool = False
+    pushed: bool = False
+    files: list[str] = Field(default_factory=list)
+    rejected: str = ""  # the remote refused the push: git's (redacted) words
+
+
+class VerifyInput(_Value):
+    card_key: str
+    stage: str
+    dedup_key: str  # the verification's note in the history
+
+
+class VerifyResult(_Value):
+    passed: bool
+    command: str = ""
+    excerpt: str = ""
+    message_seq: int = 0
+    no_command: bool = False  # nothing says how to run this repository's tests
 
 
 class AppendInput(_Value):

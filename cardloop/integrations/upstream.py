@@ -43,6 +43,7 @@ KINDS: tuple[str, ...] = (
     "spend_limit",  # spend limit, quota, billing, credit balance: never retry
     "blocked",  # the provider refused the prompt itself (Gemini promptFeedback): never retry
     "not_configured",  # this worker is not set up for the service (no kubeconfig, no git): never retry
+    "forbidden",  # our own policy refuses the call ([tenants]: not this tenant's repository): never retry
 )
 
 

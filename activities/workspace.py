@@ -1,0 +1,193 @@
+"""The coding agent's hands: workspace.open, workspace.tool, workspace.checkpoint, workspace.verify.
+
+`open` runs on the shared task queue: whichever worker takes it makes (or reopens) the card's
+git worktree on its disk and answers with its own task queue. The other three run on that
+queue only (Temporal's worker-affinity pattern), so a tool call always finds the worktree it
+acts on. When that worker dies, its queue has no poller: the workflow's schedule-to-start
+timeout fires and it opens the workspace again on another worker, from the card's last
+checkpoint on the remote branch.
+
+Each has the rule of activities/once.py. A tool call's result is looked up in the history by
+its key before the tool runs and recorded under that key after, so a retried call returns the
+recorded result instead of running a command twice; a checkpoint commits only what changed and
+pushes only what is unpushed; a verification is recorded once per claim of COMPLETE.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from cardloop.activities.deps import ActivityDeps
+from cardloop.activities.errors import card_not_found
+from cardloop.activities.heartbeat import call_with_heartbeat
+from cardloop.activities.once import exactly_once
+from cardloop.contracts import names
+from cardloop.contracts.payloads import (
+    CheckpointInput,
+    CheckpointResult,
+    ToolInput,
+    ToolOutcome,
+    VerifyInput,
+    VerifyResult,
+    WorkspaceInfo,
+    WorkspaceInput,
+)
+from cardloop.integrations.workspace import (
+    TOOLS,
+    PushRejected,
+    Toolbox,
+    ToolContext,
+    ToolResult,
+    Workspace,
+    WorkspaceError,
+    repository_test_command,
+    run_tests,
+)
+from cardloop.integrations.workspace.tools import spec
+from cardloop.prompts.card import Card, Message
+from cardloop.prompts.conversation import ToolSpec
+from cardloop.prompts.redact import DEFAULT_REDACTOR
+
+# The first words of a verification's note in the history: the result is read back from them.
+VERIFIED = "Verification passed"
+NOT_VERIFIED = "COMPLETE was not accepted"
+NO_TEST_COMMAND = "no test command"
+
+
+def tool_specs(names_: list[str] | tuple[str, ...]) -> tuple[ToolSpec, ...]:
+    """The native tool definitions for a stage's tool names (config-validated names)."""
+    return tuple(spec(TOOLS[n]) for n in names_ if n in TOOLS)
+
+
+def _refused(err: WorkspaceError) -> ApplicationError:
+    message = DEFAULT_REDACTOR.redact(str(err)).text
+    if err.retryable:
+        return ApplicationError(f"workspace: {message}", type="WorkspaceError")
+    return ApplicationError(f"workspace: {message}", type=names.WORKSPACE_REFUSED, non_retryable=True)
+
+
+class WorkspaceActivities:
+    def __init__(self, rt: ActivityDeps) -> None:
+        self.rt = rt
+        self._open: dict[str, Workspace] = {}
+        self._lock = threading.Lock()
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _card(self, key: str) -> Card:
+        card = self.rt.store.get_card(key)
+        if card is None:
+            raise card_not_found(key)
+        return card
+
+    def _workspace(self, card_key: str, card: Card) -> Workspace:
+        """The worktree this worker holds for the card (made again if it vanished from disk)."""
+        with self._lock:
+            ws = self._open.get(card_key)
+        if ws is None or not ws.path.is_dir():
+            try:
+                ws = call_with_heartbeat(lambda: self.rt.workspaces().open(card), detail="opening the workspace")
+            except WorkspaceError as err:
+                raise _refused(err) from None
+            with self._lock:
+                self._open[card_key] = ws
+        return ws
+
+    def _toolbox(self, ws: Workspace, offered: list[str]) -> Toolbox:
+        cfg = self.rt.config.workspace
+        return Toolbox(ToolContext(ws.path, ws.home, self.rt.sandbox(), max_result_chars=cfg.result_max_chars),
+                       offered=offered)
+
+    # --- activities ------------------------------------------------------------------------
+
+    @activity.defn(name=names.WORKSPACE_OPEN)
+    def open(self, inp: WorkspaceInput) -> WorkspaceInfo:
+        """An empty `queue` for a card that names no repository: the stage stays text only."""
+        card = self._card(inp.card_key)
+        if not card.repo:
+            return WorkspaceInfo(queue="", branch="", head="", created_from="the card names no repository")
+        with self._lock:  # a workspace reopened here is checked afresh (another worker may have pushed)
+            self._open.pop(inp.card_key, None)
+        ws = self._workspace(inp.card_key, card)
+        manager = self.rt.workspaces()
+        head = manager.git.run(["rev-parse", "HEAD"], ws.path).strip()
+        found = repository_test_command(card.repo, ws.path, self.rt.config.workspace.test_commands)
+        activity.logger.info("workspace for %s on %s (%s), queue %s", inp.card_key, ws.branch, ws.created_from,
+                             self.rt.workspace_queue)
+        return WorkspaceInfo(queue=self.rt.workspace_queue, branch=ws.branch, head=head,
+                             created_from=ws.created_from, test_command=found[0] if found else None,
+                             protections=self.rt.sandbox().describe())
+
+    @activity.defn(name=names.TOOL)
+    def tool(self, inp: ToolInput) -> ToolOutcome:
+        card = self._card(inp.card_key)
+        store = self.rt.store
+
+        def act() -> ToolResult:
+            box = self._toolbox(self._workspace(inp.card_key, card), inp.tools)
+            return call_with_heartbeat(lambda: box.execute(inp.name, inp.input), detail=f"running {inp.name}")
+
+        def record(result: ToolResult) -> int:
+            message = Message(role="tool", content=result.text or "(no output)", tool_call_id=inp.call_id,
+                              is_error=result.is_error, created_at=datetime.now(UTC))
+            return store.append_message(inp.card_key, message, dedup_key=inp.dedup_key, stage=inp.stage)
+
+        once = exactly_once(lambda: store.message_by_key(inp.card_key, inp.dedup_key), act, record,
+                            what=f"tool call {inp.dedup_key}")
+        seq, message = once.value
+        return ToolOutcome(message_seq=seq, is_error=message.is_error,
+                           excerpt=DEFAULT_REDACTOR.redact(message.content[:300]).text, reused=not once.acted)
+
+    @activity.defn(name=names.CHECKPOINT)
+    def checkpoint(self, inp: CheckpointInput) -> CheckpointResult:
+        """Commit and push; a push the remote refuses is an answer (`rejected`), not a retry."""
+        card = self._card(inp.card_key)
+        ws = self._workspace(inp.card_key, card)
+        try:
+            done = call_with_heartbeat(lambda: self.rt.workspaces().checkpoint(ws, run=str(inp.run), turn=inp.turn),
+                                       detail=f"checkpoint after turn {inp.turn}")
+        except PushRejected as err:
+            return CheckpointResult(rejected=DEFAULT_REDACTOR.redact(str(err)).text[:2000])
+        except WorkspaceError as err:
+            raise _refused(err) from None
+        return CheckpointResult(sha=done.sha, committed=done.committed, pushed=done.pushed, files=list(done.files))
+
+    @activity.defn(name=names.VERIFY)
+    def verify(self, inp: VerifyInput) -> VerifyResult:
+        """Run the repository's tests as the evidence a claim of COMPLETE needs; the outcome joins
+        the history (the model reads why its claim was refused) and is read back from it."""
+        card = self._card(inp.card_key)
+        store = self.rt.store
+        cfg = self.rt.config.workspace
+
+        def act() -> str:
+            ws = self._workspace(inp.card_key, card)
+            found = repository_test_command(card.repo or "", ws.path, cfg.test_commands)
+            if found is None:
+                return (f"{NOT_VERIFIED}: {NO_TEST_COMMAND} for {card.repo}: nothing says how to run its tests "
+                        "(set one in [workspace.test_commands] of config.toml).")
+            run = call_with_heartbeat(
+                lambda: run_tests(found[0], self.rt.sandbox(), ws.path, ws.home, timeout=cfg.test_timeout_seconds,
+                                  max_chars=cfg.result_max_chars),
+                detail=f"verifying COMPLETE: {found[0]}")
+            if run.passed:
+                return f"{VERIFIED}: `{run.command}` succeeded.\n\n{run.output}"
+            return (f"{NOT_VERIFIED}: the repository's tests fail. Fix them, then finish again.\n\n"
+                    f"{run.output}")
+
+        def record(text: str) -> int:
+            message = Message(role="user", author="cardloop", content=text, created_at=datetime.now(UTC))
+            return store.append_message(inp.card_key, message, dedup_key=inp.dedup_key, stage=inp.stage)
+
+        once = exactly_once(lambda: store.message_by_key(inp.card_key, inp.dedup_key), act, record,
+                            what=f"verification {inp.dedup_key}")
+        seq, message = once.value
+        text = message.content
+        command = text.split("`")[1] if text.startswith(VERIFIED) and text.count("`") >= 2 else ""
+        return VerifyResult(passed=text.startswith(VERIFIED), command=command,
+                            excerpt=DEFAULT_REDACTOR.redact(text[:1500]).text, message_seq=seq,
+                            no_command=NO_TEST_COMMAND in text.split("\n", 1)[0])
