@@ -36,7 +36,7 @@ class ActivityDeps:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # This worker's own task queue: the workspace activities for the worktrees on its disk.
     workspace_queue: str = ""
-    _workspaces: WorkspaceManager | None = None
+    _workspaces: dict[str, WorkspaceManager] = field(default_factory=dict)
     _sandbox: Sandbox | None = None
 
     def __post_init__(self) -> None:
@@ -48,12 +48,12 @@ class ActivityDeps:
             self.workspace_queue = (f"{self.config.temporal.task_queue}/workspace/"
                                     f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
-    def workspaces(self) -> WorkspaceManager:
-        """The worktrees on this worker's disk ([workspace] root), built on first use."""
+    def workspaces(self, tenant: str, repo: str) -> WorkspaceManager:
+        """The worktrees on this worker's disk ([workspace] root) for `tenant`, which must be
+        allowed `repo` ([tenants] in config.toml; AccessDenied otherwise). One per tenant."""
+        manager = manager_from_config(self.config, tenant, repo)  # checks the allow-list every time
         with self._lock:
-            if self._workspaces is None:
-                self._workspaces = manager_from_config(self.config)
-            return self._workspaces
+            return self._workspaces.setdefault(tenant, manager)
 
     def sandbox(self) -> Sandbox:
         """run_command's sandbox; which protections this platform allows is detected once."""

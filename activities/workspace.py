@@ -36,6 +36,7 @@ from cardloop.contracts.payloads import (
     WorkspaceInfo,
     WorkspaceInput,
 )
+from cardloop.integrations.upstream import UpstreamError
 from cardloop.integrations.workspace import (
     TOOLS,
     PushRejected,
@@ -44,6 +45,7 @@ from cardloop.integrations.workspace import (
     ToolResult,
     Workspace,
     WorkspaceError,
+    WorkspaceManager,
     repository_test_command,
     run_tests,
 )
@@ -90,12 +92,19 @@ class WorkspaceActivities:
             ws = self._open.get(card_key)
         if ws is None or not ws.path.is_dir():
             try:
-                ws = call_with_heartbeat(lambda: self.rt.workspaces().open(card), detail="opening the workspace")
+                ws = call_with_heartbeat(lambda: self._manager(card).open(card), detail="opening the workspace")
             except WorkspaceError as err:
                 raise _refused(err) from None
             with self._lock:
                 self._open[card_key] = ws
         return ws
+
+    def _manager(self, card: Card) -> WorkspaceManager:
+        """The tenant's manager; a repository the tenant may not use is refused, never cloned."""
+        try:
+            return self.rt.workspaces(card.tenant, card.repo or "")
+        except UpstreamError as err:
+            raise ApplicationError(f"workspace: {err}", type=names.WORKSPACE_REFUSED, non_retryable=True) from None
 
     def _toolbox(self, ws: Workspace, offered: list[str]) -> Toolbox:
         cfg = self.rt.config.workspace
@@ -113,7 +122,7 @@ class WorkspaceActivities:
         with self._lock:  # a workspace reopened here is checked afresh (another worker may have pushed)
             self._open.pop(inp.card_key, None)
         ws = self._workspace(inp.card_key, card)
-        manager = self.rt.workspaces()
+        manager = self._manager(card)
         head = manager.git.run(["rev-parse", "HEAD"], ws.path).strip()
         found = repository_test_command(card.repo, ws.path, self.rt.config.workspace.test_commands)
         activity.logger.info("workspace for %s on %s (%s), queue %s", inp.card_key, ws.branch, ws.created_from,
@@ -148,7 +157,7 @@ class WorkspaceActivities:
         card = self._card(inp.card_key)
         ws = self._workspace(inp.card_key, card)
         try:
-            done = call_with_heartbeat(lambda: self.rt.workspaces().checkpoint(ws, run=str(inp.run), turn=inp.turn),
+            done = call_with_heartbeat(lambda: self._manager(card).checkpoint(ws, run=str(inp.run), turn=inp.turn),
                                        detail=f"checkpoint after turn {inp.turn}")
         except PushRejected as err:
             return CheckpointResult(rejected=DEFAULT_REDACTOR.redact(str(err)).text[:2000])

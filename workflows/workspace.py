@@ -101,6 +101,7 @@ class Hands:
         self.inp = inp
         self.info = info
         self.reopened = 0
+        self._note_due = False
 
     @classmethod
     async def open(cls, inp: StageInput) -> Hands | None:
@@ -135,6 +136,14 @@ class Hands:
         self.reopened += 1
         self.info = await self._open(self.inp)
         workflow.logger.warning("workspace worker %s is gone; reopened on %s", lost, self.info.queue)
+        self._note_due = True
+
+    async def _note_reopened(self) -> None:
+        """Tell the model its workspace was made again. Only between turns: a note inside a turn's
+        tool calls would separate a tool call from its result, which the providers refuse."""
+        if not self._note_due:
+            return
+        self._note_due = False
         inp = self.inp
         await workflow.execute_activity(
             names.APPEND,
@@ -167,19 +176,24 @@ class Hands:
             if call.name in CONTROL_TOOLS and acts.control is None:
                 acts.control = CONTROL_TOOLS[call.name]
                 acts.reason = str(call.input.get("reason") or call.input.get("summary") or "")
+        await self._note_reopened()
         return acts
 
     async def checkpoint(self, iteration: int) -> CheckpointResult:
-        return await self._on_worker(
+        done = await self._on_worker(
             names.CHECKPOINT, CheckpointInput(card_key=self.inp.ref.key, run=self.inp.run, turn=iteration),
             CheckpointResult, f"{self.inp.stage} turn {iteration}: checkpoint (commit + push)")
+        await self._note_reopened()
+        return done
 
     async def verify(self, iteration: int) -> VerifyResult:
-        return await self._on_worker(
+        done = await self._on_worker(
             names.VERIFY,
             VerifyInput(card_key=self.inp.ref.key, stage=self.inp.stage,
                         dedup_key=f"{workflow.info().workflow_id}/verify-{iteration}"),
             VerifyResult, f"{self.inp.stage} turn {iteration}: verify COMPLETE ({self.info.test_command or 'tests'})")
+        await self._note_reopened()
+        return done
 
 
 def _worker_gone(err: ActivityError) -> bool:

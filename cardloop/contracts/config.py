@@ -247,9 +247,9 @@ class SourcesConfig(_Section):
     repository: RepositorySourceConfig = RepositorySourceConfig()
 
 
-TENANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")  # as a card's `tenant`
+TENANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}\Z")  # as a card's `tenant`
 # "owner/name", each part of GitHub's name characters plus fnmatch's * and ? (no [...] classes).
-REPO_PATTERN = re.compile(r"^[A-Za-z0-9_.*?-]+/[A-Za-z0-9_.*?-]+$")
+REPO_PATTERN = re.compile(r"^[A-Za-z0-9_.*?-]+/[A-Za-z0-9_.*?-]+\Z")
 
 
 class TenantConfig(_Section):
@@ -649,7 +649,7 @@ def _tenant_problems(config: Config) -> list[str]:
                                 "(letters, digits, '_', '.', '-', and * or ? as wildcards within a part)")
         env_name = cfg.github_token_env
         if env_name and env_name in owners:
-            problems.append(f"{key}.github_token_env: {env_name} is also tenant {owners[env_name]!r}'s; "
+            problems.append(f"{key}.github_token_env: tenant {owners[env_name]!r} uses {env_name} too; "
                             "each tenant gets its own token (leave it empty for the service's)")
         if env_name:
             owners.setdefault(env_name, tenant)

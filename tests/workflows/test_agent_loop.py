@@ -141,3 +141,14 @@ async def test_a_card_without_a_repository_stays_text_only(stack: Stack) -> None
     coding = state.history[0]
     assert coding.outcome == "completed" and coding.tool_calls == 0
     assert "tools" not in stack.model.requests[0].body
+
+
+@pytest.mark.stack_env(CARDLOOP_TENANTS__ACME__REPOS='["acme/other-service"]')
+async def test_a_repository_off_the_tenants_allow_list_gets_no_workspace(stack: Stack, tmp_path: Path) -> None:
+    script(stack)
+    state = await run_stage(stack, "coding", "PAY-6")
+    coding = state.history[0]
+    assert coding.outcome == "failed" and not coding.transient
+    assert "tenant 'acme' may not read repository 'acme/payments-api'" in coding.reason
+    assert stack.model.request_count == 0  # refused before any turn
+    assert not (tmp_path / "workspaces").exists() or not any((tmp_path / "workspaces").rglob("retry.py"))

@@ -11,6 +11,7 @@ their commands run in, and the repository's test command. Plain code: no Tempora
 from __future__ import annotations
 
 from cardloop.contracts.config import Config, SandboxConfig
+from cardloop.integrations.access import git_token, tenant_dir
 from cardloop.integrations.workspace.errors import PushRejected, WorkspaceError
 from cardloop.integrations.workspace.manager import Checkpoint, Workspace, WorkspaceManager, default_branch_name
 from cardloop.integrations.workspace.sandbox import (
@@ -30,11 +31,13 @@ def sandbox_limits(cfg: SandboxConfig) -> SandboxLimits:
                          network=cfg.network == "allow", env_allow=tuple(cfg.env_allow))
 
 
-def manager_from_config(config: Config) -> WorkspaceManager:
-    """The worker's WorkspaceManager: clones as [sources.repository] says, under [workspace] root."""
-    repo = config.sources.repository
-    return WorkspaceManager(config.workspace.root, clone_url_template=repo.clone_url,
-                            token=config.secret(repo.token_env) if repo.token_env else None, depth=repo.depth)
+def manager_from_config(config: Config, tenant: str, repo: str) -> WorkspaceManager:
+    """The WorkspaceManager `tenant` works on `repo` with: clones as [sources.repository] says,
+    with the tenant's git token, under [workspace] root (a folder per tenant when [tenants] is
+    configured, so no two tenants share a clone). AccessDenied when the tenant may not use `repo`."""
+    source = config.sources.repository
+    return WorkspaceManager(tenant_dir(config, config.workspace.root, tenant), clone_url_template=source.clone_url,
+                            token=git_token(config, tenant, repo), depth=source.depth)
 
 
 __all__ = [

@@ -27,6 +27,9 @@ class GitHubSource(abc.ABC):
         self.client = client
         self.count = count or default_counter()
 
+    def close(self) -> None:
+        self.client.close()
+
     def gather(self, request: SourceRequest) -> SourceResult:
         # Objects PyGithub completes lazily may call GitHub anywhere below: map what escapes.
         with self.client.calling(f"gathering {self.name} for card {request.card.id}"):

@@ -1,0 +1,99 @@
+"""context.gather under [tenants]: a card naming a repository its tenant may not read gets a
+source_status item saying so (the stage goes on without it), and no request reaches GitHub;
+a card of its own repository is gathered with its tenant's token.
+
+The activity runs on Temporal's ActivityEnvironment with the worker's ActivityDeps, a real
+SQLite store and the loopback GitHub of the sources' tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from cardloop.activities.context import ContextActivities
+from cardloop.activities.deps import ActivityDeps
+from cardloop.contracts.config import REPO_CONFIG, load_config
+from cardloop.contracts.payloads import GatherInput
+from cardloop.prompts.card import Card, ContextKind
+from cardloop.store import Store
+from tests.cardloop.integrations.sources.fake_github import BRANCH, REPO, FakeGitHub, seed_ci, serving
+
+ACME_TOKEN = "ghp_AcmeTenantToken000000000000000000aaaa"
+GLOBEX_TOKEN = "ghp_GlobexTenantToken0000000000000000bbbb"
+SERVICE_TOKEN = "ghp_ServiceToken00000000000000000000cccc"
+GLOBEX_REPO = "globex/ledger"
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGitHub]:
+    with serving() as fake:
+        fake.tokens = {ACME_TOKEN, GLOBEX_TOKEN, SERVICE_TOKEN}
+        fake.repos[GLOBEX_REPO] = fake.repo_json(GLOBEX_REPO)
+        seed_ci(fake)
+        fake.runs[GLOBEX_REPO] = [fake.run_json(GLOBEX_REPO, 1001, name="CI", workflow_id=11)]
+        yield fake
+
+
+@pytest.fixture
+def context(github: FakeGitHub, tmp_path: Path) -> Iterator[tuple[ContextActivities, Store]]:
+    config = load_config(REPO_CONFIG, env={
+        "CARDLOOP_PATHS__PROMPT_OVERRIDES": str(tmp_path / "no-overrides"),
+        "CARDLOOP_GITHUB_TOKEN": SERVICE_TOKEN,
+        "CARDLOOP_SOURCES__GITHUB__API_URL": f'"{github.api_url}"',
+        "CARDLOOP_TENANTS__ACME__GITHUB_TOKEN_ENV": '"ACME_GITHUB_TOKEN"',
+        "CARDLOOP_TENANTS__ACME__REPOS": '["acme/*"]',
+        "CARDLOOP_TENANTS__GLOBEX__GITHUB_TOKEN_ENV": '"GLOBEX_GITHUB_TOKEN"',
+        "CARDLOOP_TENANTS__GLOBEX__REPOS": f'["{GLOBEX_REPO}"]',
+        "ACME_GITHUB_TOKEN": ACME_TOKEN,
+        "GLOBEX_GITHUB_TOKEN": GLOBEX_TOKEN,
+    })
+    store = Store.open(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    rt = ActivityDeps.build(config, store)
+    try:
+        yield ContextActivities(rt), store
+    finally:
+        rt.close()
+        store.close()
+
+
+def put_card(store: Store, key: str, repo: str) -> None:
+    tenant, board, card_id = key.split("/", 2)
+    store.upsert_card(key, Card.model_validate({"id": card_id, "tenant": tenant, "board": board,
+                                                "title": "Fix the failing build", "repo": repo, "branch": BRANCH}))
+
+
+def test_another_tenants_repository_is_reported_unavailable_and_never_requested(
+        context: tuple[ContextActivities, Store], github: FakeGitHub) -> None:
+    activities, store = context
+    key = "acme/github/PAY-9"
+    put_card(store, key, GLOBEX_REPO)
+
+    result = ActivityEnvironment().run(activities.gather, GatherInput(card_key=key, stage="error_fixing",
+                                                                      source="github_actions"))
+
+    assert result.status == "unavailable" and result.items == 0
+    assert result.reason == (f"tenant 'acme' may not read repository '{GLOBEX_REPO}' "
+                             "(not in [tenants.acme] repos); nothing was fetched")
+    status = [i for i in store.context_items(key) if i.kind is ContextKind.SOURCE_STATUS]
+    assert len(status) == 1 and status[0].source == "cardloop:source/github_actions"
+    assert "GitHub Actions build logs are unavailable for this turn: tenant 'acme' may not read" in status[0].content
+    assert not any(i.kind is ContextKind.BUILD_LOG for i in store.context_items(key))
+    assert github.seen == []
+
+
+def test_a_tenants_own_repository_is_gathered_with_its_own_token(
+        context: tuple[ContextActivities, Store], github: FakeGitHub) -> None:
+    activities, store = context
+    put_card(store, "globex/github/GL-1", GLOBEX_REPO)
+    put_card(store, "acme/github/PAY-1", REPO)
+
+    for key in ("globex/github/GL-1", "acme/github/PAY-1"):
+        github.seen.clear()
+        result = ActivityEnvironment().run(activities.gather, GatherInput(card_key=key, stage="error_fixing",
+                                                                          source="github_actions"))
+        assert result.status == "ok" and result.items >= 1
+        token = GLOBEX_TOKEN if key.startswith("globex/") else ACME_TOKEN
+        assert {s.headers.get("authorization") for s in github.seen if s.server == "api"} == {f"token {token}"}
