@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from urllib.parse import quote
 from temporalio.service import RPCError
 
 from cardloop.app.cards import CardService
+from cardloop.app.sample_remote import Remote, push_sample_repo
 from cardloop.app.scripted_model import ScriptedModel, load_transcript
 from cardloop.app.stack import dev_stack, wait_for_ctrl_c
 from cardloop.app.startup import load_config
@@ -25,7 +27,8 @@ from cardloop.contracts import names
 from cardloop.contracts.config import Config
 from cardloop.contracts.errors import ConfigError
 from cardloop.contracts.payloads import CardRef, CardState, StageProgress
-from cardloop.prompts.card import Card
+from cardloop.integrations.workspace import default_branch_name
+from cardloop.prompts.card import Card, Message
 from cardloop.prompts.stages import STAGE_NAMES
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -41,8 +44,22 @@ def needs_scripted_model(config: Config) -> bool:
     return any(config.api_key(p) is None for p in profiles)
 
 
-def demo_config(config_path: str | None, env: Mapping[str, str], scripted: bool) -> Config:
+def demo_remote(data_dir: Path) -> Remote:
+    """examples/sample-repo pushed to a fresh bare repository: the sample card's remote."""
+    root = data_dir / "demo-remote"
+    shutil.rmtree(root, ignore_errors=True)
+    return push_sample_repo(root)
+
+
+def demo_config(config_path: str | None, env: Mapping[str, str], scripted: bool,
+                remote: Remote | None = None) -> Config:
     env = dict(env)
+    if remote is not None:
+        # The coding agent works in a worktree of the sample repository, cloned from and pushed
+        # to the local bare remote: no GitHub needed.
+        env["CARDLOOP_WORKSPACE__ENABLED"] = "true"
+        env["CARDLOOP_WORKSPACE__ROOT"] = str(remote.root.parent / "demo-workspaces")
+        env["CARDLOOP_SOURCES__REPOSITORY__CLONE_URL"] = remote.url_template
     # The demo moves the card column by column, as a board does: no auto-advance. The sample
     # card carries its own context (logs, files, ADR); its repository does not exist, so the
     # live context sources are off.
@@ -72,6 +89,7 @@ async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, 
     before = await svc.state(ref)
     seen = len(before.history) if before else 0
     run = (before.stage_runs if before else 0) + 1
+    seen_messages = len(svc.store.messages(ref.key))
     await svc.move(ref, stage, delivery_id=f"demo/{ref.card_id}/{stage}", actor="demo")
     out(f"\n▶ moved to {stage}")
     last_iter = 0
@@ -82,8 +100,12 @@ async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, 
         if state and len(state.history) > seen:
             r = state.history[-1]
             mark = {"completed": "✓", "blocked": "⏸", "cancelled": "↷"}.get(r.outcome, "✗")
+            for line in agent_lines(svc.store.messages(ref.key)[seen_messages:]):
+                out(line)
             out(f"  {mark} {stage}: {r.outcome} after {r.iterations} turn(s), "
                 f"{r.input_tokens + r.output_tokens:,} tokens, ${r.cost_usd:.4f}: {r.reason}")
+            if r.commits:
+                out(f"  ⎇ {r.commits} commit(s) pushed to the card's branch, last {r.last_commit[:12]}")
             return state
         progress = await _progress(svc, ref, stage, run)
         if progress and progress.iteration != last_iter:
@@ -94,26 +116,45 @@ async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, 
         await asyncio.sleep(0.2)
 
 
+def agent_lines(messages: list[Message]) -> list[str]:
+    """The agent's tool calls of a stage and the first line of what each returned."""
+    lines: list[str] = []
+    for m in messages:
+        for call in m.tool_calls:
+            arg = next((str(call.input[k]) for k in ("command", "path", "pattern") if k in call.input), "")
+            lines.append(f"    ⚙ {call.name} {arg[:100]}".rstrip())
+        if m.role == "tool":
+            first = next((ln for ln in m.content.splitlines() if ln.strip()), "")
+            tail = [ln for ln in m.content.splitlines() if " passed" in ln or " failed" in ln]
+            lines.append(f"      {'✗' if m.is_error else '→'} {(tail[-1] if tail else first)[:110]}")
+        elif m.author == "cardloop" and m.content:
+            lines.append(f"    ☑ {m.content.splitlines()[0][:110]}")
+    return lines
+
+
 async def run_demo(config_path: str | None, *, keep_running: bool | None, out=print) -> int:
     env = dict(os.environ)
     probe = load_config(config_path, env)
     scripted = needs_scripted_model(probe)
-    config = demo_config(config_path, env, scripted)
+    remote = demo_remote(Path(probe.dev.data_dir).expanduser())
+    config = demo_config(config_path, env, scripted, remote)
     model: ScriptedModel | None = None
     base_urls: dict[str, str] = {}
     if scripted:
         out("No API key for the configured model (ANTHROPIC_API_KEY is not set).\n"
             "This demo therefore runs the OFFLINE SCRIPTED MODEL: a test double that serves the Anthropic\n"
-            "Messages API on 127.0.0.1 and replays examples/transcript.json. Everything else is real:\n"
-            "Temporal, the workflows, prompt assembly, RLM summarization, the store and the anthropic client.\n"
-            "Set ANTHROPIC_API_KEY to run the real model.")
-        model = ScriptedModel(load_transcript(EXAMPLES / "transcript.json")).start()
+            "Messages API on 127.0.0.1 and replays examples/agent-transcript.json. Everything else is real:\n"
+            "Temporal, the workflows, prompt assembly, RLM summarization, the store, the anthropic client,\n"
+            "and the agent's tools: a git worktree of examples/sample-repo, its tests run in the sandbox,\n"
+            "commits pushed to a local bare remote. Set ANTHROPIC_API_KEY to run the real model.")
+        model = ScriptedModel(load_transcript(EXAMPLES / "agent-transcript.json")).start()
         base_urls = {name: model.url for name, p in config.profiles.items() if p.provider == "anthropic"}
     else:
         out(f"Using the real model: profile {config.stage(config.stages_enum()[0]).profile}.")
     sample = Card.model_validate_json((EXAMPLES / "card.json").read_text(encoding="utf-8"))
     stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
-    card = sample.model_copy(update={"id": f"{sample.id}-demo-{stamp}"})
+    # A branch of its own per run (cardloop/<card id>), so a second demo starts from main again.
+    card = sample.model_copy(update={"id": f"{sample.id}-demo-{stamp}", "branch": None})
     timeout = 120.0 if scripted else 1800.0
     try:
         out("\nstarting the dev stack: temporal server start-dev (SQLite), worker, store …")
@@ -133,6 +174,15 @@ async def run_demo(config_path: str | None, *, keep_running: bool | None, out=pr
             for stage, s in totals.by_stage.items():
                 out(f"    {stage:<13} {s.calls} call(s)  {s.input_tokens:>8,} in  {s.output_tokens:>6,} out  "
                     f"${float(s.cost_usd):.4f}")
+            branch = default_branch_name(card.id)
+            log = remote.commits(branch) if remote.head(branch) else []
+            out(f"\n⎇ {remote.url_template.format(repo=card.repo)} branch {branch}: "
+                f"{len(log)} commit(s), newest first:")
+            for subject in log[:4]:
+                out(f"    {subject}")
+            out("  See the fix: git -C " + str(remote.bare) + f" show {branch} -- app/webhooks/retry.py")
+            out("  With GitHub configured ([sources.repository] clone_url on github.com and CARDLOOP_GITHUB_TOKEN),\n"
+                "  the same checkpoints are pushed to the card's branch on GitHub.")
             out(f"\nSee the card in the Temporal UI: {link}\n"
                 f"Search there for: CardStage = 'done' AND Repo = '{card.repo}'")
             if keep_running is None:

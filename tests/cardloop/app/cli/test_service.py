@@ -99,3 +99,15 @@ def test_demo_runs_offline_and_says_so(tmp_path: Path) -> None:
         assert f"✓ {stage}: completed" in out.stdout
     assert "■ done: 5 stage runs" in out.stdout
     assert "/namespaces/default/workflows/card%2Facme%2Fgithub-projects%2FPAY-142-demo-" in out.stdout
+    # The coding agent fixed the sample repository's failing test: the failing run, the edit, the
+    # passing run, the verified finish and the commit on the card's branch in the local remote.
+    coding = out.stdout.split("▶ moved to coding")[1].split("▶ moved to review")[0]
+    assert "✗ 1 failed, 3 passed" in coding and "⚙ edit_file app/webhooks/retry.py" in coding
+    assert "→ 4 passed" in coding and "☑ Verification passed" in coding
+    assert "⎇ 1 commit(s) pushed to the card's branch" in coding
+    remote = tmp_path / "data" / "demo-remote" / "acme" / "payments-api.git"
+    branch = next(line.split(" branch ")[1].split(":")[0]
+                  for line in out.stdout.splitlines() if " branch cardloop/" in line)
+    fixed = subprocess.run(["git", "-C", str(remote), "show", f"{branch}:app/webhooks/retry.py"],
+                           capture_output=True, text=True, check=True).stdout
+    assert "capped = min(raw, self.max_delay)\n        if self.jitter:" in fixed
