@@ -15,6 +15,7 @@ pushes only what is unpushed; a verification is recorded once per claim of COMPL
 
 from __future__ import annotations
 
+import logging
 import threading
 from datetime import UTC, datetime
 
@@ -27,6 +28,7 @@ from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.activities.once import exactly_once
 from cardloop.contracts import names
 from cardloop.contracts.payloads import (
+    CardState,
     CheckpointInput,
     CheckpointResult,
     ToolInput,
@@ -49,10 +51,13 @@ from cardloop.integrations.workspace import (
     repository_test_command,
     run_tests,
 )
+from cardloop.integrations.workspace.manager import sweep
 from cardloop.integrations.workspace.tools import spec
 from cardloop.prompts.card import Card, Message
 from cardloop.prompts.conversation import ToolSpec
 from cardloop.prompts.redact import DEFAULT_REDACTOR
+
+logger = logging.getLogger(__name__)
 
 # The first words of a verification's note in the history: the result is read back from them.
 VERIFIED = "Verification passed"
@@ -110,6 +115,30 @@ class WorkspaceActivities:
         cfg = self.rt.config.workspace
         return Toolbox(ToolContext(ws.path, ws.home, self.rt.sandbox(), max_result_chars=cfg.result_max_chars),
                        offered=offered)
+
+    def sweep(self) -> list[str]:
+        """Remove the workspaces of done cards (or cards gone from the store) on this worker's
+        disk, then those past [workspace] max_age_hours and, oldest first, past max_size_mb.
+        The worker runs it every cleanup_interval_seconds; a workspace in use is kept."""
+        cfg = self.rt.config.workspace
+        store = self.rt.store.inner
+
+        def is_done(card_key: str) -> bool:
+            raw = store.workflow_state(card_key)
+            if raw is None:
+                return store.card_fields(card_key) is None
+            return CardState.model_validate_json(raw).status == "done"
+
+        with self._lock:
+            keep = set(self._open)
+        removed = sweep(cfg.root, is_done, max_bytes=cfg.max_size_mb * 1024 * 1024,
+                        max_age_seconds=cfg.max_age_hours * 3600, keep=keep)
+        with self._lock:
+            for key in removed:
+                self._open.pop(key, None)
+        if removed:
+            logger.info("removed %d workspace(s): %s", len(removed), ", ".join(removed))
+        return removed
 
     # --- activities ------------------------------------------------------------------------
 

@@ -57,6 +57,9 @@ class StageWorkflow:
             if s.tools:
                 self._details(inp, "opening the workspace")
                 hands = await Hands.open(inp)
+                if hands is not None:
+                    self._details(inp, f"workspace on {hands.where}; tests: {hands.info.test_command or 'none found'}; "
+                                       f"sandbox: {'; '.join(hands.info.protections) or 'no protections'}")
             tools = s.tools if hands is not None else []
             watch = StuckWatch(s.stuck_repeats, s.stuck_turns)
             for iteration in range(1, s.max_iterations + 1):

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -24,20 +25,22 @@ from cardloop.activities.workspace import WorkspaceActivities
 from cardloop.workflows.card import CardWorkflow
 from cardloop.workflows.stage import StageWorkflow
 
+logger = logging.getLogger(__name__)
+
 WORKFLOWS: Sequence[type] = (CardWorkflow, StageWorkflow)
 
 
-def _activities(rt: ActivityDeps) -> tuple[list[Any], list[Any]]:
-    """(the shared queue's activities, this worker's own queue's), over one WorkspaceActivities."""
+def _activities(rt: ActivityDeps, ws: WorkspaceActivities) -> tuple[list[Any], list[Any]]:
+    """(the shared queue's activities, this worker's own queue's)."""
     prompt, history = PromptActivities(rt), HistoryActivities(rt)
-    llm, context, state, ws = LlmActivities(rt), ContextActivities(rt), CardStateActivities(rt), WorkspaceActivities(rt)
+    llm, context, state = LlmActivities(rt), ContextActivities(rt), CardStateActivities(rt)
     shared = [prompt.stage_settings, prompt.assemble, history.append, history.summarize, llm.complete,
               context.gather, state.load, state.save, ws.open]
     return shared, [ws.tool, ws.checkpoint, ws.verify]
 
 
 def activities_for(rt: ActivityDeps) -> list[Any]:
-    shared, own = _activities(rt)
+    shared, own = _activities(rt, WorkspaceActivities(rt))
     return [*shared, *own]
 
 
@@ -52,8 +55,20 @@ class CardloopWorker:
     """Two Temporal workers that start, run and stop together: the shared task queue's and this
     worker's own (workspace) queue's."""
 
-    def __init__(self, shared: Worker, own: Worker) -> None:
+    def __init__(self, shared: Worker, own: Worker, *, sweep: Callable[[], object] | None = None,
+                 sweep_every: float = 600.0) -> None:
         self.shared, self.own = shared, own
+        self.sweep, self.sweep_every = sweep, sweep_every
+
+    async def _sweeping(self) -> None:
+        """Workspaces of done cards and past the age and size limits go, now and then."""
+        assert self.sweep is not None
+        while True:
+            try:
+                await asyncio.to_thread(self.sweep)
+            except Exception:  # a failed sweep is retried at the next interval; the worker goes on
+                logger.warning("workspace cleanup failed", exc_info=True)
+            await asyncio.sleep(self.sweep_every)
 
     @property
     def is_running(self) -> bool:
@@ -61,12 +76,15 @@ class CardloopWorker:
 
     async def run(self) -> None:
         own = asyncio.create_task(self.own.run())
+        sweeping = asyncio.create_task(self._sweeping()) if self.sweep is not None else None
         try:
             await self.shared.run()
         finally:
+            if sweeping is not None:
+                sweeping.cancel()
             if self.own.is_running:
                 await self.own.shutdown()
-            await asyncio.gather(own, return_exceptions=True)
+            await asyncio.gather(own, *([sweeping] if sweeping else []), return_exceptions=True)
 
     async def shutdown(self) -> None:
         await asyncio.gather(self.shared.shutdown(), self.own.shutdown() if self.own.is_running else _nothing())
@@ -81,7 +99,8 @@ def build_worker(client: Client, rt: ActivityDeps, *, task_queue: str | None = N
     """`graceful_shutdown`: how long running activities may go on after shutdown() before they are
     cancelled (`cardloop worker` uses worker.graceful_shutdown_seconds; tests and the dev stack 0)."""
     size = rt.config.temporal.max_concurrent_activities
-    shared_activities, own_activities = _activities(rt)
+    workspaces = WorkspaceActivities(rt)
+    shared_activities, own_activities = _activities(rt, workspaces)
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=2 * size, thread_name_prefix="cardloop-activity")
     shared = Worker(
         client,
@@ -96,4 +115,6 @@ def build_worker(client: Client, rt: ActivityDeps, *, task_queue: str | None = N
     )
     own = Worker(client, task_queue=rt.workspace_queue, activities=own_activities, activity_executor=executor,
                  max_concurrent_activities=size, graceful_shutdown_timeout=graceful_shutdown)
-    return CardloopWorker(shared, own)
+    ws = rt.config.workspace
+    return CardloopWorker(shared, own, sweep=workspaces.sweep if ws.enabled else None,
+                          sweep_every=ws.cleanup_interval_seconds)

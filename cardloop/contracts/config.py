@@ -299,6 +299,8 @@ class WorkspaceConfig(_Section):
     # Seconds a tool call may wait for the worker holding the worktree to pick it up; past it the
     # workspace is made again on another worker from the card's last checkpoint.
     affinity_timeout: float = Field(default=60.0, gt=0, le=3_600)
+    # How often a worker removes the workspaces of done cards and applies max_age_hours / max_size_mb.
+    cleanup_interval_seconds: float = Field(default=600.0, gt=0)
     max_size_mb: int = Field(default=20_000, ge=1)
     max_age_hours: float = Field(default=168.0, gt=0)
     result_max_chars: int = Field(default=20_000, ge=1_000)

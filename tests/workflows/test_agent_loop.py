@@ -152,3 +152,14 @@ async def test_a_repository_off_the_tenants_allow_list_gets_no_workspace(stack: 
     assert "tenant 'acme' may not read repository 'acme/payments-api'" in coding.reason
     assert stack.model.request_count == 0  # refused before any turn
     assert not (tmp_path / "workspaces").exists() or not any((tmp_path / "workspaces").rglob("retry.py"))
+
+
+@pytest.mark.stack_env(CARDLOOP_STAGES__CODING__MAX_ITERATIONS="4")
+async def test_a_spent_budget_keeps_the_work_on_the_branch(stack: Stack, remote: Remote) -> None:
+    script(stack, coding=[*AGENT["coding"][:3], [{"type": "tool_use", "name": "git_diff", "input": {}}]])
+    state = await run_stage(stack, "coding", "PAY-8", branch="card/PAY-8")
+    coding = state.history[0]
+    assert coding.outcome == "budget_exhausted" and coding.iterations == 4
+    assert coding.reason.startswith("4 iterations without COMPLETE; the work is kept on card/PAY-8 at ")
+    assert coding.last_commit[:12] in coding.reason and remote.head("card/PAY-8") == coding.last_commit
+    assert FIXED in remote.show("card/PAY-8", RETRY)

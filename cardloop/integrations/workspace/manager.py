@@ -24,7 +24,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -267,6 +267,17 @@ class WorkspaceManager:
             removed.append(key)
         return removed
 
+    def remove_done(self, is_done: Callable[[str], bool]) -> list[str]:
+        """Remove the workspaces whose card `is_done` says is done; the card keys removed."""
+        removed = []
+        for meta in sorted((self.root / "worktrees").glob("*.json")):
+            key = self._read_meta(meta).get("card_key")
+            if isinstance(key, str) and is_done(key):
+                base = meta.with_suffix("")
+                self._remove(base, base.with_name(base.name + ".home"), meta, None)
+                removed.append(key)
+        return removed
+
     # --- metadata ------------------------------------------------------------------------
 
     def _write_meta(self, meta: Path, ws: Workspace) -> None:
@@ -295,3 +306,20 @@ def _size(path: Path) -> int:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(dirpath, name)).st_size
     return total
+
+
+def sweep(root: str | Path, is_done: Callable[[str], bool], *, max_bytes: int, max_age_seconds: float,
+          keep: Collection[str] = ()) -> list[str]:
+    """Every workspace under `root` (and under its per-tenant folders, root/.tenants/<tenant>):
+    remove those of done cards, then apply the age and size limits. Local git only: no token."""
+    base = Path(root).expanduser()
+    tenants = base / ".tenants"
+    roots = [base, *(sorted(p for p in tenants.iterdir() if p.is_dir()) if tenants.is_dir() else [])]
+    removed: list[str] = []
+    for folder in roots:
+        if not (folder / "worktrees").is_dir():
+            continue
+        manager = WorkspaceManager(folder)
+        removed += manager.remove_done(is_done)
+        removed += manager.cleanup(max_bytes=max_bytes, max_age_seconds=max_age_seconds, keep=keep)
+    return removed
