@@ -14,6 +14,8 @@ from cardloop.contracts.config import Config
 from cardloop.contracts.errors import ConfigError
 from cardloop.integrations.providers.registry import PROVIDERS
 from cardloop.integrations.sources.registry import SOURCES
+from cardloop.prompts.assemble import PromptAssembler
+from cardloop.prompts.stages import Stage
 
 
 def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
@@ -34,3 +36,14 @@ def unknown_names(config: Config) -> list[str]:
                  for name in config.providers if name not in PROVIDERS]
     problems += [unknown(f"boards.{name}", "board", name, BOARDS) for name in config.boards if name not in BOARDS]
     return problems
+
+
+def startup_check(config: Config, assembler: PromptAssembler) -> None:
+    """Checks that need the templates too: fail at start-up, never mid-card."""
+    problems = []
+    for stage in Stage:
+        for p in assembler.check(config.assembly_settings(stage)):
+            problems.append(f"stages.{stage.value}.budget: {p}")
+    if problems:
+        raise ConfigError(f"{config.source}: invalid configuration:\n"
+                          + "\n".join(f"  {p}" for p in dict.fromkeys(problems)))

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from cardloop.app.cli.context import add_context_command
+from cardloop.app.cli.doctor import add_doctor_command
 from cardloop.app.cli.operate import add_operate_commands
 from cardloop.app.cli.service import add_service_commands
 from cardloop.app.cli.tenant import add_tenant_commands
-from cardloop.app.startup import load_config
+from cardloop.app.startup import load_config, startup_check
 from cardloop.contracts.config import Config
 from cardloop.contracts.errors import CardloopError, ConfigError, InputError, RejectedError
 from cardloop.prompts.assemble import AssemblyError, AssemblyRequest, PromptAssembler
@@ -79,16 +80,6 @@ def _format_name(name: str) -> str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
-
-def startup_check(config: Config, assembler: PromptAssembler) -> None:
-    """Checks that need the templates too: fail at start-up, never mid-card."""
-    problems = []
-    for stage in Stage:
-        for p in assembler.check(config.assembly_settings(stage)):
-            problems.append(f"stages.{stage.value}.budget: {p}")
-    if problems:
-        raise ConfigError(f"{config.source}: invalid configuration:\n"
-                          + "\n".join(f"  {p}" for p in dict.fromkeys(problems)))
 
 
 def cmd_prompt_explain(args: argparse.Namespace, config: Config) -> int:
@@ -268,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_tenant_commands(sub)
     add_context_command(sub, _stage)
     add_operate_commands(sub)
+    add_doctor_command(sub)
 
     conf = sub.add_parser("config", help="configuration")
     fsub = conf.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")

@@ -1,0 +1,125 @@
+"""`cardloop doctor`: what this machine can and cannot do for a worker, checked for real.
+
+Each check says ok, warn or fail with one line of why: the configuration, the store, the model
+keys, Temporal's port, git, and the coding agent's workspace and sandbox (which protections
+`run_command` really gets here: process-group kill, rlimits, network and PID namespaces).
+Exit 1 when a check fails, 0 otherwise (warnings included)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+from cardloop.app.stack import open_store
+from cardloop.app.startup import startup_check
+from cardloop.contracts.config import Config
+from cardloop.contracts.errors import CardloopError
+from cardloop.integrations.workspace import Sandbox, sandbox_limits
+from cardloop.prompts.assemble import PromptAssembler
+
+Status = Literal["ok", "warn", "fail"]
+MARK = {"ok": "✓", "warn": "!", "fail": "✗"}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    detail: str
+
+
+def _config(config: Config) -> Check:
+    try:
+        startup_check(config, PromptAssembler(config.template_store(), config.token_counter()))
+    except CardloopError as exc:
+        return Check("config", "fail", str(exc))
+    return Check("config", "ok", f"{config.source}: {len(config.profiles)} profiles, {len(config.stages)} stages")
+
+
+def _store(config: Config) -> Check:
+    try:
+        store = open_store(config)
+    except Exception as exc:  # any driver error is the answer here
+        return Check("store", "fail", f"{type(exc).__name__}: {exc}"[:300])
+    store.close()
+    return Check("store", "ok", "opened and migrated: " + config.store_url().split("://")[0])
+
+
+def _keys(config: Config) -> list[Check]:
+    used = {config.stage(s).profile for s in config.stages_enum()} | {config.summarizer.profile}
+    checks = []
+    for name in sorted(used):
+        prof = config.profiles[name]
+        if config.api_key(name) is not None or prof.provider == "openai":
+            checks.append(Check(f"model {name}", "ok", f"{prof.provider} {prof.model}: key set"))
+        else:
+            checks.append(Check(f"model {name}", "warn", f"{prof.provider} {prof.model}: {prof.api_key_env} is not set"
+                                                          " (cardloop demo falls back to the scripted model)"))
+    return checks
+
+
+def _temporal(config: Config) -> Check:
+    host, _, port = config.temporal.address.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=2.0):
+            pass
+    except (OSError, ValueError) as exc:
+        return Check("temporal", "warn", f"{config.temporal.address} does not answer ({exc}); "
+                                         "`cardloop dev` starts a local one")
+    return Check("temporal", "ok", f"{config.temporal.address} accepts connections")
+
+
+def _git() -> Check:
+    git = shutil.which("git")
+    if git is None:
+        return Check("git", "fail", "git is not on PATH: the repository source and the workspace need it")
+    out = subprocess.run([git, "--version"], capture_output=True, text=True, timeout=10)
+    return Check("git", "ok", out.stdout.strip() or git)
+
+
+def _workspace(config: Config) -> list[Check]:
+    ws = config.workspace
+    checks = []
+    if not ws.enabled:
+        checks.append(Check("workspace", "warn", "[workspace] enabled = false: stages answer in text, no tools"))
+    root = Path(ws.root).expanduser()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".doctor-{os.getpid()}"
+        probe.write_text("ok")
+        probe.unlink()
+        checks.append(Check("workspace root", "ok", f"{root} is writable"))
+    except OSError as exc:
+        checks.append(Check("workspace root", "fail", f"{root}: {exc}"))
+    sandbox = Sandbox(sandbox_limits(ws.sandbox))
+    weak = ("NOT isolated", "no PID namespace", "no resource limits")
+    for line in sandbox.describe():
+        checks.append(Check("sandbox", "warn" if any(w in line for w in weak) else "ok", line))
+    return checks
+
+
+def run_checks(config: Config) -> list[Check]:
+    return [_config(config), _store(config), *_keys(config), _temporal(config), _git(), *_workspace(config)]
+
+
+def cmd_doctor(args: argparse.Namespace, config: Config) -> int:
+    checks = run_checks(config)
+    if args.json:
+        print(json.dumps([asdict(c) for c in checks], indent=2, ensure_ascii=False))
+    else:
+        for c in checks:
+            print(f"{MARK[c.status]} {c.name:<16} {c.detail}")
+    return 1 if any(c.status == "fail" for c in checks) else 0
+
+
+def add_doctor_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("doctor", help="check what this machine can do for a worker (exit 1 on a failure)")
+    p.add_argument("--json", action="store_true", help="print the checks as JSON")
+    p.set_defaults(func=cmd_doctor)
