@@ -78,7 +78,8 @@ def _agent_settings(config: Config, stage: Stage) -> dict[str, object]:
     ws = config.workspace
     tools = ws.tools_for(stage) if ws.enabled else []
     return {"tools": tools, "verify": bool(WRITE_TOOLS.intersection(tools)), "stuck_repeats": ws.stuck_repeats,
-            "stuck_turns": ws.stuck_turns, "affinity_timeout": ws.affinity_timeout}
+            "stuck_turns": ws.stuck_turns, "affinity_timeout": ws.affinity_timeout,
+            "pull_request": bool(tools) and stage in ws.pull_requests}
 
 
 def _fold(needed: Fold | None) -> FoldNeeded | None:

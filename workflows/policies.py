@@ -75,6 +75,11 @@ def on_workspace(queue: str, affinity_timeout: float, *, minutes: float = 30) ->
                           retry_policy=_retry(timedelta(seconds=1), timedelta(seconds=10), attempts=3))
 
 
+# Results on GitHub (a pull request): a few attempts; the stage's work is pushed either way.
+RESULTS: ActivityConfig = ActivityConfig(
+    start_to_close_timeout=timedelta(minutes=3), heartbeat_timeout=timedelta(seconds=30),
+    retry_policy=_retry(timedelta(seconds=2), timedelta(minutes=1), attempts=5))
+
 # Delivery ids remembered for dedup, carried across continue-as-new.
 MAX_SEEN_DELIVERIES = 500
 MAX_STAGE_RUNS_KEPT = 20

@@ -24,6 +24,8 @@ with workflow.unsafe.imports_passed_through():
         CompleteResult,
         GatherInput,
         GatherResult,
+        PullRequestInput,
+        PullRequestOutcome,
         StageInput,
         StageProgress,
         StageRun,
@@ -39,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
 class StageWorkflow:
     def __init__(self) -> None:
         self.progress = StageProgress()
+        self._verification = ""  # the last verification's note: the pull request's evidence
 
     @workflow.query(name=names.QUERY_PROGRESS)
     def get_progress(self) -> StageProgress:
@@ -97,7 +100,10 @@ class StageWorkflow:
                         if refused is not None:
                             return refused
                     if not needs_evidence or p.verified:
-                        return self._done(inp, "completed", reason or "the agent signalled COMPLETE")
+                        done = self._done(inp, "completed", reason or "the agent signalled COMPLETE")
+                        if hands is not None and s.pull_request:
+                            done = await self._pull_request(inp, hands, done)
+                        return done
                 elif promise == "BLOCKED":
                     return self._done(inp, "blocked", reason or "the agent signalled BLOCKED")
                 if hands is not None and (stuck := watch.verdict(s.verify)) is not None:
@@ -168,6 +174,7 @@ class StageWorkflow:
         self._details(inp, f"verifying COMPLETE: {hands.info.test_command or 'tests'}")
         result = await hands.verify(iteration)
         p.verified = result.passed
+        self._verification = result.excerpt
         if result.no_command:
             return self._done(inp, "blocked", result.excerpt)
         if not result.passed:
@@ -176,6 +183,28 @@ class StageWorkflow:
                 return self._done(inp, "blocked", f"COMPLETE was refused {p.refused_claims} times: the tests "
                                                   f"still fail. {result.excerpt[:600]}")
         return None
+
+    async def _pull_request(self, inp: StageInput, hands: Hands, done: StageRun) -> StageRun:
+        """The completed stage's branch as a pull request; the stage stays completed when GitHub
+        is not configured or refuses (the work is pushed either way), and the run says so."""
+        self._details(inp, f"opening or updating the pull request for {hands.info.branch}")
+        try:
+            pr = await workflow.execute_activity(
+                names.PULL_REQUEST,
+                PullRequestInput(card_key=inp.ref.key, key=f"{workflow.info().workflow_id}/pull-request",
+                                 branch=hands.info.branch, summary=done.reason[:8_000],
+                                 verification=self._verification[:4_000]),
+                result_type=PullRequestOutcome, **policies.RESULTS,
+                summary=f"{inp.stage}: pull request for {hands.info.branch}")
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise
+            return done.model_copy(update={"reason": f"{done.reason} (the pull request could not be opened: "
+                                                      f"{_root_message(err)[:300]})"})
+        if pr.skipped:
+            return done.model_copy(update={"reason": f"{done.reason} (no pull request: {pr.skipped})"})
+        workflow.set_current_details(f"**{inp.stage}** run {inp.run}: completed; pull request {pr.url}")
+        return done.model_copy(update={"pull_request": pr.url})
 
     def _kept(self, hands: Hands | None) -> str:
         p = self.progress

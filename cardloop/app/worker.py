@@ -21,6 +21,7 @@ from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.history import HistoryActivities
 from cardloop.activities.llm import LlmActivities
 from cardloop.activities.prompt import PromptActivities
+from cardloop.activities.results import ResultsActivities
 from cardloop.activities.workspace import WorkspaceActivities
 from cardloop.workflows.card import CardWorkflow
 from cardloop.workflows.stage import StageWorkflow
@@ -34,8 +35,9 @@ def _activities(rt: ActivityDeps, ws: WorkspaceActivities) -> tuple[list[Any], l
     """(the shared queue's activities, this worker's own queue's)."""
     prompt, history = PromptActivities(rt), HistoryActivities(rt)
     llm, context, state = LlmActivities(rt), ContextActivities(rt), CardStateActivities(rt)
+    results = ResultsActivities(rt)
     shared = [prompt.stage_settings, prompt.assemble, history.append, history.summarize, llm.complete,
-              context.gather, state.load, state.save, ws.open]
+              context.gather, state.load, state.save, ws.open, results.pull_request]
     return shared, [ws.tool, ws.checkpoint, ws.verify]
 
 

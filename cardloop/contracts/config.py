@@ -301,6 +301,9 @@ class WorkspaceConfig(_Section):
     affinity_timeout: float = Field(default=60.0, gt=0, le=3_600)
     # How often a worker removes the workspaces of done cards and applies max_age_hours / max_size_mb.
     cleanup_interval_seconds: float = Field(default=600.0, gt=0)
+    # Stages whose completed, pushed work gets a pull request (found by head branch and updated,
+    # else created) when the tenant has a GitHub token; others only push the branch.
+    pull_requests: list[Stage] = Field(default_factory=lambda: [Stage.CODING, Stage.ERROR_FIXING])
     max_size_mb: int = Field(default=20_000, ge=1)
     max_age_hours: float = Field(default=168.0, gt=0)
     result_max_chars: int = Field(default=20_000, ge=1_000)

@@ -26,9 +26,11 @@ TOOL = "workspace.tool"
 CHECKPOINT = "workspace.checkpoint"
 VERIFY = "workspace.verify"
 WORKSPACE_ACTIVITIES = (TOOL, CHECKPOINT, VERIFY)
+# The card's work back where people look: a pull request for the card's branch.
+PULL_REQUEST = "results.pull_request"
 
 ACTIVITIES = (STAGE_SETTINGS, GATHER, ASSEMBLE, SUMMARIZE, COMPLETE, APPEND, LOAD_STATE, SAVE_STATE, WORKSPACE_OPEN,
-              *WORKSPACE_ACTIVITIES)
+              *WORKSPACE_ACTIVITIES, PULL_REQUEST)
 
 # --- workflows, signals, queries -------------------------------------------------------------
 CARD_WORKFLOW = "CardWorkflow"

@@ -135,6 +135,7 @@ class StageRun(_Value):
     tool_calls: int = 0
     commits: int = 0
     last_commit: str = ""
+    pull_request: str = ""  # its URL, once the stage's work is on one
 
 
 class AutoRetry(_Value):
@@ -233,6 +234,7 @@ class StageSettings(_Value):
     stuck_repeats: int = 3   # the same failing tool call this many times in a row: blocked
     stuck_turns: int = 6     # this many turns in a row without a change to the branch: blocked
     cost_budget_usd: float = 0.0  # 0: none
+    pull_request: bool = False  # a completed stage's pushed work gets a pull request ([workspace] pull_requests)
     affinity_timeout: float = 60.0  # seconds a workspace activity may wait for its worker to pick it up
 
 
@@ -375,6 +377,21 @@ class CheckpointResult(_Value):
     pushed: bool = False
     files: list[str] = Field(default_factory=list)
     rejected: str = ""  # the remote refused the push: git's (redacted) words
+
+
+class PullRequestInput(_Value):
+    card_key: str
+    key: str            # the stage run's key: a retried activity returns the recorded pull request
+    branch: str
+    summary: str = Field(default="", max_length=8_000)       # the agent's own account (finish)
+    verification: str = Field(default="", max_length=4_000)  # the passing test run
+
+
+class PullRequestOutcome(_Value):
+    number: int = 0
+    url: str = ""
+    created: bool = False
+    skipped: str = ""   # why no pull request was made (no token, no repository)
 
 
 class VerifyInput(_Value):

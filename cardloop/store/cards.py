@@ -157,6 +157,19 @@ class CardsMixin(StoreBase):
             bodies = list(conn.execute(query.order_by(s.messages.c.seq)).scalars())
         return [Message.model_validate_json(body) for body in bodies]
 
+    def last_reply(self, card_key: str, stage: str) -> Message | None:
+        """The newest assistant message a stage stored with text (the plan, a review), or None."""
+        tenant = self._card_tenant(card_key)
+        m = s.messages.c
+        query = (select(m.body).where(m.card_key == card_key, m.tenant == tenant, m.stage == stage,
+                                      m.role == "assistant").order_by(m.seq.desc()).limit(20))
+        with self._db.read(tenant) as conn:
+            for body in conn.execute(query).scalars():
+                message = Message.model_validate_json(body)
+                if message.content.strip():
+                    return message
+        return None
+
     def message_count(self, card_key: str) -> int:
         tenant = self._card_tenant(card_key)
         c = s.card_counters.c

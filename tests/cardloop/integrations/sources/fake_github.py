@@ -2,6 +2,10 @@
 GraphQL wire formats for exactly the endpoints used, and realistic CI runs, review threads and
 test reports to seed it with (fixtures `fake` and `client` in conftest.py).
 
+It also writes what cardloop publishes (github_results.py): pull requests (POST/PATCH, one
+open PR per head and base, GitHub's 422 otherwise) and issue comments (POST/PATCH, listed in
+pages with a Link header; `max_per_page` makes pages small).
+
 The API answers under /api/v3 (GitHub Enterprise's shape, so GraphQL is /api/graphql); job
 logs and artifact zips answer 302 to a second server on another port, as GitHub's signed
 storage URLs do, so following the redirect and dropping the token there are both exercised.
@@ -17,7 +21,7 @@ import threading
 import time
 import urllib.parse
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -64,6 +68,7 @@ class Failure:
     body: dict[str, Any]
     headers: dict[str, str]
     times: int | None
+    method: str | None = None   # None: any method
 
 
 @dataclass
@@ -91,13 +96,70 @@ class FakeGitHub:
     seen: list[Seen] = field(default_factory=list)
     failures: list[Failure] = field(default_factory=list)
     delays: dict[str, float] = field(default_factory=dict)
+    # what cardloop writes: plain issues (PRs are issues too), issue/PR conversation comments
+    issues: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    issue_comments: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    login: str = "cardloop-bot"   # the user the token belongs to
+    max_per_page: int = 100       # GitHub's cap; tests lower it to exercise pagination
+    next_comment_id: int = 1_900_000_001
+    # called with each request before it is answered (under no lock): a test's way to let
+    # "someone else" act between two of the client's calls
+    hooks: list[Callable[[Seen], None]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     # -- test controls --
     def fail(self, path_regex: str, status: int, message: str, headers: dict[str, str] | None = None,
-             times: int | None = None) -> None:
-        body = {"message": message, "documentation_url": "https://docs.github.com/rest"}
-        self.failures.append(Failure(re.compile(path_regex), status, body, headers or {}, times))
+             times: int | None = None, *, method: str | None = None,
+             errors: list[dict[str, Any]] | None = None) -> None:
+        body: dict[str, Any] = {"message": message, "documentation_url": "https://docs.github.com/rest"}
+        if errors is not None:
+            body["errors"] = errors
+        self.failures.append(Failure(re.compile(path_regex), status, body, headers or {}, times, method))
+
+    def open_pulls(self, full: str) -> list[dict[str, Any]]:
+        return [p for (r, _), p in sorted(self.pulls.items()) if r == full and p["state"] == "open"]
+
+    def next_number(self, full: str) -> int:
+        """Issues and pull requests share one sequence per repository, as on GitHub."""
+        taken = [n for (r, n) in [*self.pulls, *self.issues] if r == full]
+        return max(taken, default=0) + 1
+
+    def new_pull(self, full: str, *, head: str, base: str, title: str, body: str | None,
+                 number: int | None = None) -> dict[str, Any]:
+        """An open pull request as POST /pulls makes it (head: "branch" or "owner:branch")."""
+        owner = full.split("/")[0]
+        head_owner, _, head_ref = head.rpartition(":")
+        head_owner = head_owner or owner
+        number = number or self.next_number(full)
+        pr = self.pr_json(full, number, head_ref=head_ref)
+        now = iso(datetime.now(UTC))
+        user = {"login": self.login, "id": 7001, "type": "Bot", "url": f"{self.api_url}/users/{self.login}"}
+        pr.update(title=title, body=body, user=user, created_at=now, updated_at=now)
+        pr["head"].update(label=f"{head_owner}:{head_ref}", user={**pr["head"]["user"], "login": head_owner})
+        pr["base"].update(label=f"{owner}:{base}", ref=base)
+        self.pulls[(full, number)] = pr
+        return pr
+
+    def issue_comment_json(self, full: str, number: int, cid: int, body: str, *, author: str | None = None,
+                           created: datetime | None = None) -> dict[str, Any]:
+        at = iso(created or datetime.now(UTC))
+        login = author or self.login
+        return {
+            "id": cid, "node_id": f"IC_kwDO{cid}", "url": f"{self.api_url}/repos/{full}/issues/comments/{cid}",
+            "html_url": f"https://github.com/{full}/pull/{number}#issuecomment-{cid}", "body": body,
+            "user": {"login": login, "id": 7001 if login == self.login else 501,
+                     "type": "Bot" if login == self.login else "User", "url": f"{self.api_url}/users/{login}"},
+            "created_at": at, "updated_at": at, "issue_url": f"{self.api_url}/repos/{full}/issues/{number}",
+            "author_association": "NONE" if login == self.login else "MEMBER",
+        }
+
+    def add_comment(self, full: str, number: int, body: str, *, author: str | None = None) -> dict[str, Any]:
+        with self.lock:
+            cid = self.next_comment_id
+            self.next_comment_id += 1
+        comment = self.issue_comment_json(full, number, cid, body, author=author)
+        self.issue_comments.setdefault((full, number), []).append(comment)
+        return comment
 
     def requests_to(self, pattern: str, server: str = "api") -> list[Seen]:
         return [s for s in self.seen if s.server == server and re.search(pattern, s.path)]
@@ -250,6 +312,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._handle("POST")
 
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
     def _handle(self, method: str) -> None:
         fake = self.server.fake
         parts = urllib.parse.urlsplit(self.path)
@@ -260,14 +325,17 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw) if raw else None
         with fake.lock:
             headers = {k.lower(): v for k, v in self.headers.items()}
-            fake.seen.append(Seen(self.server.role, method, path, query, headers, body))
+            seen = Seen(self.server.role, method, path, query, headers, body)
+            fake.seen.append(seen)
+        for hook in list(fake.hooks):
+            hook(seen)
         for pattern, delay in list(fake.delays.items()):
             if re.search(pattern, path):
                 time.sleep(delay)
         if self.server.role == "storage":
             return self._storage(path)
         for failure in fake.failures:
-            if failure.pattern.search(path) and failure.times != 0:
+            if failure.pattern.search(path) and failure.times != 0 and failure.method in (None, method):
                 if failure.times is not None:
                     failure.times -= 1
                 return self._json(failure.status, failure.body, failure.headers)
@@ -280,6 +348,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._graphql(body or {})
         if method == "GET" and path.startswith("/api/v3/"):
             return self._rest(path[len("/api/v3"):], query)
+        if method in ("POST", "PATCH") and path.startswith("/api/v3/"):
+            return self._write(method, path[len("/api/v3"):], body)
         self._not_found()
 
     def _not_found(self) -> None:
@@ -333,9 +403,16 @@ class _Handler(BaseHTTPRequestHandler):
             return self._redirect(f"{fake.storage_url}/storage/artifacts/{mm.group(1)}.zip?sig=def%3D")
         if rest == "/pulls":
             pulls = [p for (r, _), p in fake.pulls.items() if r == full and p["state"] == q.get("state", "open")]
-            if "head" in q:
-                pulls = [p for p in pulls if p["head"]["label"] == q["head"]]
+            # GitHub filters by head only in the user:ref-name form; a bare branch name is ignored
+            # (every open PR comes back), a trap a client must not fall into.
+            if ":" in q.get("head", ""):
+                pulls = [p for p in pulls if p["head"]["label"].lower() == q["head"].lower()]
             return self._json(200, pulls)
+        if mm := re.fullmatch(r"/issues/(\d+)/comments", rest):
+            key = (full, int(mm.group(1)))
+            if key not in fake.pulls and key not in fake.issues:
+                return self._not_found()
+            return self._page(fake.issue_comments.get(key, []), q, f"{fake.api_url}/repos/{full}{rest}")
         if mm := re.fullmatch(r"/pulls/(\d+)(/comments|/reviews)?", rest):
             key = (full, int(mm.group(1)))
             if key not in fake.pulls:
@@ -350,6 +427,94 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(200, {"total_count": len(checks), "check_runs": checks})
         if mm := re.fullmatch(r"/check-runs/(\d+)/annotations", rest):
             return self._json(200, fake.annotations.get(int(mm.group(1)), []))
+        self._not_found()
+
+    def _page(self, items: list[dict[str, Any]], q: dict[str, str], url: str) -> None:
+        """One page of a list and GitHub's Link header (next/last, prev/first) for the others."""
+        fake = self.server.fake
+        per_page = max(1, min(int(q.get("per_page", 30)), fake.max_per_page))
+        page = max(1, int(q.get("page", 1)))
+        last = max(1, -(-len(items) // per_page))
+        links = []
+
+        def link(n: int, rel: str) -> str:
+            return f'<{url}?{urllib.parse.urlencode({"per_page": per_page, "page": n})}>; rel="{rel}"'
+
+        if page > 1:
+            links += [link(page - 1, "prev"), link(1, "first")]
+        if page < last:
+            links += [link(page + 1, "next"), link(last, "last")]
+        headers = {"Link": ", ".join(links)} if links else {}
+        self._json(200, items[(page - 1) * per_page: page * per_page], headers)
+
+    def _invalid(self, errors: list[dict[str, Any]]) -> None:
+        self._json(422, {"message": "Validation Failed", "errors": errors,
+                         "documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request",
+                         "status": "422"})
+
+    def _write(self, method: str, path: str, body: Any) -> None:
+        """POST/PATCH of pull requests and issue comments, validated as GitHub validates them."""
+        fake = self.server.fake
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)(/.*)", path)
+        if not m or m.group(1) not in fake.repos:
+            return self._not_found()
+        full, rest = m.group(1), m.group(2)
+        if not isinstance(body, dict):
+            return self._json(400, {"message": "Problems parsing JSON",
+                                    "documentation_url": "https://docs.github.com/rest"})
+        data: dict[str, Any] = body
+        if method == "POST" and rest == "/pulls":
+            missing = [f for f in ("head", "base") if not data.get(f)]
+            if not data.get("title") and not data.get("issue"):
+                missing.insert(0, "title")
+            if missing:
+                return self._invalid([{"resource": "PullRequest", "field": f, "code": "missing_field"}
+                                      for f in missing])
+            owner = full.split("/")[0]
+            head = data["head"] if ":" in data["head"] else f"{owner}:{data['head']}"
+            if head.lower() == f"{owner}:{data['base']}".lower():
+                return self._invalid([{"resource": "PullRequest", "code": "custom",
+                                       "message": f"No commits between {data['base']} and {data['head']}"}])
+            with fake.lock:
+                if any(p["head"]["label"].lower() == head.lower() and p["base"]["ref"] == data["base"]
+                       for p in fake.open_pulls(full)):
+                    return self._invalid([{"resource": "PullRequest", "code": "custom",
+                                           "message": f"A pull request already exists for {head}."}])
+                pr = fake.new_pull(full, head=head, base=data["base"], title=data["title"], body=data.get("body"))
+            return self._json(201, pr, {"Location": pr["url"]})
+        if method == "PATCH" and (mm := re.fullmatch(r"/pulls/(\d+)", rest)):
+            key = (full, int(mm.group(1)))
+            if key not in fake.pulls:
+                return self._not_found()
+            pr = fake.pulls[key]
+            if "title" in data and not data["title"]:
+                return self._invalid([{"resource": "PullRequest", "field": "title", "code": "missing_field"}])
+            for f in ("title", "body", "state"):
+                if f in data:
+                    pr[f] = data[f]
+            if "base" in data:
+                pr["base"].update(ref=data["base"], label=f"{full.split('/')[0]}:{data['base']}")
+            pr["updated_at"] = iso(datetime.now(UTC))
+            return self._json(200, pr)
+        if method == "POST" and (mm := re.fullmatch(r"/issues/(\d+)/comments", rest)):
+            key = (full, int(mm.group(1)))
+            if key not in fake.pulls and key not in fake.issues:
+                return self._not_found()
+            if not isinstance(data.get("body"), str) or not data["body"]:
+                return self._invalid([{"resource": "IssueComment", "field": "body", "code": "missing_field"}])
+            comment = fake.add_comment(full, key[1], data["body"])
+            return self._json(201, comment, {"Location": comment["url"]})
+        if method == "PATCH" and (mm := re.fullmatch(r"/issues/comments/(\d+)", rest)):
+            cid = int(mm.group(1))
+            for (r, _), comments in fake.issue_comments.items():
+                for comment in comments:
+                    if r == full and comment["id"] == cid:
+                        if not isinstance(data.get("body"), str) or not data["body"]:
+                            return self._invalid([{"resource": "IssueComment", "field": "body",
+                                                   "code": "missing_field"}])
+                        comment.update(body=data["body"], updated_at=iso(datetime.now(UTC)))
+                        return self._json(200, comment)
+            return self._not_found()
         self._not_found()
 
     def _graphql(self, body: dict[str, Any]) -> None:

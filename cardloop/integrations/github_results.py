@@ -1,0 +1,436 @@
+"""A card's work on GitHub: its pull request and its comments, safe to repeat.
+
+    PullRequests.ensure     the open pull request from the card's branch, updated; else a new one
+    PullRequests.comment    one comment per marker on an issue or pull request: posted, then edited
+    pull_request_body       the pull request's text: the card, the plan, what changed, the checks
+
+The activity around these calls is retried (a timeout after GitHub already acted, a worker
+crash), so every call finds what an earlier attempt made before it makes anything: a pull
+request by its head branch (GitHub keeps one open PR per head and base), a comment by a hidden
+marker line `<!-- cardloop:{marker} -->` that cardloop appends to what it writes. A create that
+loses a race (GitHub's 422 "A pull request already exists") finds the winner and updates it.
+cardloop owns what it writes: an update replaces the title and body, including a person's
+edits to them.
+
+Failures leave as UpstreamError (GitHub's status and message, never a credential; 401/403/404
+and 422 final, 429/5xx/network retryable with the wait GitHub asked for). Arguments that can
+never work (a repository not "owner/name", an empty branch, title or marker) raise ValueError
+before anything is sent: a programming error, which the activity reports as invalid input.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import urllib.parse
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import github
+import requests
+from github.GithubException import BadAttributeException, GithubException
+from github.PullRequest import PullRequest
+from github.Repository import Repository
+
+from cardloop.contracts.secrets import Secret, reveal
+from cardloop.integrations.sources.github.errors import rate_limit_wait
+from cardloop.integrations.upstream import UpstreamError, clamp_wait, retry_after_header
+
+USER_AGENT = "cardloop"
+MAX_BODY = 65_536  # GitHub refuses a longer pull request body or comment (422)
+MAX_TITLE = 256
+MAX_MARKER = 600  # room for a card key ("tenant/board/card id", the id up to 200) and a suffix
+PR_BODY_BUDGET = 20_000  # pull_request_body's whole text: readable, far under MAX_BODY
+
+_REPO = re.compile(r"([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)")
+# Card keys' characters ("%" from an escaped ":"); no ">" or "!", so nothing can end the comment early.
+_MARKER = re.compile(r"[A-Za-z0-9_.:/#@+=%-]+")
+# A branch name git accepts (check-ref-format, the parts GitHub callers trip on) without ":".
+_BRANCH_BAD = re.compile(r"[\s:~^?*\[\\\x00-\x1f\x7f]|\.\.|@\{|//|^[/.-]|[/.]$|\.lock$")
+_MARKER_LIKE = re.compile(r"<!--(\s*)cardloop:", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class PullRequestResult:
+    number: int
+    url: str  # html_url
+    created: bool  # False: an existing PR for the head branch was found and updated
+
+
+class PullRequests:
+    """Writes pull requests and comments through PyGithub, retries off (Temporal owns them).
+
+    `api_url`: https://api.github.com, or https://HOST/api/v3 for GitHub Enterprise Server.
+    `token`: a token that may write pull requests and issues (contents read for a cross-branch
+    PR); None or empty builds the client, and every call then fails as not_configured.
+    `request_interval` / `write_interval` space calls as GitHub asks integrations to (at least
+    a second between writes); tests pass None.
+    """
+
+    def __init__(
+        self,
+        api_url: str,
+        token: Secret | str | None,
+        *,
+        timeout: float = 30.0,
+        request_interval: float | None = 0.25,
+        write_interval: float | None = 1.0,
+        verify: bool | str = True,
+    ) -> None:
+        self.api_url = api_url.rstrip("/")
+        self.timeout = timeout
+        self._token = reveal(token)
+        self.gh = github.Github(
+            base_url=self.api_url,
+            auth=github.Auth.Token(self._token) if self._token else None,
+            timeout=max(1, math.ceil(timeout)),  # PyGithub insists on an int
+            retry=None,  # Temporal retries the activity
+            user_agent=USER_AGENT,
+            per_page=100,
+            verify=verify,
+            seconds_between_requests=request_interval,
+            seconds_between_writes=write_interval,
+            lazy=True,  # a repository or issue is a URL until an attribute is read: no extra GETs
+        )
+
+    def close(self) -> None:
+        self.gh.close()
+
+    def __enter__(self) -> PullRequests:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # -- pull requests ------------------------------------------------------------------------
+
+    def ensure(self, repo: str, *, head: str, base: str | None, title: str, body: str,
+               marker: str) -> PullRequestResult:
+        """Find an open PR whose head is `head` ("branch" or "owner:branch"; owner defaults to
+        the repository's) and update its title and body; else open one against `base` (None:
+        the repository's default branch). `body` carries the marker once. Idempotent."""
+        full, owner = _repo_name(repo)
+        head_owner, branch = _head(head, owner)
+        label = f"{head_owner}:{branch}"
+        if base is not None:
+            _branch(base, "base")
+            if head_owner.lower() == owner.lower() and base == branch:
+                raise ValueError(f"head and base are the same branch ({branch!r})")
+        title = _title(title)
+        mark = marker_line(marker)
+        text = with_marker(body, mark)
+        self._require_token()
+        gh_repo = self.gh.get_repo(full)
+        finding = f"looking for an open pull request from {label} in {full}"
+
+        with self._calling(finding):
+            pr = self._find(gh_repo, label, base, mark)
+        if pr is not None:
+            return self._update(pr, full, title, text)
+
+        if base is None:
+            with self._calling(f"reading the default branch of {full}"):
+                base = gh_repo.default_branch
+            if not isinstance(base, str) or not base:
+                raise UpstreamError(f"GitHub named no default branch for {full}", kind="bad_response",
+                                    retryable=True)
+        # The plain branch name is GitHub's documented form for a same-repository head.
+        head_param = branch if head_owner.lower() == owner.lower() else label
+        made: PullRequest | None = None
+        with self._calling(f"opening a pull request from {label} into {base} of {full}"):
+            try:
+                made = gh_repo.create_pull(base=base, head=head_param, title=title, body=text)
+            except GithubException as exc:
+                if exc.status != 422 or not _already_exists(exc.data):
+                    raise
+        if made is not None:
+            return PullRequestResult(number=made.number, url=made.html_url, created=True)
+
+        # Another attempt (or a person) opened it between our look and our create.
+        with self._calling(finding):
+            pr = self._find(gh_repo, label, base, mark)
+        if pr is None:
+            raise UpstreamError(f"GitHub says a pull request from {label} into {base} of {full} already exists, "
+                                "but none is listed as open yet", kind="conflict", retryable=True, status=422)
+        return self._update(pr, full, title, text)
+
+    def _find(self, gh_repo: Repository, label: str, base: str | None, mark: str) -> PullRequest | None:
+        owner, _, branch = label.partition(":")
+        found = [pr for pr in gh_repo.get_pulls(state="open", head=label)
+                 if _same_label(pr.head.label, owner, branch)]  # also guards against an ignored filter
+        if not found:
+            return None
+        # GitHub allows one open PR per head *and base*: prefer ours, then the base asked for.
+        found.sort(key=lambda pr: (not has_marker(pr.body, mark), base is not None and pr.base.ref != base,
+                                   pr.number))
+        return found[0]
+
+    def _update(self, pr: PullRequest, full: str, title: str, text: str) -> PullRequestResult:
+        number, url = pr.number, pr.html_url
+        if pr.title != title or (pr.body or "") != text:  # unchanged: no write, no "edited" event
+            with self._calling(f"updating pull request {full}#{number}"):
+                pr.edit(title=title, body=text)
+        return PullRequestResult(number=number, url=url, created=False)
+
+    # -- comments -----------------------------------------------------------------------------
+
+    def comment(self, repo: str, number: int, *, body: str, marker: str) -> int:
+        """A comment on issue or pull request `number` carrying the marker: the one already
+        there is edited (the first, reading every page), else one is posted. Its id."""
+        full, _ = _repo_name(repo)
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            raise ValueError(f"not an issue or pull request number: {number!r}")
+        mark = marker_line(marker)
+        text = with_marker(body, mark)
+        self._require_token()
+        issue = self.gh.get_repo(full).get_issue(number)  # lazy: no GET of the issue itself
+
+        with self._calling(f"reading the comments on {full}#{number}"):
+            existing = next((c for c in issue.get_comments() if has_marker(c.body, mark)), None)
+        if existing is not None:
+            cid = existing.id
+            if existing.body != text:
+                with self._calling(f"updating comment {cid} on {full}#{number}"):
+                    existing.edit(text)
+            return int(cid)
+        with self._calling(f"commenting on {full}#{number}"):
+            made = issue.create_comment(text)
+            return int(made.id)
+
+    # -- errors -------------------------------------------------------------------------------
+
+    def _require_token(self) -> None:
+        if not self._token:
+            raise UpstreamError("no GitHub token to write pull requests and comments with", kind="not_configured",
+                                retryable=False)
+
+    @contextmanager
+    def _calling(self, doing: str) -> Iterator[None]:
+        """Whatever a GitHub call raises, as an UpstreamError saying what was being done."""
+        try:
+            yield
+        except UpstreamError:
+            raise
+        except GithubException as exc:
+            raise self._scrubbed(classify(exc.status, exc.headers, exc.data, doing)) from None
+        except requests.Timeout:
+            raise UpstreamError(f"GitHub ({self._host()}) timed out while {doing} (timeout {self.timeout:g} s)",
+                                kind="timeout", retryable=True) from None
+        except requests.ConnectionError as exc:
+            raise UpstreamError(f"cannot reach GitHub ({self._host()}) while {doing}: {type(exc).__name__}",
+                                kind="connection", retryable=True) from None
+        except requests.RequestException as exc:
+            raise UpstreamError(f"GitHub request failed while {doing}: {type(exc).__name__}",
+                                kind="unavailable", retryable=True) from None
+        except BadAttributeException as exc:
+            # A 2xx whose JSON is not GitHub's shape (a proxy's page, a truncated answer).
+            raise UpstreamError(f"GitHub answered in an unexpected shape while {doing}: {type(exc).__name__}",
+                                kind="bad_response", retryable=True) from None
+
+    def _scrubbed(self, err: UpstreamError) -> UpstreamError:
+        # GitHub never echoes a credential, but a proxy in between might: never pass it on.
+        if self._token and self._token in err.message:
+            return UpstreamError(err.message.replace(self._token, "***"), kind=err.kind, retryable=err.retryable,
+                                 status=err.status, retry_after=err.retry_after)
+        return err
+
+    def _host(self) -> str:
+        return urllib.parse.urlsplit(self.api_url).netloc
+
+
+def classify(status: int | None, headers: Any, data: Any, doing: str) -> UpstreamError:
+    """GitHub's error answer to a write: rate limits (403/429) and 5xx retry, after the wait
+    GitHub asked for; 401/403/404/410/422 and other 4xx are final, with GitHub's message."""
+    status = int(status or 0)
+    hdrs = dict(headers or {})
+    message = _message(data)
+    detail = f"HTTP {status}" + (f": {message}" if message else "")
+    wait = rate_limit_wait(status, hdrs, message)
+    if wait is not None:
+        return UpstreamError(f"GitHub rate limit reached while {doing} ({detail}); retrying in {wait:.0f} s",
+                             kind="rate_limited", retryable=True, status=status, retry_after=wait)
+
+    def final(kind: str, text: str) -> UpstreamError:
+        return UpstreamError(text, kind=kind, retryable=False, status=status)
+
+    if status == 401:
+        return final("auth", f"GitHub rejected the token while {doing} ({detail})")
+    if status == 403:
+        return final("auth", f"GitHub refused while {doing} ({detail}): the token needs pull requests and "
+                             "issues: write, and the repository must not be archived")
+    if status in (404, 410):
+        return final("not_found", f"not found while {doing} ({detail}): it does not exist or this token "
+                                  "cannot see it")
+    if status == 413:
+        return final("too_large", f"GitHub refused the size while {doing} ({detail})")
+    if status in (408, 409) or status >= 500:
+        kind = {408: "timeout", 409: "conflict"}.get(status, "server")
+        asked = clamp_wait(retry_after_header(hdrs), floor=0.0)
+        return UpstreamError(f"GitHub failed while {doing} ({detail})", kind=kind, retryable=True, status=status,
+                             retry_after=asked)
+    return final("invalid_request", f"GitHub refused the request while {doing} ({detail})")
+
+
+def _message(data: Any) -> str:
+    """GitHub's message and, for a 422, what each validation error says."""
+    if not isinstance(data, dict):
+        return ""
+    parts = [data["message"]] if isinstance(data.get("message"), str) else []
+    errors = data.get("errors")
+    for err in errors if isinstance(errors, list) else []:
+        if isinstance(err, dict):
+            text = err.get("message") or " ".join(str(err[k]) for k in ("resource", "field", "code") if err.get(k))
+            parts.append(str(text))
+        elif isinstance(err, str):
+            parts.append(err)
+    return "; ".join(p for p in parts if p)[:500]
+
+
+def _already_exists(data: Any) -> bool:
+    return "already exists" in _message(data).lower()
+
+
+# -- markers and arguments -----------------------------------------------------------------
+
+
+def marker_line(marker: str) -> str:
+    """The hidden line that names what cardloop wrote: `<!-- cardloop:{marker} -->`."""
+    if not isinstance(marker, str) or not _MARKER.fullmatch(marker) or len(marker) > MAX_MARKER:
+        raise ValueError(f"a marker is 1-{MAX_MARKER} characters of letters, digits and _.:/#@+=%-: {marker!r}")
+    return f"<!-- cardloop:{marker} -->"
+
+
+def has_marker(body: str | None, mark: str) -> bool:
+    """The marker on a line of its own: a quoted reply ("> <!-- … -->") is not ours."""
+    return body is not None and any(line.strip() == mark for line in body.splitlines())
+
+
+def with_marker(body: str, mark: str) -> str:
+    """`body` ending in the marker exactly once, within GitHub's limit."""
+    if not isinstance(body, str):
+        raise ValueError(f"body must be text, not {type(body).__name__}")
+    kept = "\n".join(line for line in body.splitlines() if line.strip() != mark).rstrip()
+    room = MAX_BODY - len(mark) - 2
+    if len(kept) > room:
+        note = "\n\n[… cut to fit GitHub's limit …]"
+        kept = kept[: room - len(note)].rstrip() + note
+    return f"{kept}\n\n{mark}" if kept else mark
+
+
+def _repo_name(repo: str) -> tuple[str, str]:
+    m = _REPO.fullmatch(repo) if isinstance(repo, str) else None
+    if m is None or m.group(2) in (".", "..") or m.group(1) in (".", ".."):
+        raise ValueError(f"a repository is 'owner/name': {repo!r}")
+    return repo, m.group(1)
+
+
+def _branch(name: str, what: str) -> str:
+    if not isinstance(name, str) or not name or _BRANCH_BAD.search(name):
+        raise ValueError(f"{what} is not a branch name: {name!r}")
+    return name
+
+
+def _head(head: str, owner: str) -> tuple[str, str]:
+    if not isinstance(head, str) or not head:
+        raise ValueError("head is empty: name the branch (or owner:branch) the pull request comes from")
+    head_owner, sep, branch = head.partition(":")
+    if not sep:
+        head_owner, branch = owner, head
+    elif not _REPO.fullmatch(f"{head_owner}/x"):
+        raise ValueError(f"head is 'branch' or 'owner:branch': {head!r}")
+    return head_owner, _branch(branch, "head")
+
+
+def _same_label(label: str | None, owner: str, branch: str) -> bool:
+    got_owner, _, got_branch = (label or "").partition(":")
+    return got_owner.lower() == owner.lower() and got_branch == branch
+
+
+def _title(title: str) -> str:
+    text = " ".join(title.split()) if isinstance(title, str) else ""
+    if not text:
+        raise ValueError("a pull request needs a title")
+    return text if len(text) <= MAX_TITLE else text[: MAX_TITLE - 1] + "…"
+
+
+# -- the pull request's text ---------------------------------------------------------------
+
+_SECTIONS = ("Plan", "What changed", "How it was verified")
+_FOOTER = ("<sub>Opened by cardloop for this card; cardloop rewrites this description whenever it updates "
+           "the pull request.</sub>")
+
+
+def pull_request_body(plan: str, summary: str, verification: str, card_title: str, card_url: str | None) -> str:
+    """A pull request description: the card, the plan, what changed, how it was verified.
+
+    At most PR_BODY_BUDGET characters: short sections are kept whole and the long ones share
+    what is left, each cut in the middle (its start and its end say the most: a plan's goal, a
+    test run's result). Text that looks like cardloop's hidden marker is defused so it can
+    never be mistaken for one.
+    """
+    title = _clip_end(" ".join((card_title or "").split()), 300) or "(untitled card)"
+    url = (card_url or "").strip()
+    card = f"## Card\n\n**{_defuse(title)}**"
+    if re.fullmatch(r"https?://\S+", url) and len(url) <= 2000:
+        card += f"\n\n{url}"
+    texts = [_defuse((t or "").strip()) for t in (plan, summary, verification)]
+    overhead = len(card) + len(_FOOTER) + sum(len(f"\n\n## {h}\n\n") for h in _SECTIONS) + 2
+    # Each cut adds a note and may close a code fence: keep room for that.
+    shares = _share([len(t) for t in texts], PR_BODY_BUDGET - overhead - 3 * 80)
+    parts = [card]
+    for heading, text, share in zip(_SECTIONS, texts, shares, strict=True):
+        parts.append(f"## {heading}\n\n{_clip_middle(text, share) if text else '_Nothing recorded._'}")
+    parts.append(_FOOTER)
+    return "\n\n".join(parts)
+
+
+def _share(lengths: list[int], budget: int) -> list[int]:
+    """Water-filling: sections shorter than an equal share keep all; the rest split the remainder."""
+    budget = max(budget, 0)
+    shares = [0] * len(lengths)
+    open_ = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    while open_:
+        each = budget // len(open_)
+        i = open_[0]
+        if lengths[i] <= each:
+            shares[i] = lengths[i]
+            budget -= lengths[i]
+            open_.pop(0)
+        else:
+            for j in open_:
+                shares[j] = each
+            break
+    return shares
+
+
+def _clip_end(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _clip_middle(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    keep = max(limit, 0)
+    head = text[: keep * 2 // 3]
+    tail = text[len(text) - keep // 3:] if keep // 3 else ""
+    if "\n" in head[len(head) // 2:]:  # end and start on line breaks when one is near
+        head = head[: head.rfind("\n")]
+    if "\n" in tail[: len(tail) // 2]:
+        tail = tail[tail.find("\n") + 1:]
+    cut = len(text) - len(head) - len(tail)
+    # A cut inside a code block would swallow everything after it: close and reopen the fence.
+    if _fences(head) % 2:
+        head += "\n```"
+    if _fences(tail) % 2:
+        tail = "```\n" + tail
+    return f"{head.rstrip()}\n\n[… {cut} characters cut …]\n\n{tail.lstrip()}"
+
+
+def _fences(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line.lstrip().startswith("```"))
+
+
+def _defuse(text: str) -> str:
+    return _MARKER_LIKE.sub(r"<!--\1cardloop (quoted):", text)

@@ -1,0 +1,98 @@
+"""A completed coding stage puts the card's branch on GitHub as one pull request (a loopback
+GitHub speaking the REST shapes PyGithub uses): created once, updated by later runs, never
+opened twice; without a token the stage still completes and says why no pull request was made."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cardloop.app.scripted_model.transcript import check_transcript
+from tests.cardloop.integrations.sources.fake_github import TOKEN, FakeGitHub, serving
+from tests.sample_remote import Remote, push_sample_repo
+from tests.stack import ROOT, Stack, replay_all, small_card
+
+pytestmark = pytest.mark.timeout(240)
+
+AGENT = json.loads((ROOT / "examples" / "agent-transcript.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGitHub]:
+    with serving() as fake:
+        yield fake
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Remote:
+    return push_sample_repo(tmp_path / "remotes")
+
+
+@pytest.fixture
+def stack_overrides(remote: Remote, github: FakeGitHub, tmp_path: Path,
+                    request: pytest.FixtureRequest) -> dict[str, str]:
+    marker = request.node.get_closest_marker("stack_env")  # a test's own token wins over the default
+    token = marker.kwargs.get("CARDLOOP_GITHUB_TOKEN", TOKEN) if marker else TOKEN
+    return {"CARDLOOP_WORKSPACE__ENABLED": "true", "CARDLOOP_WORKSPACE__ROOT": str(tmp_path / "workspaces"),
+            "CARDLOOP_SOURCES__REPOSITORY__CLONE_URL": remote.url_template,
+            "CARDLOOP_SOURCES__GITHUB__API_URL": github.api_url, "CARDLOOP_GITHUB_TOKEN": token,
+            "CARDLOOP_STAGES__CODING__AUTO_ADVANCE": "false"}
+
+
+async def test_coding_opens_one_pull_request_and_a_later_run_updates_it(stack: Stack, github: FakeGitHub) -> None:
+    stack.model.transcript = check_transcript(AGENT, "agent")
+    stack.model.reset()
+    ref = stack.cards.import_card(small_card())
+    handle = await stack.cards.move(ref, "coding", delivery_id="c-1")
+    state = await stack.wait_state(ref, lambda s: len(s.history) == 1 and s.status != "running", timeout=120)
+    first = state.history[0]
+    assert first.outcome == "completed", first.reason
+    [pr] = github.open_pulls("acme/payments-api")
+    assert first.pull_request == pr["html_url"]
+    assert pr["head"]["ref"] == "card/PAY-1" and pr["base"]["ref"] == "main"
+    assert pr["title"] == "PAY-1: Retry failed webhook deliveries"
+    assert "caps the delay at max_delay before applying jitter" in pr["body"]  # the agent's finish summary
+    assert "Verification passed" in pr["body"] and "4 passed" in pr["body"]
+    assert pr["body"].count("<!-- cardloop:acme/github/PAY-1/pull-request -->") == 1
+    posted = [s for s in github.seen if s.method == "POST" and s.path.endswith("/pulls")]
+    assert len(posted) == 1 and all(s.headers.get("authorization") == f"token {TOKEN}"
+                                    for s in github.seen if s.path.startswith("/api/v3/repos"))
+
+    # The card comes back to coding (say, after review): the same pull request is updated.
+    await stack.cards.move(ref, "coding", delivery_id="c-2")
+    state = await stack.wait_state(ref, lambda s: len(s.history) == 2 and s.status != "running", timeout=120)
+    second = state.history[1]
+    assert second.outcome == "completed" and second.pull_request == first.pull_request
+    assert len(github.open_pulls("acme/payments-api")) == 1
+    assert len([s for s in github.seen if s.method == "POST" and s.path.endswith("/pulls")]) == 1
+    await replay_all(stack.client, handle, "agent-pull-request")
+
+
+@pytest.mark.stack_env(CARDLOOP_GITHUB_TOKEN="")
+async def test_without_a_token_the_stage_completes_and_says_so(stack: Stack, github: FakeGitHub) -> None:
+    stack.model.transcript = check_transcript(AGENT, "agent")
+    stack.model.reset()
+    ref = stack.cards.import_card(small_card("PAY-9", branch="card/PAY-9"))
+    await stack.cards.move(ref, "coding", delivery_id="c-9")
+    state = await stack.wait_state(ref, lambda s: bool(s.history) and s.status != "running", timeout=120)
+    coding = state.history[0]
+    assert coding.outcome == "completed" and coding.pull_request == ""
+    assert "(no pull request: no GitHub token (CARDLOOP_GITHUB_TOKEN is not set)" in coding.reason
+    assert github.open_pulls("acme/payments-api") == [] and not [s for s in github.seen if s.method == "POST"]
+
+
+async def test_a_refused_pull_request_leaves_the_stage_completed_with_the_reason(stack: Stack,
+                                                                                 github: FakeGitHub) -> None:
+    github.fail(r"/pulls$", 403, "Resource not accessible by integration", method="POST")
+    stack.model.transcript = check_transcript(AGENT, "agent")
+    stack.model.reset()
+    ref = stack.cards.import_card(small_card("PAY-10", branch="card/PAY-10"))
+    await stack.cards.move(ref, "coding", delivery_id="c-10")
+    state = await stack.wait_state(ref, lambda s: bool(s.history) and s.status != "running", timeout=120)
+    coding = state.history[0]
+    assert coding.outcome == "completed" and coding.pull_request == ""
+    assert "the pull request could not be opened" in coding.reason
+    assert "Resource not accessible by integration" in coding.reason and TOKEN not in coding.reason
