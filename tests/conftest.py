@@ -25,7 +25,7 @@ from cardloop.prompts.tokens import TokenCounter
 from cardloop.store import Store
 from tests.postgres import PG_URL, in_ci, schema_url
 from tests.repos import make_payments_repo
-from tests.stack import TRANSCRIPT, Stack, make_config
+from tests.stack import TRANSCRIPT, Stack, make_config, terminate_running
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_CARD = ROOT / "examples" / "card.json"
@@ -138,6 +138,7 @@ async def stack(temporal_server: TemporalDevServer, tmp_path: Path, request: pyt
     try:
         yield Stack(client, store, model, config, runtime, CardService(client, store, config), task_queue)
     finally:
+        await terminate_running(client, task_queue)
         await worker.shutdown()
         await asyncio.gather(task, return_exceptions=True)
         model.stop()

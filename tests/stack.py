@@ -3,7 +3,9 @@ a real SQLite store and the scripted Anthropic server on loopback (fixtures in t
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -105,3 +107,15 @@ def small_card(card_id: str = "PAY-1", **fields: object) -> Card:
     }
     data.update(fields)
     return Card.model_validate(data)
+
+
+async def terminate_running(client: Client, task_queue: str) -> None:
+    """Cards a test left open (blocked, idle, mid-stage) must not outlive it: the server is shared
+    by the session, and a later test that reuses a card id would signal a workflow whose worker
+    is gone (its queries then time out)."""
+    try:
+        async for wf in client.list_workflows(f"TaskQueue = '{task_queue}' AND ExecutionStatus = 'Running'"):
+            with contextlib.suppress(Exception):  # it may have closed in between
+                await client.get_workflow_handle(wf.id, run_id=wf.run_id).terminate("the test is over")
+    except Exception as err:  # visibility lag or a server going away must not fail the test's teardown
+        logging.getLogger(__name__).warning("could not terminate the test's workflows: %s", err)

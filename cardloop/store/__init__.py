@@ -6,7 +6,8 @@ SQLite by default (`sqlite:///path/to/file.sqlite`, `sqlite://` in memory for te
 PostgreSQL when the URL says so (`postgresql://...`, driven by psycopg 3).
 
     engine.py          URL rules, engine settings, read/write transactions
-    schema.py          tables and the versioned migrations (table `cardloop_schema`)
+    schema.py          the tables, as the code uses them after every migration
+    migrations.py      the versioned migrations (table `cardloop_schema`) and the application role
     values.py          StoreError, value objects, card key and blob ref rules
     core.py            Store, the API: opens, migrates and scopes; one mixin per concern below
     base.py            what the mixins share: tenant checks, idempotent inserts, the card counter
@@ -38,7 +39,8 @@ PostgreSQL deployment (two roles; superusers and BYPASSRLS roles are never isola
 """
 
 from cardloop.store.core import TOKEN_PREFIX, Store, scram_sha256_verifier
-from cardloop.store.schema import MIGRATIONS, RLS_TABLES, Migration
+from cardloop.store.migrations import MIGRATIONS, Migration
+from cardloop.store.schema import RLS_TABLES
 from cardloop.store.values import (
     ApiToken,
     IssuedApiToken,

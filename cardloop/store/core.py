@@ -21,7 +21,7 @@ from types import TracebackType
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
-from cardloop.store import schema as s
+from cardloop.store import migrations
 from cardloop.store.blobs import BlobsMixin
 from cardloop.store.cards import CardsMixin
 from cardloop.store.context import ContextMixin
@@ -91,11 +91,11 @@ class Store(
 
     def migrate(self) -> list[int]:
         """Apply missing migrations (idempotent, safe concurrently); return the versions applied."""
-        return s.migrate(self._db)
+        return migrations.migrate(self._db)
 
     def schema_version(self) -> int:
         with self._db.read() as conn:
-            return s.schema_version(conn)
+            return migrations.schema_version(conn)
 
     def close(self) -> None:
         if self._owns_db:  # a tenant view shares its parent's engine: the parent closes it

@@ -11,7 +11,7 @@ Rows from before keep their values as attempt 1, done, kept.
 pushes, PRs and comments later): the first result recorded wins, and every later attempt of
 the same activity returns it instead of acting again (activities/once.py).
 
-Kept apart from schema.py so the DDL of one change reads as one piece; schema.py lists it in
+Kept apart from migrations.py so the DDL of one change reads as one piece; migrations.py lists it in
 MIGRATIONS and describes the tables as they are after it.
 """
 

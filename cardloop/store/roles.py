@@ -11,7 +11,7 @@ import secrets
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import ProgrammingError
 
-from cardloop.store import schema as s
+from cardloop.store import migrations
 from cardloop.store.values import StoreError
 
 
@@ -44,7 +44,7 @@ def provision(conn: Connection, role: str, password: str | None) -> None:
             except ProgrammingError as exc:
                 raise StoreError(f"cannot set the password of role {role!r} ({exc.orig}); "
                                  "provision without a password, or as a role with CREATEROLE") from None
-    for statement in s.provision_role_sql(conn, role):
+    for statement in migrations.provision_role_sql(conn, role):
         conn.exec_driver_sql(statement)
 
 

@@ -19,8 +19,7 @@ from cardloop.prompts.formats import FORMATS
 from cardloop.prompts.scrub import Scrubber
 from cardloop.prompts.stages import Stage
 from tests.conftest import ROOT
-from tests.prompts.helpers import assemble
-from tests.prompts.test_redact import (
+from tests.prompts.fake_secrets import (
     ANTHROPIC,
     AWS_KEY_ID,
     GITHUB_PAT,
@@ -30,6 +29,7 @@ from tests.prompts.test_redact import (
     SLACK_WEBHOOK,
     STRIPE_LIVE,
 )
+from tests.prompts.helpers import assemble
 
 GITHUB = "ghp_" + "1A2b3C4d5E6f7G8h9I0jK1lM2nO3pQ4rS5tU"
 FAMILIES = {"anthropic": ANTHROPIC, "openai": OPENAI_PROJECT, "github": GITHUB, "github-pat": GITHUB_PAT,

@@ -23,7 +23,7 @@ from cardloop.contracts.config import Config
 from cardloop.contracts.payloads import CardState
 from cardloop.store import Store
 from tests.sample_remote import Remote, push_sample_repo
-from tests.stack import ROOT, make_config, replay_all, small_card
+from tests.stack import ROOT, make_config, replay_all, small_card, terminate_running
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -101,6 +101,7 @@ async def test_the_stage_finishes_on_another_worker_from_the_last_checkpoint(
         assert (tmp_path / "b" / "workspaces" / "worktrees").is_dir()
         await replay_all(client, client.get_workflow_handle(ref.workflow_id), "agent-worker-lost")
     finally:
+        await terminate_running(client, queue)
         for machine in (first, second):
             if machine is not None:
                 await machine.stop()

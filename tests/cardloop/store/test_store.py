@@ -34,6 +34,7 @@ from cardloop.store import (
     blob_ref,
     card_key_for,
 )
+from cardloop.store import migrations as store_migrations
 from cardloop.store import schema as store_schema
 
 KEY = "acme/github/PAY-142"
@@ -162,13 +163,13 @@ def test_concurrent_migrate_applies_each_version_once(db_url: str) -> None:
     )
     stores = [Store(db_url) for _ in range(2)]
     try:
-        applied = run_threads(2, lambda i: store_schema.migrate(stores[i]._db, extra))
+        applied = run_threads(2, lambda i: store_migrations.migrate(stores[i]._db, extra))
         assert sorted(v for part in applied for v in part) == list(range(1, n + 3))
         assert all(part == sorted(part) for part in applied)
         with stores[0].engine.connect() as conn:
             assert conn.execute(text("SELECT count(*) FROM extra")).scalar_one() == 1
             assert conn.execute(text("SELECT count(*) FROM cardloop_schema")).scalar_one() == n + 2
-        assert store_schema.migrate(stores[1]._db, extra) == []
+        assert store_migrations.migrate(stores[1]._db, extra) == []
         # The code of this release knows only its own versions: the database is newer than it.
         with pytest.raises(StoreError, match=rf"schema version {n + 2}, newer than this cardloop knows \(up to {n}\)"):
             Store.open(db_url)
@@ -195,7 +196,7 @@ def test_a_failing_migration_leaves_no_trace(store: Store) -> None:
     n = len(MIGRATIONS)
     broken = (*MIGRATIONS, Migration(n + 1, "half done", ("CREATE TABLE half (tenant VARCHAR(100))", fail)))
     with pytest.raises(RuntimeError, match="step 2 failed"):
-        store_schema.migrate(store._db, broken)
+        store_migrations.migrate(store._db, broken)
     assert store.schema_version() == n
     assert "half" not in inspect(store.engine).get_table_names()  # DDL rolled back with it
 
@@ -209,7 +210,7 @@ def test_unreachable_database_is_a_store_error_naming_it_without_the_password() 
 
 def test_migrations_must_be_numbered_in_order(store: Store) -> None:
     with pytest.raises(StoreError, match="numbered 1, 2, 3"):
-        store_schema.migrate(store._db, (MIGRATIONS[0], Migration(3, "gap", ())))
+        store_migrations.migrate(store._db, (MIGRATIONS[0], Migration(3, "gap", ())))
 
 
 # -- cards --------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from cardloop.prompts.card import Message
 from cardloop.store import MIGRATIONS, Store, StoreError, StoreUnavailable, UsageRecord
-from cardloop.store import schema as store_schema
+from cardloop.store import migrations as store_migrations
 from tests.cardloop.store.store_kit import card
 
 KEY = "acme/github/PAY-142"
@@ -89,14 +89,14 @@ def test_an_effect_is_recorded_once_with_its_calls_usage(store: Store) -> None:
 def test_migration_5_keeps_the_rows_of_version_3_as_first_attempts(db_url: str) -> None:
     old = Store(db_url)
     try:
-        store_schema.migrate(old._db, MIGRATIONS[:3])
+        store_migrations.migrate(old._db, MIGRATIONS[:3])
         with old.engine.begin() as conn:
             conn.execute(text(
                 "INSERT INTO llm_usage (call_key, card_key, tenant, stage, profile, provider, model, purpose, "
                 "input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost_nanousd, created_at) "
                 "VALUES ('old-call', :k, 'acme', 'coding', 'p', 'anthropic', 'm', 'turn', 7, 3, 0, 0, 5000, "
                 ":at)"), {"k": KEY, "at": datetime.now(UTC)})
-        assert store_schema.migrate(old._db) == [4, 5]  # keys scoped by tenant, then the ledger
+        assert store_migrations.migrate(old._db) == [4, 5]  # keys scoped by tenant, then the ledger
     finally:
         old.close()
     with Store.open(db_url) as reopened:

@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
 
 from cardloop.prompts.card import ContextItem, ContextKind, Message
 from cardloop.store import MIGRATIONS, Store, UsageRecord, blob_ref
+from cardloop.store import migrations as store_migrations
 from cardloop.store import schema as store_schema
 from cardloop.store.engine import open_database
 from tests.cardloop.store.store_kit import A_KEY, B_KEY, Cluster, card, scoped
@@ -206,7 +207,7 @@ def test_a_version_3_sqlite_database_upgrades_without_losing_rows(tmp_path: Path
     url = f"sqlite:///{tmp_path}/v3.sqlite"
     db = open_database(url)
     try:
-        assert store_schema.migrate(db, V3) == [1, 2, 3]
+        assert store_migrations.migrate(db, V3) == [1, 2, 3]
         with db.engine.begin() as conn:
             _fill_v3(conn)
         before = _row_counts(db.engine)
@@ -226,13 +227,13 @@ def test_a_version_3_sqlite_database_upgrades_without_losing_rows(tmp_path: Path
 def test_a_version_3_postgres_database_upgrades_and_keeps_the_app_roles_grants(cluster: Cluster) -> None:
     db = open_database(cluster.owner_url)
     try:
-        assert store_schema.migrate(db, V3) == [1, 2, 3]
+        assert store_migrations.migrate(db, V3) == [1, 2, 3]
     finally:
         db.dispose()
     # The release before this one provisioned the application role and wrote through it.
     with _engine(cluster.owner_url).begin() as conn:
         conn.exec_driver_sql(f"CREATE ROLE {cluster.app} LOGIN NOSUPERUSER NOBYPASSRLS")
-        for statement in store_schema.provision_role_sql(conn, cluster.app):
+        for statement in store_migrations.provision_role_sql(conn, cluster.app):
             conn.exec_driver_sql(statement)
     app = _engine(cluster.app_url)
     try:

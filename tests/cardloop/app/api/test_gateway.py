@@ -4,14 +4,12 @@ provider). What the provider received is checked on the wire: layering, turns, r
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -20,133 +18,33 @@ import anthropic
 import httpx
 import pytest
 import uvicorn
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from cardloop.activities.deps import ActivityDeps
 from cardloop.app.api import gateway
-from cardloop.app.api.auth import require_tenant
 from cardloop.app.api.gateway import text_chunks
-from cardloop.app.api.services import Services
 from cardloop.app.scripted_model import ScriptedModel
-from cardloop.contracts.config import REPO_CONFIG, load_config
 from cardloop.prompts.card import TenantPrompt
 from cardloop.store import Store
-
-ROOT = Path(__file__).resolve().parents[4]
-GUARDRAILS = (ROOT / "prompts" / "templates" / "guardrails.md").read_text(encoding="utf-8").strip()
-API_KEY = "sk-ant-api03-GATEWAY-TEST-KEY-0123456789abcdefghijklmnopqrstuvwxyz"
-PROFILE_PROMPT = "You are an expert software engineer working through a team's backlog."
-TENANT_TEXT = "Always mention the ACME style guide."
-GITHUB_TOKEN = "ghp_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7d"
-OPENAI = "/v1/chat/completions"
-ANTHROPIC = "/v1/messages"
-OPENAI_KEYS = {"id", "object", "created", "model", "choices", "usage"}
-ANTHROPIC_KEYS = {"id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"}
-
-
-class TenantStore(Store):
-    """Store with the two methods other work adds to it (token lookup, current tenant prompt),
-    as small fakes with real logic, so the unpatched require_tenant and the tenant layer run."""
-
-    tokens: dict[str, str]
-    prompt: TenantPrompt | None
-
-    def tenant_for_token(self, token: str) -> str | None:
-        return self.tokens.get(token)
-
-    def current_tenant_prompt(self, tenant: str) -> TenantPrompt | None:
-        return self.prompt if tenant == "acme" else None
-
-
-@dataclass
-class Gateway:
-    client: TestClient
-    app: FastAPI
-    model: ScriptedModel
-    store: Store
-
-
-def build_app(tmp_path: Path, *, store: Store, env: dict[str, str] | None = None,
-              base_urls: dict[str, str] | None = None, override: bool = True) -> FastAPI:
-    config = load_config(REPO_CONFIG, env={"ANTHROPIC_API_KEY": API_KEY,
-                                           "CARDLOOP_PATHS__PROMPT_OVERRIDES": str(tmp_path / "no-overrides"),
-                                           **(env or {})})
-    runtime = ActivityDeps.build(config, store, base_urls=base_urls)
-    app = FastAPI()
-    app.state.services = Services(config=config, store=store, runtime=runtime, cards=None, http=httpx.AsyncClient())
-    app.include_router(gateway.router)
-    if override:
-        app.dependency_overrides[require_tenant] = lambda: "acme"
-    return app
-
-
-def close_app(app: FastAPI) -> None:
-    svc: Services = app.state.services
-    asyncio.run(svc.http.aclose())
-    # ActivityDeps has no close(): the provider clients it cached hold kept-alive connections.
-    for provider in list(svc.runtime._providers.values()):
-        provider.close()  # type: ignore[attr-defined]  # every built-in provider has one
-    svc.store.close()
-
-
-@pytest.fixture
-def model() -> Iterator[ScriptedModel]:
-    with ScriptedModel(api_key=API_KEY) as server:
-        yield server
-
-
-@pytest.fixture
-def gw(tmp_path: Path, model: ScriptedModel) -> Iterator[Gateway]:
-    """The override path: require_tenant answers "acme"; the store has no tenant methods."""
-    store = Store.open(f"sqlite:///{tmp_path / 'gateway.sqlite'}")
-    app = build_app(tmp_path, store=store, base_urls={"claude": model.url})
-    with TestClient(app) as client:
-        yield Gateway(client, app, model, store)
-    close_app(app)
-
-
-@pytest.fixture
-def tenant_gw(tmp_path: Path, model: ScriptedModel) -> Iterator[Gateway]:
-    """The real require_tenant over a store that knows tokens and a tenant prompt."""
-    store = TenantStore.open(f"sqlite:///{tmp_path / 'gateway.sqlite'}")
-    assert isinstance(store, TenantStore)
-    store.tokens = {"tok-acme": "acme"}
-    store.prompt = TenantPrompt(custom_system_prompt=TENANT_TEXT)
-    app = build_app(tmp_path, store=store, base_urls={"claude": model.url}, override=False)
-    with TestClient(app, headers={"authorization": "Bearer tok-acme"}) as client:
-        yield Gateway(client, app, model, store)
-    close_app(app)
-
-
-def system_text(request: dict[str, Any]) -> str:
-    system = request.get("system", [])
-    return "\n\n".join(b["text"] for b in system) if isinstance(system, list) else system
-
-
-def turns(request: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(m["role"], "".join(b["text"] for b in m["content"])) for m in request["messages"]]
-
-
-def reply(model: ScriptedModel, text: str) -> None:
-    model.inject(content=[{"type": "text", "text": text}])
-
-
-def assert_openai_error(response: httpx.Response, status: int) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    error = response.json()["error"]
-    assert set(error) == {"message", "type", "param", "code"}
-    assert isinstance(error["message"], str) and error["message"]
-    return error
-
-
-def assert_anthropic_error(response: httpx.Response, status: int) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["type"] == "error"
-    assert set(body["error"]) == {"type", "message"} and body["error"]["message"]
-    return body["error"]
-
+from tests.cardloop.app.api.gateway_kit import (
+    ANTHROPIC,
+    ANTHROPIC_KEYS,
+    API_KEY,
+    GITHUB_TOKEN,
+    GUARDRAILS,
+    OPENAI,
+    OPENAI_KEYS,
+    PROFILE_PROMPT,
+    TENANT_TEXT,
+    Gateway,
+    TenantStore,
+    assert_anthropic_error,
+    assert_openai_error,
+    build_app,
+    close_app,
+    reply,
+    system_text,
+    turns,
+)
 
 # --- shapes in and out ---------------------------------------------------------------------
 

@@ -52,7 +52,7 @@ class Delivery:
 
 
 def github_delivery() -> Delivery:
-    from tests.cardloop.app.boards.test_github import IN_PROGRESS, moved
+    from tests.cardloop.app.boards.github_payloads import IN_PROGRESS, moved
 
     body = moved(to=IN_PROGRESS)
     return Delivery("github", body, at("2022-06-08T20:34:26Z"), "Octocoders:payments#142", lambda label: {
@@ -100,7 +100,7 @@ async def send(api: httpx.AsyncClient, clock: Clock, delivery: Delivery, label: 
 
 @pytest.fixture
 def github_graphql():
-    from tests.cardloop.app.boards.test_github import FIELD, ISSUE, ITEM, STATUS_FIELD, item_node
+    from tests.cardloop.app.boards.github_payloads import FIELD, ISSUE, ITEM, STATUS_FIELD, item_node
 
     server = FakeGitHub()
     server.nodes[FIELD] = STATUS_FIELD

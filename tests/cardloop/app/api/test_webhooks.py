@@ -176,7 +176,15 @@ async def test_comment_with_a_move_creates_the_card_and_joins_its_history(stack:
 @pytest.mark.stack_env(**ENV, CARDLOOP_GITHUB_TOKEN="ghp_" + "T" * 36)
 async def test_github_projects_move_resolves_through_graphql_and_starts_the_stage(stack: Stack) -> None:
     from tests.cardloop.app.boards.conftest import FakeGitHub
-    from tests.cardloop.app.boards.test_github import FIELD, IN_PROGRESS, ISSUE, ITEM, STATUS_FIELD, item_node, moved
+    from tests.cardloop.app.boards.github_payloads import (
+        FIELD,
+        IN_PROGRESS,
+        ISSUE,
+        ITEM,
+        STATUS_FIELD,
+        item_node,
+        moved,
+    )
 
     github = FakeGitHub()
     github.nodes[FIELD] = STATUS_FIELD

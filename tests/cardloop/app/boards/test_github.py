@@ -18,47 +18,23 @@ from cardloop.app.boards.cache import TTLCache
 from cardloop.app.boards.events import BoardEvent, Ignored, WebhookError
 from cardloop.app.boards.github import GitHubAdapter, build_query
 from cardloop.contracts.config import Config
+from tests.cardloop.app.boards.github_payloads import (
+    DONE,
+    DRAFT,
+    FIELD,
+    IN_PROGRESS,
+    ISSUE,
+    ITEM,
+    PARKED,
+    PULL,
+    STATUS_FIELD,
+    TODO,
+    headers,
+    item_node,
+    moved,
+)
 
 from .conftest import TOKEN, FakeGitHub, fixture_bytes, fixture_json, make_config
-
-FIELD = "PVTF_lADOAWcTxs07G84AAali"      # the real example's field_node_id
-ITEM = "PVTI_lADOAWcTxs07G84AVqWu"       # the real example's item node_id
-TODO, IN_PROGRESS, DONE, PARKED = "f75ad846", "47fc9ee4", "98236657", "0e1d2c3b"
-
-STATUS_FIELD = {"__typename": "ProjectV2SingleSelectField", "name": "Status", "options": [
-    {"id": TODO, "name": "Todo"}, {"id": IN_PROGRESS, "name": "In Progress"},
-    {"id": DONE, "name": "Done"}, {"id": PARKED, "name": "Parked"}]}
-
-
-def item_node(content: dict[str, Any] | None, status: str | None = "In Progress") -> dict[str, Any]:
-    values: list[dict[str, Any]] = [{"__typename": "ProjectV2ItemFieldTextValue"}]
-    if status is not None:
-        values.append({"__typename": "ProjectV2ItemFieldSingleSelectValue", "name": status, "field": {"id": FIELD}})
-    return {"__typename": "ProjectV2Item", "fieldValues": {"nodes": values}, "content": content}
-
-
-ISSUE = {"__typename": "Issue", "number": 142, "title": "Retry failed payouts with backoff",
-         "body": "Payouts failing with a 5xx are dropped.", "url": "https://github.com/Octocoders/payments/issues/142",
-         "repository": {"nameWithOwner": "Octocoders/payments"}}
-PULL = {"__typename": "PullRequest", "number": 7, "title": "Backoff for payouts", "body": "Closes #142",
-        "url": "https://github.com/Octocoders/payments/pull/7", "headRefName": "priya/payout-backoff",
-        "repository": {"nameWithOwner": "Octocoders/payments"}}
-DRAFT = {"__typename": "DraftIssue", "title": "Spike: idempotency keys", "body": "Find out what the bank keeps."}
-
-
-def headers(event: str, delivery: str = "72d3162e-cc78-11e3-81ab-4c9367dc0958") -> httpx.Headers:
-    return httpx.Headers({"X-GitHub-Event": event, "X-GitHub-Delivery": delivery,
-                          "X-GitHub-Hook-ID": "292430182", "Content-Type": "application/json"})
-
-
-def moved(to: str | None = IN_PROGRESS, frm: str | None = TODO, **extra: Any) -> bytes:
-    """The real projects_v2_item example with the newer payload's `from`/`to` options added."""
-    data = fixture_json("github/projects_v2_item.edited.json")
-    change = data["changes"]["field_value"]
-    change["from"] = {"id": frm, "color": "GRAY"} if frm else None
-    change["to"] = {"id": to, "color": "YELLOW"} if to else None
-    change.update(extra)
-    return json.dumps(data).encode()
 
 
 class Clock:

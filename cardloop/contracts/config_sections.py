@@ -1,0 +1,331 @@
+"""The sections of config.toml, one pydantic model each; `Config` (config.py) holds them all,
+loads the file with its environment overrides and checks what spans sections."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cardloop.contracts.payloads import DEFAULT_MAX_HISTORY_EVENTS, Target
+from cardloop.contracts.retry import Seconds
+from cardloop.prompts.card import ContextKind
+from cardloop.prompts.stages import Stage
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TemporalConfig(_Section):
+    address: str = "127.0.0.1:7233"
+    namespace: str = "default"
+    task_queue: str = "cardloop"
+    ui_url: str = "http://127.0.0.1:8233"
+    tls: bool = False
+    tls_server_name: str = ""
+    tls_ca_cert: str = ""
+    tls_client_cert: str = ""
+    tls_client_key: str = ""
+    api_key_env: str = "TEMPORAL_API_KEY"
+    max_concurrent_activities: int = Field(default=64, ge=1, le=10_000)
+    continue_as_new_after_events: int = Field(default=DEFAULT_MAX_HISTORY_EVENTS, ge=10, le=40_000)
+    # Payloads (card text, prompts, logs, chat, failure messages) are AES-GCM encrypted before they
+    # reach Temporal's database; off only when explicitly turned off.
+    encrypt_payloads: bool = True
+    codec_keys_env: str = "CARDLOOP_CODEC_KEYS"
+    # A webhook's signal or start waits at most this long for Temporal (boards time out at ~10 s).
+    rpc_timeout: Seconds = Field(default=3.0, gt=0)
+    # `cardloop api` and `cardloop worker` started while Temporal is down retry connecting, backing off to this.
+    reconnect_max_interval: Seconds = Field(default=30.0, gt=0)
+
+    # Seconds one attempt of prompt assembly (a local activity) may take; recorded per stage run.
+    assemble_timeout: float = Field(default=60.0, gt=0, le=600)
+
+
+class WorkerConfig(_Section):
+    # A tiny HTTP endpoint for Kubernetes probes (/livez, /readyz); 0 turns it off.
+    health_host: str = "127.0.0.1"
+    health_port: int = Field(default=0, ge=0, le=65535)
+    health_interval: float = Field(default=10.0, gt=0, le=300)
+    # On SIGTERM, activities get this long to finish before they are cancelled (and retried elsewhere).
+    graceful_shutdown_seconds: int = Field(default=60, ge=0, le=3600)
+
+
+class CodecServerConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8089, ge=1, le=65535)
+    cors_origins: list[str] = Field(default_factory=lambda: ["http://127.0.0.1:8233", "http://localhost:8233"])
+    token_env: str = "CARDLOOP_CODEC_SERVER_TOKEN"
+
+
+class StoreConfig(_Section):
+    url: str = "sqlite:///~/.local/share/cardloop/cardloop.sqlite"
+
+
+class DevConfig(_Section):
+    data_dir: str = "~/.local/share/cardloop"
+    temporal_port: int = Field(default=7233, ge=1, le=65535)
+    ui_port: int = Field(default=8233, ge=1, le=65535)
+    retention: str = Field(default="720h", pattern=r"^\d+[hms]$")
+
+
+class SummarizerConfig(_Section):
+    profile: str = "claude-fast"
+    max_input_tokens: int = Field(default=60_000, ge=1_000)
+    max_tokens: int = Field(default=2_000, ge=100)
+
+
+class PriceConfig(_Section):
+    """USD per million tokens."""
+
+    input: float = Field(default=0.0, ge=0)
+    output: float = Field(default=0.0, ge=0)
+    cache_read: float = Field(default=0.0, ge=0)
+    cache_write: float = Field(default=0.0, ge=0)
+
+
+StageTarget = Target
+
+
+class ApiConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    max_body_bytes: int = Field(default=1_048_576, ge=1_024, le=64 * 1_048_576)
+
+
+class GatewayConfig(_Section):
+    profile: str = "claude"
+
+
+class BoardConfig(_Section):
+    """One board's webhook settings; the board-specific keys are optional."""
+
+    tenant: str = Field(default="default", pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    # A key the board's payload carries (org login, organization id, project key, board id;
+    # the generic body's `tenant`) -> the tenant it belongs to. A claim, checked against the
+    # tenant whose secret signed the delivery, never trusted on its own.
+    tenants: dict[str, str] = Field(default_factory=dict)
+    # Tenant -> the environment variable holding that tenant's webhook secret for this board.
+    # The board's own variable (e.g. CARDLOOP_GENERIC_WEBHOOK_SECRET) is `tenant`'s secret.
+    secrets: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,99}$")],
+                  Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")]] = Field(default_factory=dict)
+    # A signed delivery whose event time (from its body) is further than this from now is
+    # refused as a replay; 0 turns the check off. Linear's own 60 s check is separate.
+    replay_window_seconds: float = Field(default=86_400.0, ge=0)
+    columns: dict[str, StageTarget] = Field(default_factory=dict)
+    # github
+    graphql_url: str = "https://api.github.com/graphql"
+    token_env: str = "CARDLOOP_GITHUB_TOKEN"
+    status_field: str = "Status"
+    failure_stage: StageTarget | Literal[""] = "error_fixing"
+    # trello
+    callback_url: str = ""
+
+    def stage_for(self, column: str | None) -> StageTarget | None:
+        """The stage a column maps to; names match case- and space-insensitively."""
+        if not column:
+            return None
+        norm = " ".join(column.split()).casefold()
+        for name, stage in self.columns.items():
+            if " ".join(name.split()).casefold() == norm:
+                return stage
+        return None
+
+    def named_tenant(self, key: str | None) -> str | None:
+        """The tenant a payload's key names through `tenants`; None when it names none."""
+        return self.tenants.get(key) if key else None
+
+
+class PathsConfig(_Section):
+    prompt_overrides: str = "~/.config/cardloop/prompts"
+
+
+class TokensConfig(_Section):
+    encoding: str = "cl100k_base"
+
+
+class BudgetConfig(_Section):
+    system: int = Field(default=1_000, ge=0)
+    agent: int = Field(default=1_500, ge=0)
+    history: int = Field(default=10_000, ge=0)
+    context: int = Field(default=15_000, ge=0)
+    total: int = Field(default=27_500, gt=0)
+
+
+class BudgetOverride(_Section):
+    system: int | None = Field(default=None, ge=0)
+    agent: int | None = Field(default=None, ge=0)
+    history: int | None = Field(default=None, ge=0)
+    context: int | None = Field(default=None, ge=0)
+    total: int | None = Field(default=None, gt=0)
+
+
+class HistoryConfig(_Section):
+    tail_fraction: float = Field(default=0.5, gt=0, lt=1)
+    pinned_fraction: float = Field(default=0.08, ge=0, lt=0.5)
+    first_request_max_fraction: float = Field(default=0.2, ge=0, lt=1)
+    min_summary_tokens: int = Field(default=200, ge=0)
+
+
+class ContextConfig(_Section):
+    max_item_tokens: int = Field(default=6_000, gt=0)
+    min_item_tokens: int = Field(default=120, ge=1)
+    card_max_tokens: int = Field(default=2_000, gt=0)
+    priorities: dict[ContextKind, int] = Field(default_factory=dict)
+    stages: dict[ContextKind, list[Stage]] = Field(default_factory=dict)
+    sources: dict[Stage, list[str]] = Field(default_factory=dict)  # names: the sources' registry
+
+
+class GitHubSourceConfig(_Section):
+    api_url: str = "https://api.github.com"
+    graphql_url: str = ""  # empty: derived from api_url
+    token_env: str = "CARDLOOP_GITHUB_TOKEN"
+    app_id_env: str = "CARDLOOP_GITHUB_APP_ID"
+    app_private_key_env: str = "CARDLOOP_GITHUB_APP_PRIVATE_KEY"
+    installation_id: int = Field(default=0, ge=0)
+    max_runs: int = Field(default=3, ge=1, le=20)
+    excerpt_tokens: int = Field(default=4_000, ge=200)
+    timeout: float = Field(default=30.0, gt=0)
+
+
+class K8sServiceConfig(_Section):
+    namespace: str = Field(min_length=1)
+    selector: str = Field(min_length=1)
+
+
+class KubernetesSourceConfig(_Section):
+    kubeconfig: str = ""
+    context: str = ""
+    tail_lines: int = Field(default=300, ge=1)
+    since_seconds: int = Field(default=86_400, ge=1)
+    excerpt_tokens: int = Field(default=3_000, ge=200)
+    timeout: float = Field(default=15.0, gt=0)
+    services: dict[str, K8sServiceConfig] = Field(default_factory=dict)
+
+
+class RepositorySourceConfig(_Section):
+    cache_dir: str = "~/.cache/cardloop/repos"
+    clone_url: str = "https://github.com/{repo}.git"
+    token_env: str = "CARDLOOP_GITHUB_TOKEN"
+    depth: int = Field(default=50, ge=1)
+    adr_globs: list[str] = Field(default_factory=lambda: ["docs/adr/**/*.md", "doc/architecture/decisions/**/*.md"])
+    doc_globs: list[str] = Field(default_factory=list)
+    max_files: int = Field(default=8, ge=0, le=100)
+    max_file_tokens: int = Field(default=2_500, ge=100)
+    max_adrs: int = Field(default=3, ge=0, le=50)
+
+
+class SourcesConfig(_Section):
+    github: GitHubSourceConfig = GitHubSourceConfig()
+    kubernetes: KubernetesSourceConfig = KubernetesSourceConfig()
+    repository: RepositorySourceConfig = RepositorySourceConfig()
+
+
+TENANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}\Z")  # as a card's `tenant`
+# "owner/name", each part of GitHub's name characters plus fnmatch's * and ? (no [...] classes).
+REPO_PATTERN = re.compile(r"^[A-Za-z0-9_.*?-]+/[A-Za-z0-9_.*?-]+\Z")
+
+
+class TenantConfig(_Section):
+    """What one tenant's cards may read from GitHub, and with which token
+    (cardloop.integrations.access)."""
+
+    # The environment variable holding this tenant's GitHub token, used by the github_* sources
+    # and by git (repository source). Empty: the service's credentials ([sources.github],
+    # [sources.repository]), still only for the repositories below.
+    github_token_env: str = Field(default="", pattern=r"^(?:[A-Za-z_][A-Za-z0-9_]{0,199})?$")
+    # "owner/name" patterns, case-insensitive, `*` and `?` within one part ("acme/*"); a card
+    # naming any other repository gets none of its context. Empty: no repository at all.
+    repos: list[str] = Field(default_factory=list)
+
+
+# The workspace tools (cardloop.integrations.workspace.tools names the same set; a test ties them).
+ToolName = Literal["read_file", "write_file", "edit_file", "list_files", "search", "run_command", "git_diff",
+                   "git_status", "finish", "block"]
+TOOL_NAMES: tuple[str, ...] = ToolName.__args__  # type: ignore[attr-defined]
+WRITE_TOOLS = frozenset({"write_file", "edit_file", "run_command"})
+READ_ONLY_STAGES = ("planning", "review")
+_READ_TOOLS = ["read_file", "list_files", "search", "git_diff", "git_status", "finish", "block"]
+
+
+class SandboxConfig(_Section):
+    """run_command's limits (cardloop.integrations.workspace.sandbox)."""
+
+    timeout_seconds: float = Field(default=300.0, gt=0, le=86_400)
+    output_bytes: int = Field(default=1_000_000, ge=1_000)
+    cpu_seconds: int = Field(default=600, ge=1)
+    memory_mb: int = Field(default=4_096, ge=64)
+    max_processes: int = Field(default=512, ge=8)
+    max_file_mb: int = Field(default=512, ge=1)
+    network: Literal["deny", "allow"] = "deny"
+    env_allow: list[str] = Field(default_factory=lambda: ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM"])
+
+
+class WorkspaceConfig(_Section):
+    # true: stages act in a git worktree of the card's repository with the tools below (cards
+    # without a repository stay text only); false: every stage's turns are text.
+    enabled: bool = False
+    root: str = "~/.local/share/cardloop/workspaces"
+    # The agent is stuck when the same tool call fails this many times in a row, or when this
+    # many turns in a row change nothing on the branch (write stages): the stage ends blocked.
+    stuck_repeats: int = Field(default=3, ge=2, le=100)
+    stuck_turns: int = Field(default=6, ge=2, le=1_000)
+    # Seconds a tool call may wait for the worker holding the worktree to pick it up; past it the
+    # workspace is made again on another worker from the card's last checkpoint.
+    affinity_timeout: float = Field(default=60.0, gt=0, le=3_600)
+    # How often a worker removes the workspaces of done cards and applies max_age_hours / max_size_mb.
+    cleanup_interval_seconds: float = Field(default=600.0, gt=0)
+    # Stages whose completed, pushed work gets a pull request (found by head branch and updated,
+    # else created) when the tenant has a GitHub token; others only push the branch.
+    pull_requests: list[Stage] = Field(default_factory=lambda: [Stage.CODING, Stage.ERROR_FIXING])
+    max_size_mb: int = Field(default=20_000, ge=1)
+    max_age_hours: float = Field(default=168.0, gt=0)
+    result_max_chars: int = Field(default=20_000, ge=1_000)
+    test_timeout_seconds: float = Field(default=900.0, gt=0)
+    # "owner/name" = "command": the repository's test command; unlisted repositories are detected.
+    test_commands: dict[str, str] = Field(default_factory=dict)
+    sandbox: SandboxConfig = SandboxConfig()
+    tools: dict[Stage, list[ToolName]] = Field(default_factory=lambda: {
+        Stage.PLANNING: list(_READ_TOOLS), Stage.REVIEW: list(_READ_TOOLS),
+        **{s: [*_READ_TOOLS[:3], "write_file", "edit_file", "run_command", *_READ_TOOLS[3:]]
+           for s in (Stage.CODING, Stage.TESTING, Stage.ERROR_FIXING)}})
+
+    def tools_for(self, stage: Stage) -> list[str]:
+        return list(self.tools.get(stage, []))
+
+
+class ProviderConfig(_Section):
+    format: str
+    default_system_prompt: str = "You are a helpful assistant."
+
+
+class ModelConfig(_Section):
+    context_window: int = Field(gt=0)
+    calibration: float = Field(default=1.0, ge=1.0, le=3.0)
+    budget: BudgetOverride = BudgetOverride()
+    price: PriceConfig = PriceConfig()
+
+
+class ProfileConfig(_Section):
+    provider: str
+    model: str
+    api_key_env: str = ""
+    base_url: str = ""
+    max_tokens: int = Field(default=4_096, gt=0)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    system_prompt: str = ""
+
+
+class StageConfig(_Section):
+    profile: str
+    max_iterations: int = Field(default=8, ge=1, le=1_000)
+    token_budget: int = Field(default=500_000, ge=1)
+    auto_advance: bool = False
+    next: Target | None = None
+    max_tokens: int | None = Field(default=None, gt=0)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    budget: BudgetOverride = BudgetOverride()
+    auto_retry_after: Seconds | None = None   # None: [retry] auto_retry_after
+    cost_budget_usd: float = Field(default=0.0, ge=0)  # 0: no cost budget; else the stage ends when spent
