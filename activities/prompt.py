@@ -79,7 +79,7 @@ def _agent_settings(config: Config, stage: Stage) -> dict[str, object]:
     tools = ws.tools_for(stage) if ws.enabled else []
     return {"tools": tools, "verify": bool(WRITE_TOOLS.intersection(tools)), "stuck_repeats": ws.stuck_repeats,
             "stuck_turns": ws.stuck_turns, "affinity_timeout": ws.affinity_timeout,
-            "pull_request": bool(tools) and stage in ws.pull_requests}
+            "pull_request": bool(tools) and stage in ws.pull_requests, "comment": bool(tools) and ws.comments}
 
 
 def _fold(needed: Fold | None) -> FoldNeeded | None:

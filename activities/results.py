@@ -1,4 +1,4 @@
-"""results.pull_request: the card's branch as a pull request on GitHub, exactly once.
+"""results.pull_request and results.comment: the card's work where people look, exactly once.
 
 After a write stage completes with its work verified and pushed, the card's branch gets a pull
 request: found by its head branch and updated, else created, with the plan, what changed and
@@ -6,11 +6,17 @@ how it was verified in its body and a hidden marker (`<!-- cardloop:<card>/pull-
 The result is recorded under the stage run's key (activities/once.py): a retried activity
 returns the recorded pull request instead of asking GitHub again, and GitHub's own lookup by head
 branch keeps a second one from being opened even when the record was lost with a worker.
+
+A stage run that ends completed, blocked or out of budget leaves one comment (the stage, its
+outcome and reason, the plan or the review, the branch) on the card's GitHub issue or pull
+request (the card's URL), else on the branch's pull request: marked
+`<!-- cardloop:<card>/<run>-<stage> -->`, so a retry edits the comment it made instead of adding one.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -20,15 +26,43 @@ from cardloop.activities.errors import card_not_found
 from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.activities.once import exactly_once
 from cardloop.contracts import names
-from cardloop.contracts.payloads import PullRequestInput, PullRequestOutcome
+from cardloop.contracts.payloads import CommentInput, CommentOutcome, PullRequestInput, PullRequestOutcome
 from cardloop.integrations.access import github_token
 from cardloop.integrations.github_results import PullRequests, pull_request_body
 from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.redact import DEFAULT_REDACTOR
 
+# An issue or pull request on GitHub (github.com or an Enterprise host): where a comment can go.
+_GITHUB_THREAD = re.compile(r"^https://[^/\s]+/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/(?:issues|pull)/([0-9]{1,9})(?:[/?#].*)?\Z")
+# What a comment quotes of a stage's reply (the plan, the review) at most.
+QUOTE_CHARS = 6_000
+OUTCOME_WORDS = {"completed": "completed", "blocked": "is blocked", "budget_exhausted": "ran out of budget"}
+
 
 def _redacted(text: str) -> str:
     return DEFAULT_REDACTOR.redact(text).text
+
+
+def thread_of(url: str | None) -> tuple[str, int] | None:
+    """(owner/name, number) of a GitHub issue or pull request URL, else None."""
+    match = _GITHUB_THREAD.match(url or "")
+    return (match.group(1), int(match.group(2))) if match else None
+
+
+def comment_body(inp: CommentInput, quoted: str) -> str:
+    lines = [f"**cardloop · {inp.stage}** (run {inp.run}) {OUTCOME_WORDS.get(inp.outcome, inp.outcome)}.", ""]
+    if inp.reason:
+        lines += [_redacted(inp.reason)[:2_000], ""]
+    if quoted:
+        text = _redacted(quoted)
+        if len(text) > QUOTE_CHARS:
+            text = text[:QUOTE_CHARS] + " […]"
+        summary = f"<details open><summary>The {inp.stage} agent's last reply</summary>"
+        lines += [summary, "", text, "", "</details>", ""]
+    if inp.branch:
+        pr = f", pull request {inp.pull_request}" if inp.pull_request else ""
+        lines.append(f"Branch `{inp.branch}`{pr}.")
+    return "\n".join(lines).strip()
 
 
 class ResultsActivities:
@@ -81,3 +115,44 @@ class ResultsActivities:
         stored = exactly_once(lookup, act, record, what=f"pull request {inp.key}").value
         activity.logger.info("pull request for %s: %s", inp.branch, json.dumps(stored.model_dump()))
         return stored
+
+    @activity.defn(name=names.COMMENT)
+    def comment(self, inp: CommentInput) -> CommentOutcome:
+        rt = self.rt
+        card = rt.store.get_card(inp.card_key)
+        if card is None:
+            raise card_not_found(inp.card_key)
+        target = thread_of(card.url) or thread_of(inp.pull_request)
+        if target is None:
+            return CommentOutcome(skipped="the card links no GitHub issue or pull request")
+        repo, number = target
+        try:
+            token = github_token(rt.config, card.tenant, repo)
+        except UpstreamError as err:
+            return CommentOutcome(skipped=str(err))
+        if token is None:
+            return CommentOutcome(skipped=f"no GitHub token ({rt.config.sources.github.token_env} is not set)")
+        store = rt.store
+
+        def lookup() -> CommentOutcome | None:
+            found = store.effect(inp.card_key, inp.key)
+            return None if found is None else CommentOutcome.model_validate_json(found.result)
+
+        def act() -> CommentOutcome:
+            reply = store.last_reply(inp.card_key, inp.stage) if inp.stage in ("planning", "review") else None
+            body = comment_body(inp, reply.content if reply else "")
+            client = PullRequests(rt.config.sources.github.api_url, token, timeout=rt.config.sources.github.timeout)
+            try:
+                cid = call_with_heartbeat(lambda: client.comment(repo, number, body=body, marker=inp.key),
+                                          detail=f"comment on {repo}#{number}")
+            except UpstreamError as err:
+                raise ApplicationError(f"comment on {repo}#{number}: {_redacted(str(err))}", type="GitHubError",
+                                       non_retryable=not err.retryable) from None
+            finally:
+                client.close()
+            return CommentOutcome(comment_id=cid, target=f"{repo}#{number}")
+
+        def record(outcome: CommentOutcome) -> bool:
+            return store.record_effect(inp.card_key, inp.key, "comment", outcome.model_dump_json())
+
+        return exactly_once(lookup, act, record, what=f"comment {inp.key}").value

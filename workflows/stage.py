@@ -20,6 +20,8 @@ with workflow.unsafe.imports_passed_through():
     from cardloop.contracts.payloads import (
         AssembleInput,
         AssembleResult,
+        CommentInput,
+        CommentOutcome,
         CompleteInput,
         CompleteResult,
         GatherInput,
@@ -37,11 +39,16 @@ with workflow.unsafe.imports_passed_through():
     from cardloop.workflows.workspace import Hands, StuckWatch, TurnActs
 
 
+# Outcomes a person wants to read about on the card's issue or pull request.
+COMMENTED = ("completed", "blocked", "budget_exhausted")
+
+
 @workflow.defn(name=names.STAGE_WORKFLOW)
 class StageWorkflow:
     def __init__(self) -> None:
         self.progress = StageProgress()
         self._verification = ""  # the last verification's note: the pull request's evidence
+        self._hands: Hands | None = None
 
     @workflow.query(name=names.QUERY_PROGRESS)
     def get_progress(self) -> StageProgress:
@@ -49,6 +56,14 @@ class StageWorkflow:
 
     @workflow.run
     async def run(self, inp: StageInput) -> StageRun:
+        done = await self._run(inp)
+        # Agent histories recorded before outcome comments replay without this step.
+        if self._hands is not None and inp.settings.comment and done.outcome in COMMENTED \
+                and workflow.patched("outcome-comment"):
+            done = await self._comment(inp, done)
+        return done
+
+    async def _run(self, inp: StageInput) -> StageRun:
         s = inp.settings
         p = self.progress
         try:
@@ -59,7 +74,7 @@ class StageWorkflow:
             hands: Hands | None = None
             if s.tools:
                 self._details(inp, "opening the workspace")
-                hands = await Hands.open(inp)
+                hands = self._hands = await Hands.open(inp)
                 if hands is not None:
                     self._details(inp, f"workspace on {hands.where}; tests: {hands.info.test_command or 'none found'}; "
                                        f"sandbox: {'; '.join(hands.info.protections) or 'no protections'}")
@@ -183,6 +198,23 @@ class StageWorkflow:
                 return self._done(inp, "blocked", f"COMPLETE was refused {p.refused_claims} times: the tests "
                                                   f"still fail. {result.excerpt[:600]}")
         return None
+
+    async def _comment(self, inp: StageInput, done: StageRun) -> StageRun:
+        """The run's outcome on the card's GitHub issue or pull request; never changes the outcome."""
+        branch = self._hands.info.branch if self._hands is not None else ""
+        try:
+            said = await workflow.execute_activity(
+                names.COMMENT,
+                CommentInput(card_key=inp.ref.key, key=f"{inp.ref.key}/{inp.run}-{inp.stage}", stage=inp.stage,
+                             run=inp.run, outcome=done.outcome, reason=done.reason[:8_000], branch=branch,
+                             pull_request=done.pull_request),
+                result_type=CommentOutcome, **policies.RESULTS, summary=f"{inp.stage}: comment the outcome")
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise
+            workflow.logger.warning("the outcome comment failed: %s", _root_message(err))
+            return done
+        return done.model_copy(update={"comment": said.target}) if said.target else done
 
     async def _pull_request(self, inp: StageInput, hands: Hands, done: StageRun) -> StageRun:
         """The completed stage's branch as a pull request; the stage stays completed when GitHub

@@ -280,6 +280,9 @@ class WorkspaceConfig(_Section):
     # Stages whose completed, pushed work gets a pull request (found by head branch and updated,
     # else created) when the tenant has a GitHub token; others only push the branch.
     pull_requests: list[Stage] = Field(default_factory=lambda: [Stage.CODING, Stage.ERROR_FIXING])
+    # A stage run that ends completed, blocked or out of budget comments its outcome (and the plan
+    # or the review) on the card's GitHub issue or pull request, when the tenant has a token.
+    comments: bool = True
     max_size_mb: int = Field(default=20_000, ge=1)
     max_age_hours: float = Field(default=168.0, gt=0)
     result_max_chars: int = Field(default=20_000, ge=1_000)

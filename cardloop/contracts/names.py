@@ -28,9 +28,10 @@ VERIFY = "workspace.verify"
 WORKSPACE_ACTIVITIES = (TOOL, CHECKPOINT, VERIFY)
 # The card's work back where people look: a pull request for the card's branch.
 PULL_REQUEST = "results.pull_request"
+COMMENT = "results.comment"
 
 ACTIVITIES = (STAGE_SETTINGS, GATHER, ASSEMBLE, SUMMARIZE, COMPLETE, APPEND, LOAD_STATE, SAVE_STATE, WORKSPACE_OPEN,
-              *WORKSPACE_ACTIVITIES, PULL_REQUEST)
+              *WORKSPACE_ACTIVITIES, PULL_REQUEST, COMMENT)
 
 # --- workflows, signals, queries -------------------------------------------------------------
 CARD_WORKFLOW = "CardWorkflow"

@@ -136,6 +136,7 @@ class StageRun(_Value):
     commits: int = 0
     last_commit: str = ""
     pull_request: str = ""  # its URL, once the stage's work is on one
+    comment: str = ""       # where the run's outcome was commented (owner/name#number)
 
 
 class AutoRetry(_Value):
@@ -235,6 +236,7 @@ class StageSettings(_Value):
     stuck_turns: int = 6     # this many turns in a row without a change to the branch: blocked
     cost_budget_usd: float = 0.0  # 0: none
     pull_request: bool = False  # a completed stage's pushed work gets a pull request ([workspace] pull_requests)
+    comment: bool = False  # the run's outcome is commented on the card's GitHub issue or PR ([workspace] comments)
     affinity_timeout: float = 60.0  # seconds a workspace activity may wait for its worker to pick it up
 
 
@@ -392,6 +394,23 @@ class PullRequestOutcome(_Value):
     url: str = ""
     created: bool = False
     skipped: str = ""   # why no pull request was made (no token, no repository)
+
+
+class CommentInput(_Value):
+    card_key: str
+    key: str            # the comment's marker: one comment per stage run, edited by a retry
+    stage: str
+    run: int
+    outcome: str
+    reason: str = Field(default="", max_length=8_000)
+    branch: str = ""
+    pull_request: str = ""
+
+
+class CommentOutcome(_Value):
+    comment_id: int = 0
+    target: str = ""    # owner/name#number
+    skipped: str = ""   # why no comment was made
 
 
 class VerifyInput(_Value):

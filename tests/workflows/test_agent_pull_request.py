@@ -57,6 +57,12 @@ async def test_coding_opens_one_pull_request_and_a_later_run_updates_it(stack: S
     assert "caps the delay at max_delay before applying jitter" in pr["body"]  # the agent's finish summary
     assert "Verification passed" in pr["body"] and "4 passed" in pr["body"]
     assert pr["body"].count("<!-- cardloop:acme/github/PAY-1/pull-request -->") == 1
+    # The run's outcome is commented on the pull request (the card links no issue), marked once.
+    [said] = github.issue_comments[("acme/payments-api", pr["number"])]
+    assert said["body"].startswith("**cardloop · coding** (run 1) completed.")
+    assert "Branch `card/PAY-1`, pull request " + pr["html_url"] in said["body"]
+    assert said["body"].count("<!-- cardloop:acme/github/PAY-1/1-coding -->") == 1
+    assert first.comment == f"acme/payments-api#{pr['number']}"
     posted = [s for s in github.seen if s.method == "POST" and s.path.endswith("/pulls")]
     assert len(posted) == 1 and all(s.headers.get("authorization") == f"token {TOKEN}"
                                     for s in github.seen if s.path.startswith("/api/v3/repos"))
@@ -68,6 +74,9 @@ async def test_coding_opens_one_pull_request_and_a_later_run_updates_it(stack: S
     assert second.outcome == "completed" and second.pull_request == first.pull_request
     assert len(github.open_pulls("acme/payments-api")) == 1
     assert len([s for s in github.seen if s.method == "POST" and s.path.endswith("/pulls")]) == 1
+    comments = github.issue_comments[("acme/payments-api", pr["number"])]
+    assert [c["body"].splitlines()[0] for c in comments] == ["**cardloop · coding** (run 1) completed.",
+                                                             "**cardloop · coding** (run 2) completed."]
     await replay_all(stack.client, handle, "agent-pull-request")
 
 
@@ -96,3 +105,21 @@ async def test_a_refused_pull_request_leaves_the_stage_completed_with_the_reason
     assert coding.outcome == "completed" and coding.pull_request == ""
     assert "the pull request could not be opened" in coding.reason
     assert "Resource not accessible by integration" in coding.reason and TOKEN not in coding.reason
+
+
+async def test_a_blocked_stage_says_why_on_the_cards_issue(stack: Stack, github: FakeGitHub) -> None:
+    github.issues[("acme/payments-api", 142)] = {"number": 142}
+    stack.model.transcript = check_transcript({**AGENT, "coding": [
+        [{"type": "tool_use", "name": "block", "input": {"reason": "Which cap does ADR-0007 want: 30 s or 60 s?"}}]]},
+        "agent")
+    stack.model.reset()
+    ref = stack.cards.import_card(small_card("PAY-11", branch="card/PAY-11",
+                                             url="https://github.com/acme/payments-api/issues/142"))
+    await stack.cards.move(ref, "coding", delivery_id="c-11")
+    state = await stack.wait_state(ref, lambda s: bool(s.history) and s.status != "running", timeout=120)
+    coding = state.history[0]
+    assert coding.outcome == "blocked" and coding.comment == "acme/payments-api#142"
+    [said] = github.issue_comments[("acme/payments-api", 142)]
+    assert said["body"].startswith("**cardloop · coding** (run 1) is blocked.")
+    assert "Which cap does ADR-0007 want: 30 s or 60 s?" in said["body"]
+    assert github.open_pulls("acme/payments-api") == []  # blocked work gets no pull request
