@@ -296,6 +296,12 @@ class HistoryFitter:
             rows.append(ExplainRow("history", f"{n} messages", "card history", "verbatim", used,
                                    "fits the history budget once oversized messages are cut"))
             return HistoryFit(tuple(kept_turns(units)), used, "verbatim", tuple(rows))
+        # The fold ends on a step boundary at or after the minimal one, so it stays put (and its
+        # summary and pinned facts byte-identical) while the tail grows into the room left.
+        step_end = self._step_boundary(units, recs, tail_start - 1, int(tail_budget * self.settings.fold_step_fraction))
+        if step_end >= tail_start:
+            tail_start = step_end + 1
+            used = sum(unit_cost(u) for u in units[tail_start:])
         head_units: list[tuple[int, int]] = []
         if (messages[units[0][0]].role == "user"
                 and unit_cost(units[0]) <= budget * self.settings.first_request_max_fraction):
@@ -392,6 +398,11 @@ class HistoryFitter:
             while keep_from > 0 and kept + unit_cost(units[keep_from - 1]) <= room:
                 keep_from -= 1
                 kept += unit_cost(units[keep_from])
+        elif keep_from > 0:  # truncation moves in the same steps as the fold
+            step_end = self._step_boundary(units, recs, keep_from - 1, int(room * self.settings.fold_step_fraction))
+            if step_end >= keep_from:
+                keep_from = step_end + 1
+                kept = sum(unit_cost(u) for u in units[keep_from:])
         dropped_last = units[keep_from - 1][1] if keep_from > 0 else -1
         out: list[Turn] = []
         pinned_used = 0
@@ -411,6 +422,22 @@ class HistoryFitter:
         rows.append(ExplainRow("history", f"messages {dropped_last + 2}-{len(messages)}", "card history",
                                "verbatim", kept, "most recent messages, newest first"))
         return HistoryFit(tuple(out), pinned_used + kept, "truncated", tuple(rows), (0, dropped_last), needed)
+
+    def _step_boundary(self, units: Sequence[tuple[int, int]], recs: Sequence[_Rendered], minimal: int,
+                       step: int) -> int:
+        """The first unit index at or after `minimal` where the history's running token count
+        (of the messages as rendered, before any cut) crosses a multiple of `step`; at most the
+        last unit but one, so a tail stays. Messages are only ever appended, so the boundaries
+        of a card's history never move: the fold jumps once per `step` tokens of new history."""
+        if step <= 0 or minimal >= len(units) - 2:
+            return minimal
+        running = 0
+        for j, u in enumerate(units[:-1]):
+            before = running // step
+            running += sum(self._rec_cost(recs[i]) for i in range(u[0], u[1] + 1))
+            if j >= minimal and running // step > before:
+                return j
+        return minimal
 
     def _shrink(self, message: Message, text: str, cap: int) -> str:
         frame = self.counter.count(render_message(message, "").counted_text())

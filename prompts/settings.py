@@ -47,6 +47,8 @@ class HistorySettings:
     first_request_max_fraction: float = 0.2
     # Below this many tokens a summary is not worth asking for: truncate instead.
     min_summary_tokens: int = 200
+    # The fold's boundary moves in steps of this share of the tail budget (0: every turn).
+    fold_step_fraction: float = 0.8
 
 
 DEFAULT_PRIORITIES: Mapping[ContextKind, int] = {

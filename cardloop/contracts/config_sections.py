@@ -167,6 +167,7 @@ class HistoryConfig(_Section):
     pinned_fraction: float = Field(default=0.08, ge=0, lt=0.5)
     first_request_max_fraction: float = Field(default=0.2, ge=0, lt=1)
     min_summary_tokens: int = Field(default=200, ge=0)
+    fold_step_fraction: float = Field(default=0.8, ge=0, le=1)
 
 
 class ContextConfig(_Section):
