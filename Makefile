@@ -26,3 +26,4 @@ test: lint
 
 bench: setup
 	$(BIN)/python bench/assemble.py
+	-$(BIN)/python bench/caching.py

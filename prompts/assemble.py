@@ -267,13 +267,21 @@ class PromptAssembler:
             turns.insert(0, opener)
             history_cost += opener_cost
         if turns:
-            # The history changes only at its end: a breakpoint on its last turn lets the provider
-            # reuse the cached prefix on the next turn (the system blocks alone are often too short).
+            # The history changes only at its end. A breakpoint on its last turn writes the prefix
+            # the next turn starts with; one on the end of what the previous turn saw (the turn
+            # before the newest assistant reply) reads what that turn wrote. Reads only happen at
+            # breakpoints, so both are needed for a turn to hit the cache.
             turns[-1] = dataclasses.replace(turns[-1], cache=True)
+            newest_reply = max((i for i, t in enumerate(turns) if t.role == "assistant"), default=-1)
+            if newest_reply > 0 and not turns[newest_reply - 1].cache:
+                turns[newest_reply - 1] = dataclasses.replace(turns[newest_reply - 1], cache=True)
         last = "\n\n".join([*context.blocks, turn_text])
         turns.append(Turn("user", last))
+        # At most four breakpoints (Anthropic's limit, the first four kept): the stable system +
+        # agent prefix (one breakpoint at its end), the folded-history block, the previous turn's
+        # end and the last history turn.
         conversation = Conversation(
-            system=tuple(b for b in (SystemBlock(system_text, cache=True),
+            system=tuple(b for b in (SystemBlock(system_text, cache=not agent_text),
                                      SystemBlock(agent_text, cache=True)) if b.text),
             turns=tuple(turns),
             tools=request.tools,

@@ -107,7 +107,7 @@ def test_demo_runs_offline_and_says_so(tmp_path: Path) -> None:
     assert "⎇ 1 commit(s) pushed to the card's branch" in coding
     remote = tmp_path / "data" / "demo-remote" / "acme" / "payments-api.git"
     branch = next(line.split(" branch ")[1].split(":")[0]
-                  for line in out.stdout.splitlines() if " branch cardloop/" in line)
+                  for line in out.stdout.splitlines() if line.startswith("⎇ file://"))
     fixed = subprocess.run(["git", "-C", str(remote), "show", f"{branch}:app/webhooks/retry.py"],
                            capture_output=True, text=True, check=True).stdout
     assert "capped = min(raw, self.max_delay)\n        if self.jitter:" in fixed
