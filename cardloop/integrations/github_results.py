@@ -48,7 +48,7 @@ _REPO = re.compile(r"([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)")
 # Card keys' characters ("%" from an escaped ":"); no ">" or "!", so nothing can end the comment early.
 _MARKER = re.compile(r"[A-Za-z0-9_.:/#@+=%-]+")
 # A branch name git accepts (check-ref-format, the parts GitHub callers trip on) without ":".
-_BRANCH_BAD = re.compile(r"[\s:~^?*\[\\\x00-\x1f\x7f]|\.\.|@\{|//|^[/.-]|[/.]$|\.lock$")
+_BRANCH_BAD = re.compile(r"[\s:~^?*\[\\\x00-\x1f\x7f]|\.\.|@\{|//|^[/.-]|[/.]\Z|\.lock\Z")
 _MARKER_LIKE = re.compile(r"<!--(\s*)cardloop:", re.IGNORECASE)
 
 
