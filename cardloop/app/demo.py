@@ -181,8 +181,9 @@ async def run_demo(config_path: str | None, *, keep_running: bool | None, out=pr
             for subject in log[:4]:
                 out(f"    {subject}")
             out("  See the fix: git -C " + str(remote.bare) + f" show {branch} -- app/webhooks/retry.py")
-            out("  With GitHub configured ([sources.repository] clone_url on github.com and CARDLOOP_GITHUB_TOKEN),\n"
-                "  the same checkpoints are pushed to the card's branch on GitHub.")
+            out("  With GitHub configured ([sources.repository] clone_url on github.com, CARDLOOP_GITHUB_TOKEN), the\n"
+                "  checkpoints go to the card's branch on GitHub, coding opens one pull request for it, and each\n"
+                "  stage run comments its outcome on the card's issue or pull request.")
             out(f"\nSee the card in the Temporal UI: {link}\n"
                 f"Search there for: CardStage = 'done' AND Repo = '{card.repo}'")
             if keep_running is None:
