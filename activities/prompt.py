@@ -79,7 +79,9 @@ def _agent_settings(config: Config, stage: Stage) -> dict[str, object]:
     tools = ws.tools_for(stage) if ws.enabled else []
     return {"tools": tools, "verify": bool(WRITE_TOOLS.intersection(tools)), "stuck_repeats": ws.stuck_repeats,
             "stuck_turns": ws.stuck_turns, "affinity_timeout": ws.affinity_timeout,
-            "pull_request": bool(tools) and stage in ws.pull_requests, "comment": bool(tools) and ws.comments}
+            "pull_request": bool(tools) and stage in ws.pull_requests, "comment": bool(tools) and ws.comments,
+            "ci_wait_seconds": ws.ci_wait_seconds if tools and stage in ws.ci_stages else 0.0,
+            "ci_poll_seconds": ws.ci_poll_seconds, "ci_none_grace_seconds": ws.ci_none_grace_seconds}
 
 
 def _fold(needed: Fold | None) -> FoldNeeded | None:

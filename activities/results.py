@@ -26,9 +26,18 @@ from cardloop.activities.errors import card_not_found
 from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.activities.once import exactly_once
 from cardloop.contracts import names
-from cardloop.contracts.payloads import CommentInput, CommentOutcome, PullRequestInput, PullRequestOutcome
+from cardloop.contracts.payloads import (
+    CIInput,
+    CIResult,
+    CommentInput,
+    CommentOutcome,
+    PullRequestInput,
+    PullRequestOutcome,
+)
 from cardloop.integrations.access import github_token
+from cardloop.integrations.github_ci import ci_for_commit
 from cardloop.integrations.github_results import PullRequests, pull_request_body
+from cardloop.integrations.sources.github.client import GitHubClient
 from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.redact import DEFAULT_REDACTOR
 
@@ -156,3 +165,32 @@ class ResultsActivities:
             return store.record_effect(inp.card_key, inp.key, "comment", outcome.model_dump_json())
 
         return exactly_once(lookup, act, record, what=f"comment {inp.key}").value
+
+    @activity.defn(name=names.CI_STATUS)
+    def ci_status(self, inp: CIInput) -> CIResult:
+        """GitHub Actions' verdict on `inp.sha` (read only: a retry just reads again)."""
+        rt = self.rt
+        card = rt.store.get_card(inp.card_key)
+        if card is None:
+            raise card_not_found(inp.card_key)
+        if not card.repo:
+            return CIResult(state="skipped", skipped="the card names no repository")
+        try:
+            token = github_token(rt.config, card.tenant, card.repo)
+        except UpstreamError as err:
+            return CIResult(state="skipped", skipped=str(err))
+        g = rt.config.sources.github
+        if token is None:
+            return CIResult(state="skipped", skipped=f"no GitHub token ({g.token_env} is not set)")
+        client = GitHubClient(g.api_url, token=token, graphql_url=g.graphql_url or None, timeout=g.timeout)
+        try:
+            status = call_with_heartbeat(lambda: ci_for_commit(client, card.repo or "", inp.sha),
+                                         detail=f"reading CI of {inp.sha[:12]}")
+        except UpstreamError as err:
+            raise ApplicationError(f"CI of {inp.sha[:12]}: {_redacted(str(err))}", type="GitHubError",
+                                   non_retryable=not err.retryable) from None
+        finally:
+            client.close()
+        failing = "\n\n".join(_redacted(x) for x in status.failing)
+        return CIResult(state=status.state, summary=status.describe()[:2_000],
+                        failing=failing[:24_000])

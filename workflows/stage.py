@@ -18,8 +18,11 @@ from temporalio.exceptions import TimeoutError as TemporalTimeout
 with workflow.unsafe.imports_passed_through():
     from cardloop.contracts import names
     from cardloop.contracts.payloads import (
+        AppendInput,
         AssembleInput,
         AssembleResult,
+        CIInput,
+        CIResult,
         CommentInput,
         CommentOutcome,
         CompleteInput,
@@ -38,6 +41,9 @@ with workflow.unsafe.imports_passed_through():
     from cardloop.workflows.failures import is_transient
     from cardloop.workflows.workspace import Hands, StuckWatch, TurnActs
 
+
+# The first words of the note that refuses a claim because of CI.
+NOT_ACCEPTED_CI = "COMPLETE was not accepted: CI of"
 
 # Outcomes a person wants to read about on the card's issue or pull request.
 COMMENTED = ("completed", "blocked", "budget_exhausted")
@@ -114,6 +120,10 @@ class StageWorkflow:
                         refused = await self._verify(inp, hands, iteration)
                         if refused is not None:
                             return refused
+                        if p.verified and s.ci_wait_seconds > 0:
+                            refused = await self._wait_for_ci(inp, hands, iteration)
+                            if refused is not None:
+                                return refused
                     if not needs_evidence or p.verified:
                         done = self._done(inp, "completed", reason or "the agent signalled COMPLETE")
                         if hands is not None and s.pull_request:
@@ -198,6 +208,42 @@ class StageWorkflow:
                 return self._done(inp, "blocked", f"COMPLETE was refused {p.refused_claims} times: the tests "
                                                   f"still fail. {result.excerpt[:600]}")
         return None
+
+    async def _wait_for_ci(self, inp: StageInput, hands: Hands, iteration: int) -> StageRun | None:
+        """The pushed commit's GitHub Actions runs as further evidence: success keeps the claim;
+        a failure refuses it (the failed jobs' logs join the history for the next turn); no run
+        within the grace period means no CI for it; still running at the deadline: blocked."""
+        s, p = inp.settings, self.progress
+        sha = p.last_commit or hands.info.head
+        start = workflow.now()
+        while True:
+            self._details(inp, f"waiting for CI of {sha[:12]}")
+            result = await workflow.execute_activity(
+                names.CI_STATUS, CIInput(card_key=inp.ref.key, sha=sha), result_type=CIResult,
+                **policies.RESULTS, summary=f"{inp.stage} turn {iteration}: CI of {sha[:12]}")
+            waited = (workflow.now() - start).total_seconds()
+            if result.state == "success" or result.state == "skipped" or \
+                    (result.state == "none" and waited >= s.ci_none_grace_seconds):
+                p.ci = result.skipped or result.summary or result.state
+                return None
+            if result.state == "failure":
+                p.verified, p.ci = False, result.summary
+                p.refused_claims += 1
+                await workflow.execute_activity(
+                    names.APPEND,
+                    AppendInput(card_key=inp.ref.key, role="user", author="cardloop", stage=inp.stage,
+                                dedup_key=f"{workflow.info().workflow_id}/ci-{iteration}",
+                                text=(f"{NOT_ACCEPTED_CI} {sha[:12]} failed ({result.summary}). Fix it, then "
+                                      f"finish again.\n\n{result.failing}")[:32_000]),
+                    result_type=int, **policies.STORE, summary=f"{inp.stage}: CI failed")
+                if p.refused_claims >= s.stuck_repeats:
+                    return self._done(inp, "blocked", f"COMPLETE was refused {p.refused_claims} times: CI "
+                                                      f"still fails ({result.summary[:300]})")
+                return None
+            if waited >= s.ci_wait_seconds:
+                return self._done(inp, "blocked", f"CI of {sha[:12]} did not finish within "
+                                                  f"{s.ci_wait_seconds:g} s ({result.summary or result.state})")
+            await workflow.sleep(s.ci_poll_seconds)
 
     async def _comment(self, inp: StageInput, done: StageRun) -> StageRun:
         """The run's outcome on the card's GitHub issue or pull request; never changes the outcome."""

@@ -37,7 +37,8 @@ def _activities(rt: ActivityDeps, ws: WorkspaceActivities) -> tuple[list[Any], l
     llm, context, state = LlmActivities(rt), ContextActivities(rt), CardStateActivities(rt)
     results = ResultsActivities(rt)
     shared = [prompt.stage_settings, prompt.assemble, history.append, history.summarize, llm.complete,
-              context.gather, state.load, state.save, ws.open, results.pull_request, results.comment]
+              context.gather, state.load, state.save, ws.open, results.pull_request, results.comment,
+              results.ci_status]
     return shared, [ws.tool, ws.checkpoint, ws.verify]
 
 

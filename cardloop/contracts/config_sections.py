@@ -284,6 +284,14 @@ class WorkspaceConfig(_Section):
     # A stage run that ends completed, blocked or out of budget comments its outcome (and the plan
     # or the review) on the card's GitHub issue or pull request, when the tenant has a token.
     comments: bool = True
+    # After a verified COMPLETE in these stages, wait for the pushed commit's GitHub Actions runs:
+    # a failure goes back to the model with the failed jobs' logs; no run within ci_none_grace
+    # seconds means the repository has no CI for it (accepted); still running after
+    # ci_wait_seconds blocks the stage.
+    ci_stages: list[Stage] = Field(default_factory=lambda: [Stage.ERROR_FIXING])
+    ci_wait_seconds: float = Field(default=1_200.0, ge=0)
+    ci_poll_seconds: float = Field(default=30.0, gt=0)
+    ci_none_grace_seconds: float = Field(default=120.0, ge=0)
     max_size_mb: int = Field(default=20_000, ge=1)
     max_age_hours: float = Field(default=168.0, gt=0)
     result_max_chars: int = Field(default=20_000, ge=1_000)

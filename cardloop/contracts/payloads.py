@@ -169,6 +169,7 @@ class StageProgress(BaseModel):
     commits: int = 0
     last_commit: str = ""
     verified: bool = False      # the last claim of COMPLETE passed the repository's tests
+    ci: str = ""                # the pushed commit's CI, when the stage waits for it
     refused_claims: int = 0     # claims of COMPLETE the tests refused
 
 
@@ -237,6 +238,9 @@ class StageSettings(_Value):
     cost_budget_usd: float = 0.0  # 0: none
     pull_request: bool = False  # a completed stage's pushed work gets a pull request ([workspace] pull_requests)
     comment: bool = False  # the run's outcome is commented on the card's GitHub issue or PR ([workspace] comments)
+    ci_wait_seconds: float = 0.0  # after a verified COMPLETE, wait this long for the pushed commit's CI (0: never)
+    ci_poll_seconds: float = 30.0
+    ci_none_grace_seconds: float = 120.0
     affinity_timeout: float = 60.0  # seconds a workspace activity may wait for its worker to pick it up
 
 
@@ -394,6 +398,18 @@ class PullRequestOutcome(_Value):
     url: str = ""
     created: bool = False
     skipped: str = ""   # why no pull request was made (no token, no repository)
+
+
+class CIInput(_Value):
+    card_key: str
+    sha: str
+
+
+class CIResult(_Value):
+    state: Literal["none", "pending", "failure", "success", "skipped"]
+    summary: str = ""
+    failing: str = Field(default="", max_length=24_000)  # the failed jobs' excerpts
+    skipped: str = ""  # why CI could not be read (no token, no repository)
 
 
 class CommentInput(_Value):
