@@ -1,4 +1,5 @@
-"""The coding agent survives losing the worker that holds its workspace, and a Temporal restart:
+"""The coding agent survives losing the worker that holds its workspace (a `cardloop worker`
+process SIGKILLed mid-stage), and a Temporal restart:
 the stage finishes on another worker from the last checkpoint on the remote branch, with no
 commit made twice, and its histories replay."""
 
@@ -6,6 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +28,7 @@ from cardloop.contracts.config import Config
 from cardloop.contracts.payloads import CardState
 from cardloop.store import Store
 from tests.sample_remote import Remote, push_sample_repo
-from tests.stack import ROOT, make_config, replay_all, small_card, terminate_running
+from tests.stack import NO_SOURCES, ROOT, make_config, replay_all, small_card, terminate_running
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -77,16 +82,28 @@ async def test_the_stage_finishes_on_another_worker_from_the_last_checkpoint(
     store = Store.open(f"sqlite:///{tmp_path / 'store.sqlite'}")
     client = await Client.connect(temporal_server.address, data_converter=pydantic_data_converter)
     queue = f"agent-loss-{time.monotonic_ns()}"
-    first = Machine(client, store, model, _config(temporal_server.address, queue, remote, tmp_path / "a"))
+    config = _config(temporal_server.address, queue, remote, tmp_path / "a")
+    # The first worker is `cardloop worker` in a process of its own, on its own disk.
+    env = {**os.environ, **NO_SOURCES, "HOME": str(tmp_path / "home"),
+           "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789", "DATABASE_URL": f"sqlite:///{tmp_path / 'store.sqlite'}",
+           "CARDLOOP_TEMPORAL__ADDRESS": temporal_server.address,
+           "CARDLOOP_TEMPORAL__TASK_QUEUE": queue, "CARDLOOP_TEMPORAL__ENCRYPT_PAYLOADS": "false",
+           "CARDLOOP_WORKER__HEALTH_PORT": "0", "CARDLOOP_PATHS__PROMPT_OVERRIDES": "/nonexistent",
+           "CARDLOOP_PROFILES__CLAUDE__BASE_URL": model.url, "CARDLOOP_PROFILES__CLAUDE_FAST__BASE_URL": model.url,
+           "CARDLOOP_WORKSPACE__ENABLED": "true", "CARDLOOP_WORKSPACE__ROOT": str(tmp_path / "a" / "workspaces"),
+           "CARDLOOP_WORKSPACE__AFFINITY_TIMEOUT": "3", "CARDLOOP_SOURCES__REPOSITORY__CLONE_URL": remote.url_template,
+           "CARDLOOP_SOURCES__REPOSITORY__CACHE_DIR": str(tmp_path / "a" / "repos")}
+    first = subprocess.Popen([sys.executable, "-m", "cardloop.app.cli.main", "worker"], env=env, cwd=ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     second: Machine | None = None
-    config = first.runtime.config
     try:
         cards = CardService(client, store, config)
         ref = cards.import_card(small_card())
         await cards.move(ref, "coding", delivery_id="c")
-        # The edit of turn 3 is checkpointed on the remote: then the worker holding the worktree goes.
+        # The edit of turn 3 is checkpointed on the remote: then the worker holding the worktree is SIGKILLed.
         await _wait(lambda: remote.head(BRANCH) is not None, 90, "the first checkpoint")
-        await first.stop()
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(10)
         second = Machine(client, store, model, _config(temporal_server.address, queue, remote, tmp_path / "b"))
         state = await cards.wait_for(ref, settled, timeout=200)
         coding = state.history[0]
@@ -102,9 +119,11 @@ async def test_the_stage_finishes_on_another_worker_from_the_last_checkpoint(
         await replay_all(client, client.get_workflow_handle(ref.workflow_id), "agent-worker-lost")
     finally:
         await terminate_running(client, queue)
-        for machine in (first, second):
-            if machine is not None:
-                await machine.stop()
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait(10)
+        if second is not None:
+            await second.stop()
         model.stop()
         store.close()
 
