@@ -10,7 +10,7 @@ branch keeps a second one from being opened even when the record was lost with a
 A stage run that ends completed, blocked or out of budget leaves one comment (the stage, its
 outcome and reason, the plan or the review, the branch) on the card's GitHub issue or pull
 request (the card's URL), else on the branch's pull request: marked
-`<!-- cardloop:<card>/<run>-<stage> -->`, so a retry edits the comment it made instead of adding one.
+`<!-- cardloop:<card>/<run>/<stage> -->`, so a retry edits the comment it made instead of adding one.
 """
 
 from __future__ import annotations

@@ -251,7 +251,7 @@ class StageWorkflow:
         try:
             said = await workflow.execute_activity(
                 names.COMMENT,
-                CommentInput(card_key=inp.ref.key, key=f"{inp.ref.key}/{inp.run}-{inp.stage}", stage=inp.stage,
+                CommentInput(card_key=inp.ref.key, key=f"{inp.ref.key}/{inp.run}/{inp.stage}", stage=inp.stage,
                              run=inp.run, outcome=done.outcome, reason=done.reason[:8_000], branch=branch,
                              pull_request=done.pull_request),
                 result_type=CommentOutcome, **policies.RESULTS, summary=f"{inp.stage}: comment the outcome")

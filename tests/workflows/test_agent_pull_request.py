@@ -61,7 +61,7 @@ async def test_coding_opens_one_pull_request_and_a_later_run_updates_it(stack: S
     [said] = github.issue_comments[("acme/payments-api", pr["number"])]
     assert said["body"].startswith("**cardloop · coding** (run 1) completed.")
     assert "Branch `card/PAY-1`, pull request " + pr["html_url"] in said["body"]
-    assert said["body"].count("<!-- cardloop:acme/github/PAY-1/1-coding -->") == 1
+    assert said["body"].count("<!-- cardloop:acme/github/PAY-1/1/coding -->") == 1
     assert first.comment == f"acme/payments-api#{pr['number']}"
     posted = [s for s in github.seen if s.method == "POST" and s.path.endswith("/pulls")]
     assert len(posted) == 1 and all(s.headers.get("authorization") == f"token {TOKEN}"
