@@ -33,10 +33,13 @@ from cardloop.contracts.payloads import (
     CommentOutcome,
     PullRequestInput,
     PullRequestOutcome,
+    ReviewInput,
+    ReviewPosted,
 )
 from cardloop.integrations.access import github_token
 from cardloop.integrations.github_ci import ci_for_commit
 from cardloop.integrations.github_results import PullRequests, pull_request_body
+from cardloop.integrations.github_review import ReviewComment, post_review
 from cardloop.integrations.sources.github.client import GitHubClient
 from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.redact import DEFAULT_REDACTOR
@@ -194,3 +197,32 @@ class ResultsActivities:
         failing = "\n\n".join(_redacted(x) for x in status.failing)
         return CIResult(state=status.state, summary=status.describe()[:2_000],
                         failing=failing[:24_000])
+
+    @activity.defn(name=names.REVIEW)
+    def review(self, inp: ReviewInput) -> ReviewPosted:
+        """The review stage's line comments on the branch's open pull request, as one review."""
+        rt = self.rt
+        card = rt.store.get_card(inp.card_key)
+        if card is None:
+            raise card_not_found(inp.card_key)
+        if not card.repo:
+            return ReviewPosted(skipped="the card names no repository")
+        try:
+            token = github_token(rt.config, card.tenant, card.repo)
+        except UpstreamError as err:
+            return ReviewPosted(skipped=str(err))
+        if token is None:
+            return ReviewPosted(skipped=f"no GitHub token ({rt.config.sources.github.token_env} is not set)")
+        comments = [ReviewComment(c.path, c.line, _redacted(c.body)) for c in inp.comments]
+        client = PullRequests(rt.config.sources.github.api_url, token, timeout=rt.config.sources.github.timeout)
+        try:
+            done = call_with_heartbeat(lambda: post_review(client, card.repo or "", inp.branch,
+                                                           body=_redacted(inp.body), comments=comments,
+                                                           marker=inp.key),
+                                       detail=f"review on the pull request from {inp.branch}")
+        except UpstreamError as err:
+            raise ApplicationError(f"review for {inp.branch}: {_redacted(str(err))}", type="GitHubError",
+                                   non_retryable=not err.retryable) from None
+        finally:
+            client.close()
+        return ReviewPosted(url=done.url, inline=done.inline, in_body=done.in_body, skipped=done.skipped)

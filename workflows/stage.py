@@ -31,6 +31,8 @@ with workflow.unsafe.imports_passed_through():
         GatherResult,
         PullRequestInput,
         PullRequestOutcome,
+        ReviewInput,
+        ReviewPosted,
         StageInput,
         StageProgress,
         StageRun,
@@ -63,6 +65,10 @@ class StageWorkflow:
     @workflow.run
     async def run(self, inp: StageInput) -> StageRun:
         done = await self._run(inp)
+        hands = self._hands
+        if hands is not None and hands.review_comments and done.outcome == "completed" \
+                and workflow.patched("review-line-comments"):
+            done = await self._post_review(inp, hands, done)
         # Agent histories recorded before outcome comments replay without this step.
         if self._hands is not None and inp.settings.comment and done.outcome in COMMENTED \
                 and workflow.patched("outcome-comment"):
@@ -244,6 +250,26 @@ class StageWorkflow:
                 return self._done(inp, "blocked", f"CI of {sha[:12]} did not finish within "
                                                   f"{s.ci_wait_seconds:g} s ({result.summary or result.state})")
             await workflow.sleep(s.ci_poll_seconds)
+
+    async def _post_review(self, inp: StageInput, hands: Hands, done: StageRun) -> StageRun:
+        """The stage's line comments as one review on the branch's pull request; the run keeps
+        its outcome whatever GitHub says, and its reason says what happened."""
+        try:
+            posted = await workflow.execute_activity(
+                names.REVIEW,
+                ReviewInput(card_key=inp.ref.key, key=f"{inp.ref.key}/{inp.run}/{inp.stage}/review",
+                            branch=hands.info.branch, comments=hands.review_comments,
+                            body=f"cardloop {inp.stage} (run {inp.run}): {done.reason[:2_000]}"),
+                result_type=ReviewPosted, **policies.RESULTS,
+                summary=f"{inp.stage}: {len(hands.review_comments)} line comment(s) as a review")
+        except ActivityError as err:
+            if isinstance(err.cause, CancelledError):
+                raise
+            return done.model_copy(update={"reason": f"{done.reason} (the review could not be posted: "
+                                                      f"{_root_message(err)[:300]})"})
+        if posted.skipped:
+            return done.model_copy(update={"reason": f"{done.reason} (review not posted: {posted.skipped})"})
+        return done.model_copy(update={"review": posted.url})
 
     async def _comment(self, inp: StageInput, done: StageRun) -> StageRun:
         """The run's outcome on the card's GitHub issue or pull request; never changes the outcome."""

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
         AppendInput,
         CheckpointInput,
         CheckpointResult,
+        LineComment,
         StageInput,
         ToolCallOut,
         ToolInput,
@@ -39,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
 WRITING_TOOLS = frozenset({"write_file", "edit_file", "run_command"})
 CONTROL_TOOLS = {"finish": "COMPLETE", "block": "BLOCKED"}
 MAX_REOPENS = 3
+MAX_REVIEW_COMMENTS = 50  # a review's line comments carried in the workflow (each at most 2,000 characters)
 
 
 @dataclass
@@ -101,6 +103,7 @@ class Hands:
         self.inp = inp
         self.info = info
         self.reopened = 0
+        self.review_comments: list[LineComment] = []  # review_comment calls that succeeded, in order
         self._note_due = False
 
     @classmethod
@@ -173,6 +176,9 @@ class Hands:
                 continue
             if call.name in WRITING_TOOLS:
                 acts.wrote = True
+            if call.name == "review_comment" and len(self.review_comments) < MAX_REVIEW_COMMENTS:
+                self.review_comments.append(LineComment(path=str(call.input["path"]), line=int(call.input["line"]),
+                                                        body=str(call.input["body"])[:2_000]))
             if call.name in CONTROL_TOOLS and acts.control is None:
                 acts.control = CONTROL_TOOLS[call.name]
                 acts.reason = str(call.input.get("reason") or call.input.get("summary") or "")

@@ -38,7 +38,7 @@ def _activities(rt: ActivityDeps, ws: WorkspaceActivities) -> tuple[list[Any], l
     results = ResultsActivities(rt)
     shared = [prompt.stage_settings, prompt.assemble, history.append, history.summarize, llm.complete,
               context.gather, state.load, state.save, ws.open, results.pull_request, results.comment,
-              results.ci_status]
+              results.ci_status, results.review]
     return shared, [ws.tool, ws.checkpoint, ws.verify]
 
 

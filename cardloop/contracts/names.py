@@ -29,10 +29,11 @@ WORKSPACE_ACTIVITIES = (TOOL, CHECKPOINT, VERIFY)
 # The card's work back where people look: a pull request for the card's branch.
 PULL_REQUEST = "results.pull_request"
 COMMENT = "results.comment"
+REVIEW = "results.review"  # the review stage's line comments as one pull request review
 CI_STATUS = "results.ci_status"  # GitHub Actions' verdict on a pushed commit (error_fixing waits for it)
 
 ACTIVITIES = (STAGE_SETTINGS, GATHER, ASSEMBLE, SUMMARIZE, COMPLETE, APPEND, LOAD_STATE, SAVE_STATE, WORKSPACE_OPEN,
-              *WORKSPACE_ACTIVITIES, PULL_REQUEST, COMMENT, CI_STATUS)
+              *WORKSPACE_ACTIVITIES, PULL_REQUEST, COMMENT, CI_STATUS, REVIEW)
 
 # --- workflows, signals, queries -------------------------------------------------------------
 CARD_WORKFLOW = "CardWorkflow"

@@ -137,6 +137,7 @@ class StageRun(_Value):
     last_commit: str = ""
     pull_request: str = ""  # its URL, once the stage's work is on one
     comment: str = ""       # where the run's outcome was commented (owner/name#number)
+    review: str = ""        # the pull request review the review stage posted its line comments in
 
 
 class AutoRetry(_Value):
@@ -398,6 +399,27 @@ class PullRequestOutcome(_Value):
     url: str = ""
     created: bool = False
     skipped: str = ""   # why no pull request was made (no token, no repository)
+
+
+class LineComment(_Value):
+    path: str = Field(min_length=1, max_length=1_000)
+    line: int = Field(ge=1)
+    body: str = Field(min_length=1, max_length=2_000)
+
+
+class ReviewInput(_Value):
+    card_key: str
+    key: str             # the review's marker: a retry finds the review it posted
+    branch: str
+    body: str = Field(default="", max_length=8_000)
+    comments: list[LineComment] = Field(default_factory=list, max_length=200)
+
+
+class ReviewPosted(_Value):
+    url: str = ""
+    inline: int = 0
+    in_body: int = 0
+    skipped: str = ""
 
 
 class CIInput(_Value):

@@ -99,6 +99,9 @@ class FakeGitHub:
     # what cardloop writes: plain issues (PRs are issues too), issue/PR conversation comments
     issues: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     issue_comments: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    # lines each pull request's diff holds, per path (a review comment elsewhere is GitHub's 422);
+    # a pull request not listed accepts any line
+    diff_lines: dict[tuple[str, int], dict[str, set[int]]] = field(default_factory=dict)
     login: str = "cardloop-bot"   # the user the token belongs to
     max_per_page: int = 100       # GitHub's cap; tests lower it to exercise pagination
     next_comment_id: int = 1_900_000_001
@@ -496,6 +499,31 @@ class _Handler(BaseHTTPRequestHandler):
                 pr["base"].update(ref=data["base"], label=f"{full.split('/')[0]}:{data['base']}")
             pr["updated_at"] = iso(datetime.now(UTC))
             return self._json(200, pr)
+        if method == "POST" and (mm := re.fullmatch(r"/pulls/(\d+)/reviews", rest)):
+            key = (full, int(mm.group(1)))
+            if key not in fake.pulls:
+                return self._not_found()
+            comments = data.get("comments") or []
+            if data.get("event") not in (None, "COMMENT", "APPROVE", "REQUEST_CHANGES"):
+                return self._invalid([{"resource": "PullRequestReview", "field": "event", "code": "invalid"}])
+            lines = fake.diff_lines.get(key)
+            for c in comments:
+                if not c.get("path") or not c.get("body") or not isinstance(c.get("line"), int):
+                    return self._invalid([{"resource": "PullRequestReviewComment", "code": "missing_field"}])
+                if lines is not None and c["line"] not in lines.get(c["path"], set()):
+                    return self._json(422, {"message": "Unprocessable Entity", "errors": [
+                        "Pull request review thread line must be part of the diff"],
+                        "documentation_url": "https://docs.github.com/rest/pulls/reviews", "status": "422"})
+            with fake.lock:
+                rid = 5_000_000 + sum(len(v) for v in fake.reviews.values()) + 1
+                review = fake.review_json(full, key[1], rid, author=fake.login, state="COMMENTED",
+                                          body=data.get("body") or "", submitted=datetime.now(UTC))
+                fake.reviews.setdefault(key, []).append(review)
+                for n, c in enumerate(comments):
+                    fake.review_comments.setdefault(key, []).append(fake.comment_json(
+                        full, key[1], rid * 100 + n, author=fake.login, body=c["body"], path=c["path"],
+                        line=c["line"], hunk="", created=datetime.now(UTC)))
+            return self._json(200, review)
         if method == "POST" and (mm := re.fullmatch(r"/issues/(\d+)/comments", rest)):
             key = (full, int(mm.group(1)))
             if key not in fake.pulls and key not in fake.issues:
