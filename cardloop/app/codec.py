@@ -30,6 +30,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes, PayloadCodec
 
+from cardloop.app.private import private_dir
 from cardloop.contracts.config import Config
 from cardloop.contracts.errors import ConfigError
 
@@ -139,8 +140,7 @@ def is_loopback(address: str) -> bool:
 
 def dev_keyring(config: Config) -> KeyRing:
     """The embedded stack's key, created (readable by this user only) on first use."""
-    path = Path(config.dev.data_dir).expanduser() / DEV_KEYS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = private_dir(Path(config.dev.data_dir).expanduser()) / DEV_KEYS_FILE
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:

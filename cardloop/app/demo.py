@@ -184,6 +184,7 @@ async def run_demo(config_path: str | None, *, keep_running: bool | None, out=pr
             out("  With GitHub configured ([sources.repository] clone_url on github.com, CARDLOOP_GITHUB_TOKEN), the\n"
                 "  checkpoints go to the card's branch on GitHub, coding opens one pull request for it, and each\n"
                 "  stage run comments its outcome on the card's issue or pull request.")
+            out(f"\nFrom the command line: .venv/bin/cardloop card show {ref.key}  (with `cardloop dev` running)")
             out(f"\nSee the card in the Temporal UI: {link}\n"
                 f"Search there for: CardStage = 'done' AND Repo = '{card.repo}'")
             if keep_running is None:

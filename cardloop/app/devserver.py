@@ -16,6 +16,7 @@ import sysconfig
 import time
 from pathlib import Path
 
+from cardloop.app.private import private_dir, private_files
 from cardloop.contracts.errors import CardloopError
 from cardloop.contracts.names import SEARCH_ATTRIBUTE_TYPES
 
@@ -93,7 +94,7 @@ class TemporalDevServer:
             raise DevStackError(f"port {self.port} is already in use: another Temporal server? "
                                 "Stop it or set dev.temporal_port / CARDLOOP_DEV__TEMPORAL_PORT")
         if self.db_file:
-            self.db_file.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.db_file.parent)
         out = subprocess.DEVNULL
         if self.log_file:
             self.log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -102,6 +103,8 @@ class TemporalDevServer:
         # Its own process group: Ctrl-C in the terminal reaches cardloop, which stops it in order.
         self.process = subprocess.Popen(self.command(), stdout=out, stderr=out, start_new_session=True)
         self.wait_healthy(timeout)
+        if self.db_file:
+            private_files(self.db_file)
         if self.retention:
             self._cli("operator", "namespace", "update", "--retention", self.retention, self.namespace)
         return self

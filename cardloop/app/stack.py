@@ -16,6 +16,7 @@ from temporalio.client import Client
 from cardloop.activities.deps import ActivityDeps
 from cardloop.app.codec import AesGcmCodec, KeyRing, keyring
 from cardloop.app.devserver import DevStackError, TemporalDevServer, free_port, port_open
+from cardloop.app.private import private_dir, private_files
 from cardloop.app.temporal import TemporalLink, connect, connect_with_backoff
 from cardloop.app.worker import build_worker
 from cardloop.app.worker_health import WorkerHealth
@@ -24,16 +25,18 @@ from cardloop.store import Store
 
 
 def data_dir(config: Config) -> Path:
-    path = Path(config.dev.data_dir).expanduser()
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return private_dir(Path(config.dev.data_dir).expanduser())
 
 
 def open_store(config: Config) -> Store:
     url = config.store_url()
-    if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    return Store.open(url)
+    if not url.startswith("sqlite:///"):
+        return Store.open(url)
+    file = Path(url.removeprefix("sqlite:///")).expanduser()
+    private_dir(file.parent)
+    store = Store.open(url)
+    private_files(file)
+    return store
 
 
 @dataclass

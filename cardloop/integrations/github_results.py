@@ -2,20 +2,28 @@
 
     PullRequests.ensure     the open pull request from the card's branch, updated; else a new one
     PullRequests.comment    one comment per marker on an issue or pull request: posted, then edited
+    PullRequests.review     one review per marker on a pull request: line comments, posted once
     pull_request_body       the pull request's text: the card, the plan, what changed, the checks
 
 The activity around these calls is retried (a timeout after GitHub already acted, a worker
 crash), so every call finds what an earlier attempt made before it makes anything: a pull
-request by its head branch (GitHub keeps one open PR per head and base), a comment by a hidden
-marker line `<!-- cardloop:{marker} -->` that cardloop appends to what it writes. A create that
-loses a race (GitHub's 422 "A pull request already exists") finds the winner and updates it.
-cardloop owns what it writes: an update replaces the title and body, including a person's
-edits to them.
+request by its head branch (GitHub keeps one open PR per head and base), a comment or a review
+by a hidden marker line `<!-- cardloop:{marker} -->` that cardloop appends to what it writes. A
+create that loses a race (GitHub's 422 "A pull request already exists") finds the winner and
+updates it. cardloop owns what it writes: an update replaces the title and body, including a
+person's edits to them. A review is never edited: the one carrying the marker is the answer.
+
+A review's line comments must sit on lines the pull request's diff shows (else GitHub's 422
+"Pull request review thread line must be part of the diff" / "Path could not be resolved",
+which does not say which comment). The review is then posted again with the comments the diff
+does not show (read from the pull request's files) written into its body as "`path:line`:
+text", so nothing the agent said is lost; past MAX_REVIEW_COMMENTS, comments go there too.
 
 Failures leave as UpstreamError (GitHub's status and message, never a credential; 401/403/404
 and 422 final, 429/5xx/network retryable with the wait GitHub asked for). Arguments that can
-never work (a repository not "owner/name", an empty branch, title or marker) raise ValueError
-before anything is sent: a programming error, which the activity reports as invalid input.
+never work (a repository not "owner/name", an empty branch, title or marker, a review comment
+without a path, line or text) raise ValueError before anything is sent: a programming error,
+which the activity reports as invalid input.
 """
 
 from __future__ import annotations
@@ -23,15 +31,17 @@ from __future__ import annotations
 import math
 import re
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import github
 import requests
+from github.File import File
 from github.GithubException import BadAttributeException, GithubException
 from github.PullRequest import PullRequest
+from github.PullRequestReview import PullRequestReview
 from github.Repository import Repository
 
 from cardloop.contracts.secrets import Secret, reveal
@@ -43,6 +53,7 @@ MAX_BODY = 65_536  # GitHub refuses a longer pull request body or comment (422)
 MAX_TITLE = 256
 MAX_MARKER = 600  # room for a card key ("tenant/board/card id", the id up to 200) and a suffix
 PR_BODY_BUDGET = 20_000  # pull_request_body's whole text: readable, far under MAX_BODY
+MAX_REVIEW_COMMENTS = 50  # line comments on one review; the rest go into its body
 
 _REPO = re.compile(r"([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)")
 # Card keys' characters ("%" from an escaped ":"); no ">" or "!", so nothing can end the comment early.
@@ -59,8 +70,26 @@ class PullRequestResult:
     created: bool  # False: an existing PR for the head branch was found and updated
 
 
+@dataclass(frozen=True)
+class ReviewComment:
+    """A comment on one line of a file as the pull request's head has it (the diff's RIGHT side)."""
+
+    path: str  # relative to the repository's root, "app/webhooks/retry.py"
+    line: int  # 1-based
+    body: str
+
+
+@dataclass(frozen=True)
+class ReviewResult:
+    review_id: int
+    url: str  # html_url: https://github.com/owner/name/pull/N#pullrequestreview-ID
+    created: bool  # False: a review carrying the marker was already there; nothing was posted
+    comments: int  # line comments on the review
+    moved_to_body: int = 0  # comments written into the review's body: past the cap, or outside the diff
+
+
 class PullRequests:
-    """Writes pull requests and comments through PyGithub, retries off (Temporal owns them).
+    """Writes pull requests, comments and reviews through PyGithub, retries off (Temporal owns them).
 
     `api_url`: https://api.github.com, or https://HOST/api/v3 for GitHub Enterprise Server.
     `token`: a token that may write pull requests and issues (contents read for a cross-branch
@@ -111,7 +140,7 @@ class PullRequests:
         """Find an open PR whose head is `head` ("branch" or "owner:branch"; owner defaults to
         the repository's) and update its title and body; else open one against `base` (None:
         the repository's default branch). `body` carries the marker once. Idempotent."""
-        full, owner = _repo_name(repo)
+        full, owner = repo_name(repo)
         head_owner, branch = _head(head, owner)
         label = f"{head_owner}:{branch}"
         if base is not None:
@@ -179,9 +208,8 @@ class PullRequests:
     def comment(self, repo: str, number: int, *, body: str, marker: str) -> int:
         """A comment on issue or pull request `number` carrying the marker: the one already
         there is edited (the first, reading every page), else one is posted. Its id."""
-        full, _ = _repo_name(repo)
-        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
-            raise ValueError(f"not an issue or pull request number: {number!r}")
+        full, _ = repo_name(repo)
+        _number(number)
         mark = marker_line(marker)
         text = with_marker(body, mark)
         self._require_token()
@@ -198,6 +226,91 @@ class PullRequests:
         with self._calling(f"commenting on {full}#{number}"):
             made = issue.create_comment(text)
             return int(made.id)
+
+    # -- reviews ------------------------------------------------------------------------------
+
+    def review(self, repo: str, number: int, *, body: str, comments: Sequence[ReviewComment],
+               marker: str) -> ReviewResult:
+        """One review (event COMMENT) on pull request `number`: `body`, and each comment on its
+        line of the head commit. A review already carrying the marker (every page read) is
+        returned as it is, created False: a marker names one review, so a new round of comments
+        needs a new marker. Comments past MAX_REVIEW_COMMENTS, and, when GitHub refuses lines
+        outside the diff, the comments the diff does not show, are written into the body.
+
+        ValueError before any call: a repository not "owner/name", a number < 1, a bad marker,
+        a body that is not text, a comment that is not a ReviewComment, has an empty path (or
+        one with a line break), a line < 1 or no text, or neither a body nor comments.
+        """
+        full, _ = repo_name(repo)
+        _number(number)
+        mark = marker_line(marker)
+        if not isinstance(body, str):
+            raise ValueError(f"body must be text, not {type(body).__name__}")
+        items = _review_comments(comments)
+        if not body.strip() and not items:
+            raise ValueError("a review needs a body or comments")
+        self._require_token()
+        pr = self.gh.get_repo(full).get_pull(number)  # lazy: a URL until an attribute is read
+        where = f"{full}#{number}"
+
+        with self._calling(f"reading the reviews on {where}"):
+            found = next((r for r in pr.get_reviews() if has_marker(r.body, mark)), None)
+        if found is not None:
+            return self._found_review(pr, found, where)
+        with self._calling(f"reading pull request {where}"):
+            head_sha = pr.head.sha
+
+        first = inline = list(range(min(len(items), MAX_REVIEW_COMMENTS)))
+        made = self._post_review(pr, where, head_sha, body, items, inline, mark, tolerate_diff=bool(inline))
+        if made is None:
+            # Some line is not in the diff, and GitHub does not say which: the diff does.
+            with self._calling(f"listing the files of {where}"):
+                shown = diff_lines(pr.get_files())
+            inline = [i for i, c in enumerate(items) if c.line in shown.get(c.path, ())][:MAX_REVIEW_COMMENTS]
+            if inline and inline != first:
+                made = self._post_review(pr, where, head_sha, body, items, inline, mark, tolerate_diff=True)
+            if made is None:  # the diff moved on, or GitHub reads it otherwise: every comment in the body
+                inline = []
+                made = self._post_review(pr, where, head_sha, body, items, inline, mark, tolerate_diff=False)
+        assert made is not None
+        return ReviewResult(review_id=made[0], url=made[1], created=True, comments=len(inline),
+                            moved_to_body=len(items) - len(inline))
+
+    def _post_review(self, pr: PullRequest, where: str, head_sha: str, body: str, items: list[ReviewComment],
+                     inline: list[int], mark: str, *, tolerate_diff: bool) -> tuple[int, str] | None:
+        """POST the review with items[i] for i in `inline` on their lines, the others in the
+        body: (id, html_url). None when GitHub refused a line outside the diff and
+        `tolerate_diff` (the caller tries again with fewer line comments)."""
+        on_lines = set(inline)
+        moved = [c for i, c in enumerate(items) if i not in on_lines]
+        payload = {
+            "commit_id": head_sha,
+            "body": with_marker(review_body(body, moved), mark),
+            "event": "COMMENT",
+            "comments": [{"path": items[i].path, "line": items[i].line, "side": "RIGHT",
+                          "body": _clip_body(items[i].body)} for i in inline],
+        }
+        doing = f"posting a review with {len(inline)} line comment(s) on {where}"
+        with self._calling(doing):
+            try:
+                _, data = self.gh.requester.requestJsonAndCheck("POST", f"{pr.url}/reviews", input=payload)
+            except GithubException as exc:
+                if tolerate_diff and exc.status == 422 and _outside_diff(exc.data):
+                    return None
+                raise
+        rid = data.get("id") if isinstance(data, dict) else None
+        if isinstance(rid, bool) or not isinstance(rid, int):
+            # Posted, most likely: the activity's retry finds it by its marker.
+            raise UpstreamError(f"GitHub answered in an unexpected shape while {doing}", kind="bad_response",
+                                retryable=True)
+        return rid, str(data.get("html_url") or "")
+
+    def _found_review(self, pr: PullRequest, found: PullRequestReview, where: str) -> ReviewResult:
+        rid = int(found.id)
+        with self._calling(f"reading the comments of review {rid} on {where}"):
+            on_lines = sum(1 for _ in pr.get_single_review_comments(rid))
+        return ReviewResult(review_id=rid, url=found.html_url or "", created=False, comments=on_lines,
+                            moved_to_body=moved_in_body(found.body))
 
     # -- errors -------------------------------------------------------------------------------
 
@@ -319,11 +432,18 @@ def with_marker(body: str, mark: str) -> str:
     return f"{kept}\n\n{mark}" if kept else mark
 
 
-def _repo_name(repo: str) -> tuple[str, str]:
+def repo_name(repo: str) -> tuple[str, str]:
+    """("owner/name", "owner"), or ValueError for anything else."""
     m = _REPO.fullmatch(repo) if isinstance(repo, str) else None
     if m is None or m.group(2) in (".", "..") or m.group(1) in (".", ".."):
         raise ValueError(f"a repository is 'owner/name': {repo!r}")
     return repo, m.group(1)
+
+
+def _number(number: int) -> int:
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise ValueError(f"not an issue or pull request number: {number!r}")
+    return number
 
 
 def _branch(name: str, what: str) -> str:
@@ -353,6 +473,88 @@ def _title(title: str) -> str:
     if not text:
         raise ValueError("a pull request needs a title")
     return text if len(text) <= MAX_TITLE else text[: MAX_TITLE - 1] + "…"
+
+
+# -- reviews ---------------------------------------------------------------------------------
+
+MOVED_HEADING = "**Comments on lines outside this pull request's diff**"
+_HUNK = re.compile(r"@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+
+
+def _review_comments(comments: Sequence[ReviewComment]) -> list[ReviewComment]:
+    if isinstance(comments, str | bytes) or not isinstance(comments, Sequence):
+        raise ValueError(f"comments must be a list of ReviewComment, not {type(comments).__name__}")
+    for n, c in enumerate(comments):
+        if not isinstance(c, ReviewComment):
+            raise ValueError(f"comment {n} is not a ReviewComment: {type(c).__name__}")
+        if not isinstance(c.path, str) or not c.path.strip() or any(ch in c.path for ch in "\r\n\x00"):
+            raise ValueError(f"comment {n}: a path is the file's path in the repository: {c.path!r}")
+        if isinstance(c.line, bool) or not isinstance(c.line, int) or c.line < 1:
+            raise ValueError(f"comment {n} on {c.path}: a line is a number from 1: {c.line!r}")
+        if not isinstance(c.body, str) or not c.body.strip():
+            raise ValueError(f"comment {n} on {c.path}:{c.line} says nothing")
+    return list(comments)
+
+
+def review_body(body: str, moved: Sequence[ReviewComment]) -> str:
+    """A review's text: `body`, then each moved comment as "- `path:line`: text"."""
+    text = body.strip()
+    if not moved:
+        return text
+    section = MOVED_HEADING + "\n\n" + "\n".join(_listed(c) for c in moved)
+    return f"{text}\n\n{section}" if text else section
+
+
+def _listed(c: ReviewComment) -> str:
+    first, *rest = c.body.strip().splitlines()
+    # Later lines indented under the item: a code block or a second paragraph stays in it.
+    more = [f"  {line}" if line.strip() else "" for line in rest]
+    return "\n".join([f"- {_code(f'{c.path}:{c.line}')}: {first}", *more])
+
+
+def _code(text: str) -> str:
+    ticks = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def moved_in_body(body: str | None) -> int:
+    """How many comments a review's body lists under MOVED_HEADING (its last one)."""
+    lines = (body or "").splitlines()
+    starts = [i for i, line in enumerate(lines) if line.strip() == MOVED_HEADING]
+    return sum(1 for line in lines[starts[-1] + 1:] if line.startswith("- `")) if starts else 0
+
+
+def diff_lines(files: Iterable[File]) -> dict[str, set[int]]:
+    """Per path, the head-side lines a pull request's diff shows (added and context lines):
+    the lines a review comment may name. A file without a patch (binary, too large) has none."""
+    return {f.filename: patch_lines(f.patch) for f in files}
+
+
+def patch_lines(patch: str | None) -> set[int]:
+    """The RIGHT-side line numbers in a unified diff's hunks."""
+    lines: set[int] = set()
+    right: int | None = None
+    for raw in (patch or "").rstrip("\n").split("\n"):
+        m = _HUNK.match(raw)
+        if m:
+            right = int(m.group(1))
+        elif right is not None and not raw.startswith(("-", "\\")):
+            lines.add(right)  # "+" added or " " context (an empty line is context that lost its space)
+            right += 1
+    return lines
+
+
+def _outside_diff(data: Any) -> bool:
+    text = _message(data).lower()
+    return any(s in text for s in ("part of the diff", "could not be resolved", "diff hunk can't be blank"))
+
+
+def _clip_body(text: str) -> str:
+    if len(text) <= MAX_BODY:
+        return text
+    note = "\n\n[… cut to fit GitHub's limit …]"
+    return text[: MAX_BODY - len(note)].rstrip() + note
 
 
 # -- the pull request's text ---------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""Pull requests and comments on a loopback GitHub (fake_github.py) through the real PyGithub client:
-found before made, so a retried activity never opens a second PR or posts a second comment."""
+"""Pull requests, comments and reviews on a loopback GitHub (fake_github.py) through the real PyGithub
+client: found before made, so a retried activity never opens a second PR or posts a second comment
+or review."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,15 +16,22 @@ import pytest
 from cardloop.contracts.secrets import Secret
 from cardloop.integrations.github_results import (
     MAX_BODY,
+    MAX_REVIEW_COMMENTS,
+    MOVED_HEADING,
     PR_BODY_BUDGET,
     PullRequestResult,
     PullRequests,
+    ReviewComment,
+    ReviewResult,
     marker_line,
+    moved_in_body,
+    patch_lines,
     pull_request_body,
+    review_body,
     with_marker,
 )
 from cardloop.integrations.upstream import UpstreamError
-from tests.cardloop.integrations.sources.fake_github import BRANCH, REPO, TOKEN, FakeGitHub, Seen, serving
+from tests.cardloop.integrations.sources.fake_github import BRANCH, PR_SHA, REPO, TOKEN, FakeGitHub, Seen, serving
 
 MARK = "pr:PAY-142"
 HIDDEN = f"<!-- cardloop:{MARK} -->"
@@ -430,3 +439,252 @@ def test_concurrent_ensures_leave_one_pull_request(fake: FakeGitHub) -> None:
         c.close()
     assert len(results) == 3 and len({r.number for r in results}) == 1
     assert sum(r.created for r in results) == 1 and len(fake.open_pulls(REPO)) == 1
+
+
+# -- reviews ---------------------------------------------------------------------------------------
+
+RETRY = "app/webhooks/retry.py"
+REVIEW_MARK = "review:PAY-142:1"
+REVIEW_HIDDEN = f"<!-- cardloop:{REVIEW_MARK} -->"
+
+
+def review(prs: PullRequests, number: int, comments: list[ReviewComment], **overrides: Any) -> ReviewResult:
+    args: dict[str, Any] = {"body": "Two things before this can merge.", "comments": comments,
+                            "marker": REVIEW_MARK}
+    args.update(overrides)
+    return prs.review(REPO, number, **args)
+
+
+def review_posts(fake: FakeGitHub) -> list[Seen]:
+    return [s for s in fake.requests_to(r"/pulls/\d+/reviews$") if s.method == "POST"]
+
+
+@pytest.fixture
+def pr(fake: FakeGitHub) -> dict[str, Any]:
+    return fake.new_pull(REPO, head=BRANCH, base="main", title="PAY-142", body="")
+
+
+def test_a_review_is_posted_once_then_found_by_its_marker(fake: FakeGitHub, prs: PullRequests,
+                                                          pr: dict[str, Any]) -> None:
+    fake.diff_lines[(REPO, pr["number"])] = {RETRY: set(range(48, 64))}
+    comments = [ReviewComment(RETRY, 56, "Cap at max_delay before the jitter."),
+                ReviewComment(RETRY, 60, "`random.uniform(0, raw)` can return 0: a retry storm.")]
+    first = review(prs, pr["number"], comments)
+    (posted,) = fake.reviews[(REPO, pr["number"])]
+    assert first == ReviewResult(review_id=posted["id"], url=posted["html_url"], created=True, comments=2,
+                                 moved_to_body=0)
+    assert first.url == f"https://github.com/{REPO}/pull/{pr['number']}#pullrequestreview-{posted['id']}"
+    assert posted["state"] == "COMMENTED" and posted["commit_id"] == PR_SHA
+    assert posted["body"] == f"Two things before this can merge.\n\n{REVIEW_HIDDEN}"
+    lines = fake.review_comments[(REPO, pr["number"])]
+    assert [(c["path"], c["line"], c["side"], c["pull_request_review_id"]) for c in lines] == [
+        (RETRY, 56, "RIGHT", posted["id"]), (RETRY, 60, "RIGHT", posted["id"])]
+    (sent,) = review_posts(fake)
+    assert sent.body["event"] == "COMMENT" and sent.body["commit_id"] == pr["head"]["sha"]
+    assert sent.body["comments"][0] == {"path": RETRY, "line": 56, "side": "RIGHT",
+                                        "body": "Cap at max_delay before the jitter."}
+
+    # The activity retried (or the stage ran again): the review is found, nothing is posted.
+    again = review(prs, pr["number"], [*comments, ReviewComment(RETRY, 50, "and another")])
+    assert again == ReviewResult(review_id=posted["id"], url=posted["html_url"], created=False, comments=2)
+    assert len(fake.reviews[(REPO, pr["number"])]) == 1 and len(review_posts(fake)) == 1
+
+
+def test_the_marked_review_is_found_on_a_later_page(fake: FakeGitHub, prs: PullRequests, pr: dict[str, Any]) -> None:
+    fake.max_per_page = 2
+    key = (REPO, pr["number"])
+    t = datetime.now(UTC)
+    fake.reviews[key] = [
+        fake.review_json(REPO, pr["number"], 801, author="priya", state="CHANGES_REQUESTED", body="No.", submitted=t),
+        fake.review_json(REPO, pr["number"], 802, author="tomasz", state="COMMENTED",
+                         body=f"> {REVIEW_HIDDEN}\n\nquoting the bot", submitted=t),
+        fake.review_json(REPO, pr["number"], 803, author="priya", state="APPROVED", body="", submitted=t),
+        fake.review_json(REPO, pr["number"], 804, author=fake.login, state="COMMENTED",
+                         body=f"Earlier.\n\n{REVIEW_HIDDEN}", submitted=t),
+    ]
+    result = review(prs, pr["number"], [ReviewComment(RETRY, 1, "x")])
+    assert (result.review_id, result.created, result.comments) == (804, False, 0)
+    pages = [s.query.get("page", "1") for s in fake.requests_to(r"/pulls/\d+/reviews$")]
+    assert pages == ["1", "2"] and review_posts(fake) == []
+
+
+def test_comments_outside_the_diff_move_into_the_review_body(fake: FakeGitHub, prs: PullRequests,
+                                                             pr: dict[str, Any]) -> None:
+    fake.diff_lines[(REPO, pr["number"])] = {RETRY: {54, 55, 56, 57, 58}, "app/settings.py": {20}}
+    comments = [ReviewComment(RETRY, 56, "Cap before the jitter."),
+                ReviewComment(RETRY, 200, "This helper is dead code now.\n\n```python\ndef old(): ...\n```"),
+                ReviewComment("README.md", 3, "Document the new setting."),
+                ReviewComment("app/settings.py", 20, "Accept `30s` like the other durations.")]
+    result = review(prs, pr["number"], comments)
+    assert (result.created, result.comments, result.moved_to_body) == (True, 2, 2)
+
+    # One review on the server: the in-diff comments on their lines, the others in its body.
+    (posted,) = fake.reviews[(REPO, pr["number"])]
+    assert result.review_id == posted["id"]
+    lines = fake.review_comments[(REPO, pr["number"])]
+    assert [(c["path"], c["line"]) for c in lines] == [(RETRY, 56), ("app/settings.py", 20)]
+    assert posted["body"] == (
+        "Two things before this can merge.\n\n"
+        f"{MOVED_HEADING}\n\n"
+        f"- `{RETRY}:200`: This helper is dead code now.\n\n  ```python\n  def old(): ...\n  ```\n"
+        "- `README.md:3`: Document the new setting.\n\n"
+        f"{REVIEW_HIDDEN}")
+    # GitHub refused the first post (422, without saying which line); the files said which.
+    assert len(review_posts(fake)) == 2 and len(fake.requests_to(r"/pulls/\d+/files$")) == 1
+    assert [c["line"] for c in review_posts(fake)[0].body["comments"]] == [56, 200, 3, 20]
+
+    found = review(prs, pr["number"], comments)
+    assert found == ReviewResult(posted["id"], posted["html_url"], created=False, comments=2, moved_to_body=2)
+
+
+def test_over_fifty_comments_the_rest_go_into_the_body(fake: FakeGitHub, prs: PullRequests,
+                                                       pr: dict[str, Any]) -> None:
+    comments = [ReviewComment(RETRY, n, f"remark {n}") for n in range(1, 56)]
+    result = review(prs, pr["number"], comments)
+    assert (result.created, result.comments, result.moved_to_body) == (True, MAX_REVIEW_COMMENTS, 5)
+    assert [c["line"] for c in fake.review_comments[(REPO, pr["number"])]] == list(range(1, 51))
+    (posted,) = fake.reviews[(REPO, pr["number"])]
+    listed = [line for line in posted["body"].splitlines() if line.startswith("- ")]
+    assert listed == [f"- `{RETRY}:{n}`: remark {n}" for n in range(51, 56)]
+    assert len(review_posts(fake)) == 1
+
+
+def test_a_line_outside_the_diff_frees_a_place_for_a_comment_past_fifty(fake: FakeGitHub, prs: PullRequests,
+                                                                        pr: dict[str, Any]) -> None:
+    fake.diff_lines[(REPO, pr["number"])] = {RETRY: set(range(1, 101)) - {3}}
+    comments = [ReviewComment(RETRY, n, f"remark {n}") for n in range(1, 56)]
+    result = review(prs, pr["number"], comments)
+    assert (result.comments, result.moved_to_body) == (50, 5)
+    assert [c["line"] for c in fake.review_comments[(REPO, pr["number"])]] == [1, 2, *range(4, 52)]
+    listed = [line for line in fake.reviews[(REPO, pr["number"])][0]["body"].splitlines() if line.startswith("- ")]
+    assert listed == [f"- `{RETRY}:{n}`: remark {n}" for n in (3, 52, 53, 54, 55)]
+
+
+def test_when_github_still_refuses_the_lines_every_comment_goes_into_the_body(fake: FakeGitHub, prs: PullRequests,
+                                                                              pr: dict[str, Any]) -> None:
+    # The files say both lines are in the diff, yet GitHub refuses them (the head moved on).
+    fake.diff_lines[(REPO, pr["number"])] = {RETRY: {10, 11}}
+    fake.fail(r"/reviews$", 422, "Unprocessable Entity", method="POST", times=1,
+              errors=["Pull request review thread line must be part of the diff"])
+    result = review(prs, pr["number"], [ReviewComment(RETRY, 10, "a"), ReviewComment(RETRY, 11, "b")])
+    assert (result.created, result.comments, result.moved_to_body) == (True, 0, 2)
+    assert [len(s.body["comments"]) for s in review_posts(fake)] == [2, 0]   # the same post is not tried twice
+    assert fake.review_comments.get((REPO, pr["number"]), []) == []
+    assert "- `app/webhooks/retry.py:11`: b" in fake.reviews[(REPO, pr["number"])][0]["body"]
+
+
+def test_a_review_with_only_a_body(fake: FakeGitHub, prs: PullRequests, pr: dict[str, Any]) -> None:
+    result = review(prs, pr["number"], [], body="Looks right; one question in the thread.")
+    assert (result.created, result.comments, result.moved_to_body) == (True, 0, 0)
+    assert review_posts(fake)[0].body["comments"] == []
+
+
+def test_a_review_whose_answer_was_lost_is_found_on_the_retry(fake: FakeGitHub, pr: dict[str, Any]) -> None:
+    def slow_post(seen: Seen) -> None:
+        if seen.method == "POST" and seen.path.endswith("/reviews"):
+            time.sleep(1.6)
+
+    fake.hooks.append(slow_post)
+    with PullRequests(fake.api_url, TOKEN, timeout=1, request_interval=None, write_interval=None) as prs:
+        with pytest.raises(UpstreamError) as exc:
+            review(prs, pr["number"], [ReviewComment(RETRY, 5, "x")])
+        assert exc.value.kind == "timeout" and exc.value.retryable
+        deadline = time.monotonic() + 5
+        while not fake.reviews.get((REPO, pr["number"])) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        fake.hooks.clear()
+        again = review(prs, pr["number"], [ReviewComment(RETRY, 5, "x")])
+    assert (again.created, again.comments) == (False, 1) and len(fake.reviews[(REPO, pr["number"])]) == 1
+
+
+def test_another_refusal_of_a_review_is_final(fake: FakeGitHub, prs: PullRequests, pr: dict[str, Any]) -> None:
+    fake.fail(r"/reviews$", 422, "Unprocessable Entity", method="POST",
+              errors=["Can not request changes on your own pull request"])
+    with pytest.raises(UpstreamError) as exc:
+        review(prs, pr["number"], [ReviewComment(RETRY, 5, "x")])
+    assert (exc.value.kind, exc.value.retryable, exc.value.status) == ("invalid_request", False, 422)
+    assert "Can not request changes" in str(exc.value) and len(review_posts(fake)) == 1
+
+
+def test_a_review_with_a_rejected_token_is_final_and_never_names_it(fake: FakeGitHub, pr: dict[str, Any]) -> None:
+    wrong = "ghp_WrongToken000000000000000000000000"
+    with (PullRequests(fake.api_url, Secret(wrong, "GITHUB_TOKEN"), request_interval=None,
+                       write_interval=None) as prs, pytest.raises(UpstreamError) as exc):
+        review(prs, pr["number"], [ReviewComment(RETRY, 5, "x")])
+    err = exc.value
+    assert (err.kind, err.retryable, err.status) == ("auth", False, 401) and "Bad credentials" in str(err)
+    assert wrong not in str(err) and wrong not in repr(err)
+    assert fake.reviews == {}
+
+
+def test_a_review_on_a_missing_pull_request_is_not_found(fake: FakeGitHub, prs: PullRequests) -> None:
+    with pytest.raises(UpstreamError) as exc:
+        review(prs, 999, [ReviewComment(RETRY, 5, "x")])
+    assert (exc.value.kind, exc.value.retryable, exc.value.status) == ("not_found", False, 404)
+
+
+def test_a_server_error_posting_a_review_is_retryable(fake: FakeGitHub, prs: PullRequests,
+                                                      pr: dict[str, Any]) -> None:
+    fake.fail(r"/reviews$", 502, "Server Error", method="POST")
+    with pytest.raises(UpstreamError) as exc:
+        review(prs, pr["number"], [ReviewComment(RETRY, 5, "x")])
+    assert (exc.value.kind, exc.value.retryable, exc.value.status) == ("server", True, 502)
+
+
+def test_a_review_without_a_token_is_not_configured(fake: FakeGitHub) -> None:
+    with PullRequests(fake.api_url, None, request_interval=None, write_interval=None) as prs, \
+            pytest.raises(UpstreamError) as exc:
+        review(prs, 1, [ReviewComment(RETRY, 5, "x")])
+    assert exc.value.kind == "not_configured" and fake.seen == []
+
+
+@pytest.mark.parametrize("overrides", [
+    {"comments": [ReviewComment("", 5, "x")]},
+    {"comments": [ReviewComment("   ", 5, "x")]},
+    {"comments": [ReviewComment("app/x.py\nREADME.md", 5, "x")]},
+    {"comments": [ReviewComment(RETRY, 0, "x")]},
+    {"comments": [ReviewComment(RETRY, -2, "x")]},
+    {"comments": [ReviewComment(RETRY, True, "x")]},
+    {"comments": [ReviewComment(RETRY, "5", "x")]},   # type: ignore[arg-type]
+    {"comments": [ReviewComment(RETRY, 5, "")]},
+    {"comments": [ReviewComment(RETRY, 5, " \n ")]},
+    {"comments": [ReviewComment(RETRY, 5, "fine"), {"path": RETRY, "line": 5, "body": "x"}]},
+    {"comments": "app/x.py:5 fix this"},
+    {"comments": [], "body": "  "},
+    {"body": None},
+    {"marker": ""},
+    {"marker": "x-->y"},
+])
+def test_a_review_that_cannot_work_raises_value_error_before_any_call(fake: FakeGitHub, prs: PullRequests,
+                                                                      overrides: dict[str, Any]) -> None:
+    args: dict[str, Any] = {"body": "b", "comments": [ReviewComment(RETRY, 5, "x")], "marker": REVIEW_MARK}
+    args.update(overrides)
+    with pytest.raises(ValueError):
+        prs.review(REPO, 1, **args)
+    for repo, number in (("payments-api", 1), (REPO, 0), (REPO, True)):
+        with pytest.raises(ValueError):
+            prs.review(repo, number, body="b", comments=[], marker=REVIEW_MARK)
+    assert fake.seen == []
+
+
+def test_the_patch_says_which_head_lines_a_comment_may_name() -> None:
+    patch = ("@@ -48,7 +48,9 @@ class RetryPolicy:\n"
+             "     def delay_for(self, attempt: int) -> float:\n"
+             "-        return self.base_delay * self.factor ** (attempt - 1)\n"
+             "+        raw = self.base_delay * self.factor ** (attempt - 1)\n"
+             "+        capped = min(raw, self.max_delay)\n"
+             "+        return capped\n"
+             "\n"
+             "@@ -120,2 +122,3 @@ def parse_retry_after(value: str) -> float:\n"
+             "     return float(value)\n"
+             "+\n"
+             "\\ No newline at end of file")
+    assert patch_lines(patch) == {48, 49, 50, 51, 52, 122, 123}
+    assert patch_lines(None) == set() and patch_lines("") == set()
+
+
+def test_moved_comments_are_counted_back_from_the_body() -> None:
+    moved = [ReviewComment("a.py", 1, "one\n- `b.py:2`: not an item of ours, indented"), ReviewComment("``x", 2, "two")]
+    body = review_body("Intro.\n\n- `z.py:9`: the author's own list", moved)
+    assert moved_in_body(body) == 2 and moved_in_body("no list") == 0
+    assert "- ``` ``x:2 ```: two" in body

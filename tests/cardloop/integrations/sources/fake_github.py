@@ -3,8 +3,10 @@ GraphQL wire formats for exactly the endpoints used, and realistic CI runs, revi
 test reports to seed it with (fixtures `fake` and `client` in conftest.py).
 
 It also writes what cardloop publishes (github_results.py): pull requests (POST/PATCH, one
-open PR per head and base, GitHub's 422 otherwise) and issue comments (POST/PATCH, listed in
-pages with a Link header; `max_per_page` makes pages small).
+open PR per head and base, GitHub's 422 otherwise), issue comments (POST/PATCH, listed in
+pages with a Link header; `max_per_page` makes pages small) and pull request reviews (POST,
+listed in pages, each review's comments listed; a line comment must name a line of
+`diff_lines`, which /pulls/N/files serves as patches, else GitHub's 422).
 
 The API answers under /api/v3 (GitHub Enterprise's shape, so GraphQL is /api/graphql); job
 logs and artifact zips answer 302 to a second server on another port, as GitHub's signed
@@ -100,7 +102,7 @@ class FakeGitHub:
     issues: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     issue_comments: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     # lines each pull request's diff holds, per path (a review comment elsewhere is GitHub's 422);
-    # a pull request not listed accepts any line
+    # a pull request not listed accepts any line. /pulls/N/files serves them as patches.
     diff_lines: dict[tuple[str, int], dict[str, set[int]]] = field(default_factory=dict)
     login: str = "cardloop-bot"   # the user the token belongs to
     max_per_page: int = 100       # GitHub's cap; tests lower it to exercise pagination
@@ -113,7 +115,7 @@ class FakeGitHub:
     # -- test controls --
     def fail(self, path_regex: str, status: int, message: str, headers: dict[str, str] | None = None,
              times: int | None = None, *, method: str | None = None,
-             errors: list[dict[str, Any]] | None = None) -> None:
+             errors: list[Any] | None = None) -> None:   # GitHub's errors: objects, or strings (reviews)
         body: dict[str, Any] = {"message": message, "documentation_url": "https://docs.github.com/rest"}
         if errors is not None:
             body["errors"] = errors
@@ -263,13 +265,38 @@ class FakeGitHub:
         }
 
     def review_json(self, full: str, number: int, rid: int, *, author: str, state: str, body: str,
-                    submitted: datetime) -> dict[str, Any]:
+                    submitted: datetime, commit_id: str = PR_SHA) -> dict[str, Any]:
         return {
             "id": rid, "node_id": f"PRR_{rid}", "user": {"login": author, "id": rid, "type": "User"},
-            "body": body, "state": state, "commit_id": PR_SHA, "submitted_at": iso(submitted),
+            "body": body, "state": state, "commit_id": commit_id, "submitted_at": iso(submitted),
             "html_url": f"https://github.com/{full}/pull/{number}#pullrequestreview-{rid}",
             "pull_request_url": f"{self.api_url}/repos/{full}/pulls/{number}", "author_association": "MEMBER",
         }
+
+    def files_json(self, full: str, number: int) -> list[dict[str, Any]]:
+        """GET /pulls/N/files for `diff_lines`: each run of lines one hunk (its first and last
+        line context, the others added), as GitHub's patch text; none configured, no files."""
+        files = []
+        for path, lines in sorted(self.diff_lines.get((full, number), {}).items()):
+            runs: list[list[int]] = []
+            for n in sorted(lines):
+                if runs and n == runs[-1][-1] + 1:
+                    runs[-1].append(n)
+                else:
+                    runs.append([n])
+            hunks = []
+            for run in runs:
+                ctx = {run[0], run[-1]} if len(run) > 2 else set()
+                body = [f" line {n}" if n in ctx else f"+line {n}" for n in run]
+                hunks.append(f"@@ -{run[0]},{len(ctx)} +{run[0]},{len(run)} @@ def f():\n" + "\n".join(body))
+            added = sum(len(r) - (2 if len(r) > 2 else 0) for r in runs)
+            blob = f"https://github.com/{full}/blob/{PR_SHA}/{path}"
+            files.append({"sha": "a" * 40, "filename": path, "status": "modified", "additions": added,
+                          "deletions": 0, "changes": added, "blob_url": blob,
+                          "raw_url": blob.replace("/blob/", "/raw/"),
+                          "contents_url": f"{self.api_url}/repos/{full}/contents/{path}?ref={PR_SHA}",
+                          "patch": "\n".join(hunks)})
+        return files
 
     def check_run_json(self, full: str, cid: int, name: str, head_sha: str, conclusion: str,
                        annotations: int) -> dict[str, Any]:
@@ -416,14 +443,23 @@ class _Handler(BaseHTTPRequestHandler):
             if key not in fake.pulls and key not in fake.issues:
                 return self._not_found()
             return self._page(fake.issue_comments.get(key, []), q, f"{fake.api_url}/repos/{full}{rest}")
-        if mm := re.fullmatch(r"/pulls/(\d+)(/comments|/reviews)?", rest):
+        if mm := re.fullmatch(r"/pulls/(\d+)(/comments|/reviews|/files|/reviews/(\d+)/comments)?", rest):
             key = (full, int(mm.group(1)))
             if key not in fake.pulls:
                 return self._not_found()
+            url = f"{fake.api_url}/repos/{full}{rest}"
             if mm.group(2) == "/comments":
                 return self._json(200, fake.review_comments.get(key, []))
             if mm.group(2) == "/reviews":
-                return self._json(200, fake.reviews.get(key, []))
+                return self._page(fake.reviews.get(key, []), q, url)
+            if mm.group(2) == "/files":
+                return self._page(fake.files_json(*key), q, url)
+            if mm.group(3):
+                rid = int(mm.group(3))
+                if not any(r["id"] == rid for r in fake.reviews.get(key, [])):
+                    return self._not_found()
+                return self._page([c for c in fake.review_comments.get(key, [])
+                                   if c["pull_request_review_id"] == rid], q, url)
             return self._json(200, fake.pulls[key])
         if mm := re.fullmatch(r"/commits/([0-9a-f]{40})/check-runs", rest):
             checks = fake.check_runs.get(mm.group(1), [])
@@ -454,6 +490,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(422, {"message": "Validation Failed", "errors": errors,
                          "documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request",
                          "status": "422"})
+
+    def _unprocessable(self, error: str) -> None:
+        """GitHub's 422 for a review it cannot place: errors as plain strings."""
+        self._json(422, {"message": "Unprocessable Entity", "errors": [error],
+                         "documentation_url": "https://docs.github.com/rest/pulls/reviews"
+                                              "#create-a-review-for-a-pull-request", "status": "422"})
 
     def _write(self, method: str, path: str, body: Any) -> None:
         """POST/PATCH of pull requests and issue comments, validated as GitHub validates them."""
@@ -506,23 +548,35 @@ class _Handler(BaseHTTPRequestHandler):
             comments = data.get("comments") or []
             if data.get("event") not in (None, "COMMENT", "APPROVE", "REQUEST_CHANGES"):
                 return self._invalid([{"resource": "PullRequestReview", "field": "event", "code": "invalid"}])
+            if data.get("event") in ("COMMENT", "REQUEST_CHANGES") and not data.get("body"):
+                return self._unprocessable("Body is required when using COMMENT or REQUEST_CHANGES")
             lines = fake.diff_lines.get(key)
             for c in comments:
                 if not c.get("path") or not c.get("body") or not isinstance(c.get("line"), int):
                     return self._invalid([{"resource": "PullRequestReviewComment", "code": "missing_field"}])
-                if lines is not None and c["line"] not in lines.get(c["path"], set()):
-                    return self._json(422, {"message": "Unprocessable Entity", "errors": [
-                        "Pull request review thread line must be part of the diff"],
-                        "documentation_url": "https://docs.github.com/rest/pulls/reviews", "status": "422"})
+                if c.get("side", "RIGHT") not in ("LEFT", "RIGHT"):
+                    return self._invalid([{"resource": "PullRequestReviewComment", "field": "side",
+                                           "code": "invalid"}])
+                # GitHub's answers, word for word; none says which comment it was.
+                if lines is not None and c["path"] not in lines:
+                    return self._unprocessable("Path could not be resolved")
+                if lines is not None and c["line"] not in lines[c["path"]]:
+                    return self._unprocessable("Pull request review thread line must be part of the diff and "
+                                               "Pull request review thread diff hunk can't be blank")
+            commit_id = data.get("commit_id") or fake.pulls[key]["head"]["sha"]
             with fake.lock:
                 rid = 5_000_000 + sum(len(v) for v in fake.reviews.values()) + 1
-                review = fake.review_json(full, key[1], rid, author=fake.login, state="COMMENTED",
-                                          body=data.get("body") or "", submitted=datetime.now(UTC))
+                state = {"COMMENT": "COMMENTED", "APPROVE": "APPROVED",
+                         "REQUEST_CHANGES": "CHANGES_REQUESTED"}.get(data.get("event") or "", "PENDING")
+                review = fake.review_json(full, key[1], rid, author=fake.login, state=state,
+                                          body=data.get("body") or "", submitted=datetime.now(UTC),
+                                          commit_id=commit_id)
                 fake.reviews.setdefault(key, []).append(review)
                 for n, c in enumerate(comments):
-                    fake.review_comments.setdefault(key, []).append(fake.comment_json(
-                        full, key[1], rid * 100 + n, author=fake.login, body=c["body"], path=c["path"],
-                        line=c["line"], hunk="", created=datetime.now(UTC)))
+                    made = fake.comment_json(full, key[1], rid * 100 + n, author=fake.login, body=c["body"],
+                                             path=c["path"], line=c["line"], hunk="", created=datetime.now(UTC))
+                    made.update(pull_request_review_id=rid, commit_id=commit_id, side=c.get("side", "RIGHT"))
+                    fake.review_comments.setdefault(key, []).append(made)
             return self._json(200, review)
         if method == "POST" and (mm := re.fullmatch(r"/issues/(\d+)/comments", rest)):
             key = (full, int(mm.group(1)))

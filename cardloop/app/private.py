@@ -1,0 +1,24 @@
+"""Local state readable by its owner only: on a shared host the data directory holds every
+card, prompt and key, so it is 0700 and the database files in it 0600 (whatever the umask)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+
+def private_dir(path: Path) -> Path:
+    """`path` (created with its parents if missing) with mode 0700."""
+    path.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(PermissionError):  # a directory we do not own keeps its mode
+        os.chmod(path, 0o700)
+    return path
+
+
+def private_files(*paths: Path) -> None:
+    """Mode 0600 on each of `paths` that exists, and on SQLite's -wal/-shm files beside it."""
+    for path in paths:
+        for candidate in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            with contextlib.suppress(FileNotFoundError, PermissionError):
+                os.chmod(candidate, 0o600)
