@@ -37,9 +37,8 @@ from cardloop.contracts.payloads import (
     ReviewPosted,
 )
 from cardloop.integrations.access import github_token
-from cardloop.integrations.github_ci import ci_for_commit
-from cardloop.integrations.github_results import PullRequests, pull_request_body
-from cardloop.integrations.github_review import ReviewComment, post_review
+from cardloop.integrations.github_checks import read_ci
+from cardloop.integrations.github_results import PullRequests, ReviewComment, pull_request_body
 from cardloop.integrations.sources.github.client import GitHubClient
 from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.redact import DEFAULT_REDACTOR
@@ -187,7 +186,7 @@ class ResultsActivities:
             return CIResult(state="skipped", skipped=f"no GitHub token ({g.token_env} is not set)")
         client = GitHubClient(g.api_url, token=token, graphql_url=g.graphql_url or None, timeout=g.timeout)
         try:
-            status = call_with_heartbeat(lambda: ci_for_commit(client, card.repo or "", inp.sha),
+            status = call_with_heartbeat(lambda: read_ci(client, card.repo or "", inp.sha),
                                          detail=f"reading CI of {inp.sha[:12]}")
         except UpstreamError as err:
             raise ApplicationError(f"CI of {inp.sha[:12]}: {_redacted(str(err))}", type="GitHubError",
@@ -215,14 +214,19 @@ class ResultsActivities:
             return ReviewPosted(skipped=f"no GitHub token ({rt.config.sources.github.token_env} is not set)")
         comments = [ReviewComment(c.path, c.line, _redacted(c.body)) for c in inp.comments]
         client = PullRequests(rt.config.sources.github.api_url, token, timeout=rt.config.sources.github.timeout)
+        repo = card.repo
+
+        def post() -> ReviewPosted:
+            number = client.open_pull(repo, inp.branch)
+            if number is None:
+                return ReviewPosted(skipped=f"no open pull request from {inp.branch} in {repo}")
+            done = client.review(repo, number, body=_redacted(inp.body), comments=comments, marker=inp.key)
+            return ReviewPosted(url=done.url, inline=done.comments, in_body=done.moved_to_body)
+
         try:
-            done = call_with_heartbeat(lambda: post_review(client, card.repo or "", inp.branch,
-                                                           body=_redacted(inp.body), comments=comments,
-                                                           marker=inp.key),
-                                       detail=f"review on the pull request from {inp.branch}")
+            return call_with_heartbeat(post, detail=f"review on the pull request from {inp.branch}")
         except UpstreamError as err:
             raise ApplicationError(f"review for {inp.branch}: {_redacted(str(err))}", type="GitHubError",
                                    non_retryable=not err.retryable) from None
         finally:
             client.close()
-        return ReviewPosted(url=done.url, inline=done.inline, in_body=done.in_body, skipped=done.skipped)

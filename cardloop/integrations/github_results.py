@@ -205,6 +205,18 @@ class PullRequests:
 
     # -- comments -----------------------------------------------------------------------------
 
+    def open_pull(self, repo: str, head: str) -> int | None:
+        """The number of the open pull request whose head is `head` ("branch" or "owner:branch"),
+        or None: where a review of the branch goes."""
+        full, owner = repo_name(repo)
+        head_owner, branch = _head(head, owner)
+        self._require_token()
+        label = f"{head_owner}:{branch}"
+        gh_repo = self.gh.get_repo(full)
+        with self._calling(f"looking for the open pull request from {label} in {full}"):
+            pr = self._find(gh_repo, label, None, "")
+        return pr.number if pr is not None else None
+
     def comment(self, repo: str, number: int, *, body: str, marker: str) -> int:
         """A comment on issue or pull request `number` carrying the marker: the one already
         there is edited (the first, reading every page), else one is posted. Its id."""
