@@ -501,8 +501,31 @@ def validate_tenant_prompt(
     sanitized = sanitize(text)
     if unusable or violations:
         status = ValidationStatus.REJECTED
-    elif sanitized != text:
+    elif sanitized != _layout(text):
+        # Every SANITIZED says what changed: the caller sees why its text is not stored as sent.
         status = ValidationStatus.SANITIZED
-    else:
+        issues.extend(_changes(text, sanitized))
+    else:  # line endings and trailing whitespace are layout, not a reason to report a change
         status = ValidationStatus.VALID
     return ValidationResult(status, sanitized, tuple(issues))
+
+
+def _layout(text: str) -> str:
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return "\n".join(line.rstrip() for line in text.split("\n")).rstrip()
+
+
+def _changes(text: str, sanitized: str) -> list[ValidationIssue]:
+    """What sanitize changed beyond layout, as issues over the original text."""
+    found: list[ValidationIssue] = []
+    invisible = [i for i, ch in enumerate(text) if _invisible(ch)]
+    if invisible:
+        found.append(ValidationIssue("invisible", f"{len(invisible)} invisible or control character(s) removed",
+                                     invisible[0], invisible[-1] + 1))
+    redactions = DEFAULT_REDACTOR.find(text)
+    if redactions:
+        found.append(ValidationIssue("secret", f"{len(redactions)} secret(s) redacted",
+                                     min(f.start for f in redactions), max(f.end for f in redactions)))
+    if not found:
+        found.append(ValidationIssue("normalized", "characters normalized to their plain form (NFKC)", 0, len(text)))
+    return found

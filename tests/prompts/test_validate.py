@@ -220,19 +220,28 @@ def test_custom_max_chars_and_violations_together() -> None:
 # --------------------------------------------------------------------------- sanitizing
 
 
+@pytest.mark.parametrize(("text", "expected", "changed"), [
+    (f"Prefer{ZW} small\u2060 PRs.\ufeff", "Prefer small PRs.",
+     "invisible: 3 invisible or control character(s) removed"),
+    ("Ｕｓｅ ｔａｂｓ.", "Use tabs.", "normalized: characters normalized to their plain form (NFKC)"),
+    ("Use the\u202e bidi trick\x07.", "Use the bidi trick.", "invisible: 2 invisible or control character(s) removed"),
+    ("Deploy with DEPLOY_TOKEN=9f8e7d6c5b4a39281706 only.",
+     "Deploy with DEPLOY_TOKEN=[REDACTED:generic-assignment] only.", "secret: 1 secret(s) redacted"),
+])
+def test_clean_prompts_that_change_are_sanitized_and_say_what_changed(text: str, expected: str, changed: str) -> None:
+    result = validate_tenant_prompt(text)
+    assert result.status is ValidationStatus.SANITIZED
+    assert [f"{i.category}: {i.message}" for i in result.issues] == [changed]
+    assert result.sanitized_prompt == expected
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     ("Answer in German.   \n\n", "Answer in German."),
     ("Line one.  \r\nLine two.", "Line one.\nLine two."),
-    (f"Prefer{ZW} small\u2060 PRs.\ufeff", "Prefer small PRs."),
-    ("Ｕｓｅ ｔａｂｓ.", "Use tabs."),
-    ("Use the\u202e bidi trick\x07.", "Use the bidi trick."),
-    ("Deploy with DEPLOY_TOKEN=9f8e7d6c5b4a39281706 only.",
-     "Deploy with DEPLOY_TOKEN=[REDACTED:generic-assignment] only."),
 ])
-def test_clean_prompts_that_change_are_sanitized(text: str, expected: str) -> None:
+def test_line_endings_and_trailing_whitespace_are_layout_not_a_change(text: str, expected: str) -> None:
     result = validate_tenant_prompt(text)
-    assert result.status is ValidationStatus.SANITIZED
-    assert result.issues == ()
+    assert result.status is ValidationStatus.VALID and result.issues == ()
     assert result.sanitized_prompt == expected
 
 
