@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -36,11 +39,13 @@ from cardloop.contracts.payloads import (
     ReviewInput,
     ReviewPosted,
 )
+from cardloop.contracts.secrets import Secret
 from cardloop.integrations.access import github_token
 from cardloop.integrations.github_checks import read_ci
 from cardloop.integrations.github_results import PullRequests, ReviewComment, pull_request_body
 from cardloop.integrations.sources.github.client import GitHubClient
 from cardloop.integrations.upstream import UpstreamError
+from cardloop.prompts.card import Card
 from cardloop.prompts.redact import DEFAULT_REDACTOR
 
 # An issue or pull request on GitHub (github.com or an Enterprise host): where a comment can go.
@@ -48,6 +53,9 @@ _GITHUB_THREAD = re.compile(r"^https://[^/\s]+/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)
 # What a comment quotes of a stage's reply (the plan, the review) at most.
 QUOTE_CHARS = 6_000
 OUTCOME_WORDS = {"completed": "completed", "blocked": "is blocked", "budget_exhausted": "ran out of budget"}
+
+
+R = TypeVar("R", PullRequestOutcome, CommentOutcome)
 
 
 def _redacted(text: str) -> str:
@@ -80,153 +88,128 @@ class ResultsActivities:
     def __init__(self, rt: ActivityDeps) -> None:
         self.rt = rt
 
+    # --- what every GitHub result needs --------------------------------------------------------
+
+    def _card(self, card_key: str) -> Card:
+        card = self.rt.store.get_card(card_key)
+        if card is None:
+            raise card_not_found(card_key)
+        return card
+
+    def _token(self, card: Card, repo: str | None) -> Secret | str:
+        """The tenant's GitHub token for `repo`, or a sentence saying why GitHub is not used."""
+        if not repo:
+            return "the card names no repository"
+        try:
+            token = github_token(self.rt.config, card.tenant, repo)
+        except UpstreamError as err:
+            return str(err)
+        return token if token is not None else f"no GitHub token ({self.rt.config.sources.github.token_env} is not set)"
+
+    def _writer(self, token: Secret) -> PullRequests:
+        g = self.rt.config.sources.github
+        return PullRequests(g.api_url, token, timeout=g.timeout)
+
+    def _once(self, card_key: str, key: str, kind: str, result: type[R], act: Callable[[], R]) -> R:
+        """activities/once.py with the result recorded as a side effect (store.record_effect)."""
+        store = self.rt.store
+
+        def lookup() -> R | None:
+            found = store.effect(card_key, key)
+            return None if found is None else result.model_validate_json(found.result)
+
+        return exactly_once(lookup, act, lambda done: store.record_effect(card_key, key, kind, done.model_dump_json()),
+                            what=f"{kind} {key}").value
+
+    # --- activities ----------------------------------------------------------------------------
+
     @activity.defn(name=names.PULL_REQUEST)
     def pull_request(self, inp: PullRequestInput) -> PullRequestOutcome:
-        rt = self.rt
-        card = rt.store.get_card(inp.card_key)
-        if card is None:
-            raise card_not_found(inp.card_key)
-        if not card.repo:
-            return PullRequestOutcome(skipped="the card names no repository")
-        try:
-            token = github_token(rt.config, card.tenant, card.repo)
-        except UpstreamError as err:
-            return PullRequestOutcome(skipped=str(err))
-        if token is None:
-            env = rt.config.sources.github.token_env
-            return PullRequestOutcome(skipped=f"no GitHub token ({env} is not set): the branch "
-                                              f"{inp.branch} is pushed, open its pull request by hand")
-        store = rt.store
-
-        def lookup() -> PullRequestOutcome | None:
-            found = store.effect(inp.card_key, inp.key)
-            return None if found is None else PullRequestOutcome.model_validate_json(found.result)
+        card = self._card(inp.card_key)
+        token = self._token(card, card.repo)
+        if isinstance(token, str):
+            if token.startswith("no GitHub token"):
+                token += f": the branch {inp.branch} is pushed, open its pull request by hand"
+            return PullRequestOutcome(skipped=token)
+        repo = card.repo or ""
 
         def act() -> PullRequestOutcome:
-            plan = store.last_reply(inp.card_key, "planning")
+            plan = self.rt.store.last_reply(inp.card_key, "planning")
             body = pull_request_body(plan=_redacted(plan.content) if plan else "", summary=_redacted(inp.summary),
                                      verification=_redacted(inp.verification), card_title=card.title,
                                      card_url=card.url)
-            client = PullRequests(rt.config.sources.github.api_url, token, timeout=rt.config.sources.github.timeout)
-            try:
+            with self._writer(token) as client, _github_failure(f"pull request for {inp.branch}"):
                 done = call_with_heartbeat(lambda: client.ensure(
-                    card.repo or "", head=inp.branch, base=None, title=f"{card.id}: {card.title}"[:250],
-                    body=body, marker=f"{inp.card_key}/pull-request"), detail=f"pull request for {inp.branch}")
-            except UpstreamError as err:
-                message = _redacted(str(err))
-                raise ApplicationError(f"pull request for {inp.branch}: {message}", type="GitHubError",
-                                       non_retryable=not err.retryable) from None
-            finally:
-                client.close()
+                    repo, head=inp.branch, base=None, title=f"{card.id}: {card.title}"[:250], body=body,
+                    marker=f"{inp.card_key}/pull-request"), detail=f"pull request for {inp.branch}")
             return PullRequestOutcome(number=done.number, url=done.url, created=done.created)
 
-        def record(outcome: PullRequestOutcome) -> bool:
-            return store.record_effect(inp.card_key, inp.key, "pull_request", outcome.model_dump_json())
-
-        stored = exactly_once(lookup, act, record, what=f"pull request {inp.key}").value
+        stored = self._once(inp.card_key, inp.key, "pull_request", PullRequestOutcome, act)
         activity.logger.info("pull request for %s: %s", inp.branch, json.dumps(stored.model_dump()))
         return stored
 
     @activity.defn(name=names.COMMENT)
     def comment(self, inp: CommentInput) -> CommentOutcome:
-        rt = self.rt
-        card = rt.store.get_card(inp.card_key)
-        if card is None:
-            raise card_not_found(inp.card_key)
+        card = self._card(inp.card_key)
         target = thread_of(card.url) or thread_of(inp.pull_request)
         if target is None:
             return CommentOutcome(skipped="the card links no GitHub issue or pull request")
         repo, number = target
-        try:
-            token = github_token(rt.config, card.tenant, repo)
-        except UpstreamError as err:
-            return CommentOutcome(skipped=str(err))
-        if token is None:
-            return CommentOutcome(skipped=f"no GitHub token ({rt.config.sources.github.token_env} is not set)")
-        store = rt.store
-
-        def lookup() -> CommentOutcome | None:
-            found = store.effect(inp.card_key, inp.key)
-            return None if found is None else CommentOutcome.model_validate_json(found.result)
+        token = self._token(card, repo)
+        if isinstance(token, str):
+            return CommentOutcome(skipped=token)
 
         def act() -> CommentOutcome:
-            reply = store.last_reply(inp.card_key, inp.stage) if inp.stage in ("planning", "review") else None
+            reply = self.rt.store.last_reply(inp.card_key, inp.stage) if inp.stage in ("planning", "review") else None
             body = comment_body(inp, reply.content if reply else "")
-            client = PullRequests(rt.config.sources.github.api_url, token, timeout=rt.config.sources.github.timeout)
-            try:
+            with self._writer(token) as client, _github_failure(f"comment on {repo}#{number}"):
                 cid = call_with_heartbeat(lambda: client.comment(repo, number, body=body, marker=inp.key),
                                           detail=f"comment on {repo}#{number}")
-            except UpstreamError as err:
-                raise ApplicationError(f"comment on {repo}#{number}: {_redacted(str(err))}", type="GitHubError",
-                                       non_retryable=not err.retryable) from None
-            finally:
-                client.close()
             return CommentOutcome(comment_id=cid, target=f"{repo}#{number}")
 
-        def record(outcome: CommentOutcome) -> bool:
-            return store.record_effect(inp.card_key, inp.key, "comment", outcome.model_dump_json())
-
-        return exactly_once(lookup, act, record, what=f"comment {inp.key}").value
+        return self._once(inp.card_key, inp.key, "comment", CommentOutcome, act)
 
     @activity.defn(name=names.CI_STATUS)
     def ci_status(self, inp: CIInput) -> CIResult:
         """GitHub Actions' verdict on `inp.sha` (read only: a retry just reads again)."""
-        rt = self.rt
-        card = rt.store.get_card(inp.card_key)
-        if card is None:
-            raise card_not_found(inp.card_key)
-        if not card.repo:
-            return CIResult(state="skipped", skipped="the card names no repository")
-        try:
-            token = github_token(rt.config, card.tenant, card.repo)
-        except UpstreamError as err:
-            return CIResult(state="skipped", skipped=str(err))
-        g = rt.config.sources.github
-        if token is None:
-            return CIResult(state="skipped", skipped=f"no GitHub token ({g.token_env} is not set)")
-        client = GitHubClient(g.api_url, token=token, graphql_url=g.graphql_url or None, timeout=g.timeout)
-        try:
+        card = self._card(inp.card_key)
+        token = self._token(card, card.repo)
+        if isinstance(token, str):
+            return CIResult(state="skipped", skipped=token)
+        g = self.rt.config.sources.github
+        with GitHubClient(g.api_url, token=token, graphql_url=g.graphql_url or None, timeout=g.timeout) as client, \
+                _github_failure(f"CI of {inp.sha[:12]}"):
             status = call_with_heartbeat(lambda: read_ci(client, card.repo or "", inp.sha),
                                          detail=f"reading CI of {inp.sha[:12]}")
-        except UpstreamError as err:
-            raise ApplicationError(f"CI of {inp.sha[:12]}: {_redacted(str(err))}", type="GitHubError",
-                                   non_retryable=not err.retryable) from None
-        finally:
-            client.close()
         failing = "\n\n".join(_redacted(x) for x in status.failing)
-        return CIResult(state=status.state, summary=status.describe()[:2_000],
-                        failing=failing[:24_000])
+        return CIResult(state=status.state, summary=status.describe()[:2_000], failing=failing[:24_000])
 
     @activity.defn(name=names.REVIEW)
     def review(self, inp: ReviewInput) -> ReviewPosted:
         """The review stage's line comments on the branch's open pull request, as one review."""
-        rt = self.rt
-        card = rt.store.get_card(inp.card_key)
-        if card is None:
-            raise card_not_found(inp.card_key)
-        if not card.repo:
-            return ReviewPosted(skipped="the card names no repository")
-        try:
-            token = github_token(rt.config, card.tenant, card.repo)
-        except UpstreamError as err:
-            return ReviewPosted(skipped=str(err))
-        if token is None:
-            return ReviewPosted(skipped=f"no GitHub token ({rt.config.sources.github.token_env} is not set)")
+        card = self._card(inp.card_key)
+        token = self._token(card, card.repo)
+        if isinstance(token, str):
+            return ReviewPosted(skipped=token)
+        repo = card.repo or ""
         comments = [ReviewComment(c.path, c.line, _redacted(c.body)) for c in inp.comments]
-        client = PullRequests(rt.config.sources.github.api_url, token, timeout=rt.config.sources.github.timeout)
-        repo = card.repo
 
-        def post() -> ReviewPosted:
+        def post(client: PullRequests) -> ReviewPosted:
             number = client.open_pull(repo, inp.branch)
             if number is None:
                 return ReviewPosted(skipped=f"no open pull request from {inp.branch} in {repo}")
             done = client.review(repo, number, body=_redacted(inp.body), comments=comments, marker=inp.key)
             return ReviewPosted(url=done.url, inline=done.comments, in_body=done.moved_to_body)
 
-        try:
-            return call_with_heartbeat(post, detail=f"review on the pull request from {inp.branch}")
-        except UpstreamError as err:
-            raise ApplicationError(f"review for {inp.branch}: {_redacted(str(err))}", type="GitHubError",
-                                   non_retryable=not err.retryable) from None
-        finally:
-            client.close()
+        with self._writer(token) as client, _github_failure(f"review for {inp.branch}"):
+            return call_with_heartbeat(lambda: post(client), detail=f"review on the pull request from {inp.branch}")
+
+
+@contextmanager
+def _github_failure(what: str) -> Iterator[None]:
+    """GitHub's refusal or outage as the activity's error: retried when GitHub says it may pass."""
+    try:
+        yield
+    except UpstreamError as err:
+        raise ApplicationError(f"{what}: {_redacted(str(err))}", type="GitHubError",
+                               non_retryable=not err.retryable) from None

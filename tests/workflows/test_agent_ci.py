@@ -4,8 +4,6 @@ passes completes the stage; a repository without CI is accepted after the grace 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,41 +13,25 @@ from tests.cardloop.integrations.sources.fake_github import (
     LOGS,
     PYTEST_STEPS,
     REPO,
-    TOKEN,
     FakeGitHub,
     Seen,
-    serving,
 )
-from tests.sample_remote import Remote, push_sample_repo
-from tests.stack import ROOT, Stack, replay_all, small_card
+from tests.sample_remote import Remote
+from tests.stack import Stack, replay_all, small_card
+from tests.workflows.agent_kit import AGENT, agent_env
 
 pytestmark = pytest.mark.timeout(240)
 
-AGENT = json.loads((ROOT / "examples" / "agent-transcript.json").read_text(encoding="utf-8"))
 EDIT, FINISH = AGENT["coding"][2], AGENT["coding"][4]
 NOTE = [{"type": "tool_use", "name": "write_file",
          "input": {"path": "NOTES.md", "content": "CI: the pinned schedule is asserted with jitter off.\n"}}]
 
 
 @pytest.fixture
-def github() -> Iterator[FakeGitHub]:
-    with serving() as fake:
-        yield fake
-
-
-@pytest.fixture
-def remote(tmp_path: Path) -> Remote:
-    return push_sample_repo(tmp_path / "remotes")
-
-
-@pytest.fixture
 def stack_overrides(remote: Remote, github: FakeGitHub, tmp_path: Path) -> dict[str, str]:
-    return {"CARDLOOP_WORKSPACE__ENABLED": "true", "CARDLOOP_WORKSPACE__ROOT": str(tmp_path / "workspaces"),
-            "CARDLOOP_SOURCES__REPOSITORY__CLONE_URL": remote.url_template,
-            "CARDLOOP_SOURCES__GITHUB__API_URL": github.api_url, "CARDLOOP_GITHUB_TOKEN": TOKEN,
-            "CARDLOOP_WORKSPACE__CI_POLL_SECONDS": "0.5", "CARDLOOP_WORKSPACE__CI_NONE_GRACE_SECONDS": "3",
-            "CARDLOOP_WORKSPACE__CI_WAIT_SECONDS": "60", "CARDLOOP_WORKSPACE__PULL_REQUESTS": "[]",
-            "CARDLOOP_STAGES__ERROR_FIXING__AUTO_ADVANCE": "false"}
+    return agent_env(remote, tmp_path, github, CARDLOOP_WORKSPACE__CI_POLL_SECONDS="0.5",
+                     CARDLOOP_WORKSPACE__CI_NONE_GRACE_SECONDS="3", CARDLOOP_WORKSPACE__CI_WAIT_SECONDS="60",
+                     CARDLOOP_WORKSPACE__PULL_REQUESTS="[]", CARDLOOP_STAGES__ERROR_FIXING__AUTO_ADVANCE="false")
 
 
 class CI:

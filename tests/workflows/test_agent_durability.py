@@ -6,7 +6,6 @@ commit made twice, and its histories replay."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -29,10 +28,10 @@ from cardloop.contracts.payloads import CardState
 from cardloop.store import Store
 from tests.sample_remote import Remote, push_sample_repo
 from tests.stack import NO_SOURCES, ROOT, make_config, replay_all, small_card, terminate_running
+from tests.workflows.agent_kit import AGENT
 
 pytestmark = pytest.mark.timeout(300)
 
-AGENT = json.loads((ROOT / "examples" / "agent-transcript.json").read_text(encoding="utf-8"))
 BRANCH = "card/PAY-1"
 FIXED = "capped = min(raw, self.max_delay)\n        if self.jitter:"
 

@@ -14,27 +14,20 @@ import pytest
 
 from cardloop.app.scripted_model.transcript import check_transcript
 from cardloop.contracts.payloads import CardState
-from tests.sample_remote import Remote, push_sample_repo
-from tests.stack import ROOT, Stack, replay_all, small_card
+from tests.sample_remote import Remote
+from tests.stack import Stack, replay_all, small_card
+from tests.workflows.agent_kit import AGENT, agent_env
 
 pytestmark = pytest.mark.timeout(240)
 
-AGENT = json.loads((ROOT / "examples" / "agent-transcript.json").read_text(encoding="utf-8"))
 BRANCH = "card/PAY-1"
 RETRY = "app/webhooks/retry.py"
 FIXED = "        capped = min(raw, self.max_delay)\n        if self.jitter:"
 
 
 @pytest.fixture
-def remote(tmp_path: Path) -> Remote:
-    return push_sample_repo(tmp_path / "remotes")
-
-
-@pytest.fixture
 def stack_overrides(remote: Remote, tmp_path: Path) -> dict[str, str]:
-    return {"CARDLOOP_WORKSPACE__ENABLED": "true", "CARDLOOP_WORKSPACE__ROOT": str(tmp_path / "workspaces"),
-            "CARDLOOP_SOURCES__REPOSITORY__CLONE_URL": remote.url_template,
-            "CARDLOOP_SOURCES__REPOSITORY__CACHE_DIR": str(tmp_path / "repos")}
+    return agent_env(remote, tmp_path)
 
 
 def script(stack: Stack, **stages: Any) -> None:

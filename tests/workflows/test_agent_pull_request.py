@@ -4,31 +4,18 @@ opened twice; without a token the stage still completes and says why no pull req
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cardloop.app.scripted_model.transcript import check_transcript
-from tests.cardloop.integrations.sources.fake_github import TOKEN, FakeGitHub, serving
-from tests.sample_remote import Remote, push_sample_repo
-from tests.stack import ROOT, Stack, replay_all, small_card
+from tests.cardloop.integrations.sources.fake_github import TOKEN, FakeGitHub
+from tests.sample_remote import Remote
+from tests.stack import Stack, replay_all, small_card
+from tests.workflows.agent_kit import AGENT, agent_env
 
 pytestmark = pytest.mark.timeout(240)
 
-AGENT = json.loads((ROOT / "examples" / "agent-transcript.json").read_text(encoding="utf-8"))
-
-
-@pytest.fixture
-def github() -> Iterator[FakeGitHub]:
-    with serving() as fake:
-        yield fake
-
-
-@pytest.fixture
-def remote(tmp_path: Path) -> Remote:
-    return push_sample_repo(tmp_path / "remotes")
 
 
 @pytest.fixture
@@ -36,10 +23,8 @@ def stack_overrides(remote: Remote, github: FakeGitHub, tmp_path: Path,
                     request: pytest.FixtureRequest) -> dict[str, str]:
     marker = request.node.get_closest_marker("stack_env")  # a test's own token wins over the default
     token = marker.kwargs.get("CARDLOOP_GITHUB_TOKEN", TOKEN) if marker else TOKEN
-    return {"CARDLOOP_WORKSPACE__ENABLED": "true", "CARDLOOP_WORKSPACE__ROOT": str(tmp_path / "workspaces"),
-            "CARDLOOP_SOURCES__REPOSITORY__CLONE_URL": remote.url_template,
-            "CARDLOOP_SOURCES__GITHUB__API_URL": github.api_url, "CARDLOOP_GITHUB_TOKEN": token,
-            "CARDLOOP_STAGES__CODING__AUTO_ADVANCE": "false"}
+    return agent_env(remote, tmp_path, github, CARDLOOP_GITHUB_TOKEN=token,
+                     CARDLOOP_STAGES__CODING__AUTO_ADVANCE="false")
 
 
 async def test_coding_opens_one_pull_request_and_a_later_run_updates_it(stack: Stack, github: FakeGitHub) -> None:

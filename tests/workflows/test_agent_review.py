@@ -4,20 +4,18 @@ lines, or with them in the body when GitHub says a line is outside the diff."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cardloop.app.scripted_model.transcript import check_transcript
-from tests.cardloop.integrations.sources.fake_github import REPO, TOKEN, FakeGitHub, serving
-from tests.sample_remote import Remote, push_sample_repo
-from tests.stack import ROOT, Stack, replay_all, small_card
+from tests.cardloop.integrations.sources.fake_github import REPO, FakeGitHub
+from tests.sample_remote import Remote
+from tests.stack import Stack, replay_all, small_card
+from tests.workflows.agent_kit import AGENT, agent_env
 
 pytestmark = pytest.mark.timeout(240)
 
-AGENT = json.loads((ROOT / "examples" / "agent-transcript.json").read_text(encoding="utf-8"))
 RETRY = "app/webhooks/retry.py"
 
 
@@ -31,22 +29,8 @@ REVIEW = [remark(22, "Cap before the jitter branch, or jitter off grows past max
 
 
 @pytest.fixture
-def github() -> Iterator[FakeGitHub]:
-    with serving() as fake:
-        yield fake
-
-
-@pytest.fixture
-def remote(tmp_path: Path) -> Remote:
-    return push_sample_repo(tmp_path / "remotes")
-
-
-@pytest.fixture
 def stack_overrides(remote: Remote, github: FakeGitHub, tmp_path: Path) -> dict[str, str]:
-    return {"CARDLOOP_WORKSPACE__ENABLED": "true", "CARDLOOP_WORKSPACE__ROOT": str(tmp_path / "workspaces"),
-            "CARDLOOP_SOURCES__REPOSITORY__CLONE_URL": remote.url_template,
-            "CARDLOOP_SOURCES__GITHUB__API_URL": github.api_url, "CARDLOOP_GITHUB_TOKEN": TOKEN,
-            "CARDLOOP_STAGES__REVIEW__AUTO_ADVANCE": "false"}
+    return agent_env(remote, tmp_path, github, CARDLOOP_STAGES__REVIEW__AUTO_ADVANCE="false")
 
 
 async def run_review(stack: Stack, card_id: str) -> tuple:
