@@ -1,0 +1,393 @@
+"""gitleaks' provider formats (about 200 of them) as redaction rules.
+
+Source: gitleaks' default configuration, vendored unchanged in prompts/gitleaks.toml (its
+header names the upstream version, where the copy came from and the license). It is loaded
+and compiled once, at import; nothing here reads the network, the clock or the environment.
+
+How a gitleaks rule is used, as gitleaks uses it:
+- the rule is tried only where one of its `keywords` occurs in the lowercased text;
+- the secret is the rule's `secretGroup`, else the first non-empty group, else the match; only
+  that span is replaced, and gitleaks' formats consume the whole token;
+- `entropy`: a secret whose Shannon entropy is at most this is skipped;
+- the global allowlist (placeholders such as `${VAR}`, `true`, paths) and each rule's own
+  allowlists (regexes on the secret, the match or the line; stopwords) drop a finding.
+Not used: rules that need a file path (we redact text, not files) and `generic-api-key`, whose
+job our own generic-assignment and context rules do with a value-shape check tuned for source
+code (see SKIPPED).
+
+Go's RE2 syntax differs from Python's `re` in a few places, translated by `translate`:
+`(?i)` in the middle of a pattern (scoped to the rest of its group), `\\z`, `$` (Go: end of
+text only), `[` inside a class and POSIX classes; every pattern is compiled with re.ASCII, as
+Go's `\\w`, `\\s`, `\\d` and `\\b` are ASCII.
+
+How it stays fast: one Aho-Corasick pass over the lowercased text finds every keyword at once
+(`ahocorasick_rs`, in C speed); a rule whose pattern starts at its keyword (most of them:
+`ghp_...`, `[\\w.-]{0,50}?(?:sendgrid)...`) is tried with one `match` at each keyword hit; the
+others are searched in a window around each hit (merged windows, each character read once
+per rule). A match that reaches a window's end is matched again against the whole text, so a
+window never cuts a secret short.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from collections import Counter
+from dataclasses import dataclass
+from importlib import resources
+
+import ahocorasick_rs
+
+GITLEAKS_VERSION = "8.30.1"
+RULES_FILE = "gitleaks.toml"
+
+# The most characters a match of a windowed rule may start before its keyword, and how far
+# after the keyword a window reaches (a match reaching that end is matched again in full).
+WINDOW_BEFORE = 256
+WINDOW_AFTER = 1024
+
+SKIPPED_BY_DESIGN = {
+    "generic-api-key": "values next to credential words are decided by our generic-assignment "
+                       "and context rules (prompts/secret_table.py), tuned against source code",
+}
+
+
+@dataclass(frozen=True)
+class Allowlist:
+    """One of gitleaks' allowlists: drops a finding whose target matches (OR) or matches on every
+    given check (AND). Paths are never known here, so an AND list with paths never drops."""
+
+    target: str  # "secret", "match" or "line"
+    regexes: tuple[re.Pattern[str], ...]
+    stopwords: tuple[str, ...]
+    require_all: bool
+    has_paths: bool
+
+    def allows(self, secret: str, match: str, line: str) -> bool:
+        subject = {"secret": secret, "match": match, "line": line}[self.target]
+        checks: list[bool] = []
+        if self.regexes:
+            checks.append(any(r.search(subject) for r in self.regexes))
+        if self.stopwords:
+            low = secret.lower()
+            checks.append(any(w in low for w in self.stopwords))
+        if self.require_all:
+            return bool(checks) and not self.has_paths and all(checks)
+        return any(checks)
+
+
+@dataclass(frozen=True)
+class GitleaksRule:
+    name: str           # our marker name: the gitleaks id, prefixed when it collides with ours
+    upstream_id: str
+    pattern: re.Pattern[str]
+    secret_group: int   # 0: the first non-empty group, else the whole match
+    entropy: float
+    keywords: tuple[str, ...]
+    anchored: frozenset[str]  # keywords where a match starts (tried with one `match`)
+    allowlists: tuple[Allowlist, ...]
+
+    def secret_span(self, m: re.Match[str]) -> tuple[int, int]:
+        if self.secret_group:
+            return m.span(self.secret_group)
+        for i in range(1, (m.re.groups or 0) + 1):
+            if m.group(i):
+                return m.span(i)
+        return m.span()
+
+
+# --------------------------------------------------------------------------- Go -> Python
+
+_POSIX = {"alnum": "a-zA-Z0-9", "alpha": "a-zA-Z", "digit": "0-9", "lower": "a-z", "upper": "A-Z",
+          "space": r"\t\n\v\f\r ", "xdigit": "0-9A-Fa-f", "word": r"\w", "punct": r"!-/:-@\[-`{-~"}
+_FLAGS_AT = re.compile(r"\(\?([a-zA-Z]+)\)")
+
+
+def translate(go: str) -> str:
+    """A Go (RE2) pattern as a Python `re` pattern with the same meaning (compile with re.ASCII)."""
+    out: list[str] = []
+    # Per open group: how many scoped-flag groups `(?i:` we opened inside it (closed with it).
+    depth_scoped: list[int] = [0]
+    pending: list[list[str]] = [[]]  # per open group: the flags of those scoped groups, to reopen
+    i, n = 0, len(go)
+    while i < n:
+        c = go[i]
+        if c == "\\":
+            esc = go[i:i + 2]
+            out.append(r"\Z" if esc == r"\z" else esc)
+            i += 2
+            continue
+        if c == "[":
+            j, cls = i + 1, ["["]
+            if j < n and go[j] == "^":
+                cls.append("^")
+                j += 1
+            if j < n and go[j] == "]":
+                cls.append(r"\]")
+                j += 1
+            while j < n and go[j] != "]":
+                if go[j] == "\\":
+                    cls.append(go[j:j + 2])
+                    j += 2
+                elif go.startswith("[:", j):
+                    end = go.index(":]", j)
+                    cls.append(_POSIX[go[j + 2:end]])
+                    j = end + 2
+                elif go[j] in "[&~|":
+                    cls.append("\\" + go[j])
+                    j += 1
+                else:
+                    cls.append(go[j])
+                    j += 1
+            cls.append("]")
+            out.append("".join(cls))
+            i = j + 1
+            continue
+        flags = _FLAGS_AT.match(go, i)
+        if flags:
+            if i == 0:
+                out.append(flags.group(0))
+            else:  # scoped to the rest of the enclosing group, as in Go
+                out.append(f"(?{flags.group(1)}:")
+                depth_scoped[-1] += 1
+                pending[-1].append(flags.group(1))
+            i = flags.end()
+            continue
+        if c == "(":
+            depth_scoped.append(0)
+            pending.append([])
+            out.append(c)
+        elif c == ")":
+            out.append(")" * depth_scoped.pop())
+            pending.pop()
+            out.append(c)
+        elif c == "|":
+            # Go's flags hold for the later alternatives too: close and reopen around `|`.
+            out.append(")" * depth_scoped[-1] + "|" + "".join(f"(?{f}:" for f in pending[-1]))
+        elif c == "$":
+            out.append(r"\Z")
+        else:
+            out.append(c)
+        i += 1
+    out.append(")" * depth_scoped[0])
+    return "".join(out)
+
+
+# Where a match of the pattern can only start at its keyword: optional flags, `\b`, group
+# openings and gitleaks' lazy identifier prefix `[\w.-]{0,50}?`, then a literal or a group of
+# literal alternatives that begins with the keyword.
+_SKIP = re.compile(r"(?:\(\?i\)|\\b|\(\?:|\(\?i:|\((?!\?)|\[\\w\.-\]\{0,50\}\?)*")
+_LITERAL = re.compile(r"(?:[A-Za-z0-9_~\-]|\\[.\-_~])+")
+
+
+def _literal(fragment: str) -> str:
+    """The literal text a fragment must start with (lowercase); a character made optional or
+    repeated by a quantifier right after it is not part of it."""
+    m = _LITERAL.match(fragment)
+    if not m:
+        return ""
+    literal = m.group(0)
+    if fragment[m.end():m.end() + 1] in ("?", "*", "{"):
+        literal = literal[:-2] if literal.endswith(("\\.", "\\-", "\\_", "\\~")) else literal[:-1]
+    return literal.replace("\\", "").lower()
+
+
+def _alternatives(rest: str) -> list[str]:
+    """The top-level alternatives of the group `rest` starts inside of (up to its `)`)."""
+    alts, depth, start, i = [], 0, 0, 0
+    while i < len(rest):
+        c = rest[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            if depth == 0:
+                break
+            depth -= 1
+        elif c == "|" and depth == 0:
+            alts.append(rest[start:i])
+            start = i + 1
+        i += 1
+    alts.append(rest[start:i])
+    return alts
+
+
+def anchored_keywords(go: str, keywords: tuple[str, ...]) -> frozenset[str]:
+    """The rule's keywords when every match starts with one of them (so one `match` at each
+    keyword hit finds every match); empty when some match may start elsewhere."""
+    rest = go[_SKIP.match(go).end():]  # type: ignore[union-attr]
+    heads = [_literal(a) for a in _alternatives(rest)]
+    if heads and all(h and any(h.startswith(k) for k in keywords) for h in heads):
+        return frozenset(keywords)
+    return frozenset()
+
+
+# --------------------------------------------------------------------------- loading
+
+def _allowlist(spec: dict[str, object]) -> Allowlist:
+    regexes = tuple(re.compile(translate(r), re.ASCII) for r in spec.get("regexes", ()))  # type: ignore[union-attr]
+    return Allowlist(
+        target=str(spec.get("regexTarget", "secret")),
+        regexes=regexes,
+        stopwords=tuple(w.lower() for w in spec.get("stopwords", ())),  # type: ignore[union-attr]
+        require_all=str(spec.get("condition", "OR")).upper() == "AND",
+        has_paths=bool(spec.get("paths")),
+    )
+
+
+def load(toml_text: str, *, reserved: frozenset[str] = frozenset()) -> tuple[tuple[GitleaksRule, ...], dict[str, str]]:
+    """The usable rules of a gitleaks config, and the skipped ones with the reason. A rule id in
+    `reserved` (one of our own rule names) becomes `gitleaks-<id>`."""
+    config = tomllib.loads(toml_text)
+    global_allow = _allowlist(config.get("allowlist", {}))
+    rules: list[GitleaksRule] = []
+    skipped: dict[str, str] = {}
+    for spec in config["rules"]:
+        rid = spec["id"]
+        if rid in SKIPPED_BY_DESIGN:
+            skipped[rid] = SKIPPED_BY_DESIGN[rid]
+            continue
+        if "path" in spec or "regex" not in spec:
+            skipped[rid] = "needs a file path: we redact text, not files"
+            continue
+        keywords = tuple(dict.fromkeys(k.lower() for k in spec.get("keywords", ())))
+        if not keywords:
+            skipped[rid] = "no keywords to find it by"
+            continue
+        rules.append(GitleaksRule(
+            name=f"gitleaks-{rid}" if rid in reserved else rid,
+            upstream_id=rid,
+            pattern=re.compile(translate(spec["regex"]), re.ASCII),
+            secret_group=int(spec.get("secretGroup", 0)),
+            entropy=float(spec.get("entropy", 0.0)),
+            keywords=keywords,
+            anchored=anchored_keywords(spec["regex"], keywords),
+            allowlists=(global_allow, *(_allowlist(a) for a in spec.get("allowlists", ()))),
+        ))
+    return tuple(rules), skipped
+
+
+def shannon_entropy(value: str) -> float:
+    if not value:
+        return 0.0
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+# --------------------------------------------------------------------------- scanning
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class GitleaksScanner:
+    """Every rule's secrets in a text: (start, end, rule index) with offsets into the text."""
+
+    def __init__(self, rules: tuple[GitleaksRule, ...]) -> None:
+        self.rules = rules
+        keywords = sorted({k for r in rules for k in r.keywords})
+        self._keywords = keywords
+        index = {k: i for i, k in enumerate(keywords)}
+        # keyword index -> ((rule index, anchored), ...)
+        users: list[list[tuple[int, bool]]] = [[] for _ in keywords]
+        for ri, r in enumerate(rules):
+            for k in r.keywords:
+                users[index[k]].append((ri, k in r.anchored))
+        self._users = tuple(tuple(u) for u in users)
+        self._ac = ahocorasick_rs.AhoCorasick(keywords) if keywords else None
+
+    def scan(self, text: str, lowered: str) -> tuple[list[tuple[int, int, int]], int, int]:
+        """(candidates, keyword hits, characters matched or searched)."""
+        if self._ac is None or not text:
+            return [], 0, 0
+        try:
+            hits = self._ac.find_matches_as_indexes(lowered, overlapping=True)
+        except UnicodeEncodeError:  # lone surrogates: same length, no keyword inside them
+            hits = self._ac.find_matches_as_indexes(_SURROGATE.sub("\ufffd", lowered), overlapping=True)
+        if not hits:
+            return [], 0, 0
+        starts: dict[int, list[int]] = {}
+        windows: dict[int, list[int]] = {}
+        users = self._users
+        for ki, s, _e in hits:
+            for ri, anchored in users[ki]:
+                (starts if anchored else windows).setdefault(ri, []).append(s)
+        found: list[tuple[int, int, int]] = []
+        work = 0
+        for ri, positions in starts.items():
+            work += self._at(ri, text, positions, found)
+        for ri, positions in windows.items():
+            work += self._around(ri, text, positions, found)
+        return found, len(hits), work
+
+    def _accept(self, ri: int, m: re.Match[str], found: list[tuple[int, int, int]]) -> None:
+        rule = self.rules[ri]
+        start, end = rule.secret_span(m)
+        if start >= end:
+            return
+        secret = m.string[start:end]
+        if rule.entropy and shannon_entropy(secret) <= rule.entropy:
+            return
+        text = m.string
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        line_end = text.find("\n", m.end())
+        line = text[line_start:line_end if line_end >= 0 else len(text)]
+        if any(a.allows(secret, m.group(0), line) for a in rule.allowlists):
+            return
+        found.append((start, end, ri))
+
+    def _at(self, ri: int, text: str, positions: list[int], found: list[tuple[int, int, int]]) -> int:
+        match = self.rules[ri].pattern.match
+        covered = -1
+        work = 0
+        for p in sorted(set(positions)):
+            if p < covered:
+                continue
+            m = match(text, p)
+            work += 1
+            if m is not None and m.end() > m.start():
+                work += m.end() - m.start()
+                self._accept(ri, m, found)
+                covered = m.end()
+        return work
+
+    def _around(self, ri: int, text: str, positions: list[int], found: list[tuple[int, int, int]]) -> int:
+        pattern = self.rules[ri].pattern
+        n = len(text)
+        work = 0
+        merged: list[list[int]] = []
+        for p in sorted(positions):
+            lo, hi = max(0, p - WINDOW_BEFORE), min(n, p + WINDOW_AFTER)
+            if merged and lo <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], hi)
+            else:
+                merged.append([lo, hi])
+        resume = 0
+        for lo, hi in merged:
+            pos = max(lo, resume)
+            work += max(0, hi - pos)
+            while pos < hi:
+                m = pattern.search(text, pos, hi)
+                if m is None:
+                    break
+                if m.end() >= hi and hi < n:
+                    m = pattern.match(text, m.start())  # the window may have cut it short
+                    if m is None:
+                        pos += 1
+                        continue
+                if m.end() > m.start():
+                    work += m.end() - m.start()
+                    self._accept(ri, m, found)
+                pos = max(m.end(), pos + 1)
+                resume = max(resume, m.end())
+        return work
+
+
+def _rules_text() -> str:
+    return resources.files("cardloop.prompts").joinpath(RULES_FILE).read_text(encoding="utf-8")
+
+
+def load_default(reserved: frozenset[str]) -> tuple[tuple[GitleaksRule, ...], dict[str, str]]:
+    return load(_rules_text(), reserved=reserved)

@@ -1,0 +1,208 @@
+"""Our own rule table: the families gitleaks' formats do not cover the way we need (whole
+PEM blocks, URL credentials and query values, authorization headers, generic assignments
+with a value-shape check) and the context rules (a key id followed by its secret, Docker
+config auths, connection strings). prompts/secret_rules.py adds gitleaks' provider formats.
+"""
+
+from __future__ import annotations
+
+import re
+
+from cardloop.prompts.redaction_rule import RedactionRule
+from cardloop.prompts.secret_values import (
+    _bearer_value_ok,
+    _generic_value_ok,
+    _letters_and_digits,
+    _looks_random,
+    _not_placeholder,
+)
+
+
+def _token(prefix: str, width: int, body: str) -> re.Pattern[str]:
+    """`prefix` (`width` characters) then `body`, not glued on the left to more token
+    characters; on the right the greedy `body` already consumes the rest of the token."""
+    return re.compile(prefix + rf"(?<![A-Za-z0-9_\-].{{{width}}})" + body)
+
+
+# Between a key and its value: an optional closing quote (escaped in JSON-in-JSON), then
+# `=`, `:`, `:=` or `=>`, never `==` / `::`.
+_ASSIGN = r"\\?[\"']?[ \t]*(?:=>|:=|:(?!:)|=(?!=))[ \t]*\\?[\"']?"
+
+
+# Anchors run with `finditer` over the lowercased text, so each must cost linear time there:
+# bounded, or, when it reads the rest of an identifier, able to start only at the last
+# occurrence of its word in that identifier (an earlier one sees the next ahead and stops,
+# after reading just the gap), so "keykeykey..." is read once, not once per "key". A hit
+# must not take in text after its identifier (check that with a lookahead), or the scan
+# would resume past the next identifier and miss it.
+_RUN = r"[a-z0-9_.\-]"
+
+
+def _last_word(word: str, *, after: tuple[str, ...] = ()) -> str:
+    """`word` (lowercase), optionally only right after one of `after`; then the check that no
+    such word follows in the same identifier."""
+    w = re.escape(word)
+    if after:
+        # First a quick look at the character before (or the one before a separator), so
+        # that "keykeykey..." fails each hit in two tests, not one per prefix.
+        lasts = re.escape("".join(sorted({a.rstrip("_-")[-1] for a in after})))
+        w += (rf"(?:(?<=[{lasts}]{w})|(?<=[{lasts}][_\-]{w}))"
+              "(?:" + "|".join(f"(?<={re.escape(a + word)})" for a in after) + ")")
+    return f"{w}(?!{_RUN}*?{w})"
+
+
+def _key_anchor(word: str, tail: str, *, after: tuple[str, ...] = ()) -> re.Pattern[str]:
+    """An identifier that holds `word`, then `tail` right after the identifier. The tail is a
+    lookahead: a hit that took in what follows would hide the next identifier from the scan."""
+    return re.compile(f"{_last_word(word, after=after)}{_RUN}*+(?={tail})")
+
+
+# After the key's identifier: an optional closing quote, `=` or `:`, then six value
+# characters (every rule that uses it needs at least that many) or a Python annotation
+# followed by `=`. The value check keeps `token_count=12` or `key=foo` in a log from
+# costing a `match` each.
+_KEY_TAIL = (
+    r"\\?[\"']?[ \t]*"
+    r"(?:(?:=>|:=|[=:])[ \t]*[bru]{0,2}\\?[\"'`]?[^\s\"'`]{6}|:[ \t]*[a-z_][\w.\[\], |]{0,60}?=)"
+)
+# What `_GENERIC_KEY` accepts, one literal-first anchor per word (a literal start keeps the
+# scan a fast substring search): `key` only after `api`, `private` ...
+_KEY_PREFIXES = tuple(p + sep for p in ("api", "private", "access", "signing", "encryption",
+                                        "master", "auth") for sep in ("", "_", "-"))
+_GENERIC_ANCHORS = (
+    *(_key_anchor(w, _KEY_TAIL) for w in ("secret", "token", "pwd", "credential", "passwd",
+                                          "password", "passphrase")),
+    _key_anchor("key", _KEY_TAIL, after=_KEY_PREFIXES),
+)
+_QUERY_KEYS = (
+    r"access_token|refresh_token|id_token|auth_token|token|api_key"
+    r"|apikey|api-key|key|sig|signature|x-amz-signature|x-amz-credential"
+    r"|x-amz-security-token|x-goog-signature|x-goog-credential|client_secret"
+    r"|password|passwd|secret"
+)
+
+# The most characters of a query value the pattern reads; a longer one is extended whole.
+_QUERY_VALUE_BOUND = 64
+# `\s` spelled out: `re` tests a class of plain characters faster than a Unicode category,
+# and these classes read up to 500 characters per candidate (tests check the list).
+_SPACE = "\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_UNQUOTED_VALUE = rf"[^{_SPACE}\"'`,;&(){{}}\[\]<>\\]"
+_QUOTED_VALUE = rf"[^{_SPACE}\"'`\\]"
+_QUERY_VALUE = rf"[^{_SPACE}&#'\"<>]"
+_GENERIC_REACH = 70
+
+DEFAULT_RULES: tuple[RedactionRule, ...] = (
+    RedactionRule(
+        "private-key",
+        re.compile(
+            r"-----BEGIN[ A-Z0-9]{0,40} PRIVATE KEY(?: BLOCK)?-----"
+            r"(?:.*?-----END[ A-Z0-9]{0,40} PRIVATE KEY(?: BLOCK)?-----|.*)",
+            re.DOTALL,
+        ),
+    ),
+    RedactionRule("anthropic-api-key", _token("sk-ant-", 7, r"[A-Za-z0-9_\-]{20,}")),
+    RedactionRule(
+        "openai-api-key",
+        _token("sk-", 3, r"(?!ant-)[A-Za-z0-9_\-]{20,}"),
+        validator=_letters_and_digits,
+    ),
+    RedactionRule("github-pat", _token("github_pat_", 11, r"[A-Za-z0-9_]{22,}")),
+    RedactionRule("github-token", _token("gh[pousr]_", 4, r"[A-Za-z0-9]{36,}")),
+    RedactionRule(
+        "aws-access-key-id",
+        re.compile(
+            r"A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])(?<![A-Za-z0-9].{4})[A-Z0-9]{16}(?![A-Za-z0-9])"
+        ),
+    ),
+    RedactionRule(
+        "aws-secret-access-key",
+        re.compile(
+            r"(?i:(?:aws[_.\-]?)?secret[_.\-]?access[_.\-]?key|aws[_.\-]?secret[_.\-]?key)"
+            + _ASSIGN
+            + r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
+        ),
+        group="secret",
+        anchors=(_key_anchor("secret", _KEY_TAIL),),
+    ),
+    RedactionRule(
+        "stripe-api-key",
+        re.compile(r"[sr]k_(?:live|test|prod)_[A-Za-z0-9]{16,}"),
+        anchors=(re.compile(r"k_(?:live|test|prod)_"),),
+    ),
+    RedactionRule(
+        "slack-webhook-url",
+        re.compile(r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_+\-]+"),
+    ),
+    RedactionRule("slack-token", _token("x(?:ox[abeoprs]|app)-", 5, r"[A-Za-z0-9\-]{10,}")),
+    RedactionRule("google-api-key", _token("AIza", 4, r"[A-Za-z0-9_\-]{35}")),
+    # cardloop's own tenant API tokens: "cl_" + 43 URL-safe characters (secrets.token_urlsafe(32)).
+    RedactionRule("cardloop-api-token", _token("cl_", 3, r"[A-Za-z0-9_\-]{43}(?![A-Za-z0-9_\-])"),
+                  validator=lambda m: _looks_random(m.group(0)[3:])),
+    RedactionRule(
+        "jwt",
+        _token("eyJ", 3, r"[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*"),
+    ),
+    RedactionRule(
+        "url-credentials",
+        # Starts at "://" so the scan is a fast literal search; scheme and user stay visible.
+        # The password class allows "@" and backtracks to the last one before the host.
+        re.compile(r"://[^\s:/?#@'\"<>]*:(?P<secret>[^\s/?#'\"<>]+)@(?=[A-Za-z0-9\[])"),
+        group="secret",
+        validator=_not_placeholder(1),
+    ),
+    RedactionRule(
+        "url-query-secret",
+        re.compile(
+            rf"[?&#](?i:{_QUERY_KEYS})=(?P<secret>{_QUERY_VALUE}{{1,{_QUERY_VALUE_BOUND}}})"
+        ),
+        group="secret",
+        validator=_not_placeholder(6, bound=_QUERY_VALUE_BOUND),
+        # A hit is the `?`, `&` or `#` itself, which is where the pattern starts.
+        anchors=(re.compile(rf"[?&#](?=(?:{_QUERY_KEYS})={_QUERY_VALUE})"),),
+        # `?`, keyword, `=` and value are all `tail` characters, so a match that starts
+        # inside an accepted value ends where that value's run ends: inside it.
+        tail=_QUERY_VALUE,
+        reach=0,
+    ),
+    RedactionRule(
+        "authorization-header",
+        re.compile(
+            r"(?i:(?:proxy-)?authorization)" + _ASSIGN
+            + r"(?i:bearer|basic|token|bot|apikey|api-key|sso-key)[ \t]+"
+            r"(?P<secret>[A-Za-z0-9._~+/\-]{6,}=*)"
+        ),
+        group="secret",
+        # Its own tail: the scheme after the colon (`Basic`, `Bot`) is shorter than six.
+        anchors=(_key_anchor("authorization", r"\\?[\"']?[ \t]*[=:]"),),
+    ),
+    RedactionRule(
+        "bearer-token",
+        re.compile(r"(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9._~+/\-]{16,}=*)"),
+        group="secret",
+        validator=_bearer_value_ok,
+        anchors=(re.compile(r"bearer(?=[ \t]+[a-z0-9._~+/\-]{16})"),),
+    ),
+    RedactionRule(
+        "generic-assignment",
+        re.compile(
+            r"(?P<key>[A-Za-z0-9_.\-]++)\\?[\"']?[ \t]*"
+            # A Python annotation may sit between key and value: `password: str = "..."`.
+            r"(?::[ \t]*[A-Za-z_][\w.\[\], |]{0,60}?[ \t]*=(?!=)|=>|:=|:(?!:)|=(?!=))"
+            r"[ \t]*(?:[bBrRuU]{1,2}(?=[\"']))?\\?"
+            r"(?P<q>[\"'`])?"
+            rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}|{_UNQUOTED_VALUE}{{1,500}}+))"
+            r"(?(q)\\?(?P=q)|(?![(\[]))"
+        ),
+        group="secret",
+        validator=_generic_value_ok,
+        anchors=_GENERIC_ANCHORS,
+        # The unquoted value's class: a value longer than 500 characters is replaced whole.
+        tail=_UNQUOTED_VALUE,
+        # An accepted value (quoted or not) holds no whitespace, quote or backslash and is
+        # followed by none of its own characters. A key that ends inside it can only get
+        # out through what follows the key: `=`, `:=` or a `: type =` annotation (at most
+        # 63 characters without whitespace) and a `b`/`r` string prefix; so a key that ends
+        # more than 66 characters before the value's end has its own value inside.
+        reach=_GENERIC_REACH,
+    ),
+)

@@ -1,0 +1,213 @@
+"""Value checks: whether the text a rule matched is a secret or ordinary code.
+
+Generic assignments (`api_key=`, `secret:`, `token =`, `password:`, `client_secret` ... in
+env files, YAML, JSON, Python, shell) are the only rule that sees ordinary source code, so a
+value-shape check decides (`_generic_value_ok`):
+- never redacted: values shorter than 8 characters or holding whitespace, calls
+  (`get_token()`), attribute paths (`self.api_key`, `settings.SECRET_KEY`), unquoted code
+  names (`access_token`, `Ed25519PrivateKey`, `crypto_sign_BYTES`), placeholders
+  (`${TOKEN}`, `{{ token }}`, `<your-token>`, `****`), type strings (`"List[V1Secret]"`),
+  plain paths (`PWD=/home/me/src`), and a URL's user or host (the URL rules handle those);
+- under a key whose last word is a credential noun (`password`, `passwd`, `pwd`, `secret`,
+  `token`, `key`, `passphrase`, `credentials`): every other value, quoted or not
+  (`DB_PASSWORD="hunter2hunter"`, `password: correct-horse-battery`), except a quoted name
+  that is snake/kebab/dotted or itself names a credential (`ENV_KEY = "ANTHROPIC_API_KEY"`,
+  `"refresh_token"`, `"serviceAccountToken"`);
+- under any other key that mentions a credential (`secret_name`, `token_type`,
+  `password_hash`): only values that look random (letters and digits or mixed case, with
+  some entropy) and are neither names nor URLs.
+Decided: `secret_name = "db-credentials"` is kept (the key names a reference, not a secret,
+and the value is word-shaped); `PASSWORD=CorrectHorseBattery` unquoted is kept too, because
+an unquoted digit-free identifier cannot be told apart from a variable reference in code
+(quoted, `password = "CorrectHorseBattery"` is redacted).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections import Counter
+
+from cardloop.prompts.redaction_rule import Validator
+
+
+def shannon_entropy(value: str) -> float:
+    """Bits per character; random base64 scores about 5-6, English words about 3."""
+    if not value:
+        return 0.0
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
+
+
+# A placeholder, not a value. Two patterns rather than one `match` with `.*` branches: `.*`
+# reads the whole value once per branch, and `search` finds the inside forms with a quick
+# scan for their first character.
+_PLACEHOLDER_START = re.compile(
+    r"""
+    \$\{?[A-Za-z_]          # shell / compose variable: $TOKEN, ${TOKEN}
+    | \$\(                  # command substitution
+    | <[^<>]*>              # <your-token-here>
+    | \*{3,} | (?i:x{4,})   # already masked
+    | (?i:(?:your|my)[_-]?(?:api[_-]?)?(?:key|token|secret|password)\w*)
+    """,
+    re.VERBOSE,
+)
+# Anywhere in the first line: templates, JSONPath, formats.
+_PLACEHOLDER_INSIDE = re.compile(r"\{\{|\{[\w.$@\[\]\-]*\}|%\(\w+\)s|%s")
+# A name a programmer wrote: `access_token`, `self.api_key`, `.models.v1_secret`, `id-token`.
+_NAME = re.compile(r"\.?[A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*")
+_ATTRIBUTE_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+# A type expression written as a string: "List[V1LocalObjectReference]".
+_TYPE_EXPR = re.compile(r"[A-Za-z_][\w.]*\[[\w.\[\], |]*\]")
+_PATH = re.compile(r"(?:~|\.{1,2})?/[\w.\-]+(?:/[\w.\-]*)*")
+_WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+# A part of a name: a word, a number, or a word with a version or size (`v1`, `Ed25519`).
+# Random tokens break into parts such as `T2m` or `8f5f167f`.
+_WORDISH = re.compile(r"[A-Za-z]+\d*|\d+")
+_DIGIT = re.compile(r"\d")
+_GENERIC_KEY = re.compile(
+    r"api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|passphrase|credential"
+    r"|(?:private|access|signing|encryption|master|auth)[_\-]?key",
+    re.IGNORECASE,
+)
+# The last word of the key decides how sure we are that the value is a credential.
+_CREDENTIAL_NOUNS = frozenset({
+    "password", "passwd", "pwd", "pass", "passphrase", "secret", "secrets", "token",
+    "key", "apikey", "credential", "credentials",
+})
+
+
+def _is_placeholder(value: str, *, complete: bool = True) -> bool:
+    """`complete=False`: `value` is the bounded start of a longer secret, so "at most two
+    distinct characters" (`aaaaaaaa`) says nothing about the rest."""
+    if _PLACEHOLDER_START.match(value):
+        return True
+    if "{" in value or "%" in value:  # `in` is a fast scan; most values have neither
+        newline = value.find("\n")
+        if _PLACEHOLDER_INSIDE.search(value, 0, newline if newline >= 0 else len(value)):
+            return True
+    return complete and _at_most_two_chars(value)
+
+
+def _at_most_two_chars(value: str) -> bool:
+    """`len(set(value)) <= 2`, with C scans instead of a set built character by character."""
+    if not value:
+        return True
+    rest = value.lstrip(value[0])
+    return not rest or value.count(value[0]) + value.count(rest[0]) == len(value)
+
+
+_DIGIT_BYTES = b"0123456789"
+
+
+def _char_kinds(value: str) -> tuple[bool, bool, bool, bool]:
+    """Whether `value` holds a digit, a letter, an upper- and a lowercase letter (in the sense
+    of `str.isdigit` ...): C scans for ASCII, one test per distinct character otherwise."""
+    if value.isascii():  # ASCII case changes exactly the letters of that case
+        upper, lower = value.lower() != value, value.upper() != value
+        digit = len(value.encode("ascii").translate(None, _DIGIT_BYTES)) != len(value)
+        return digit, upper or lower, upper, lower
+    chars = set(value)
+    return (any(c.isdigit() for c in chars), any(c.isalpha() for c in chars),
+            any(c.isupper() for c in chars), any(c.islower() for c in chars))
+
+
+def _looks_random(value: str) -> bool:
+    """Letters and digits, or mixed case, with at least moderate entropy."""
+    has_digit, has_alpha, has_upper, has_lower = _char_kinds(value)
+    if not ((has_digit and has_alpha) or (has_upper and has_lower)):
+        return False
+    # Short values cannot reach a high per-character entropy, so the bar scales with length.
+    return shannon_entropy(value) >= min(3.0, math.log2(len(value)) * 0.8)
+
+
+def _words(identifier: str) -> list[str]:
+    """`ANTHROPIC_API_KEY` -> ANTHROPIC, API, KEY; `imagePullSecrets` -> image, Pull, Secrets."""
+    return _WORDS.findall(identifier)
+
+
+def _is_code_name(value: str, *, dashes: bool = True) -> bool:
+    """A name a programmer wrote (`access_token`, `ANTHROPIC_API_KEY`, `imagePullSecrets`,
+    `Ed25519PrivateKey`, `not_exists_file_1123`), not a token such as `q8ZxT2mPvL9k`,
+    `a8f5f167f44f` or `a50e8400-e29b-41d4`: a name without digits, or a name of two or more
+    word-like parts. `dashes=False` for unquoted values: there `a-b` is no identifier, so
+    `password: correct-horse-battery` in YAML is a literal."""
+    if not _NAME.fullmatch(value) or (not dashes and "-" in value):
+        return False
+    if not _DIGIT.search(value):
+        return True
+    words = _words(value)
+    if len(words) < 2 or not all(map(_WORDISH.fullmatch, words)):
+        return False
+    letters = [w.rstrip("0123456789") for w in words if not w.isdigit()]
+    return bool(letters) and sum(map(len, letters)) / len(letters) >= 3
+
+
+def _mentions_credential(value: str) -> bool:
+    return any(w.lower() in _CREDENTIAL_NOUNS for w in _words(value))
+
+
+def _key_strength(key: str) -> int:
+    """0: the key names no credential (`monkey`, `keyboard`); 1: it mentions one
+    (`secret_name`, `token_type`); 2: its last word is a credential noun (`DB_PASSWORD`)."""
+    if not _GENERIC_KEY.search(key):
+        return 0
+    words = _words(key)
+    return 2 if words and words[-1].lower() in _CREDENTIAL_NOUNS else 1
+
+
+# Keys repeat (`password`, `api_key`, `token`): remember the short ones.
+_short_key_strength = functools.lru_cache(maxsize=4096)(_key_strength)
+
+
+def _generic_value_ok(m: re.Match[str]) -> bool:
+    key, value = m.group("key"), m.group("secret")
+    strength = _short_key_strength(key) if len(key) <= 64 else _key_strength(key)
+    if not strength:
+        return False
+    before = m.string[max(0, m.start() - 3):m.start()]
+    if before.endswith(("://", "@")):
+        return False  # a URL's user or host (`https://x-access-token:...@`): url rules decide
+    if len(value) < 8 or _is_placeholder(value) or _TYPE_EXPR.fullmatch(value):
+        return False
+    quoted = m.group("q") is not None
+    if not quoted and (_is_code_name(value, dashes=False) or _ATTRIBUTE_PATH.fullmatch(value)):
+        # Unquoted, a name is a reference in code: `token = access_token`,
+        # `PASSWD_MIN = argon2id.PASSWD_MIN`, `api_key=settings.OPENAI_KEY`.
+        return False
+    strong = strength == 2
+    if _PATH.fullmatch(value) and not (strong and _looks_random(value)):
+        return False  # PWD=/home/me/src, TOKEN_ENDPOINT = "/v1/oauth/token"
+    if strong:
+        if not quoted:
+            return True
+        # Quoted, a name counts as code only when it is separated (`"ANTHROPIC_API_KEY"`,
+        # `"refresh_token"`, `"id-token-data"`) or names a credential itself
+        # (`"serviceAccountToken"`): `"password": "CorrectHorse"` is a literal password.
+        separated = any(c in value for c in "_.-")
+        return not (_is_code_name(value) and (separated or _mentions_credential(value)))
+    if "://" in value or _is_code_name(value):
+        return False  # token_url = "https://...", "secret_ref": "V1LocalObjectReference"
+    return _looks_random(value)
+
+
+def _bearer_value_ok(m: re.Match[str]) -> bool:
+    value = m.group("secret")
+    return not _is_placeholder(value) and _looks_random(value)
+
+
+def _letters_and_digits(m: re.Match[str]) -> bool:
+    # `sk-...` must not catch kebab-case words such as `sk-learn-compatible-estimator`.
+    has_digit, has_alpha, _, _ = _char_kinds(m.group(0)[3:])
+    return has_digit and has_alpha
+
+
+def _not_placeholder(min_length: int, *, bound: int | None = None) -> Validator:
+    """`bound`: the most characters the rule's pattern takes of a secret (it may be longer)."""
+    def check(m: re.Match[str]) -> bool:
+        value = m.group("secret")
+        complete = bound is None or len(value) < bound
+        return len(value) >= min_length and not _is_placeholder(value, complete=complete)
+
+    return check
