@@ -26,4 +26,5 @@ test: lint
 
 bench: setup
 	$(BIN)/python bench/assemble.py
+	$(BIN)/python bench/redaction.py
 	-$(BIN)/python bench/caching.py

@@ -10,11 +10,14 @@ import re
 
 from cardloop.prompts.redaction_rule import RedactionRule
 from cardloop.prompts.secret_values import (
+    _aws_secret_ok,
+    _basic_auth_ok,
     _bearer_value_ok,
     _generic_value_ok,
     _letters_and_digits,
     _looks_random,
     _not_placeholder,
+    _phrase_value_ok,
 )
 
 
@@ -71,7 +74,7 @@ _KEY_PREFIXES = tuple(p + sep for p in ("api", "private", "access", "signing", "
                                         "master", "auth") for sep in ("", "_", "-"))
 _GENERIC_ANCHORS = (
     *(_key_anchor(w, _KEY_TAIL) for w in ("secret", "token", "pwd", "credential", "passwd",
-                                          "password", "passphrase")),
+                                          "password", "passphrase", "creds")),
     _key_anchor("key", _KEY_TAIL, after=_KEY_PREFIXES),
 )
 _QUERY_KEYS = (
@@ -123,6 +126,45 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         ),
         group="secret",
         anchors=(_key_anchor("secret", _KEY_TAIL),),
+    ),
+    # A key id with its secret right after it, no label between (pasted from a console): both
+    # go, as one span.
+    RedactionRule(
+        "aws-credentials",
+        re.compile(
+            r"A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])(?<![A-Za-z0-9].{4})[A-Z0-9]{16}"
+            r"(?:[\s,;:|=\"'`]|\\[nrt]){1,12}"
+            r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+        ),
+        validator=_aws_secret_ok,
+    ),
+    # Azure storage and service bus connection strings: `...;AccountKey=<base64>;...`.
+    RedactionRule(
+        "azure-connection-key",
+        re.compile(r"(?i:AccountKey|SharedAccessKey)[ \t]*=[ \t]*(?P<secret>[A-Za-z0-9+/]{20,}={0,2})"),
+        group="secret",
+        # One literal-first anchor per word: a scan for a literal is fast, an alternation is not.
+        anchors=tuple(re.compile(w + r"(?=[ \t]*=[ \t]*[a-z0-9+/]{20})") for w in ("accountkey", "sharedaccesskey")),
+    ),
+    # A Docker config.json's `"auth": "<base64 of user:password>"`.
+    RedactionRule(
+        "docker-config-auth",
+        re.compile(r'"auth"[ \t]*:[ \t]*"(?P<secret>[A-Za-z0-9+/]{8,}={0,2})"'),
+        group="secret",
+        validator=_basic_auth_ok,
+    ),
+    # Prose and log lines: `API key: ...`, `client secret is ...`, `auth token = ...`.
+    RedactionRule(
+        "credential-phrase",
+        re.compile(
+            r"(?i:api|access|secret|private|client|auth)[ \t]+(?i:keys?|secrets?|tokens?)"
+            r"[ \t]*(?:(?i:is)[ \t]+|[:=][ \t]*)[\"'`]?"
+            r"(?P<secret>[A-Za-z0-9+/_.~\-]{12,200}={0,2})(?![A-Za-z0-9+/_.~\-])"
+        ),
+        group="secret",
+        validator=_phrase_value_ok,
+        anchors=tuple(re.compile(w + r"[ \t]+(?:keys?|secrets?|tokens?)(?=[ \t]*(?:is[ \t]|[:=]))")
+                      for w in ("api", "access", "secret", "private", "client", "auth")),
     ),
     RedactionRule(
         "stripe-api-key",

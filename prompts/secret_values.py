@@ -24,6 +24,8 @@ an unquoted digit-free identifier cannot be told apart from a variable reference
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import math
 import re
@@ -67,14 +69,14 @@ _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _WORDISH = re.compile(r"[A-Za-z]+\d*|\d+")
 _DIGIT = re.compile(r"\d")
 _GENERIC_KEY = re.compile(
-    r"api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|passphrase|credential"
+    r"api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|passphrase|credential|creds"
     r"|(?:private|access|signing|encryption|master|auth)[_\-]?key",
     re.IGNORECASE,
 )
 # The last word of the key decides how sure we are that the value is a credential.
 _CREDENTIAL_NOUNS = frozenset({
     "password", "passwd", "pwd", "pass", "passphrase", "secret", "secrets", "token",
-    "key", "apikey", "credential", "credentials",
+    "key", "apikey", "credential", "credentials", "creds",
 })
 
 
@@ -172,11 +174,12 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
     if len(value) < 8 or _is_placeholder(value) or _TYPE_EXPR.fullmatch(value):
         return False
     quoted = m.group("q") is not None
-    if not quoted and (_is_code_name(value, dashes=False) or _ATTRIBUTE_PATH.fullmatch(value)):
+    strong = strength == 2
+    if (not quoted and (_is_code_name(value, dashes=False) or _is_attribute_path(value))
+            and not (strong and _random_alnum(value))):
         # Unquoted, a name is a reference in code: `token = access_token`,
         # `PASSWD_MIN = argon2id.PASSWD_MIN`, `api_key=settings.OPENAI_KEY`.
         return False
-    strong = strength == 2
     if _PATH.fullmatch(value) and not (strong and _looks_random(value)):
         return False  # PWD=/home/me/src, TOKEN_ENDPOINT = "/v1/oauth/token"
     if strong:
@@ -185,11 +188,58 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
         # Quoted, a name counts as code only when it is separated (`"ANTHROPIC_API_KEY"`,
         # `"refresh_token"`, `"id-token-data"`) or names a credential itself
         # (`"serviceAccountToken"`): `"password": "CorrectHorse"` is a literal password.
+        # A value that mixes digits with both cases (`"oewwkw345_.Cm75L"`) is no such name.
         separated = any(c in value for c in "_.-")
+        has_digit, _, has_upper, has_lower = _char_kinds(value)
+        if has_digit and has_upper and has_lower and _looks_random(value):
+            return True
         return not (_is_code_name(value) and (separated or _mentions_credential(value)))
     if "://" in value or _is_code_name(value):
         return False  # token_url = "https://...", "secret_ref": "V1LocalObjectReference"
     return _looks_random(value)
+
+
+def _random_alnum(value: str) -> bool:
+    """Sixteen or more letters (and digits), no separator, both cases mixed through the run as
+    random text mixes them (`ESrzfldXWXijgfOboZzOGgvP`, `cxlii59KPsoMPbpDMPMN8`), not as a
+    CamelCase name does (`XMLHttpRequestTarget`, `Ed25519PrivateKey`: each capital starts a
+    word of lowercase letters)."""
+    if len(value) < 16 or not value.isalnum() or not value.isascii():
+        return False
+    upper = sum(1 for c in value if c.isupper())
+    # Capitals next to each other, or a single lowercase letter between two capitals.
+    jumbled = len(re.findall(r"(?=[A-Z][A-Z][a-z]|[a-z][A-Z][a-z][A-Z])", value))
+    return 0.25 <= upper / len(value) <= 0.75 and jumbled >= 3 and shannon_entropy(value) >= 4.0
+
+
+def _is_attribute_path(value: str) -> bool:
+    """`settings.SECRET_KEY`, `argon2id.PASSWD_MIN`: dotted names, each a code name or in one
+    case; `INMdBF648._txHsE` is a password with a dot in it."""
+    return bool(_ATTRIBUTE_PATH.fullmatch(value)) and all(
+        _is_code_name(part) or part == part.lower() or part == part.upper() for part in value.split("."))
+
+
+def _phrase_value_ok(m: re.Match[str]) -> bool:
+    """After `API key:` or `client secret is` in prose or a log: a random-looking value."""
+    value = m.group("secret")
+    has_digit, has_alpha, _, _ = _char_kinds(value)
+    return has_digit and has_alpha and not _is_placeholder(value) and _looks_random(value)
+
+
+def _aws_secret_ok(m: re.Match[str]) -> bool:
+    """A secret access key mixes cases (a hex digest or a word run after a key id does not)."""
+    _, _, has_upper, has_lower = _char_kinds(m.group("secret"))
+    return has_upper and has_lower and _looks_random(m.group("secret"))
+
+
+def _basic_auth_ok(m: re.Match[str]) -> bool:
+    """Docker's `auth` is base64 of `user:password`."""
+    try:
+        decoded = base64.b64decode(m.group("secret"), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    user, colon, password = decoded.partition(b":")
+    return bool(colon and user and password) and decoded.isascii()
 
 
 def _bearer_value_ok(m: re.Match[str]) -> bool:
