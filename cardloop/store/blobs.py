@@ -1,5 +1,11 @@
 """Blobs: text stored by content (ref "sha256:<hex>") per tenant, the claim checks that pass
-through Temporal instead of large payloads. A ref is read back only with its tenant."""
+through Temporal instead of large payloads. A ref is read back only with its tenant.
+
+Blobs hold only what is ever needed redacted (rendered prompts, context items, whole build and
+pod logs), so they are redacted here, on the way in, with the prompt core's redactor: a secret
+in a log never reaches the database file, and the ref is the address of the redacted text
+(`stored_text` says what a text becomes). The raw card as the board sent it is kept elsewhere
+(see README, "Secrets at rest")."""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from collections.abc import Mapping
 
 from sqlalchemy import Connection, select
 
+from cardloop.prompts.redact import DEFAULT_REDACTOR
 from cardloop.store import schema as s
 from cardloop.store.base import StoreBase, check_text
 from cardloop.store.values import (
@@ -20,11 +27,18 @@ from cardloop.store.values import (
 )
 
 
+def stored_text(text: str) -> str:
+    """What a blob keeps of `text`: every secret the redactor finds replaced by its marker."""
+    return DEFAULT_REDACTOR.redact(text).text if text else text
+
+
 class BlobsMixin(StoreBase):
     def put_blob(self, tenant: str, text: str, kind: str) -> str:
-        """Store text by content; return its ref 'sha256:<hex>'. Idempotent: same text, same ref."""
+        """Store text, redacted, by content; return its ref 'sha256:<hex>' (of the redacted text).
+        Idempotent: same text, same ref."""
         self._tenant(check_tenant(tenant))
         check_text("kind", kind, 64, required=True)
+        text = stored_text(text)
         ref = blob_ref(text)
         with self._db.write(tenant) as conn:
             self._put_blobs(conn, tenant, {ref: (text, kind)})
@@ -50,6 +64,7 @@ class BlobsMixin(StoreBase):
         return decode_text(bytes(data))
 
     def _put_blobs(self, conn: Connection, tenant: str, contents: Mapping[str, tuple[str, str]]) -> None:
+        """`contents`: ref -> (text, kind) of texts already through `stored_text`."""
         # Sorted by ref: two transactions inserting overlapping sets then wait on each other in
         # the same order and cannot deadlock.
         for ref in sorted(contents):

@@ -1,5 +1,6 @@
 """A card's context items (build logs, reviews, source files...): replaced per source, their
-contents kept once per tenant as blobs."""
+contents kept once per tenant as blobs. Items are only ever read into prompts, so they are
+stored redacted: content, title and source (a URL with a token in it is a secret too)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from sqlalchemy import Connection, Row, delete, or_, select, update
 
 from cardloop.prompts.card import ContextItem
 from cardloop.store import schema as s
-from cardloop.store.blobs import BlobsMixin
+from cardloop.store.blobs import BlobsMixin, stored_text
 from cardloop.store.values import blob_ref, decode_text
 
 
@@ -29,6 +30,7 @@ class ContextMixin(BlobsMixin):
         tenant = self._card_tenant(card_key)
         if not items and not replace_kinds:
             return
+        items = [stored_item(item) for item in items]
         sources = {item.source for item in items}
         contents = {blob_ref(item.content): (item.content, f"context/{item.kind.value}") for item in items}
         ci = s.context_items.c
@@ -69,6 +71,15 @@ class ContextMixin(BlobsMixin):
         with self._db.read(tenant) as conn:
             rows = context_rows(conn, card_key, tenant)
         return [ContextItem.model_validate(context_dict(row)) for row in rows]
+
+
+def stored_item(item: ContextItem) -> ContextItem:
+    """`item` as the store keeps it: every text a prompt shows of it redacted."""
+    # A marker may be longer than the short secret it replaces: keep the fields' limits.
+    update = {"content": stored_text(item.content), "source": stored_text(item.source)[:500]}
+    if item.title:
+        update["title"] = stored_text(item.title)[:500]
+    return item.model_copy(update=update)
 
 
 def context_rows(conn: Connection, card_key: str, tenant: str) -> list[Row[Any]]:

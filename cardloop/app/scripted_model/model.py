@@ -348,7 +348,8 @@ class ScriptedModel:
             if isinstance(content, str):
                 blocks.append((f"{role}\0{content}", False))
             else:
-                blocks.extend((f"{role}\0{block_text(b)}", "cache_control" in b) for b in content)
+                # Where the breakpoints sit is not part of the prefix: the marker is dropped.
+                blocks.extend((f"{role}\0{block_text(_unmarked(b))}", "cache_control" in b) for b in content)
         digest = hashlib.sha256(str(body["model"]).encode())
         total = 0
         breakpoints: list[tuple[int, str]] = []  # (prefix tokens, prefix digest)
@@ -373,3 +374,7 @@ class ScriptedModel:
             "cache_creation": {"ephemeral_5m_input_tokens": write, "ephemeral_1h_input_tokens": 0},
             "service_tier": "standard",
         }
+
+
+def _unmarked(block: Any) -> Any:
+    return {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, Mapping) else block
