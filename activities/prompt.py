@@ -57,11 +57,16 @@ class PromptActivities:
             hit = rt.store.find_summary(inp.card_key, req.first, req.last, summary_model)
             return hit.text if hit is not None else None
 
+        # This run's messages carry its workflow id in their dedup keys (replies, tool results):
+        # the first of them is where the run's turns begin, after the run's context.
+        run_start = rt.store.first_seq_under(inp.card_key, f"{inp.run_key}/") if inp.run_key else None
         try:
             prompt = rt.assembler.assemble(
                 AssemblyRequest(card=card, stage=stage, iteration=inp.iteration,
                                 tenant_prompt=stored.prompt if stored is not None else None,
-                                tools=tool_specs(inp.tools)),
+                                tools=tool_specs(inp.tools),
+                                run_start=None if not inp.run_key else run_start if run_start is not None
+                                else len(card.history)),
                 settings, cached_summary)
         except AssemblyError as exc:
             raise config_error(str(exc)) from None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -84,13 +85,41 @@ async def run(turns: int, reply_tokens: int, *, verbose: bool = False) -> dict[s
         turn_requests = [r for r in model.requests
                          if r.path.endswith("/messages") and "# Stage:" in json.dumps(r.body.get("system"))]
         if verbose:
-            for r in ledger:
-                print(f"{r.purpose:<8} in {r.input_tokens:>6} read {r.cache_read_tokens:>6} "
-                      f"write {r.cache_write_tokens:>6}", file=sys.stderr)
+            for r in sorted(ledger, key=lambda r: [int(p) if p.isdigit() else p
+                                                   for p in re.split(r"(\d+)", r.call_key)]):
+                print(f"{r.call_key.rsplit('/', 1)[-1]:<24} {r.purpose:<8} in {r.input_tokens:>6} "
+                      f"read {r.cache_read_tokens:>6} write {r.cache_write_tokens:>6}", file=sys.stderr)
+        if verbose:
+            _print_prefix_changes(turn_requests)
         figures = _figures(ledger, turn_requests)
         figures.update(stage_outcome=run.outcome, stage_iterations=run.iterations)
         store.close()
         return figures
+
+
+def _blocks(body: dict) -> list[str]:
+    """A request's content blocks in prefix order (system, then each message's blocks)."""
+    out = [f"system {json.dumps(b, sort_keys=True)}" for b in body.get("system") or []]
+    for m in body["messages"]:
+        content = m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
+        out += [f"{m['role']} {json.dumps({k: v for k, v in b.items() if k != 'cache_control'}, sort_keys=True)}"
+                for b in content]
+    return out
+
+
+def _print_prefix_changes(turn_requests: list) -> None:
+    """For each turn, the first block that differs from the previous turn's request: where the
+    cacheable prefix broke, and the breakpoints it carried."""
+    previous: list[str] = []
+    for n, r in enumerate(turn_requests, 1):
+        blocks = _blocks(r.body)
+        same = next((i for i, (a, b) in enumerate(zip(previous, blocks, strict=False)) if a != b),
+                    min(len(previous), len(blocks)))
+        content = [b for m in r.body["messages"] for b in (m["content"] if isinstance(m["content"], list) else [])]
+        marks = [i for i, b in enumerate(content) if "cache_control" in b]
+        print(f"request {n:>2}: {len(blocks)} blocks, same as previous up to block {same}; "
+              f"message breakpoints at blocks {marks}", file=sys.stderr)
+        previous = blocks
 
 
 def _figures(ledger: list, turn_requests: list) -> dict[str, float | int | str]:

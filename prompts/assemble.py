@@ -9,13 +9,13 @@ history and context first. Every layer, section and item leaves an `explain` row
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from cardloop.prompts.cache_plan import CacheMark, plan_cache
 from cardloop.prompts.card import Card, TenantPrompt
 from cardloop.prompts.context import SEAM_TOKENS, ContextFitter
 from cardloop.prompts.conversation import Conversation, SystemBlock, ToolSpec, Turn
@@ -52,6 +52,12 @@ class AssemblyRequest:
     tenant_prompt: TenantPrompt | None = None
     # The tools the model may call (the coding agent's workspace tools), sent natively.
     tools: tuple[ToolSpec, ...] = ()
+    # A stage run's first message in the card's history (its length when the run has none yet).
+    # Set: the context is its own message just before the run's turns, fitted to a budget that
+    # does not depend on how full the history is, so every turn of the run extends one stable
+    # prefix (system, agent, history before the run, context) that the provider caches. Unset
+    # (gateway, explain of a card): the context joins the current turn at the end.
+    run_start: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +72,8 @@ class AssembledPrompt:
     redactions: dict[str, int] = field(default_factory=dict)
     # The history fold this prompt needed and the summarizer had no summary for (it was truncated).
     fold_needed: Fold | None = None
+    # Where the cache breakpoints are, and which candidates were dropped (below the minimum, over 4).
+    cache: tuple[CacheMark, ...] = ()
 
     @property
     def total_tokens(self) -> int:
@@ -94,6 +102,7 @@ class AssembledPrompt:
             "budget": self.budget,
             "calibration_note": "tokens are cl100k_base counts times the model's calibration factor",
             "redactions": self.redactions,
+            "cache_breakpoints": [m.to_dict() for m in self.cache],
             "rows": [r.to_dict() for r in self.rows],
         }
 
@@ -242,6 +251,7 @@ class PromptAssembler:
         left -= turn_cost
 
         # 4. Chat history.
+        before_history = left
         # Reserve room for an opening user line in case the kept history starts with the agent.
         opener = Turn("user", "(The card's conversation continues.)")
         opener_cost = counter.count(opener.text) + overhead
@@ -252,12 +262,17 @@ class PromptAssembler:
         needs_opener = bool(history.turns) and history.turns[0].role == "assistant"
         left -= history.tokens + (opener_cost if needs_opener else 0)
 
-        # 5. Other context, joined with the current turn into the last user message.
-        context_budget = max(0, min(budget.context, left - SEAM_TOKENS))
+        # 5. Other context: its own message before the run's turns, or joined with the current turn.
+        in_run = request.run_start is not None
+        # In a run the context's room is what the history's whole budget leaves, not what this
+        # turn's history happens to leave: the context then stays byte-identical while the run grows.
+        seam = overhead if in_run else SEAM_TOKENS
+        room = before_history - min(budget.history, before_history) if in_run else left
+        context_budget = max(0, min(budget.context, room - seam))
         context = ContextFitter(counter, self.scrubber, settings.context, self._excerpts).fit(
             card, request.stage, context_budget, found)
         rows.extend(context.rows)
-        context_cost = context.tokens + (SEAM_TOKENS if context.blocks else 0)
+        context_cost = context.tokens + (seam if context.blocks else 0)
         rows.append(turn_row)
 
         turns = list(history.turns)
@@ -266,26 +281,27 @@ class PromptAssembler:
             # Providers want the conversation to open with the user.
             turns.insert(0, opener)
             history_cost += opener_cost
+        marks = {i: "fold" for i, t in enumerate(turns) if t.cache}  # the history's folded block
+        if in_run and context.blocks:
+            at = _run_position(len(card.history), request.run_start or 0, history.tail_from, len(turns))
+            turns.insert(at, Turn("user", "\n\n".join(context.blocks)))
+            marks = {(i + 1 if i >= at else i): kind for i, kind in marks.items()}
+            marks[at] = "context"
         if turns:
-            # The history changes only at its end. A breakpoint on its last turn writes the prefix
-            # the next turn starts with; one on the end of what the previous turn saw (the turn
-            # before the newest assistant reply) reads what that turn wrote. Reads only happen at
-            # breakpoints, so both are needed for a turn to hit the cache.
-            turns[-1] = dataclasses.replace(turns[-1], cache=True)
+            # The history changes only at its end: its last turn writes the prefix the next turn
+            # starts with; the end of what the previous turn sent (the turn before the newest
+            # assistant reply) reads what that turn wrote.
             newest_reply = max((i for i, t in enumerate(turns) if t.role == "assistant"), default=-1)
-            if newest_reply > 0 and not turns[newest_reply - 1].cache:
-                turns[newest_reply - 1] = dataclasses.replace(turns[newest_reply - 1], cache=True)
-        last = "\n\n".join([*context.blocks, turn_text])
+            if newest_reply > 0:
+                marks.setdefault(newest_reply - 1, "previous")
+            marks.setdefault(len(turns) - 1, "last")
+        last = turn_text if in_run else "\n\n".join([*context.blocks, turn_text])
+        system_blocks, turns, cache_marks = plan_cache(
+            (SystemBlock(system_text), SystemBlock(agent_text)), turns, marks, prefix_tokens=tools_cost,
+            counter=counter, overhead=overhead, min_tokens=settings.min_cache_tokens)
         turns.append(Turn("user", last))
-        # At most four breakpoints (Anthropic's limit, the first four kept): the stable system +
-        # agent prefix (one breakpoint at its end), the folded-history block, the previous turn's
-        # end and the last history turn.
-        conversation = Conversation(
-            system=tuple(b for b in (SystemBlock(system_text, cache=not agent_text),
-                                     SystemBlock(agent_text, cache=True)) if b.text),
-            turns=tuple(turns),
-            tools=request.tools,
-        )
+        conversation = Conversation(system=tuple(b for b in system_blocks if b.text), turns=tuple(turns),
+                                    tools=request.tools)
         sections = {"system": used_system, "agent": agent_cost, "history": history_cost,
                     "context": context_cost, "turn": turn_cost}
         if tools_cost:
@@ -295,8 +311,14 @@ class PromptAssembler:
             budget={"system": budget.system, "agent": budget.agent, "history": budget.history,
                     "context": budget.context, "total": budget.total},
             settings=settings, stage=request.stage, history_mode=history.mode,
-            redactions=dict(found), fold_needed=history.fold_needed,
+            redactions=dict(found), fold_needed=history.fold_needed, cache=cache_marks,
         )
+
+
+def _run_position(n: int, run_start: int, tail_from: int, n_turns: int) -> int:
+    """Where the run's context goes among the fitted history turns: just before the run's first
+    message, or right after the folded part when the fold has taken the run's first messages."""
+    return n_turns - (n - max(min(run_start, n), tail_from))
 
 
 def _where(template: Any) -> str:

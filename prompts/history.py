@@ -65,6 +65,9 @@ class HistoryFit:
     rows: tuple[ExplainRow, ...]
     folded: tuple[int, int] | None = None  # inclusive message index range folded away
     fold_needed: Fold | None = None         # the summarizer had no summary for this fold yet
+    # The index of the first message of the verbatim tail: turns[-(n - tail_from):] are
+    # messages tail_from..n-1 in order (n = the number of messages fitted).
+    tail_from: int = 0
 
 
 def render_message(message: Message, text: str) -> Turn:
@@ -382,7 +385,8 @@ class HistoryFitter:
             rows.append(ExplainRow("history", f"messages {units[tail_start][0] + 1}-{len(messages)}"
                                    if tail_start < len(units) else "recent tail", "card history", "verbatim",
                                    tail_cost, f"recent tail, about {self.settings.tail_fraction:.0%} of the budget"))
-            return HistoryFit(tuple(out), total_used, "summarized", tuple(rows), (first, last))
+            return HistoryFit(tuple(out), total_used, "summarized", tuple(rows), (first, last),
+                              tail_from=units[tail_start][0] if tail_start < len(units) else n)
 
         # Truncation: the newest units that fit, and the pinned facts of what was dropped,
         # in a block whose size is reserved up front so the sum can never exceed the budget.
@@ -421,7 +425,8 @@ class HistoryFitter:
                                    pinned_used, "error lines, file paths and commands kept verbatim"))
         rows.append(ExplainRow("history", f"messages {dropped_last + 2}-{len(messages)}", "card history",
                                "verbatim", kept, "most recent messages, newest first"))
-        return HistoryFit(tuple(out), pinned_used + kept, "truncated", tuple(rows), (0, dropped_last), needed)
+        return HistoryFit(tuple(out), pinned_used + kept, "truncated", tuple(rows), (0, dropped_last), needed,
+                          tail_from=dropped_last + 1)
 
     def _step_boundary(self, units: Sequence[tuple[int, int]], recs: Sequence[_Rendered], minimal: int,
                        step: int) -> int:

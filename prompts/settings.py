@@ -113,6 +113,8 @@ class AssemblySettings:
     max_iterations: int = 8
     # cl100k_base undercounts other tokenizers (Claude's): every count is multiplied by this.
     calibration: float = 1.0
+    # The shortest prefix the model's provider caches: no cache breakpoint on a shorter one.
+    min_cache_tokens: int = 1024
     profile_prompt: PromptSource | None = None
     provider_default: PromptSource = PromptSource(
         "You are a helpful assistant.", "provider default"

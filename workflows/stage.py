@@ -348,7 +348,7 @@ class StageWorkflow:
         return await workflow.execute_local_activity(
             names.ASSEMBLE,
             AssembleInput(card_key=inp.ref.key, stage=inp.stage, run=inp.run, iteration=iteration,
-                          profile=inp.settings.profile, tools=tools),
+                          profile=inp.settings.profile, tools=tools, run_key=workflow.info().workflow_id),
             result_type=AssembleResult,
             **policies.assembly(inp.settings.assemble_timeout),
             summary=f"{inp.stage} turn {iteration}: assemble prompt",

@@ -157,6 +157,7 @@ class Config(_Section):
             provider_default=PromptSource(provider.default_system_prompt,
                                           f"config providers.{prof.provider}.default_system_prompt"),
             calibration=model.calibration,
+            min_cache_tokens=model.min_cache_tokens,
         )
 
     def context_settings(self) -> ContextSettings:

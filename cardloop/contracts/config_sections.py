@@ -316,6 +316,9 @@ class ProviderConfig(_Section):
 class ModelConfig(_Section):
     context_window: int = Field(gt=0)
     calibration: float = Field(default=1.0, ge=1.0, le=3.0)
+    # The shortest prefix the provider caches (Anthropic: per model); a breakpoint on a shorter
+    # prefix is wasted, so none is placed there. 0: the provider caches prefixes automatically.
+    min_cache_tokens: int = Field(default=1024, ge=0)
     budget: BudgetOverride = BudgetOverride()
     price: PriceConfig = PriceConfig()
 

@@ -282,6 +282,9 @@ class AssembleInput(_Value):
     iteration: int
     profile: str
     tools: list[str] = Field(default_factory=list)  # offered to the model as its native tools
+    # The stage run's workflow id: its messages' dedup keys start with it, so the first of them
+    # is where the run's turns begin. Empty: not a stage run (the context joins the current turn).
+    run_key: str = Field(default="", max_length=500)
 
 
 class AssembleResult(_Value):

@@ -144,6 +144,18 @@ class CardsMixin(StoreBase):
             ).one_or_none()
         return None if row is None else (int(row.seq), Message.model_validate_json(row.body))
 
+    def first_seq_under(self, card_key: str, key_prefix: str) -> int | None:
+        """The seq of the first message appended under a dedup key starting with `key_prefix`
+        (a stage run's messages share its workflow id as prefix), or None."""
+        tenant = self._card_tenant(card_key)
+        m = s.messages.c
+        with self._db.read(tenant) as conn:
+            found = conn.execute(
+                select(func.min(m.seq)).where(m.card_key == card_key, m.tenant == tenant,
+                                              m.dedup_key.startswith(key_prefix, autoescape=True))
+            ).scalar()
+        return None if found is None else int(found)
+
     def messages(self, card_key: str, start: int = 0, end: int | None = None) -> list[Message]:
         """Messages with start <= seq < end (end None: to the last), in seq order."""
         tenant = self._card_tenant(card_key)

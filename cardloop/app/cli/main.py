@@ -96,7 +96,9 @@ def cmd_prompt_explain(args: argparse.Namespace, config: Config) -> int:
     try:
         prompt = assembler.assemble(
             AssemblyRequest(card=card, stage=args.stage, iteration=args.iteration,
-                            request_system=args.request_system, tenant_prompt=tenant),
+                            request_system=args.request_system, tenant_prompt=tenant,
+                            # What a stage run's first turn sends (the context before the run's turns).
+                            run_start=len(card.history) if args.stage is not None else None),
             settings)
     except AssemblyError as exc:
         raise ConfigError(str(exc)) from None
@@ -123,6 +125,11 @@ def cmd_prompt_explain(args: argparse.Namespace, config: Config) -> int:
         out.write(f"{name:<8} {e['tokens'][name]:>7,}   {limit:>7,}\n" if limit is not None
                   else f"{name:<8} {e['tokens'][name]:>7,}         -\n")
     out.write(f"{'total':<8} {e['tokens']['total']:>7,}   {e['budget']['total']:>7,}\n")
+    if e["cache_breakpoints"]:
+        out.write("\ncache breakpoints (a provider caches the exact prefix up to each):\n")
+        for m in e["cache_breakpoints"]:
+            out.write(f"  {m['kind']:<9} {m['block']:<12} {m['prefix_tokens']:>7,} tokens  {m['status']:<14} "
+                      f"stable: {m['stable_for']}\n")
     if e["redactions"]:
         found = ", ".join(f"{k} x{v}" for k, v in sorted(e["redactions"].items()))
         out.write(f"\nsecrets redacted before assembly: {found}\n")

@@ -186,6 +186,28 @@ def test_prompt_cache_usage() -> None:
     assert first["input_tokens"] == 2  # "Go on." after the cached prefix
 
 
+def test_moving_a_breakpoint_does_not_change_the_prefix() -> None:
+    """Anthropic caches content, not where the markers sat: a turn whose earlier blocks lost their
+    markers (a tool result here) still reads the prefix the previous turn wrote at a later one."""
+    mark = {"cache_control": {"type": "ephemeral"}}
+    call = {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a.py"}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "x" * 8000}
+    context = {"type": "text", "text": "Notes: " + "y" * 400}
+    opening = [{"role": "user", "content": [{"type": "text", "text": "Fix it."}]},
+               {"role": "assistant", "content": [call]}]
+    first = [*opening, {"role": "user", "content": [{**result, **mark}]},
+             {"role": "user", "content": [{**context, **mark}]}, {"role": "user", "content": "Go on."}]
+    second = [*opening, {"role": "user", "content": [result]}, {"role": "user", "content": [{**context, **mark}]},
+              {"role": "assistant", "content": [{"type": "text", "text": "Done reading.", **mark}]},
+              {"role": "user", "content": "Go on."}]
+    with ScriptedModel(TRANSCRIPT) as server:
+        wrote = post(server, request(messages=first)).json()["usage"]
+        read = post(server, request(messages=second)).json()["usage"]
+    assert wrote["cache_creation_input_tokens"] > 2000
+    assert read["cache_read_input_tokens"] == wrote["cache_creation_input_tokens"]
+    assert read["cache_creation_input_tokens"] == 4  # "Done reading." only
+
+
 # --- the summarizer -----------------------------------------------------------------------
 
 

@@ -282,6 +282,19 @@ def test_append_is_idempotent_under_retry(store: Store) -> None:
     assert [m.content for m in store.messages(KEY)] == ["first", "second", "again", "again"]
 
 
+def test_first_seq_under_finds_where_a_stage_run_began(store: Store) -> None:
+    """A stage run's messages share its workflow id as dedup-key prefix; LIKE's wildcards in an id
+    (`_`, `%`) match only themselves."""
+    store.append_message(KEY, user("before"), dedup_key="comment/1")
+    store.append_message(KEY, user("other run"), dedup_key="stage_a%1/turn-1")
+    store.append_message(KEY, user("reply"), dedup_key="stage_a/turn-1")
+    store.append_message(KEY, user("tool"), dedup_key="stage_a/tool-1-x")
+    assert store.first_seq_under(KEY, "stage_a/") == 2
+    assert store.first_seq_under(KEY, "stage_a%1/") == 1
+    assert store.first_seq_under(KEY, "stageXa/") is None
+    assert store.first_seq_under(KEY, "stage_b/") is None
+
+
 def test_concurrent_retries_of_one_append_add_it_once(store: Store) -> None:
     store.append_message(KEY, user("before"))
     seqs = run_threads(8, lambda _: store.append_message(KEY, user("once"), dedup_key="turn/7"))
