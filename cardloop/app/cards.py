@@ -141,15 +141,30 @@ class CardService:
                 return None
             raise
         for pending in described.raw_description.pending_activities:
-            if pending.attempt <= 1 or not pending.last_failure.message:
+            if pending.attempt <= 1 or not pending.HasField("last_failure"):
                 continue
-            text = pending.last_failure.message
+            text = await self._failure_message(pending.last_failure)
+            if not text:
+                continue
             if pending.HasField("next_attempt_schedule_time"):
                 due = pending.next_attempt_schedule_time.ToDatetime(tzinfo=UTC)
                 left = (due - datetime.now(UTC)).total_seconds()
                 text += f" [attempt {pending.attempt} " + (f"starts in {words(left)}]" if left > 0 else "running]")
             return text
         return None
+
+    async def _failure_message(self, failure: Any) -> str:
+        """The failure's own message: with payload encryption on, the server holds only
+        "Encoded failure" and the real message travels encrypted in encoded_attributes."""
+        if not failure.HasField("encoded_attributes"):
+            return str(failure.message)
+        copy = type(failure)()
+        copy.CopyFrom(failure)
+        try:
+            decoded = await self.client.data_converter.decode_failure(copy)
+        except Exception:  # a key this client does not hold: say what the server says
+            return str(failure.message)
+        return str(getattr(decoded, "message", None) or decoded)
 
     async def state(self, ref: CardRef) -> CardState | None:
         handle = self.client.get_workflow_handle(ref.workflow_id)

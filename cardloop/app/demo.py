@@ -8,6 +8,7 @@ a newcomer sees the whole flow. It is never used silently when a key exists."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import sys
@@ -19,9 +20,12 @@ from urllib.parse import quote
 from temporalio.service import RPCError
 
 from cardloop.app.cards import CardService
+from cardloop.app.lifecycle import StackLock, data_dir_lock
+from cardloop.app.logs import log_to_data_dir
+from cardloop.app.preflight import check_models
 from cardloop.app.sample_remote import Remote, push_sample_repo
 from cardloop.app.scripted_model import ScriptedModel, load_transcript
-from cardloop.app.stack import dev_stack, wait_for_ctrl_c
+from cardloop.app.stack import data_dir, dev_stack, wait_for_ctrl_c
 from cardloop.app.startup import load_config
 from cardloop.contracts import names
 from cardloop.contracts.config import Config
@@ -42,6 +46,29 @@ def card_url(ui_url: str, namespace: str, workflow_id: str) -> str:
 def needs_scripted_model(config: Config) -> bool:
     profiles = {config.stage(s).profile for s in config.stages_enum()} | {config.summarizer.profile}
     return any(config.api_key(p) is None for p in profiles)
+
+
+SCRIPTED_BANNER = """\
+******************************************************************************************
+*  SCRIPTED MODEL: every model call goes to the OFFLINE SCRIPTED MODEL on {url},
+*  a test double that replays {transcript}; it is NOT a language model.
+*  API keys are ignored. Run `cardloop dev` without --scripted for the configured model.
+******************************************************************************************"""
+
+
+def scripted_config(config_path: str | None, env: Mapping[str, str] | None = None) -> Config:
+    """The configuration with every model call on the scripted model (`cardloop dev --scripted`):
+    each profile a stage or the summarizer uses gets a placeholder key; all must be Anthropic's."""
+    env = dict(os.environ if env is None else env)
+    probe = load_config(config_path, env)
+    for name in {probe.stage(s).profile for s in probe.stages_enum()} | {probe.summarizer.profile}:
+        profile = probe.profiles[name]
+        if profile.provider != "anthropic":
+            raise ConfigError(f"profile {name!r} uses provider {profile.provider!r}; the offline scripted model "
+                              "only speaks the Anthropic API")
+        if profile.api_key_env:
+            env[profile.api_key_env] = SCRIPTED_KEY
+    return load_config(config_path, env)
 
 
 def demo_remote(data_dir: Path) -> Remote:
@@ -93,6 +120,7 @@ async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, 
     await svc.move(ref, stage, delivery_id=f"demo/{ref.card_id}/{stage}", actor="demo")
     out(f"\n▶ moved to {stage}")
     last_iter = 0
+    last_retry: str | None = None
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
@@ -111,6 +139,11 @@ async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, 
         if progress and progress.iteration != last_iter:
             last_iter = progress.iteration
             out(f"  … turn {progress.iteration}: assembling the prompt and asking the model")
+        # A model call waiting for its next attempt: say why, once per attempt.
+        retrying = await svc.retrying(ref, state) if state is not None else None
+        if retrying and retrying.split(" [attempt")[0] != last_retry:
+            last_retry = retrying.split(" [attempt")[0]
+            out(f"  ⟳ {last_retry}")
         if loop.time() > deadline:
             raise TimeoutError(f"stage {stage} did not finish within {timeout:.0f}s")
         await asyncio.sleep(0.2)
@@ -136,66 +169,84 @@ async def run_demo(config_path: str | None, *, keep_running: bool | None, out=pr
     env = dict(os.environ)
     probe = load_config(config_path, env)
     scripted = needs_scripted_model(probe)
-    remote = demo_remote(Path(probe.dev.data_dir).expanduser())
-    config = demo_config(config_path, env, scripted, remote)
-    model: ScriptedModel | None = None
-    base_urls: dict[str, str] = {}
-    if scripted:
-        out("No API key for the configured model (ANTHROPIC_API_KEY is not set).\n"
-            "This demo therefore runs the OFFLINE SCRIPTED MODEL: a test double that serves the Anthropic\n"
-            "Messages API on 127.0.0.1 and replays examples/agent-transcript.json. Everything else is real:\n"
-            "Temporal, the workflows, prompt assembly, RLM summarization, the store, the anthropic client,\n"
-            "and the agent's tools: a git worktree of examples/sample-repo, its tests run in the sandbox,\n"
-            "commits pushed to a local bare remote. Set ANTHROPIC_API_KEY to run the real model.")
-        model = ScriptedModel(load_transcript(EXAMPLES / "agent-transcript.json")).start()
-        base_urls = {name: model.url for name, p in config.profiles.items() if p.provider == "anthropic"}
-    else:
-        out(f"Using the real model: profile {config.stage(config.stages_enum()[0]).profile}.")
+    root = data_dir(probe)
+    # The data dir first: with `cardloop dev` running on it, nothing here may touch its files.
+    with data_dir_lock(root, "demo") as lock:
+        log_file = log_to_data_dir(root, console_level=logging.ERROR)
+        config = demo_config(config_path, env, scripted)
+        if not scripted:
+            # Seconds, not the retry schedule's minutes per stage: is the model there, is the key good?
+            out(f"Using the real model: profile {config.stage(config.stages_enum()[0]).profile}.")
+            await asyncio.to_thread(check_models, config, None, out)
+            out("  the model answered and took the key.")
+        remote = demo_remote(root)
+        config = demo_config(config_path, env, scripted, remote)
+        model: ScriptedModel | None = None
+        try:
+            base_urls: dict[str, str] = {}
+            if scripted:
+                out("No API key for the configured model (ANTHROPIC_API_KEY is not set).\n"
+                    "This demo therefore runs the OFFLINE SCRIPTED MODEL: a test double that serves the Anthropic\n"
+                    "Messages API on 127.0.0.1 and replays examples/agent-transcript.json. Everything else is real:\n"
+                    "Temporal, the workflows, prompt assembly, RLM summarization, the store, the anthropic client,\n"
+                    "and the agent's tools: a git worktree of examples/sample-repo, its tests run in the sandbox,\n"
+                    "commits pushed to a local bare remote. Set ANTHROPIC_API_KEY to run the real model.")
+                model = ScriptedModel(load_transcript(EXAMPLES / "agent-transcript.json")).start()
+                base_urls = {name: model.url for name, p in config.profiles.items() if p.provider == "anthropic"}
+            return await _demo(config, lock, remote, scripted, base_urls, keep_running, log_file, out)
+        finally:
+            if model is not None:
+                model.stop()
+
+
+async def _demo(config: Config, lock: StackLock, remote: Remote, scripted: bool, base_urls: dict[str, str],
+                keep_running: bool | None, log_file: Path, out) -> int:
     sample = Card.model_validate_json((EXAMPLES / "card.json").read_text(encoding="utf-8"))
     stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
     # A branch of its own per run (cardloop/<card id>), so a second demo starts from main again.
     card = sample.model_copy(update={"id": f"{sample.id}-demo-{stamp}", "branch": None})
     timeout = 120.0 if scripted else 1800.0
-    try:
-        out("\nstarting the dev stack: temporal server start-dev (SQLite), worker, store …")
-        async with dev_stack(config, base_urls=base_urls, pick_free_ports=True) as stack:
-            svc = CardService(stack.client, stack.store, config)
-            ref = svc.import_card(card)
-            link = card_url(stack.ui_url or config.temporal.ui_url, config.temporal.namespace, ref.workflow_id)
-            out(f"card {ref.key}: {card.title}\n  Temporal UI: {link}")
-            for stage in STAGE_NAMES:
-                await run_stage(svc, ref, stage, timeout, out)
-            await svc.move(ref, "done", delivery_id=f"demo/{ref.card_id}/done", actor="demo")
-            state = await svc.wait_for(ref, lambda s: s.status == "done", timeout=60)
-            totals = stack.store.usage_totals(ref.key)
-            out(f"\n■ done: {len(state.history)} stage runs, {totals.total.calls} model calls, "
-                f"{totals.total.input_tokens + totals.total.output_tokens:,} tokens, "
-                f"${float(totals.total.cost_usd):.4f}")
-            for stage, s in totals.by_stage.items():
-                out(f"    {stage:<13} {s.calls} call(s)  {s.input_tokens:>8,} in  {s.output_tokens:>6,} out  "
-                    f"${float(s.cost_usd):.4f}")
-            branch = default_branch_name(card.id)
-            log = remote.commits(branch) if remote.head(branch) else []
-            out(f"\n⎇ {remote.url_template.format(repo=card.repo)} branch {branch}: "
-                f"{len(log)} commit(s), newest first:")
-            for subject in log[:4]:
-                out(f"    {subject}")
-            out("  See the fix: git -C " + str(remote.bare) + f" show {branch} -- app/webhooks/retry.py")
-            out("  With GitHub configured ([sources.repository] clone_url on github.com, CARDLOOP_GITHUB_TOKEN), the\n"
-                "  checkpoints go to the card's branch on GitHub, coding opens one pull request for it, and each\n"
-                "  stage run comments its outcome on the card's issue or pull request.")
-            out(f"\nFrom the command line: .venv/bin/cardloop card show {ref.key}  (with `cardloop dev` running)")
-            out(f"\nSee the card in the Temporal UI: {link}\n"
-                f"Search there for: CardStage = 'done' AND Repo = '{card.repo}'")
-            if keep_running is None:
-                keep_running = sys.stdin.isatty() and sys.stdout.isatty()
-            if keep_running:
-                out("\nThe stack keeps running so you can open the UI. Press Ctrl-C to stop.")
-                await wait_for_ctrl_c()
-            else:
-                out(f"(The stack stops now; `cardloop dev` brings the UI back with this card: its history is "
-                    f"kept in {config.dev.data_dir}.)")
-    finally:
-        if model is not None:
-            model.stop()
+    out("\nstarting the dev stack: temporal server start-dev (SQLite), worker, store …")
+    async with dev_stack(config, base_urls=base_urls, pick_free_ports=True, lock=lock) as stack:
+        svc = CardService(stack.client, stack.store, config)
+        ref = svc.import_card(card)
+        link = card_url(stack.ui_url or config.temporal.ui_url, config.temporal.namespace, ref.workflow_id)
+        out(f"card {ref.key}: {card.title}\n  Temporal UI: {link}")
+        for stage in STAGE_NAMES:
+            state = await run_stage(svc, ref, stage, timeout, out)
+            last = state.history[-1]
+            if last.outcome != "completed":
+                out(f"\n✗ the demo stops: {stage} ended {last.outcome}: {last.reason}\n"
+                    f"  The card's stage runs: {link}\n  Log (with tracebacks): {log_file}")
+                return 1
+        await svc.move(ref, "done", delivery_id=f"demo/{ref.card_id}/done", actor="demo")
+        state = await svc.wait_for(ref, lambda s: s.status == "done", timeout=60)
+        totals = stack.store.usage_totals(ref.key)
+        out(f"\n■ done: {len(state.history)} stage runs, {totals.total.calls} model calls, "
+            f"{totals.total.input_tokens + totals.total.output_tokens:,} tokens, "
+            f"${float(totals.total.cost_usd):.4f}")
+        for stage, s in totals.by_stage.items():
+            out(f"    {stage:<13} {s.calls} call(s)  {s.input_tokens:>8,} in  {s.output_tokens:>6,} out  "
+                f"${float(s.cost_usd):.4f}")
+        branch = default_branch_name(card.id)
+        log = remote.commits(branch) if remote.head(branch) else []
+        out(f"\n⎇ {remote.url_template.format(repo=card.repo)} branch {branch}: "
+            f"{len(log)} commit(s), newest first:")
+        for subject in log[:4]:
+            out(f"    {subject}")
+        out("  See the fix: git -C " + str(remote.bare) + f" show {branch} -- app/webhooks/retry.py")
+        out("  With GitHub configured ([sources.repository] clone_url on github.com, CARDLOOP_GITHUB_TOKEN), the\n"
+            "  checkpoints go to the card's branch on GitHub, coding opens one pull request for it, and each\n"
+            "  stage run comments its outcome on the card's issue or pull request.")
+        out(f"\nFrom the command line: .venv/bin/cardloop card show {ref.key}  (with `cardloop dev` running)")
+        out(f"\nSee the card in the Temporal UI: {link}\n"
+            f"Search there for: CardStage = 'done' AND Repo = '{card.repo}'")
+        if keep_running is None:
+            keep_running = sys.stdin.isatty() and sys.stdout.isatty()
+        if keep_running:
+            out("\nThe stack keeps running so you can open the UI. Press Ctrl-C to stop.")
+            await wait_for_ctrl_c()
+        else:
+            out(f"(The stack stops now; `cardloop dev` brings the UI back with this card: its history is "
+                f"kept in {config.dev.data_dir}.)")
     return 0

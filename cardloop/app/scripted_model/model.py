@@ -21,11 +21,13 @@ from cardloop.app.scripted_model.transcript import check_transcript, normalize_s
 from cardloop.app.scripted_model.validation import validate_request
 from cardloop.app.scripted_model.wire import (
     MESSAGES_PATH,
+    MODELS_PATH,
     Answer,
     block_text,
     count_tokens,
     error_answer,
     invalid_answer,
+    models_answer,
     new_id,
     system_text_blocks,
 )
@@ -246,15 +248,17 @@ class ScriptedModel:
                 )
             answer.headers.update(fault.headers)
             return answer
-        if route != MESSAGES_PATH:
+        if route not in (MESSAGES_PATH, MODELS_PATH):
             return error_answer(404, f"Not found: {method} {route}", "not_found_error")
-        if method != "POST":
+        if method != ("GET" if route == MODELS_PATH else "POST"):
             return error_answer(405, f"Method not allowed: {method}", "invalid_request_error")
         key = headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ").strip()
         if not key:
             return error_answer(401, "x-api-key header is required", "authentication_error")
         if self.api_key is not None and key != self.api_key:
             return error_answer(401, "invalid x-api-key", "authentication_error")
+        if route == MODELS_PATH:
+            return models_answer()
         if not headers.get("anthropic-version"):
             return invalid_answer("anthropic-version: header is required")
         if not parsed:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MESSAGES_PATH = "/v1/messages"
+# GET: the models list, which `cardloop demo` and `dev --scripted` call before the first stage.
+MODELS_PATH = "/v1/models"
 _DEFAULT_ERRORS: dict[int, tuple[str, str]] = {
     400: ("invalid_request_error", "Invalid request."),
     401: ("authentication_error", "invalid x-api-key"),
@@ -46,6 +48,14 @@ def new_id(prefix: str) -> str:
 def count_tokens(text: str) -> int:
     # About four characters per token for English and code: good enough for plausible usage.
     return math.ceil(len(text) / 4)
+
+
+def models_answer() -> Answer:
+    """GET /v1/models: the API's list shape, naming the scripted model itself."""
+    model = {"type": "model", "id": "scripted-model", "display_name": "cardloop scripted model (test double)",
+             "created_at": "2026-01-01T00:00:00Z"}
+    return Answer(200, {"data": [model], "has_more": False, "first_id": model["id"], "last_id": model["id"]},
+                  {"request-id": new_id("req_")})
 
 
 def error_answer(status: int, message: str | None = None, error_type: str | None = None) -> Answer:

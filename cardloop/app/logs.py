@@ -1,0 +1,68 @@
+"""Where the embedded stack's log goes: everything, tracebacks included, to `cardloop.log` in
+the data dir (0600, next to Temporal's own temporal.log); on the console one line per warning,
+naming the file. A failing model call logs a traceback per attempt from the Temporal SDK
+("Completing activity as failed ... Traceback"); that belongs in a file, not in a terminal
+that shows the demo's progress. `cardloop worker` and `cardloop api` log to stdout as before:
+there the platform (Kubernetes, systemd) collects the stream."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+from pathlib import Path
+from typing import TextIO
+
+LOG_NAME = "cardloop.log"
+# The Temporal SDK appends its context as a dict: "Completing activity as failed ({'activity_id': ...})".
+_CONTEXT = re.compile(r"\s*\(\{.*\}\)\s*$", re.DOTALL)
+_HANDLERS: list[logging.Handler] = []
+
+
+class OneLine(logging.Formatter):
+    """level: the message's first line[: the exception's first line] (details: FILE)."""
+
+    def __init__(self, log_file: Path) -> None:
+        super().__init__()
+        self.log_file = log_file
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = _CONTEXT.sub("", record.getMessage()).strip()
+        lines = text.splitlines()
+        text = lines[0] if lines else ""
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            first = (str(exc).splitlines() or [""])[0]
+            if first and first not in text:
+                text += f": {type(exc).__name__}: {first}"
+        if len(text) > 300:
+            text = text[:299] + "…"
+        return f"{record.levelname.lower()}: {text} (details: {self.log_file})"
+
+
+def log_to_data_dir(root: Path, *, console_level: int = logging.WARNING,
+                    console: TextIO | None = None) -> Path:
+    """Route the process's logging as the module says; returns the log file's path."""
+    path = root / LOG_NAME
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.close(fd)
+    os.chmod(path, 0o600)
+    to_file = logging.FileHandler(path, encoding="utf-8")
+    to_file.setLevel(logging.INFO)
+    to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    to_console = logging.StreamHandler(console or sys.stderr)
+    to_console.setLevel(console_level)
+    to_console.setFormatter(OneLine(path))
+    top = logging.getLogger()
+    for old in _HANDLERS:
+        top.removeHandler(old)
+        old.close()
+    _HANDLERS[:] = [to_file, to_console]
+    for handler in _HANDLERS:
+        top.addHandler(handler)
+    top.setLevel(logging.INFO)
+    return path
+
+
+__all__ = ["LOG_NAME", "OneLine", "log_to_data_dir"]
