@@ -86,6 +86,9 @@ class GitleaksRule:
     entropy: float
     keywords: tuple[str, ...]
     anchored: frozenset[str]  # keywords where a match starts (tried with one `match`)
+    # The pattern reads on through a line (`.*`): a failed try at a hit fails at every later hit
+    # of that line too, which are then skipped (`curl curl curl ...` is read once, not once per hit).
+    per_line: bool
     allowlists: tuple[Allowlist, ...]
 
     def secret_span(self, m: re.Match[str]) -> tuple[int, int]:
@@ -177,13 +180,17 @@ def translate(go: str) -> str:
 # Where a match of the pattern can only start at its keyword: optional flags, `\b`, group
 # openings and gitleaks' lazy identifier prefix `[\w.-]{0,50}?`, then a literal or a group of
 # literal alternatives that begins with the keyword.
-_SKIP = re.compile(r"(?:\(\?i\)|\\b|\(\?:|\(\?i:|\((?!\?)|\[\\w\.-\]\{0,50\}\?)*")
+_SKIP = re.compile(r"(?:\(\?i\)|\\b|\(\?:|\(\?-?i:|\((?!\?)|\[\\w\.-\]\{0,50\}\?)*")
+# `[Ee]`: one letter in either case, a literal letter to a keyword search (which is lowercase).
+_CASE_PAIR = re.compile(r"\[([A-Za-z])([A-Za-z])\]")
 _LITERAL = re.compile(r"(?:[A-Za-z0-9_~\-]|\\[.\-_~])+")
 
 
 def _literal(fragment: str) -> str:
     """The literal text a fragment must start with (lowercase); a character made optional or
     repeated by a quantifier right after it is not part of it."""
+    fragment = _CASE_PAIR.sub(lambda m: m.group(1) if m.group(1).lower() == m.group(2).lower() else m.group(0),
+                              fragment)
     m = _LITERAL.match(fragment)
     if not m:
         return ""
@@ -215,12 +222,25 @@ def _alternatives(rest: str) -> list[str]:
     return alts
 
 
+# gitleaks' generic rules start with a lazy identifier prefix, `[\w.-]{0,50}?`, sometimes twice
+# (`[\w.-]{0,50}?(?i:[\w.-]{0,50}?(?:okta)...`). It may match nothing, so it changes where a
+# match starts, never whether there is one nor its secret; dropped, a search tries one thing
+# per position instead of fifty.
+_LAZY_PREFIX = re.compile(r"^((?:\(\?i\))?)((?:\[\\w\.-\]\{0,50\}\?)+)(\(\?i:)?((?:\[\\w\.-\]\{0,50\}\?)*)")
+
+
+def drop_lazy_prefix(go: str) -> str:
+    m = _LAZY_PREFIX.match(go)
+    return go if m is None else m.group(1) + (m.group(3) or "") + go[m.end():]
+
+
 def anchored_keywords(go: str, keywords: tuple[str, ...]) -> frozenset[str]:
     """The rule's keywords when every match starts with one of them (so one `match` at each
     keyword hit finds every match); empty when some match may start elsewhere."""
     rest = go[_SKIP.match(go).end():]  # type: ignore[union-attr]
     heads = [_literal(a) for a in _alternatives(rest)]
-    if heads and all(h and any(h.startswith(k) for k in keywords) for h in heads):
+    # A keyword may be longer than the literal (`linked[_-]?in`: `linked`, keyword `linkedin`).
+    if heads and all(h and any(h.startswith(k) or k.startswith(h) for k in keywords) for h in heads):
         return frozenset(keywords)
     return frozenset()
 
@@ -260,11 +280,12 @@ def load(toml_text: str, *, reserved: frozenset[str] = frozenset()) -> tuple[tup
         rules.append(GitleaksRule(
             name=f"gitleaks-{rid}" if rid in reserved else rid,
             upstream_id=rid,
-            pattern=re.compile(translate(spec["regex"]), re.ASCII),
+            pattern=re.compile(translate(drop_lazy_prefix(spec["regex"])), re.ASCII),
             secret_group=int(spec.get("secretGroup", 0)),
             entropy=float(spec.get("entropy", 0.0)),
             keywords=keywords,
-            anchored=anchored_keywords(spec["regex"], keywords),
+            anchored=anchored_keywords(drop_lazy_prefix(spec["regex"]), keywords),
+            per_line=".*" in spec["regex"],
             allowlists=(global_allow, *(_allowlist(a) for a in spec.get("allowlists", ()))),
         ))
     return tuple(rules), skipped
@@ -339,7 +360,8 @@ class GitleaksScanner:
         found.append((start, end, ri))
 
     def _at(self, ri: int, text: str, positions: list[int], found: list[tuple[int, int, int]]) -> int:
-        match = self.rules[ri].pattern.match
+        rule = self.rules[ri]
+        match = rule.pattern.match
         covered = -1
         work = 0
         for p in sorted(set(positions)):
@@ -351,6 +373,10 @@ class GitleaksScanner:
                 work += m.end() - m.start()
                 self._accept(ri, m, found)
                 covered = m.end()
+            elif rule.per_line:
+                line_end = text.find("\n", p)
+                covered = line_end if line_end >= 0 else len(text)
+                work += covered - p
         return work
 
     def _around(self, ri: int, text: str, positions: list[int], found: list[tuple[int, int, int]]) -> int:

@@ -5,6 +5,7 @@ its own shape (generated from its pattern), whole, through the default redactor.
 from __future__ import annotations
 
 import re
+import time
 import tomllib
 from importlib import resources
 
@@ -60,9 +61,29 @@ def test_go_syntax_is_translated() -> None:
 def test_a_rule_is_tried_at_its_keyword_only_when_every_match_starts_there() -> None:
     assert anchored_keywords(r"\b((?:A3T[A-Z0-9]|AKIA|ASIA)[A-Z2-7]{16})\b", ("a3t", "akia", "asia"))
     assert anchored_keywords(r"(?i)[\w.-]{0,50}?(?:sendgrid)(?:[ \t\w.-]{0,20})=", ("sendgrid",))
-    # `https?`: the match may be `http:`, so the literal is `http`, which `https` does not start.
-    assert not anchored_keywords(r"\bhttps?://x", ("https",))
-    assert not anchored_keywords(r"(?:^|[\\'\"\s>=:(,)])([a-zA-Z0-9_~.]{3}\dQ~[a-z]{31})", ("q~",))
+    # The keyword names the service, the token starts otherwise: searched around the keyword.
+    assert not anchored_keywords(r"\b(pat[[:alnum:]]{14}\.[a-f0-9]{64})\b", ("airtable",))
+    # `[Ee]tsy` is a letter in either case; `linked[_-]?in` starts every keyword `linked...`.
+    assert anchored_keywords(r"(?i)(?:(?-i:ETSY|[Ee]tsy))(?:[ \t\w.-]{0,20})=", ("etsy",))
+    assert anchored_keywords(r"(?i)(?:linked[_-]?in)(?:[ \t\w.-]{0,20})=", ("linkedin", "linked_in"))
+
+
+@pytest.mark.parametrize("unit", ["curl ", "curl -u ", "sumo", "etsy=", "q~=", "ey", "s.", "AKIA"])
+def test_a_run_of_one_keyword_costs_linear_time(unit: str) -> None:
+    # Red-team style: gitleaks' curl rules read on through the line after `curl`, so `curl curl
+    # ...` was quadratic (65 s for 80 KB); a failed try now ends the line for that rule.
+    def best(n: int) -> float:
+        text = (unit * (n // len(unit) + 1))[:n]
+        elapsed = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            DEFAULT_REDACTOR.find(text)
+            elapsed = min(elapsed, time.perf_counter() - t0)
+        return elapsed
+
+    small, large = best(20_000), best(80_000)
+    # Linear: about 4x. Quadratic: about 16x. The floor keeps timer noise on tiny runs out.
+    assert large <= 8 * max(small, 0.002), f"{unit!r}: {small:.4f}s -> {large:.4f}s"
 
 
 def _fake_line(rule_index: int) -> tuple[str, tuple[int, int]] | None:
