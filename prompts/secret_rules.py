@@ -13,33 +13,31 @@ How a gitleaks rule is used, as gitleaks uses it:
   allowlists (regexes on the secret, the match or the line; stopwords) drop a finding.
 Not used: rules that need a file path (we redact text, not files) and `generic-api-key`, whose
 job our own generic-assignment and context rules do with a value-shape check tuned for source
-code (see SKIPPED).
+code (SKIPPED_BY_DESIGN; the skipped rules and why: redact.GITLEAKS_SKIPPED).
 
-Go's RE2 syntax differs from Python's `re` in a few places, translated by `translate`:
-`(?i)` in the middle of a pattern (scoped to the rest of its group), `\\z`, `$` (Go: end of
-text only), `[` inside a class and POSIX classes; every pattern is compiled with re.ASCII, as
-Go's `\\w`, `\\s`, `\\d` and `\\b` are ASCII.
+Patterns are Go (RE2) regular expressions, translated to Python's `re` by prompts/go_regex.py.
 
 How it stays fast: one Aho-Corasick pass over the lowercased text finds every keyword at once
 (`ahocorasick_rs`, in C speed); a rule whose pattern starts at its keyword (most of them:
-`ghp_...`, `[\\w.-]{0,50}?(?:sendgrid)...`) is tried with one `match` at each keyword hit; the
-others are searched in a window around each hit (merged windows, each character read once
-per rule). A match that reaches a window's end is matched again against the whole text, so a
-window never cuts a secret short.
+`ghp_...`, `(?:sendgrid)...` once gitleaks' lazy `[\\w.-]{0,50}?` prefix is dropped) is tried
+with one `match` at each keyword hit; the others are searched in a window around each hit
+(merged windows, each character read once per rule). A match that reaches a window's end is
+matched again against the whole text, so a window never cuts a secret short. A rule that reads
+on through a line (gitleaks' curl rules) is tried once per line of hits, or `curl curl ...`
+would be read once per hit: quadratic.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import tomllib
-from collections import Counter
 from dataclasses import dataclass
 from importlib import resources
 
 import ahocorasick_rs
 
 from cardloop.prompts.go_regex import anchored_keywords, drop_lazy_prefix, translate
+from cardloop.prompts.secret_values import shannon_entropy
 
 GITLEAKS_VERSION = "8.30.1"
 RULES_FILE = "gitleaks.toml"
@@ -146,13 +144,6 @@ def load(toml_text: str, *, reserved: frozenset[str] = frozenset()) -> tuple[tup
             allowlists=(global_allow, *(_allowlist(a) for a in spec.get("allowlists", ()))),
         ))
     return tuple(rules), skipped
-
-
-def shannon_entropy(value: str) -> float:
-    if not value:
-        return 0.0
-    n = len(value)
-    return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
 
 
 # --------------------------------------------------------------------------- scanning
