@@ -15,12 +15,12 @@ import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import quote
 
 from temporalio.service import RPCError
 
 from cardloop.app.cards import CardService
 from cardloop.app.lifecycle import StackLock, data_dir_lock
+from cardloop.app.local import card_url
 from cardloop.app.logs import log_to_data_dir
 from cardloop.app.preflight import check_models
 from cardloop.app.sample_remote import Remote, push_sample_repo
@@ -37,10 +37,6 @@ from cardloop.prompts.stages import STAGE_NAMES
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCRIPTED_KEY = "scripted-model-offline"
-
-
-def card_url(ui_url: str, namespace: str, workflow_id: str) -> str:
-    return f"{ui_url}/namespaces/{namespace}/workflows/{quote(workflow_id, safe='')}"
 
 
 def needs_scripted_model(config: Config) -> bool:

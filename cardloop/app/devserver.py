@@ -16,6 +16,7 @@ import sysconfig
 import time
 from pathlib import Path
 
+from cardloop.app.lifecycle import disown_child, own_child
 from cardloop.app.private import private_dir, private_files
 from cardloop.contracts.errors import CardloopError
 from cardloop.contracts.names import SEARCH_ATTRIBUTE_TYPES
@@ -102,6 +103,7 @@ class TemporalDevServer:
             out = self._log
         # Its own process group: Ctrl-C in the terminal reaches cardloop, which stops it in order.
         self.process = subprocess.Popen(self.command(), stdout=out, stderr=out, start_new_session=True)
+        own_child(self.process)  # a command forced to exit kills it first (app/lifecycle.py)
         self.wait_healthy(timeout)
         if self.db_file:
             private_files(self.db_file)
@@ -134,6 +136,8 @@ class TemporalDevServer:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
+        if proc is not None:
+            disown_child(proc)
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -143,6 +147,7 @@ class TemporalDevServer:
         if self.process is not None:
             self.process.kill()
             self.process.wait(5)
+            disown_child(self.process)
             self.process = None
 
     def __enter__(self) -> TemporalDevServer:

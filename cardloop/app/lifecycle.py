@@ -14,7 +14,13 @@ ends the command's wait (wait_for_stop: the stack was serving and stops as asked
 cancels the command where it is (mid-start, mid-demo: exit 128 + the signal's number); either
 way the command's `finally` blocks stop the worker, the API and the Temporal server in order.
 Signals that arrive while it stops are ignored: a second Ctrl-C must not cut the clean-up
-short and leave the server running on its ports.
+short and leave the server running on its ports. Stopping is bounded all the same: an activity
+thread that never notices its cancel (the SDK raises it into the thread asynchronously, and a
+thread that is just starting can lose it and hang) must not keep the command alive. After a
+signal the event loop is not drained of such leftovers (the process exits next, without
+finalization: cli/main.py run), and a watchdog started by the first signal kills the child
+processes the stack registered (the Temporal server) and exits if the clean-up has not ended
+within STOP_DEADLINE seconds.
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ import fcntl
 import json
 import os
 import signal
+import subprocess
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +43,39 @@ from cardloop.contracts.errors import CardloopError
 
 LOCK_NAME = "stack.lock"
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# The worker gets 10 s, the Temporal server 15 s (then SIGKILL): the clean-up ends well before this.
+STOP_DEADLINE = 45.0
+
+# Child processes a forced exit must not leave behind (TemporalDevServer registers its server).
+_children: set[subprocess.Popen[bytes]] = set()
+_children_lock = threading.Lock()
+
+
+def own_child(proc: subprocess.Popen[bytes]) -> None:
+    with _children_lock:
+        _children.add(proc)
+
+
+def disown_child(proc: subprocess.Popen[bytes]) -> None:
+    with _children_lock:
+        _children.discard(proc)
+
+
+def _force_exit(code: int, say: Callable[[str], None]) -> None:
+    """The watchdog's last resort: kill what the stack started, then leave at once."""
+    with _children_lock:
+        children = list(_children)
+    for proc in children:
+        with contextlib.suppress(Exception):
+            proc.kill()
+            proc.wait(5)
+    with contextlib.suppress(Exception):
+        say(f"stopping took longer than {STOP_DEADLINE:.0f} s: killed "
+            + (", ".join(f"pid {p.pid}" for p in children) or "nothing") + " and exiting")
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
 class DataDirBusy(CardloopError):
@@ -133,6 +174,10 @@ class _Stopper:
             return  # already stopping: let the clean-up finish
         self.signal = sig
         self.requested.set()
+        code = 0 if self.waiting is not None else 128 + sig
+        watchdog = threading.Timer(STOP_DEADLINE, _force_exit, (code, self.say))
+        watchdog.daemon = True
+        watchdog.start()
         if self.waiting is None:
             name = signal.Signals(sig).name
             self.say(f"{name}: stopping …")
@@ -158,9 +203,10 @@ async def wait_for_stop() -> None:
 
 def run_until_stopped(main: Callable[[], Awaitable[int]], *,
                       say: Callable[[str], None] | None = None) -> int:
-    """asyncio.run(main()) under SIGINT/SIGTERM handlers (see the module's docstring). The exit
-    code: main's, or 128 + the signal's number when a signal cut main short."""
+    """main() on a new event loop under SIGINT/SIGTERM handlers (see the module's docstring).
+    The exit code: main's, or 128 + the signal's number when a signal cut main short."""
     say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+    stoppers: list[_Stopper] = []
 
     async def runner() -> int:
         global _current
@@ -168,6 +214,7 @@ def run_until_stopped(main: Callable[[], Awaitable[int]], *,
         task = asyncio.current_task()
         assert task is not None
         stopper = _Stopper(task, say)
+        stoppers.append(stopper)
         for sig in SIGNALS:
             loop.add_signal_handler(sig, stopper.on_signal, sig)
         _current = stopper
@@ -185,7 +232,26 @@ def run_until_stopped(main: Callable[[], Awaitable[int]], *,
                 loop.remove_signal_handler(sig)
                 signal.signal(sig, signal.SIG_IGN)
 
-    return asyncio.run(runner())
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(runner())
+    finally:
+        if not (stoppers and stoppers[0].signal is not None):
+            # A normal end: asyncio.run's teardown. After a signal, whatever did not stop in
+            # time (see the module's docstring) is left to the process's exit instead.
+            with contextlib.suppress(Exception):
+                _cancel_all(loop)
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.run_until_complete(loop.shutdown_default_executor())
+            loop.close()
+
+
+def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for t in pending:
+        t.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
 
 
 async def finish_in_thread(func: Callable[[], Any]) -> Any:
@@ -200,5 +266,5 @@ async def finish_in_thread(func: Callable[[], Any]) -> Any:
         raise
 
 
-__all__ = ["DataDirBusy", "StackLock", "data_dir_lock", "finish_in_thread", "holder_words", "lock_data_dir",
-           "read_holder", "run_until_stopped", "wait_for_stop"]
+__all__ = ["STOP_DEADLINE", "DataDirBusy", "StackLock", "data_dir_lock", "disown_child", "finish_in_thread",
+           "holder_words", "lock_data_dir", "own_child", "read_holder", "run_until_stopped", "wait_for_stop"]

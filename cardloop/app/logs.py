@@ -11,8 +11,9 @@ import logging
 import os
 import re
 import sys
+import threading
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 LOG_NAME = "cardloop.log"
 # The Temporal SDK appends its context as a dict: "Completing activity as failed ({'activity_id': ...})".
@@ -62,7 +63,23 @@ def log_to_data_dir(root: Path, *, console_level: int = logging.WARNING,
     for handler in _HANDLERS:
         top.addHandler(handler)
     top.setLevel(logging.INFO)
+    sys.unraisablehook = _unraisable
+    threading.excepthook = _thread_failed
     return path
+
+
+def _unraisable(info: Any) -> None:
+    """"Exception ignored in thread started by ...": the SDK cancels an activity by raising into
+    its thread, and a thread that is just starting may catch it instead. Noise for the file."""
+    logging.getLogger("cardloop.threads").info(
+        "%s: %r", info.err_msg or "Exception ignored in", info.object,
+        exc_info=(info.exc_type, info.exc_value, info.exc_traceback) if info.exc_value is not None else None)
+
+
+def _thread_failed(args: threading.ExceptHookArgs) -> None:
+    name = args.thread.name if args.thread is not None else "?"
+    logging.getLogger("cardloop.threads").warning(
+        "thread %s failed", name, exc_info=(args.exc_type, args.exc_value, args.exc_traceback))
 
 
 __all__ = ["LOG_NAME", "OneLine", "log_to_data_dir"]

@@ -9,7 +9,6 @@ import signal
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 
 import uvicorn
 from temporalio.client import Client
@@ -18,7 +17,7 @@ from cardloop.activities.deps import ActivityDeps
 from cardloop.app.codec import AesGcmCodec, KeyRing, keyring
 from cardloop.app.devserver import DevStackError, TemporalDevServer, free_port, port_open
 from cardloop.app.lifecycle import StackLock, data_dir_lock, finish_in_thread, wait_for_stop
-from cardloop.app.private import private_dir, private_files
+from cardloop.app.local import data_dir, open_store
 from cardloop.app.temporal import TemporalLink, connect, connect_with_backoff
 from cardloop.app.worker import CardloopWorker, build_worker
 from cardloop.app.worker_health import WorkerHealth
@@ -26,21 +25,6 @@ from cardloop.contracts.config import Config
 from cardloop.store import Store
 
 logger = logging.getLogger(__name__)
-
-
-def data_dir(config: Config) -> Path:
-    return private_dir(Path(config.dev.data_dir).expanduser())
-
-
-def open_store(config: Config) -> Store:
-    url = config.store_url()
-    if not url.startswith("sqlite:///"):
-        return Store.open(url)
-    file = Path(url.removeprefix("sqlite:///")).expanduser()
-    private_dir(file.parent)
-    store = Store.open(url)
-    private_files(file)
-    return store
 
 
 @dataclass
@@ -116,17 +100,17 @@ async def dev_stack(config: Config, *, base_urls: dict[str, str] | None = None,
 
 
 async def stop_worker(worker: CardloopWorker, task: asyncio.Task[None]) -> None:
-    try:
-        await asyncio.wait_for(worker.shutdown(), WORKER_STOP_SECONDS)
-    except TimeoutError:
+    """Shut the worker down, waiting WORKER_STOP_SECONDS at most. asyncio.wait, not wait_for:
+    wait_for would wait for a cancelled shutdown to finish, and a shutdown waiting on an
+    activity thread that ignores its cancel never does."""
+    shutdown = asyncio.ensure_future(worker.shutdown())
+    done, _ = await asyncio.wait({shutdown, task}, timeout=WORKER_STOP_SECONDS,
+                                 return_when=asyncio.ALL_COMPLETED)
+    if shutdown not in done or task not in done:
         logger.warning("the worker did not stop within %.0f s; stopping the server anyway", WORKER_STOP_SECONDS)
-    except Exception:  # a worker that failed to run has nothing to shut down
-        logger.debug("worker shutdown", exc_info=True)
-    if not task.done():
-        task.cancel()
-    await asyncio.wait([task], timeout=WORKER_STOP_SECONDS)
-    if task.done() and not task.cancelled() and task.exception() is not None:
-        logger.warning("the worker stopped with %s", task.exception())
+    for finished in done:
+        if not finished.cancelled() and finished.exception() is not None:
+            logger.warning("the worker stopped with %r", finished.exception())
 
 
 class _OwnedServer(uvicorn.Server):

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cardloop.app.boards.adapters import BOARDS
 from cardloop.contracts import config as contracts
 from cardloop.contracts.config import Config
 from cardloop.contracts.errors import ConfigError
 from cardloop.integrations.providers.registry import PROVIDERS
 from cardloop.integrations.sources.registry import SOURCES
-from cardloop.prompts.assemble import PromptAssembler
 from cardloop.prompts.stages import Stage
+
+if TYPE_CHECKING:
+    from cardloop.prompts.assemble import PromptAssembler
 
 
 def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
@@ -34,7 +36,11 @@ def unknown_names(config: Config) -> list[str]:
                 for stage, names in config.context.sources.items() for name in names if name not in SOURCES]
     problems += [unknown(f"providers.{name}", "provider", name, PROVIDERS)
                  for name in config.providers if name not in PROVIDERS]
-    problems += [unknown(f"boards.{name}", "board", name, BOARDS) for name in config.boards if name not in BOARDS]
+    if config.boards:  # the adapters import their boards' clients: only when some are configured
+        from cardloop.app.boards.adapters import BOARDS
+
+        problems += [unknown(f"boards.{name}", "board", name, BOARDS) for name in config.boards
+                     if name not in BOARDS]
     return problems
 
 

@@ -10,7 +10,6 @@ from typing import Any
 from cardloop.contracts.config import Config
 from cardloop.contracts.errors import InputError
 from cardloop.prompts.card import Card, ContextItem
-from cardloop.prompts.scrub import redact_text
 from cardloop.prompts.stages import Stage
 
 
@@ -42,7 +41,7 @@ def gather_all(card: Card, stage: Stage, config: Config, names: list[str]) -> li
 def cmd_context(args: argparse.Namespace, config: Config) -> int:
     from cardloop.app.cli.service import load_card_arg
     from cardloop.prompts.assemble import AssemblyRequest, PromptAssembler
-    from cardloop.prompts.scrub import Scrubber
+    from cardloop.prompts.scrub import Scrubber, redact_text
 
     card = load_card_arg(args.card, config)
     names = args.source or config.sources_for(args.stage)

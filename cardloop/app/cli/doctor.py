@@ -17,12 +17,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from cardloop.app.stack import open_store
 from cardloop.app.startup import startup_check
 from cardloop.contracts.config import Config
 from cardloop.contracts.errors import CardloopError
-from cardloop.integrations.workspace import Sandbox, sandbox_limits
-from cardloop.prompts.assemble import PromptAssembler
 
 Status = Literal["ok", "warn", "fail"]
 MARK = {"ok": "✓", "warn": "!", "fail": "✗"}
@@ -37,6 +34,8 @@ class Check:
 
 def _config(config: Config) -> Check:
     try:
+        from cardloop.prompts.assemble import PromptAssembler
+
         startup_check(config, PromptAssembler(config.template_store(), config.token_counter()))
     except CardloopError as exc:
         return Check("config", "fail", str(exc))
@@ -45,6 +44,8 @@ def _config(config: Config) -> Check:
 
 def _store(config: Config) -> Check:
     try:
+        from cardloop.app.local import open_store
+
         store = open_store(config)
     except Exception as exc:  # any driver error is the answer here
         return Check("store", "fail", f"{type(exc).__name__}: {exc}"[:300])
@@ -98,6 +99,8 @@ def _workspace(config: Config) -> list[Check]:
         checks.append(Check("workspace root", "ok", f"{root} is writable"))
     except OSError as exc:
         checks.append(Check("workspace root", "fail", f"{root}: {exc}"))
+    from cardloop.integrations.workspace import Sandbox, sandbox_limits
+
     sandbox = Sandbox(sandbox_limits(ws.sandbox))
     weak = ("NOT isolated", "no PID namespace", "no resource limits")
     for line in sandbox.describe():

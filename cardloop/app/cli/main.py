@@ -11,7 +11,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cardloop.app.cli.context import add_context_command
 from cardloop.app.cli.doctor import add_doctor_command
@@ -21,14 +21,16 @@ from cardloop.app.cli.tenant import add_tenant_commands
 from cardloop.app.startup import load_config, startup_check
 from cardloop.contracts.config import Config
 from cardloop.contracts.errors import CardloopError, ConfigError, InputError, RejectedError
-from cardloop.prompts.assemble import AssemblyError, AssemblyRequest, PromptAssembler
-from cardloop.prompts.card import Card, CardError, TenantPrompt, card_json_schema, parse_card
-from cardloop.prompts.explain import format_rows
 from cardloop.prompts.formats import ALIASES, FORMATS, resolve_format
 from cardloop.prompts.stages import STAGE_NAMES, Stage, parse_stage
 from cardloop.prompts.surrogates import describe, lone_surrogate, printable
-from cardloop.prompts.templates import TemplateError
-from cardloop.prompts.validate import ValidationStatus, validate_tenant_prompt
+
+if TYPE_CHECKING:
+    from cardloop.prompts.card import Card
+
+# `cardloop --help`, `card show` and the other quick commands must start in well under a second:
+# the prompt core's heavier modules (assembly, validation, the card model) load in the commands
+# that use them (bench/cli_startup.py measures it).
 
 EPILOG = """\
 examples:
@@ -60,6 +62,8 @@ def _read_text(path: str) -> str:
 
 
 def load_card_file(path: str) -> Card:
+    from cardloop.prompts.card import CardError, parse_card
+
     try:
         return parse_card(_read_text(path), origin=path)
     except CardError as exc:
@@ -84,6 +88,10 @@ def _format_name(name: str) -> str:
 
 
 def cmd_prompt_explain(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.prompts.assemble import AssemblyError, AssemblyRequest, PromptAssembler
+    from cardloop.prompts.card import TenantPrompt
+    from cardloop.prompts.explain import format_rows
+
     card = load_card_file(args.card)
     tenant = None
     if args.tenant_prompt:
@@ -142,6 +150,8 @@ def cmd_prompt_explain(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_prompt_path(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.prompts.templates import TemplateError
+
     store = config.template_store()
     try:
         candidates = store.candidates(args.name)
@@ -165,6 +175,8 @@ def cmd_prompt_list(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_prompt_validate(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.prompts.validate import ValidationStatus, validate_tenant_prompt
+
     try:
         text = sys.stdin.read() if args.file == "-" else _read_text(args.file)
     except UnicodeDecodeError as exc:
@@ -184,6 +196,8 @@ def cmd_prompt_validate(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_card_schema(args: argparse.Namespace, config: Config | None) -> int:
+    from cardloop.prompts.card import card_json_schema
+
     print(json.dumps(card_json_schema(), indent=2))
     return 0
 
@@ -196,6 +210,8 @@ def cmd_card_check(args: argparse.Namespace, config: Config | None) -> int:
 
 
 def cmd_config_check(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.prompts.assemble import PromptAssembler
+
     startup_check(config, PromptAssembler(config.template_store(), config.token_counter()))
     print(f"{config.source}: ok ({len(config.profiles)} profiles, {len(config.stages)} stages)")
     return 0
@@ -307,9 +323,10 @@ def run() -> None:
     a busy server, `temporal.rpc_timeout`; or one abandoned by an exception) completes while
     the interpreter finalizes, and CPython aborts: "Fatal Python error: PyGILState_Release:
     thread state ... must be current when releasing", exit -6, after the command's work was
-    done. tests/cardloop/app/cli/test_exit.py shows it with the bare SDK (about 1 run in 15)
-    and runs the CLI against a busy stack. Everything the command owns is closed before main
-    returns; the streams are flushed here."""
+    done (with the bare SDK, RPCs in flight at sys.exit abort about 1 exit in 15; with os._exit
+    none). tests/cardloop/app/cli/test_exit.py runs the CLI against a busy stack with calls left
+    in flight. Everything the command owns is closed before main returns; the streams are
+    flushed here."""
     try:
         code = main()
     except KeyboardInterrupt:  # Ctrl-C before a command took over the signals: nothing to stop yet

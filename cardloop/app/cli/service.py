@@ -12,7 +12,6 @@ from cardloop.contracts.config import Config
 from cardloop.contracts.errors import CardloopError, InputError
 from cardloop.contracts.payloads import CardRef
 from cardloop.prompts.card import Card, CardError, parse_card
-from cardloop.prompts.scrub import redact_text
 
 if TYPE_CHECKING:
     from cardloop.app.cards import CardService
@@ -133,7 +132,7 @@ def load_card_arg(arg: str, config: Config) -> Card:
     ref, card = _resolve(arg, argparse.Namespace(tenant=None, board=None))
     if card is not None:
         return card
-    from cardloop.app.stack import open_store
+    from cardloop.app.local import open_store
 
     with open_store(config) as store:
         found = store.get_card(ref.key)
@@ -146,7 +145,7 @@ def _card_command(args: argparse.Namespace, config: Config, action) -> int:
     from temporalio.service import RPCError
 
     from cardloop.app.cards import CardService
-    from cardloop.app.stack import open_store
+    from cardloop.app.local import open_store
     from cardloop.app.temporal import connect
 
     async def main() -> int:
@@ -172,7 +171,7 @@ class TemporalRefused(CardloopError):
 
 
 def cmd_card_move(args: argparse.Namespace, config: Config) -> int:
-    from cardloop.app.demo import card_url
+    from cardloop.app.local import card_url
 
     async def action(svc: CardService, ref: CardRef) -> int:
         await svc.move(ref, args.to, delivery_id=args.delivery_id, actor=args.actor)
@@ -202,6 +201,8 @@ def cmd_card_retry(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.prompts.scrub import redact_text  # the redaction rules compile on import
+
     async def action(svc: CardService, ref: CardRef) -> int:
         card = svc.store.card_fields(ref.key)
         if card is None:

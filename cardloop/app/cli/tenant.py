@@ -6,15 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from cardloop.contracts.config import Config
 from cardloop.contracts.errors import InputError, RejectedError
-from cardloop.prompts.assemble import PromptAssembler
-from cardloop.prompts.scrub import Scrubber
-from cardloop.store import NotFoundError, Store, StoreError
+
+if TYPE_CHECKING:  # the store (SQLAlchemy) and the prompt core load when a command runs
+    from cardloop.store import Store
 
 ACTOR = "cli"
 
@@ -24,13 +24,15 @@ def _version_dict(v: Any) -> dict[str, Any]:
 
 
 def open_store(config: Config) -> Store:
-    from cardloop.app.stack import open_store as _open
+    from cardloop.app.local import open_store as _open
 
     return _open(config)
 
 
 def _print_version(v: Any, config: Config, as_json: bool) -> None:
     from cardloop.app.api.tenants import effective_prompt
+    from cardloop.prompts.assemble import PromptAssembler
+    from cardloop.prompts.scrub import Scrubber
 
     assembler = PromptAssembler(config.template_store(), config.token_counter(), Scrubber())
     effective = effective_prompt(assembler, config, v.tenant, v.prompt) if not v.deleted else None
@@ -106,6 +108,8 @@ def cmd_versions(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_rollback(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.store import NotFoundError, StoreError
+
     with open_store(config) as store:
         try:
             version = store.for_tenant(args.tenant).rollback_tenant_prompt(args.tenant, args.version, ACTOR)

@@ -33,7 +33,7 @@ async def test_card_commands_exit_cleanly_against_a_busy_stack(stack: Stack, tmp
            "CARDLOOP_TEMPORAL__ENCRYPT_PAYLOADS": "false"}
     # Half of the runs give up waiting for the server at once, leaving their signal RPC in flight
     # when the process exits: the case that aborted finished commands.
-    hurried = {**env, "CARDLOOP_TEMPORAL__RPC_TIMEOUT": "0.001"}
+    hurried = {**env, "CARDLOOP_TEMPORAL__RPC_TIMEOUT": "0.000001"}
 
     def move(i: int) -> subprocess.CompletedProcess[str]:
         return subprocess.run([str(CLI), "card", "move", refs[i % len(refs)].key, "--to", "review",
@@ -46,7 +46,7 @@ async def test_card_commands_exit_cleanly_against_a_busy_stack(stack: Stack, tmp
         assert "Fatal Python error" not in run.stderr and run.returncode >= 0, run.stderr
         if i % 2:
             assert run.returncode == 2, run.stdout + run.stderr
-            assert "did not answer the signal within 0.001 s" in run.stderr and "Traceback" not in run.stderr
+            assert "did not answer the signal within 1e-06 s" in run.stderr and "Traceback" not in run.stderr
         else:
             assert run.returncode == 0, run.stderr
             assert f"card {refs[i % len(refs)].key} -> review" in run.stdout
