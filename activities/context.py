@@ -14,6 +14,7 @@ from temporalio import activity
 from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import card_not_found, from_source, invalid_input
 from cardloop.activities.heartbeat import call_with_heartbeat
+from cardloop.contracts import metrics
 from cardloop.contracts.payloads import GatherInput, GatherResult
 from cardloop.integrations.sources.base import SourceRequest, SourceResult
 from cardloop.integrations.sources.registry import SOURCES, source_label
@@ -55,6 +56,7 @@ class ContextActivities:
                 inp.source, f"{source_label(inp.source)} are unavailable for this turn: {why}. "
                             "Work with what the prompt has, and say what you could not check.")])
             activity.logger.warning("context source %s unavailable for %s: %s", inp.source, inp.card_key, why)
+            metrics.CONTEXT_SOURCE_FAILURES.labels(inp.source).inc()
             return GatherResult(source=inp.source, status="unavailable", reason=why[:500])
         for label, text in result.blobs.items():
             rt.store.put_blob(card.tenant, text, f"context:{label}")

@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError, CancelledError
 
 from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import card_not_found, invalid_input
 from cardloop.activities.ledger import billed_call, provider_for
 from cardloop.activities.once import exactly_once
-from cardloop.contracts import names
+from cardloop.contracts import metrics, names
 from cardloop.contracts.payloads import AppendInput, SummarizeInput, SummarizeResult
 from cardloop.prompts.card import Card, Message
 from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
@@ -51,6 +52,22 @@ def transcript_line(seq: int, m: Message, text: str) -> str:
 class _Tally:
     calls: int = 0
     cost: float = 0.0
+
+
+def _final_attempt(exc: BaseException) -> bool:
+    """Whether Temporal will not run this activity again after `exc` (non-retryable, or its
+    policy's last attempt): the workflow then goes on without the summary."""
+    if isinstance(exc, CancelledError):
+        return False
+    if isinstance(exc, ApplicationError) and exc.non_retryable:
+        return True
+    info = activity.info()
+    policy = info.retry_policy
+    if policy is None:
+        return False
+    if isinstance(exc, ApplicationError) and exc.type in (policy.non_retryable_error_types or ()):
+        return True
+    return bool(policy.maximum_attempts) and info.attempt >= policy.maximum_attempts
 
 
 class HistoryActivities:
@@ -85,12 +102,19 @@ class HistoryActivities:
         if card is None:
             raise card_not_found(inp.card_key)
         tally = _Tally()
-        stored = exactly_once(lambda: rt.store.find_summary(inp.card_key, inp.first, inp.last, model),
-                              lambda: self._summarize(inp, card, profile, model, tally),
-                              lambda made: rt.store.put_summary(inp.card_key, inp.first, inp.last, model, *made),
-                              what=f"summary of messages {inp.first}-{inp.last}")
+        try:
+            stored = exactly_once(lambda: rt.store.find_summary(inp.card_key, inp.first, inp.last, model),
+                                  lambda: self._summarize(inp, card, profile, model, tally),
+                                  lambda made: rt.store.put_summary(inp.card_key, inp.first, inp.last, model, *made),
+                                  what=f"summary of messages {inp.first}-{inp.last}")
+        except Exception as exc:
+            if _final_attempt(exc):  # the stage falls back to the truncated history
+                metrics.SUMMARIZER_FALLBACKS.inc()
+            raise
         if not stored.acted:
+            metrics.SUMMARIES.labels("cached").inc()
             return SummarizeResult(tokens=stored.value.tokens, method="cached")
+        metrics.SUMMARIES.labels(stored.value.method).inc()
         return SummarizeResult(tokens=stored.value.tokens, method=stored.value.method, calls=tally.calls,
                                cost_usd=tally.cost)
 
@@ -177,9 +201,12 @@ class HistoryActivities:
                 raise invalid_input("the summarizer returned an empty summary")
             return done.text.strip(), billed
 
-        stored = exactly_once(lambda: rt.store.effect(card_key, call_key), call_model,
-                              lambda made: rt.store.record_effect(card_key, call_key, "summary", *made),
-                              what=f"summary call {call_key}").value
+        once = exactly_once(lambda: rt.store.effect(card_key, call_key), call_model,
+                            lambda made: rt.store.record_effect(card_key, call_key, "summary", *made),
+                            what=f"summary call {call_key}")
+        if once.acted:
+            metrics.SUMMARIZER_CALLS.labels(model).inc()
+        stored = once.value
         tally.calls += 1
         tally.cost += float(stored.usage.cost_usd) if stored.usage is not None else 0.0
         return stored.result

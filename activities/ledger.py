@@ -16,6 +16,7 @@ from temporalio import activity
 from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import from_provider
 from cardloop.activities.heartbeat import call_with_heartbeat
+from cardloop.contracts import metrics
 from cardloop.integrations.providers import Provider
 from cardloop.integrations.providers.base import Completion
 from cardloop.integrations.upstream import UpstreamError
@@ -42,6 +43,7 @@ def billed_call(rt: ActivityDeps, row: UsageRecord, call: Callable[[], Completio
             done = call()
         except UpstreamError:
             store.settle_call(row.model_copy(update={"status": "failed"}))
+            metrics.MODEL_CALLS.labels(row.stage, row.model, "error").inc()
             raise
         u = done.usage
         billed = row.model_copy(update={
@@ -49,6 +51,10 @@ def billed_call(rt: ActivityDeps, row: UsageRecord, call: Callable[[], Completio
             "output_tokens": u.output_tokens, "cache_read_tokens": u.cache_read_tokens,
             "cache_write_tokens": u.cache_write_tokens, "cost_usd": Decimal(str(rt.cost(row.model, u)))})
         store.settle_call(billed)
+        # Labelled with the configured model (a bounded set), not the provider's dated id.
+        metrics.billed(row.stage, row.model, input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+                       cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens,
+                       cost_usd=billed.cost_usd)
         return done, billed
 
     try:

@@ -23,7 +23,7 @@ from cardloop.activities.ledger import billed_call, provider_for
 from cardloop.activities.once import exactly_once
 from cardloop.activities.promise import read_promise
 from cardloop.activities.retrying import bounded_attempts
-from cardloop.contracts import names
+from cardloop.contracts import metrics, names
 from cardloop.contracts.payloads import CompleteInput, CompleteResult, ToolCallOut
 from cardloop.integrations.providers.base import Completion
 from cardloop.prompts.card import Message, ToolCall
@@ -69,6 +69,9 @@ class LlmActivities:
 
         stored = exactly_once(lambda: rt.store.stored_reply(inp.card_key, inp.call_key), call_model, record,
                               what=f"model reply {inp.call_key}")
+        if stored.acted:  # a reply stored by an earlier attempt was counted by that attempt
+            profile = rt.config.profiles.get(inp.profile)
+            metrics.TURNS.labels(inp.stage, profile.model if profile else inp.profile).inc()
         return result_from(stored.value, reused=not stored.acted)
 
 

@@ -16,8 +16,10 @@ from temporalio.client import Client
 from cardloop.activities.deps import ActivityDeps
 from cardloop.app.codec import AesGcmCodec, KeyRing, keyring
 from cardloop.app.devserver import DevStackError, TemporalDevServer, free_port, port_open
+from cardloop.app.jsonlogs import configure_logging
 from cardloop.app.lifecycle import StackLock, data_dir_lock, finish_in_thread, wait_for_stop
 from cardloop.app.local import data_dir, open_store
+from cardloop.app.observability import start_observability
 from cardloop.app.temporal import TemporalLink, connect, connect_with_backoff
 from cardloop.app.worker import CardloopWorker, build_worker
 from cardloop.app.worker_health import WorkerHealth
@@ -170,15 +172,19 @@ async def run_api(config: Config) -> None:
     while Temporal is down (webhooks answer 503, /healthz says so) and connects once it is up."""
     from cardloop.app.api.app import build_services, create_app
 
+    configure_logging(config)
+    obs = await start_observability(config, worker=False)
     store = open_store(config)
-    link = TemporalLink(config, say=lambda line: print(line, flush=True)).start()
+    link = TemporalLink(config, say=lambda line: print(line, flush=True), interceptors=obs.interceptors).start()
     try:
-        app = create_app(await build_services(config, store, client=link))
-        server = uvicorn.Server(uvicorn.Config(app, host=config.api.host, port=config.api.port, lifespan="off"))
+        app = obs.instrument(create_app(await build_services(config, store, client=link)))
+        server = uvicorn.Server(uvicorn.Config(app, host=config.api.host, port=config.api.port, lifespan="off",
+                                               log_config=None))
         await server.serve()
     finally:
         await link.close()
         store.close()
+        await obs.stop()
 
 
 async def run_worker(config: Config) -> None:
@@ -191,9 +197,13 @@ async def run_worker(config: Config) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    client = await connect_with_backoff(config, lambda line: print(line, flush=True), stop=stop)
+    configure_logging(config)
+    obs = await start_observability(config, worker=True)
+    client = await connect_with_backoff(config, lambda line: print(line, flush=True), stop=stop,
+                                        runtime=obs.runtime, interceptors=obs.interceptors)
     if client is None:
         print("stopped before Temporal was reachable", flush=True)
+        await obs.stop()
         return
     store = open_store(config)
     runtime = ActivityDeps.build(config, store)
@@ -203,7 +213,8 @@ async def run_worker(config: Config) -> None:
     await health.start(w.health_host, w.health_port)
     print(f"worker on {config.temporal.address} namespace {config.temporal.namespace} "
           f"task queue {config.temporal.task_queue}; store {store.url}"
-          + (f"; probes on http://{w.health_host}:{w.health_port}/livez and /readyz" if w.health_port else ""),
+          + (f"; probes on http://{w.health_host}:{w.health_port}/livez and /readyz" if w.health_port else "")
+          + (f"; metrics on {obs.metrics_url}" if obs.metrics_url else ""),
           flush=True)
     await asyncio.wait([task, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED)
     health.draining = True
@@ -215,6 +226,7 @@ async def run_worker(config: Config) -> None:
         await asyncio.gather(task, return_exceptions=True)
     await health.stop()
     store.close()
+    await obs.stop()
     if crashed is not None:
         raise crashed
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from temporalio.client import Client
+from temporalio.client import Client, Interceptor
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError, TLSConfig
 
 from cardloop.app.codec import data_converter
@@ -69,7 +70,10 @@ def short_reason(exc: BaseException) -> str:
     return re.sub(r"^Failed client connect: ", "", text)[:200]
 
 
-async def connect(config: Config, *, address: str | None = None) -> Client:
+async def connect(config: Config, *, address: str | None = None, runtime: Runtime | None = None,
+                  interceptors: Sequence[Interceptor] = ()) -> Client:
+    """`runtime`: one whose metrics are exported (app/metrics.py); `interceptors`: tracing's
+    (app/tracing.py), which the client's workers use too."""
     t = config.temporal
     api_key = config.temporal_api_key()
     tls = tls_config(config)  # a wrong certificate path is a config error, not an outage
@@ -78,6 +82,7 @@ async def connect(config: Config, *, address: str | None = None) -> Client:
             address or t.address, namespace=t.namespace, tls=tls,
             api_key=api_key.reveal() if api_key else None,
             data_converter=data_converter(config, address=address or t.address),
+            runtime=runtime, interceptors=interceptors,
         )
     except RuntimeError as exc:
         reason = short_reason(exc)
@@ -87,7 +92,9 @@ async def connect(config: Config, *, address: str | None = None) -> Client:
 
 
 async def connect_with_backoff(config: Config, say: Callable[[str], None], *, address: str | None = None,
-                               stop: asyncio.Event | None = None, first_delay: float = 0.5) -> Client | None:
+                               stop: asyncio.Event | None = None, first_delay: float = 0.5,
+                               runtime: Runtime | None = None,
+                               interceptors: Sequence[Interceptor] = ()) -> Client | None:
     """Connect, retrying an unreachable Temporal with backoff up to temporal.reconnect_max_interval,
     saying so on one line per failed attempt. None when `stop` is set first."""
     where = address or config.temporal.address
@@ -95,7 +102,7 @@ async def connect_with_backoff(config: Config, say: Callable[[str], None], *, ad
     while True:
         attempt += 1
         try:
-            client = await connect(config, address=address)
+            client = await connect(config, address=address, runtime=runtime, interceptors=interceptors)
         except TemporalUnavailable as exc:
             say(f"Temporal at {where} is not reachable (attempt {attempt}: {exc.reason}); "
                 f"retrying in {words(delay) if delay >= 1 else f'{delay:g} s'}")
@@ -119,8 +126,9 @@ class TemporalLink:
     by temporal.rpc_timeout, and fails at once while no connection was ever made."""
 
     def __init__(self, config: Config, client: Client | None = None, *, address: str | None = None,
-                 say: Callable[[str], None] = print) -> None:
+                 say: Callable[[str], None] = print, interceptors: Sequence[Interceptor] = ()) -> None:
         self.config = config
+        self.interceptors = interceptors
         self.address = address or config.temporal.address
         self._client = client
         self._say = say
@@ -136,7 +144,8 @@ class TemporalLink:
         return self
 
     async def _connect(self) -> None:
-        self._client = await connect_with_backoff(self.config, self._say, address=self.address)
+        self._client = await connect_with_backoff(self.config, self._say, address=self.address,
+                                                  interceptors=self.interceptors)
 
     async def close(self) -> None:
         if self._task is not None and not self._task.done():

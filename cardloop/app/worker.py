@@ -23,6 +23,7 @@ from cardloop.activities.llm import LlmActivities
 from cardloop.activities.prompt import PromptActivities
 from cardloop.activities.results import ResultsActivities
 from cardloop.activities.workspace import WorkspaceActivities
+from cardloop.app.metrics import StageOutcomes
 from cardloop.workflows.card import CardWorkflow
 from cardloop.workflows.stage import StageWorkflow
 
@@ -115,6 +116,7 @@ def build_worker(client: Client, rt: ActivityDeps, *, task_queue: str | None = N
         max_concurrent_activities=size,
         max_concurrent_local_activities=size,
         graceful_shutdown_timeout=graceful_shutdown,
+        interceptors=[StageOutcomes()],  # cardloop_stage_runs_total, never counted on replay
     )
     own = Worker(client, task_queue=rt.workspace_queue, activities=own_activities, activity_executor=executor,
                  max_concurrent_activities=size, graceful_shutdown_timeout=graceful_shutdown)

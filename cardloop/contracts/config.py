@@ -36,6 +36,7 @@ from cardloop.contracts.config_sections import (  # noqa: F401  (re-exported: on
     K8sServiceConfig,
     KubernetesSourceConfig,
     ModelConfig,
+    ObservabilityConfig,
     PathsConfig,
     PriceConfig,
     ProfileConfig,
@@ -82,6 +83,7 @@ class Config(_Section):
     temporal: TemporalConfig = TemporalConfig()
     worker: WorkerConfig = WorkerConfig()
     codec_server: CodecServerConfig = CodecServerConfig()
+    observability: ObservabilityConfig = ObservabilityConfig()
     store: StoreConfig = StoreConfig()
     dev: DevConfig = DevConfig()
     summarizer: SummarizerConfig = SummarizerConfig()

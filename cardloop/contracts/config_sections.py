@@ -53,6 +53,22 @@ class WorkerConfig(_Section):
     graceful_shutdown_seconds: int = Field(default=60, ge=0, le=3600)
 
 
+class ObservabilityConfig(_Section):
+    # Prometheus text on http://metrics_host:metrics_port/metrics, served by `cardloop worker` and
+    # `cardloop api` (each process its own, apart from the API's public port): cardloop's metrics
+    # and, on a worker, the Temporal SDK's. 0 turns it off.
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    # OpenTelemetry traces (Temporal's interceptor, FastAPI's) over OTLP/HTTP: on with tracing = true
+    # or with OTEL_EXPORTER_OTLP_ENDPOINT set; the exporter reads the standard OTEL_* variables.
+    tracing: bool = False
+    service_name: str = Field(default="cardloop", min_length=1, max_length=100)
+    # Logs of `cardloop worker` and `cardloop api`: "auto" writes JSON lines when stderr is not a
+    # terminal, text on a terminal; every line passes the secret redactor.
+    log_format: Literal["auto", "json", "text"] = "auto"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
 class CodecServerConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(default=8089, ge=1, le=65535)

@@ -14,6 +14,8 @@ loop, so one slow database call cannot stall every other request the API is serv
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -23,9 +25,11 @@ from temporalio.service import RPCError
 
 from cardloop.app.api.logsafe import safe_logger
 from cardloop.app.api.services import Services, services
+from cardloop.app.boards.echo import own_echo
 from cardloop.app.boards.events import BoardEvent, Ignored, WebhookError
 from cardloop.app.boards.replay import check_window, delivery_key
 from cardloop.app.boards.tenancy import board_secrets, claim_matches, verified_tenant
+from cardloop.contracts import metrics
 from cardloop.contracts.errors import ConfigError, InputError
 from cardloop.contracts.payloads import CardRef
 from cardloop.prompts.card import Card
@@ -63,6 +67,10 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str]) -
         log.info("duplicate %s delivery %s (%s) for %s", event.board, event.delivery_id, key, ref.key)
         return {**base, "status": "duplicate"}
     known = (await run_in_threadpool(svc.store.card_fields, ref.key)) is not None
+    echo = await run_in_threadpool(own_echo, svc.config, svc.store, event, ref.key, time.time()) if known else None
+    if echo is not None:
+        log.info("ignored %s delivery %s for %s: %s", event.board, event.delivery_id, ref.key, echo)
+        return {**base, "status": "ignored", "reason": echo}
     if event.kind == "build_failed" and not known:
         return {**base, "status": "ignored", "reason": f"no card is known for {event.card_id}"}
     if not known:
@@ -122,6 +130,30 @@ async def _events(svc: Services, board: str, adapter: Any, request: Request
                         404: {"description": "unknown board"}, 413: {"description": "body too large"},
                         503: {"description": "board not configured, or Temporal unavailable: redeliver"}})
 async def webhook(board: str, request: Request, svc: SvcDep) -> Response:
+    label = board if board in svc.adapters else "unknown"
+    try:
+        answer = await _deliver(board, request, svc)
+    except Exception:  # answered 500 by the app's handler
+        metrics.WEBHOOK_DELIVERIES.labels(label, "error").inc()
+        raise
+    _count(label, answer)
+    return answer
+
+
+def _count(board: str, answer: Response) -> None:
+    """cardloop_webhook_deliveries_total{board, result}: an unknown board is "unknown" (the path is
+    the sender's text: its label values must stay a bounded set)."""
+    status = answer.status_code
+    if status == 200:
+        body = json.loads(bytes(answer.body))
+        found = {e.get("status") for e in body.get("events", [])}
+        result = "accepted" if "accepted" in found else "duplicate" if "duplicate" in found else "ignored"
+    else:
+        result = {400: "invalid", 413: "invalid", 503: "unavailable"}.get(status, "refused")
+    metrics.WEBHOOK_DELIVERIES.labels(board, result).inc()
+
+
+async def _deliver(board: str, request: Request, svc: Services) -> Response:
     adapter = svc.adapters.get(board)
     if adapter is None:
         return _error(404, f"unknown board {board!r}; boards: {', '.join(sorted(svc.adapters))}")
