@@ -46,6 +46,8 @@ RULES_FILE = "gitleaks.toml"
 # after the keyword a window reaches (a match reaching that end is matched again in full).
 WINDOW_BEFORE = 256
 WINDOW_AFTER = 1024
+# A rule with more than one keyword hit per this many characters is scanned whole instead.
+DENSE_HITS = 32
 
 SKIPPED_BY_DESIGN = {
     "generic-api-key": "values next to credential words are decided by our generic-assignment "
@@ -209,6 +211,15 @@ class GitleaksScanner:
 
     def _at(self, ri: int, text: str, positions: list[int], found: list[tuple[int, int, int]]) -> int:
         rule = self.rules[ri]
+        if len(positions) * DENSE_HITS > len(text) and not rule.per_line:
+            # Hits everywhere (`ey` in "keykeykey...", `s.` in prose): one scan in C costs less
+            # than a Python step per hit, and finds the same matches, as each starts at a hit.
+            work = len(text)
+            for m in rule.pattern.finditer(text):
+                if m.end() > m.start():
+                    work += m.end() - m.start()
+                    self._accept(ri, m, found)
+            return work
         match = rule.pattern.match
         covered = -1
         work = 0

@@ -114,3 +114,17 @@ def test_every_rule_catches_a_fake_of_its_own_shape_whole(rule_index: int) -> No
     result = DEFAULT_REDACTOR.redact(text)
     assert any(f.start <= start and end <= f.end for f in result.findings), (secret, result.text)
     assert secret not in result.text
+
+
+def test_a_secret_among_dense_keyword_hits_is_still_caught() -> None:
+    # "task" and "this." hold the keywords `sk` (Twilio) and `s.` (Vault): thousands of hits
+    # switch those rules to one scan of the whole text, which must find what one try per hit
+    # finds. Only gitleaks' rules know these two formats.
+    twilio = "S" + "K" + "0f9e8d7c6b5a49382716a5b4c3d2e1f0"
+    vault = ("hv" + "s." + "CAESI" + "Zx81kPq0Lm2Rt5Yv7Wn3Bc9Df4Gh1Jk6Lm8Np0Qr2St4Uv6Wx8Yz0Ab2Cd4Ef6Gh8Ij0Kl2Mn4"
+             "Op6Qr8St0Uv2Wx4")
+    for filler in ("this. task " * 3000, "this. task "):
+        text = f"{filler}\nTWILIO_KEY {twilio}\n{filler}vault {vault}\n"
+        result = DEFAULT_REDACTOR.redact(text)
+        assert twilio not in result.text and vault[:20] not in result.text
+        assert {"twilio-api-key", "vault-service-token"} <= set(result.counts())
