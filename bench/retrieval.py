@@ -38,10 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cardloop.integrations.sources.ranking import BM25Index, BM25Params
 from cardloop.integrations.sources.repository import PathResolver, card_query, choose_files, decode_text, indexable
+from cardloop.integrations.sources.repository.history_prior import history_boosts
 from cardloop.prompts.card import Card
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_FILE_BYTES = 256_000  # RepositorySource's default
+DEPTH = 50  # [sources.repository] depth: the history a shallow checkout has
 
 
 def git(repo: Path, *args: str, data: bytes | None = None) -> bytes:
@@ -55,6 +57,7 @@ class Case:
     body: str
     answer: frozenset[str]
     files: dict[str, str]  # the parent tree's indexable text files
+    boosts: dict[str, float]  # the history prior of the parent (its newest DEPTH commits)
 
 
 def tree_texts(repo: Path, commit: str) -> dict[str, str]:
@@ -106,7 +109,8 @@ def cases(repo: Path, max_files: int, max_commits: int = 0) -> tuple[list[Case],
             continue
         message = git(repo, "log", "-1", "--format=%B", sha).decode().strip()
         subject, _, body = message.partition("\n")
-        out.append(Case(sha, subject.strip(), body.strip(), answer, files))
+        boosts = history_boosts(lambda args: git(repo, *args).decode(), parent, DEPTH)
+        out.append(Case(sha, subject.strip(), body.strip(), answer, files, boosts))
     return out, skipped
 
 
@@ -116,7 +120,8 @@ def recall(ranked: list[str], answer: frozenset[str], k: int) -> float:
 
 def evaluate(all_cases: list[Case], verbose: bool) -> dict[str, tuple[float, float]]:
     variants: dict[str, list[tuple[float, float]]] = {
-        "bm25 (content only)": [], "+ passages": [], "+ path and name": [], "+ mentions (ours)": [],
+        "bm25 (content only)": [], "+ passages": [], "+ path and name": [], "+ mentions": [],
+        "+ change history (ours)": [],
     }
     for case in all_cases:
         card = Card(id=f"bench-{case.sha[:8]}", title=case.subject or "(no subject)", body=case.body)
@@ -130,7 +135,9 @@ def evaluate(all_cases: list[Case], verbose: bool) -> dict[str, tuple[float, flo
             "bm25 (content only)": [p for p, _ in baseline.rank(card.title + "\n" + card.body, 10)],
             "+ passages": [p for p, _ in passages.rank(query, 10)],
             "+ path and name": [p for p, _ in index.rank(query, 10)],
-            "+ mentions (ours)": [c.path for c in choose_files(card, index, resolver, max_files=10, query=query)[0]],
+            "+ mentions": [c.path for c in choose_files(card, index, resolver, max_files=10, query=query)[0]],
+            "+ change history (ours)": [c.path for c in choose_files(card, index, resolver, max_files=10, query=query,
+                                                                     boosts=case.boosts)[0]],
         }
         for name, ranked in runs.items():
             variants[name].append((recall(ranked, case.answer, 5), recall(ranked, case.answer, 10)))
@@ -203,7 +210,7 @@ def main() -> None:
     print(f"index_seconds_{args.files}: {index_s:.3f}")
     print(f"query_ms_{args.files}: {query_s * 1000:.2f}")
     print(f"total bench time: {time.perf_counter() - started:.1f} s")
-    ours = results["+ mentions (ours)"]
+    ours = results["+ change history (ours)"]
     print(f"recall_at_5: {ours[0]:.3f}")
     print(f"recall_at_10: {ours[1]:.3f}")
     print(f"bm25_recall_at_5: {results['bm25 (content only)'][0]:.3f}")

@@ -227,6 +227,7 @@ class RepositorySourceConfig(_Section):
     clone_url: str = "https://github.com/{repo}.git"
     token_env: str = "CARDLOOP_GITHUB_TOKEN"
     depth: int = Field(default=50, ge=1)
+    history_weight: float = Field(default=1.0, ge=0.0, le=10.0)
     adr_globs: list[str] = Field(default_factory=lambda: ["docs/adr/**/*.md", "doc/architecture/decisions/**/*.md"])
     doc_globs: list[str] = Field(default_factory=list)
     max_files: int = Field(default=8, ge=0, le=100)

@@ -20,6 +20,6 @@ def from_config(name: str, config: Config, access: TenantAccess | None = None) -
         token = access.token if access.token is not None else token
         cache_dir = tenant_dir(config, cache_dir, access.tenant)
     return RepositorySource(
-        cache_dir, clone_url_template=r.clone_url, token=token, depth=r.depth,
+        cache_dir, clone_url_template=r.clone_url, token=token, depth=r.depth, history_weight=r.history_weight,
         adr_globs=r.adr_globs, doc_globs=r.doc_globs, max_files=r.max_files,
         max_file_tokens=r.max_file_tokens, max_adrs=r.max_adrs, counter=config.token_counter().count)

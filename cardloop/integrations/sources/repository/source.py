@@ -13,7 +13,8 @@ What a card gets, in this order (the prompt core keeps equal priorities in this 
   then the files ranked highest for the card's title, body and latest turn (BM25 over 60-line
   passages plus a path and name score, see ranking.py), boosting the files the card's branch
   changed since it left the default branch (`git diff --name-only <merge-base> HEAD`; the
-  default branch is fetched as shallowly as the card's, once per branch head). A file that
+  default branch is fetched as shallowly as the card's, once per branch head) and the files
+  the checkout's recent commits changed most (history_prior.py). A file that
   does not fit `max_file_tokens` is excerpted: its head, the lines around the mentioned line
   numbers and around the lines that match the card best, with line numbers ("  42 | code")
   and markers that say how many lines were cut.
@@ -49,6 +50,7 @@ from cardloop.integrations.sources.repository.git import (
     GitCheckouts,
     GitFailed,
 )
+from cardloop.integrations.sources.repository.history_prior import DEFAULT_WEIGHT, combine, history_boosts
 from cardloop.integrations.sources.repository.mentions import (
     PathResolver,
     card_query,
@@ -87,6 +89,7 @@ class RepositorySource:
         max_index_files: int = 20_000,
         base_branch: str | None = None,
         branch_boost: float = 1.5,
+        history_weight: float = DEFAULT_WEIGHT,
         max_branch_files: int = 100,
         latest_messages: int = 3,
         git_timeout: float = 120.0,
@@ -110,6 +113,7 @@ class RepositorySource:
         self.max_index_files = max_index_files
         self.base_branch = base_branch
         self.branch_boost = branch_boost
+        self.history_weight = history_weight
         self.max_branch_files = max_branch_files
         self.latest_messages = latest_messages
         counter = counter or default_counter()
@@ -125,6 +129,7 @@ class RepositorySource:
         self._adr_res = [glob_regex(g) for g in self.adr_globs]
         self._doc_res = [glob_regex(g) for g in self.doc_globs]
         self._snapshots: IndexCache[tuple[str, str], _Snapshot] = IndexCache(index_cache_size)
+        self._history: IndexCache[tuple[str, str], dict[str, float]] = IndexCache(64)
         self._branch_diffs: IndexCache[tuple[str, str, str], tuple[tuple[str, ...], str]] = IndexCache(64)
 
     def __repr__(self) -> str:
@@ -170,10 +175,11 @@ class RepositorySource:
             changed, why = self._branch_diffs.get_or_build(
                 (co.repo, co.sha, co.branch), lambda: self._branch_changes(co))
             notes.append(why)
+        history = self._history.get_or_build((co.repo, co.sha), lambda: self._history_prior(co))
         # A few spare candidates stand in for chosen files that turn out binary or too large.
         chosen, mentions = choose_files(
             card, snap.index, snap.resolver, max_files=self.max_files + 3, query=query, exclude=not_source,
-            boosts=dict.fromkeys(changed, self.branch_boost) if changed else None,
+            boosts=combine(dict.fromkeys(changed, self.branch_boost) if changed else None, history),
         )
         if mentions:
             shown = ", ".join(m.path + (f" (line {m.lines[0]})" if m.lines else "") for m in mentions[:10])
@@ -285,6 +291,17 @@ class RepositorySource:
             superseded=frozenset(superseded),
             truncated=truncated,
         )
+
+    def _history_prior(self, co: Checkout) -> dict[str, float]:
+        """Boosts for the files the checkout's own recent commits changed most (history_prior.py);
+        none when git cannot say (the prior is a hint, never a reason to fail the source)."""
+        if self.history_weight <= 0:
+            return {}
+        try:
+            return history_boosts(lambda args: self.checkouts.run(args, co.path), co.sha,
+                                  self.checkouts.depth, self.history_weight)
+        except GitFailed:
+            return {}
 
     def _branch_changes(self, co: Checkout) -> tuple[tuple[str, ...], str]:
         """Files the branch changed since it left the base branch, and a note saying so.
