@@ -277,3 +277,19 @@ def test_dockerfile_is_multi_stage_pinned_non_root_and_installs_only_wheels() ->
                if line.strip() and not line.startswith("#")}
     assert not ignored & {"prompts", "workflows", "activities", "cardloop", "config.toml", "README.md",
                           "pyproject.toml"}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_metrics_are_served_on_their_own_port_that_only_prometheus_reaches(overlay: str) -> None:
+    docs = render(overlay)
+    obs = config_of(docs).observability
+    assert obs.metrics_port and obs.metrics_host == "0.0.0.0"
+    for name, spec in pod_specs(docs):
+        if name in ("cardloop-worker", "cardloop-api"):
+            ports = {p["name"]: p["containerPort"] for c in spec["containers"] for p in c.get("ports", [])}
+            assert ports["metrics"] == obs.metrics_port, name
+    service = one(docs, "Service", "cardloop-api")
+    assert all(p["targetPort"] != "metrics" and p.get("port") != obs.metrics_port for p in service["spec"]["ports"])
+    admitted = [np for np in of_kind(docs, "NetworkPolicy") for rule in np["spec"].get("ingress", [])
+                if any(p["port"] == obs.metrics_port for p in rule.get("ports", []))]
+    assert [np["metadata"]["name"].removesuffix("-prod") for np in admitted] == ["cardloop-metrics-ingress"]

@@ -215,12 +215,16 @@ async def test_a_replayed_stage_is_not_counted_again(seen: Seen) -> None:
 
 def test_traces_cover_the_workflows_the_activities_and_the_api_request(seen: Seen) -> None:
     names = {s.name for s in seen.spans}
-    assert "RunWorkflow:StageWorkflow" in names
-    assert "RunActivity:llm.complete" in names and "RunActivity:context.gather" in names
-    assert "POST /webhooks/{board}" in names
-    run = next(s for s in seen.spans if s.name == "RunActivity:llm.complete")
-    parents = {s.context.span_id: s for s in seen.spans}
-    assert run.parent is not None and run.parent.span_id in parents  # one trace from workflow to activity
+    for name in ("SignalWithStartWorkflow:CardWorkflow", "RunWorkflow:CardWorkflow", "RunWorkflow:StageWorkflow",
+                 "RunActivity:llm.complete", "RunActivity:context.gather", "RunActivity:history.summarize",
+                 "POST /webhooks/{board}"):
+        assert name in names, name
+    # One trace from the move (signal-with-start) through the card and stage workflows to each activity.
+    [start] = [s for s in seen.spans if s.name == "SignalWithStartWorkflow:CardWorkflow"]
+    calls = [s for s in seen.spans if s.name == "RunActivity:llm.complete"]
+    assert len(calls) == 2 and {s.context.trace_id for s in calls} == {start.context.trace_id}
+    by_id = {s.context.span_id: s for s in seen.spans}
+    assert all(s.parent is not None and s.parent.span_id in by_id for s in calls)
 
 
 def test_worker_logs_are_json_lines_naming_the_card_stage_and_workflow(seen: Seen) -> None:
