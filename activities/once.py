@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -31,6 +32,7 @@ from cardloop.contracts import names
 
 R = TypeVar("R")
 A = TypeVar("A")
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -52,3 +54,14 @@ def exactly_once(lookup: Callable[[], R | None], act: Callable[[], A], record: C
         raise ApplicationError(f"store unavailable: {what} was recorded but cannot be read back",
                                type=names.STORE_UNAVAILABLE)
     return Once(stored, acted=True)
+
+
+def recorded_once(store: Any, card_key: str, key: str, kind: str, result: type[M], act: Callable[[], M]) -> M:
+    """exactly_once with the result kept as the card's recorded side effect (store.record_effect)."""
+
+    def lookup() -> M | None:
+        found = store.effect(card_key, key)
+        return None if found is None else result.model_validate_json(found.result)
+
+    return exactly_once(lookup, act, lambda done: store.record_effect(card_key, key, kind, done.model_dump_json()),
+                        what=f"{kind} {key}").value

@@ -16,7 +16,6 @@ request (the card's URL), else on the branch's pull request: marked
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
@@ -27,7 +26,7 @@ from temporalio.exceptions import ApplicationError
 from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import card_not_found
 from cardloop.activities.heartbeat import call_with_heartbeat
-from cardloop.activities.once import exactly_once
+from cardloop.activities.once import recorded_once
 from cardloop.contracts import names
 from cardloop.contracts.payloads import (
     CIInput,
@@ -42,14 +41,12 @@ from cardloop.contracts.payloads import (
 from cardloop.contracts.secrets import Secret
 from cardloop.integrations.access import github_token
 from cardloop.integrations.github_checks import read_ci
-from cardloop.integrations.github_results import PullRequests, ReviewComment, pull_request_body
+from cardloop.integrations.github_results import PullRequests, ReviewComment, pull_request_body, thread_of
 from cardloop.integrations.sources.github.client import GitHubClient
 from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.card import Card
 from cardloop.prompts.redact import DEFAULT_REDACTOR
 
-# An issue or pull request on GitHub (github.com or an Enterprise host): where a comment can go.
-_GITHUB_THREAD = re.compile(r"^https://[^/\s]+/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/(?:issues|pull)/([0-9]{1,9})(?:[/?#].*)?\Z")
 # What a comment quotes of a stage's reply (the plan, the review) at most.
 QUOTE_CHARS = 6_000
 OUTCOME_WORDS = {"completed": "completed", "blocked": "is blocked", "budget_exhausted": "ran out of budget"}
@@ -60,12 +57,6 @@ R = TypeVar("R", PullRequestOutcome, CommentOutcome)
 
 def _redacted(text: str) -> str:
     return DEFAULT_REDACTOR.redact(text).text
-
-
-def thread_of(url: str | None) -> tuple[str, int] | None:
-    """(owner/name, number) of a GitHub issue or pull request URL, else None."""
-    match = _GITHUB_THREAD.match(url or "")
-    return (match.group(1), int(match.group(2))) if match else None
 
 
 def comment_body(inp: CommentInput, quoted: str) -> str:
@@ -112,14 +103,7 @@ class ResultsActivities:
 
     def _once(self, card_key: str, key: str, kind: str, result: type[R], act: Callable[[], R]) -> R:
         """activities/once.py with the result recorded as a side effect (store.record_effect)."""
-        store = self.rt.store
-
-        def lookup() -> R | None:
-            found = store.effect(card_key, key)
-            return None if found is None else result.model_validate_json(found.result)
-
-        return exactly_once(lookup, act, lambda done: store.record_effect(card_key, key, kind, done.model_dump_json()),
-                            what=f"{kind} {key}").value
+        return recorded_once(self.rt.store, card_key, key, kind, result, act)
 
     # --- activities ----------------------------------------------------------------------------
 

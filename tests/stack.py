@@ -49,9 +49,16 @@ NO_SOURCES = {f"CARDLOOP_CONTEXT__SOURCES__{stage.upper()}": "[]"
               for stage in ("planning", "coding", "review", "testing", "error_fixing")}
 
 
+# Board writes reach the boards' real APIs: tests that are not about them run without (a test
+# about them names the credential variable again, e.g. CARDLOOP_BOARDS__LINEAR__WRITE_TOKEN_ENV).
+NO_BOARD_WRITES = {f"CARDLOOP_BOARDS__{board.upper()}__WRITE_TOKEN_ENV": '""'
+                   for board in ("github", "linear", "jira", "trello", "generic")}
+
+
 def make_config(server_address: str, task_queue: str, **env: str) -> Config:
     return load_config(REPO_CONFIG, env={
         **NO_SOURCES,
+        **NO_BOARD_WRITES,
         "ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789",
         "CARDLOOP_TEMPORAL__ADDRESS": server_address,
         "CARDLOOP_TEMPORAL__TASK_QUEUE": task_queue,

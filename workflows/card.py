@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         StageSettings,
         Transition,
     )
-    from cardloop.workflows import policies, transitions
+    from cardloop.workflows import board, policies, transitions
     from cardloop.workflows.stage import StageWorkflow
 
 CARD_ID = SearchAttributeKey.for_keyword(names.SA_CARD_ID)
@@ -243,9 +243,15 @@ class CardWorkflow:
         self.state.iteration = 0
         self._set_stage(start, stage, "running")
         self._details()
+        on_board = False
+        if workflow.patched(board.PATCH):
+            first = await board.started(self.card_key, stage, run)
+            on_board = not first.skipped  # a board without a credential is skipped once per run
+            self.state.board = first.line()
+            self._details()
         handle = await workflow.start_child_workflow(
             StageWorkflow.run,
-            StageInput(ref=start.ref, stage=stage, run=run, settings=settings),
+            StageInput(ref=start.ref, stage=stage, run=run, settings=settings, board_comments=on_board),
             id=f"{workflow.info().workflow_id}/{run}-{stage}",
             static_summary=f"{stage} run {run} of card {start.ref.key}",
             execution_timeout=timedelta(days=7),
@@ -272,6 +278,18 @@ class CardWorkflow:
             # of the card is not a move: end the card instead of running the next stage.
             raise asyncio.CancelledError("the card workflow was cancelled")
         self._record(start, result, settings)
+        if on_board and result.outcome != "cancelled":
+            await self._board_ended(start, result)
+
+    async def _board_ended(self, start: CardStart, result: StageRun) -> None:
+        """The run's outcome on the board, then the card to its next column (or blocked)."""
+        auto = next((t for t in self.pending if t.delivery_id == f"auto/{result.run}"), None)
+        writes = await board.ended(self.card_key, self.state, result, auto.to if auto else "")
+        said, last = writes[0], self.state.history[-1] if self.state.history else None
+        if start.ref.board == "github" and said.target and last is not None and last.run == result.run:
+            self.state.history[-1] = last.model_copy(update={"comment": said.target})
+        self.state.board = "; ".join(w.line() for w in writes)
+        self._details()
 
     def _record(self, start: CardStart, result: StageRun, settings: StageSettings) -> None:
         self.state, auto = transitions.record_run(self.state, result, settings, moves_queued=bool(self.pending),
@@ -321,10 +339,11 @@ class CardWorkflow:
         elif transitions.failed_run(st, moves_queued=bool(self.pending)) is not None:
             extra += " Failed: `cardloop card retry` runs the stage again."
         last = cur.last_result if cur and cur.last_result else st.last_result
+        on_board = f"\nBoard: {st.board[:500]}" if st.board else ""
         workflow.set_current_details(
             f"{self.title}\n\n{doing} **{st.stage or 'no stage yet'}** (stage run {st.stage_runs}{turn}). "
             f"Tokens: {tokens_in:,} in, {tokens_out:,} out. Cost: ${cost:.4f}.{extra}\n"
-            f"Last: {last[:300]}"
+            f"Last: {last[:300]}{on_board}"
         )
 
     def _should_continue_as_new(self) -> bool:

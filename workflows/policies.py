@@ -80,6 +80,12 @@ RESULTS: ActivityConfig = ActivityConfig(
     start_to_close_timeout=timedelta(minutes=3), heartbeat_timeout=timedelta(seconds=30),
     retry_policy=_retry(timedelta(seconds=2), timedelta(minutes=1), attempts=5))
 
+# A write to the card's board (a comment, a column move): rate limits wait as long as the board
+# asks (next_retry_delay), outages back off to 5 minutes; after that the stage goes on without it.
+BOARD: ActivityConfig = ActivityConfig(
+    start_to_close_timeout=timedelta(minutes=2), heartbeat_timeout=timedelta(seconds=30),
+    retry_policy=_retry(timedelta(seconds=2), timedelta(minutes=5), attempts=8))
+
 # Delivery ids remembered for dedup, carried across continue-as-new.
 MAX_SEEN_DELIVERIES = 500
 MAX_STAGE_RUNS_KEPT = 20

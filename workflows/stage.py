@@ -70,8 +70,9 @@ class StageWorkflow:
                 and workflow.patched("review-line-comments"):
             done = await self._post_review(inp, hands, done)
         # Agent histories recorded before outcome comments replay without this step.
+        # With board writes the card workflow comments the outcome through the card's board client.
         if self._hands is not None and inp.settings.comment and done.outcome in COMMENTED \
-                and workflow.patched("outcome-comment"):
+                and not inp.board_comments and workflow.patched("outcome-comment"):
             done = await self._comment(inp, done)
         return done
 

@@ -15,6 +15,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from cardloop.activities.board import BoardActivities
 from cardloop.activities.card_state import CardStateActivities
 from cardloop.activities.context import ContextActivities
 from cardloop.activities.deps import ActivityDeps
@@ -36,10 +37,10 @@ def _activities(rt: ActivityDeps, ws: WorkspaceActivities) -> tuple[list[Any], l
     """(the shared queue's activities, this worker's own queue's)."""
     prompt, history = PromptActivities(rt), HistoryActivities(rt)
     llm, context, state = LlmActivities(rt), ContextActivities(rt), CardStateActivities(rt)
-    results = ResultsActivities(rt)
+    results, board = ResultsActivities(rt), BoardActivities(rt)
     shared = [prompt.stage_settings, prompt.assemble, history.append, history.summarize, llm.complete,
               context.gather, state.load, state.save, ws.open, results.pull_request, results.comment,
-              results.ci_status, results.review]
+              results.ci_status, results.review, board.comment, board.move]
     return shared, [ws.tool, ws.checkpoint, ws.verify]
 
 

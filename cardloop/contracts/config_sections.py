@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cardloop.contracts.payloads import DEFAULT_MAX_HISTORY_EVENTS, Target
 from cardloop.contracts.retry import Seconds
@@ -138,6 +138,54 @@ class BoardConfig(_Section):
     failure_stage: StageTarget | Literal[""] = "error_fixing"
     # trello
     callback_url: str = ""
+    # Writing back to the board (cardloop/integrations/board_clients/): the environment variable
+    # holding the credential that writes ("": cardloop never writes to this board; a variable that
+    # is not set: writes are skipped and the stage says so), the API the client calls (empty: the
+    # board's public API; Jira Cloud: https://SITE.atlassian.net; generic: the URL the outgoing
+    # webhook goes to), the column each stage moves the card to where the reverse of `columns` is
+    # ambiguous, and where a blocked card goes: a column, else a label.
+    write_token_env: str = Field(default="", pattern=r"^([A-Za-z_][A-Za-z0-9_]{0,199})?$")
+    api_url: str = Field(default="", pattern=r"^(https?://\S+)?$")
+    write_columns: dict[StageTarget, str] = Field(default_factory=dict)
+    blocked_column: str = ""
+    blocked_label: str = ""
+    # Who cardloop's writes appear as on the board (the token's user, bot or member name): a
+    # delivery made by it is our own write coming back, acknowledged without a transition.
+    write_actor: str = ""
+    # A delivery that moves a card into the column cardloop moved it to within this many seconds
+    # is our own move coming back (when the board does not say who moved it).
+    echo_window_seconds: float = Field(default=900.0, ge=0)
+    # github: the Projects v2 project (node id "PVT_...") whose Status field is written; empty:
+    # the project the card's issue is in (the first, when it is in several).
+    project: str = ""
+
+    @model_validator(mode="after")
+    def _write_columns_agree(self) -> BoardConfig:
+        for stage, column in self.write_columns.items():
+            mapped = self.stage_for(column)
+            if not column.strip():
+                raise ValueError(f"write_columns.{stage} is empty: name the column cards move to in {stage}")
+            if mapped is not None and mapped != stage:
+                raise ValueError(f"write_columns.{stage} = {column!r}, but columns maps {column!r} to {mapped}: "
+                                 "the board's webhook for that move would start another stage")
+        if self.write_token_env:
+            for stage in sorted({s for s in self.columns.values()} - set(self.write_columns)):
+                named = [c for c, s in self.columns.items() if s == stage]
+                if len(named) > 1:
+                    raise ValueError(f"columns {', '.join(repr(c) for c in named)} all map to {stage}: name the one "
+                                     f"cardloop moves cards to, write_columns.{stage} = {named[-1]!r}")
+        if self.blocked_column and self.stage_for(self.blocked_column) is not None:
+            raise ValueError(f"blocked_column {self.blocked_column!r} is mapped to a stage in columns: a blocked "
+                             "card moved there would start that stage")
+        return self
+
+    def write_column(self, stage: str) -> str | None:
+        """The column a card in `stage` is moved to: write_columns, else the one column that
+        `columns` maps to it (None: no column shows that stage)."""
+        if stage in self.write_columns:
+            return self.write_columns[stage]  # type: ignore[index]
+        named = [c for c, s in self.columns.items() if s == stage]
+        return named[-1] if named else None
 
     def stage_for(self, column: str | None) -> StageTarget | None:
         """The stage a column maps to; names match case- and space-insensitively."""

@@ -32,8 +32,13 @@ COMMENT = "results.comment"
 REVIEW = "results.review"  # the review stage's line comments as one pull request review
 CI_STATUS = "results.ci_status"  # GitHub Actions' verdict on a pushed commit (error_fixing waits for it)
 
+# The card's progress back on its board (cardloop/integrations/board_clients/): a marked comment,
+# a column move or the blocked column/label.
+BOARD_COMMENT = "board.comment"
+BOARD_MOVE = "board.move"
+
 ACTIVITIES = (STAGE_SETTINGS, GATHER, ASSEMBLE, SUMMARIZE, COMPLETE, APPEND, LOAD_STATE, SAVE_STATE, WORKSPACE_OPEN,
-              *WORKSPACE_ACTIVITIES, PULL_REQUEST, COMMENT, CI_STATUS, REVIEW)
+              *WORKSPACE_ACTIVITIES, PULL_REQUEST, COMMENT, CI_STATUS, REVIEW, BOARD_COMMENT, BOARD_MOVE)
 
 # --- workflows, signals, queries -------------------------------------------------------------
 CARD_WORKFLOW = "CardWorkflow"

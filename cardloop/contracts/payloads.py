@@ -192,6 +192,7 @@ class CardState(BaseModel):
     seen_deliveries: list[str] = Field(default_factory=list)  # bounded, oldest first
     current: StageProgress | None = None  # the running stage's progress, reported after each turn
     auto_retry: AutoRetry | None = None   # a transiently failed stage waiting to run again
+    board: str = ""                       # what the last board writes did, skipped or failed, in words
 
 
 class SaveStateInput(_Value):
@@ -265,6 +266,9 @@ class StageInput(_Value):
     stage: str
     run: int
     settings: StageSettings
+    # The card workflow writes the run's outcome to the card's board (board.comment): the stage
+    # leaves its own GitHub outcome comment out. False in runs recorded before board writes.
+    board_comments: bool = False
 
 
 class FoldNeeded(_Value):
@@ -446,6 +450,46 @@ class CommentInput(_Value):
     reason: str = Field(default="", max_length=8_000)
     branch: str = ""
     pull_request: str = ""
+
+
+class BoardCommentInput(_Value):
+    """A comment on the card's board: `key` is its marker (`<card>/<run>/<kind>`), one comment per key."""
+
+    card_key: str
+    key: str = Field(min_length=1, max_length=600)
+    kind: Literal["started", "outcome"]
+    stage: str
+    run: int
+    outcome: str = ""          # the run's outcome (kind "outcome")
+    reason: str = Field(default="", max_length=8_000)
+    pull_request: str = ""
+    next_stage: str = ""       # where auto-advance takes the card
+    retry: str = Field(default="", max_length=1_000)  # a failed run: how it runs again, in words
+
+
+class BoardMoveInput(_Value):
+    """The card to the column of `stage` on its board, or, with `blocked`, to the blocked column or label."""
+
+    card_key: str
+    key: str = Field(min_length=1, max_length=600)
+    stage: str = ""
+    blocked: bool = False
+
+
+class BoardWrite(_Value):
+    """What a board write did (`done`), why it did nothing (`skipped`: no credential, no column) or
+    why it failed for good (`failed`: 401/403/404, the board's words). Recorded on the card."""
+
+    done: str = ""
+    skipped: str = ""
+    failed: str = ""
+    target: str = ""
+    column: str = ""  # a move: the column the card is in now (its echo from the board is ours)
+
+    def line(self) -> str:
+        if self.failed:
+            return f"failed: {self.failed}"
+        return f"skipped: {self.skipped}" if self.skipped else self.done
 
 
 class CommentOutcome(_Value):

@@ -56,6 +56,8 @@ PR_BODY_BUDGET = 20_000  # pull_request_body's whole text: readable, far under M
 MAX_REVIEW_COMMENTS = 50  # line comments on one review; the rest go into its body
 
 _REPO = re.compile(r"([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)")
+# An issue or pull request on GitHub (github.com or an Enterprise host): where a comment can go.
+_GITHUB_THREAD = re.compile(r"^https://[^/\s]+/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/(?:issues|pull)/([0-9]{1,9})(?:[/?#].*)?\Z")
 # Card keys' characters ("%" from an escaped ":"); no ">" or "!", so nothing can end the comment early.
 _MARKER = re.compile(r"[A-Za-z0-9_.:/#@+=%-]+")
 # A branch name git accepts (check-ref-format, the parts GitHub callers trip on) without ":".
@@ -418,6 +420,12 @@ def _already_exists(data: Any) -> bool:
 
 
 # -- markers and arguments -----------------------------------------------------------------
+
+
+def thread_of(url: str | None) -> tuple[str, int] | None:
+    """(owner/name, number) of a GitHub issue or pull request URL, else None."""
+    match = _GITHUB_THREAD.match(url or "")
+    return (match.group(1), int(match.group(2))) if match else None
 
 
 def marker_line(marker: str) -> str:

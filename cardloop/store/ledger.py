@@ -8,6 +8,8 @@ after another attempt's) is billed as a retry and not kept. Readers get what the
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy import select
 
 from cardloop.prompts.card import Message
@@ -64,6 +66,18 @@ class LedgerMixin(CardsMixin, UsageMixin):
         if result is None:
             return None
         return StoredEffect(key=key, result=result, usage=self.call_usage(card_key, key))
+
+    def latest_effect(self, card_key: str, kind: str) -> tuple[str, datetime] | None:
+        """The newest result recorded with `kind` for the card and when it was recorded (the
+        webhook route asks for cardloop's last board move, to know its echo when it comes back)."""
+        tenant = self._card_tenant(card_key)
+        e = s.effects.c
+        with self._db.read(tenant) as conn:
+            row = conn.execute(
+                select(e.result, e.inserted_at).where(e.card_key == card_key, e.tenant == tenant, e.kind == kind)
+                .order_by(e.inserted_at.desc()).limit(1)
+            ).first()
+        return None if row is None else (row[0], row[1])
 
 
 def _settled(usage: UsageRecord, *, kept: bool) -> UsageRecord:

@@ -1,8 +1,9 @@
 """`cardloop doctor`: what this machine can and cannot do for a worker, checked for real.
 
 Each check says ok, warn or fail with one line of why: the configuration, the store, the model
-keys, Temporal's port, git, and the coding agent's workspace and sandbox (which protections
-`run_command` really gets here: process-group kill, rlimits, network and PID namespaces).
+keys, Temporal's port, git, the coding agent's workspace and sandbox (which protections
+`run_command` really gets here: process-group kill, rlimits, network and PID namespaces), and
+which boards get the cards' progress back (a board without its credential is skipped).
 Exit 1 when a check fails, 0 otherwise (warnings included)."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Literal
 from cardloop.app.startup import startup_check
 from cardloop.contracts.config import Config
 from cardloop.contracts.errors import CardloopError
+from cardloop.integrations.board_clients.registry import CLIENTS, unavailable
 
 Status = Literal["ok", "warn", "fail"]
 MARK = {"ok": "✓", "warn": "!", "fail": "✗"}
@@ -108,8 +110,24 @@ def _workspace(config: Config) -> list[Check]:
     return checks
 
 
+def _boards(config: Config) -> list[Check]:
+    """Whether each board gets the cards' progress back (comments, columns): its credential is
+    only looked at, never sent; a board without one is skipped by the workers, not an error."""
+    checks = []
+    for board in CLIENTS:
+        why = unavailable(config, board)
+        cfg = config.board(board)
+        if why is None:
+            checks.append(Check(f"board {board}", "ok", f"writes back with {cfg.write_token_env}"
+                                + (f" to {cfg.api_url}" if cfg.api_url else "")))
+        else:
+            checks.append(Check(f"board {board}", "warn", f"{why}: cards on {board} get no comments or moves"))
+    return checks
+
+
 def run_checks(config: Config) -> list[Check]:
-    return [_config(config), _store(config), *_keys(config), _temporal(config), _git(), *_workspace(config)]
+    return [_config(config), _store(config), *_keys(config), _temporal(config), _git(), *_workspace(config),
+            *_boards(config)]
 
 
 def cmd_doctor(args: argparse.Namespace, config: Config) -> int:

@@ -52,3 +52,18 @@ def test_an_unwritable_workspace_root_fails(env: Path, capsys, monkeypatch: pyte
     monkeypatch.setenv("CARDLOOP_WORKSPACE__ROOT", str(blocker / "ws"))
     assert main(["doctor", "--json"]) == 1
     assert checks(capsys)["workspace root"][0]["status"] == "fail"
+
+
+def test_each_board_says_whether_it_gets_results_back(env: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CARDLOOP_LINEAR_API_KEY", "lin_api_" + "k" * 40)
+    monkeypatch.delenv("CARDLOOP_TRELLO_TOKEN", raising=False)
+    monkeypatch.setenv("CARDLOOP_JIRA_API_TOKEN", "bot@acme.example:token")
+    monkeypatch.setenv("CARDLOOP_BOARDS__JIRA__API_URL", '""')
+    assert main(["doctor", "--json"]) == 0
+    found = checks(capsys)
+    assert found["board linear"][0] == {"name": "board linear", "status": "ok",
+                                        "detail": "writes back with CARDLOOP_LINEAR_API_KEY"}
+    trello = found["board trello"][0]
+    assert trello["status"] == "warn" and "CARDLOOP_TRELLO_TOKEN is not set" in trello["detail"]
+    assert "boards.jira.api_url is empty" in found["board jira"][0]["detail"]
+    assert "lin_api_" not in json.dumps(found)

@@ -1,0 +1,80 @@
+"""The card's progress on its board, from the card workflow: a short comment when a stage run
+starts; when it ends, one with its result (the plan, the review, the test outcome, the fix, the
+pull request), the question when blocked, the root cause and how to retry when failed; the
+card moved to the column of the stage auto-advance starts; a blocked card to the blocked
+column or label. Each write is one activity (board.comment, board.move) whose key is its
+marker, `<card>/<run>/<kind>`, so every attempt of one write is the same write.
+
+A board write never changes a stage's outcome: a skipped board (no credential), a permanent
+refusal and retries that ran out all end as a line in the card's state and details.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from cardloop.contracts import names
+    from cardloop.contracts.payloads import BoardCommentInput, BoardMoveInput, BoardWrite, CardState, StageRun
+    from cardloop.workflows import policies
+
+# Runs recorded before board writes replay without them.
+PATCH = "board-writes"
+
+
+async def _comment(inp: BoardCommentInput, summary: str) -> BoardWrite:
+    return await _settled(workflow.execute_activity(names.BOARD_COMMENT, inp, result_type=BoardWrite,
+                                                    **policies.BOARD, summary=summary))
+
+
+async def _move(inp: BoardMoveInput, summary: str) -> BoardWrite:
+    return await _settled(workflow.execute_activity(names.BOARD_MOVE, inp, result_type=BoardWrite,
+                                                    **policies.BOARD, summary=summary))
+
+
+async def _settled(write: Awaitable[BoardWrite]) -> BoardWrite:
+    """The write's result; its retries running out is a result too, never the stage's failure."""
+    try:
+        return await write
+    except ActivityError as err:
+        if isinstance(err.cause, CancelledError):
+            raise
+        cause: BaseException = err
+        while getattr(cause, "cause", None) is not None:
+            cause = cause.cause  # type: ignore[attr-defined]
+        return BoardWrite(failed=f"gave up after retries: {getattr(cause, 'message', None) or cause}"[:1_000])
+
+
+async def started(card_key: str, stage: str, run: int) -> BoardWrite:
+    return await _comment(BoardCommentInput(card_key=card_key, key=f"{card_key}/{run}/started", kind="started",
+                                            stage=stage, run=run), f"board: {stage} run {run} started")
+
+
+def retry_words(card_key: str, state: CardState, stage: str) -> str:
+    plan = state.auto_retry
+    manual = f"`cardloop card retry {card_key}`, or move the card to the {stage} column again"
+    if plan is not None:
+        return (f"cardloop runs {stage} again by itself at {plan.due:%H:%M} UTC (retry {plan.attempt} of {plan.of}); "
+                f"sooner: {manual}.")
+    return f"{manual}."
+
+
+async def ended(card_key: str, state: CardState, result: StageRun, next_stage: str) -> list[BoardWrite]:
+    """The outcome comment, then the move (auto-advance) or the blocked column/label."""
+    run = result.run
+    said = await _comment(BoardCommentInput(
+        card_key=card_key, key=f"{card_key}/{run}/{result.stage}", kind="outcome", stage=result.stage, run=run,
+        outcome=result.outcome, reason=result.reason[:8_000], pull_request=result.pull_request,
+        next_stage=next_stage, retry=retry_words(card_key, state, result.stage) if result.outcome == "failed" else ""),
+        f"board: {result.stage} run {run} {result.outcome}")
+    writes = [said]
+    if state.status == "blocked":
+        writes.append(await _move(BoardMoveInput(card_key=card_key, key=f"{card_key}/{run}/blocked", blocked=True),
+                                  "board: blocked"))
+    elif next_stage:
+        writes.append(await _move(BoardMoveInput(card_key=card_key, key=f"{card_key}/{run}/move", stage=next_stage),
+                                  f"board: to {next_stage}"))
+    return writes
