@@ -105,8 +105,9 @@ class MetricsServer:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             line = await asyncio.wait_for(reader.readline(), timeout=5)
-            while (header := await asyncio.wait_for(reader.readline(), timeout=5)) not in (b"\r\n", b"\n", b""):
-                del header  # the request's headers: nothing in them changes the answer
+            # The headers change nothing in the answer; read them so the client is not cut off mid-send.
+            while await asyncio.wait_for(reader.readline(), timeout=5) not in (b"\r\n", b"\n", b""):
+                pass
             parts = line.decode("latin-1").split()
             method, path = (parts[0], parts[1].split("?")[0]) if len(parts) >= 2 else ("", "")
             if path != "/metrics":
