@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import time
 import tomllib
+import warnings
 from importlib import resources
 
 import pytest
@@ -40,6 +41,10 @@ def test_every_upstream_rule_is_used_or_skipped_with_a_reason() -> None:
     assert used | set(GITLEAKS_SKIPPED) == upstream
     assert not used & set(GITLEAKS_SKIPPED)
     assert len(used) >= 200
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. FutureWarning for a nested set `[[` left untranslated
+        for rule in GITLEAKS_RULES:
+            assert rule.pattern.pattern == rule.regex  # compiles (lazily, on first use)
     assert all(GITLEAKS_SKIPPED.values())
     # Names stay unique next to ours: a clash is renamed, never dropped.
     names = [r.name for r in DEFAULT_RULES] + [r.name for r in GITLEAKS_RULES]
@@ -74,16 +79,19 @@ def test_a_run_of_one_keyword_costs_linear_time(unit: str) -> None:
     # Red-team style: gitleaks' curl rules read on through the line after `curl`, so `curl curl
     # ...` was quadratic (65 s for 80 KB); a failed try now ends the line for that rule.
     texts = [(unit * (n // len(unit) + 1))[:n] for n in (25_000, 100_000)]
-    best = [float("inf"), float("inf")]
-    for _ in range(5):  # interleaved, so that a busy machine slows both sizes alike
-        for i, text in enumerate(texts):
-            t0 = time.perf_counter()
-            DEFAULT_REDACTOR.find(text)
-            best[i] = min(best[i], time.perf_counter() - t0)
-    small, large = best
-    # Linear: about 4x. Quadratic: about 16x (the curl rules were 15x). The floor keeps timer
-    # noise on tiny runs out.
-    assert large <= 10 * max(small, 0.005), f"{unit!r}: {small:.4f}s -> {large:.4f}s"
+    for _attempt in range(3):  # a busy machine may spoil one measurement, never three
+        best = [float("inf"), float("inf")]
+        for _ in range(5):  # interleaved, so that load slows both sizes alike
+            for i, text in enumerate(texts):
+                t0 = time.perf_counter()
+                DEFAULT_REDACTOR.find(text)
+                best[i] = min(best[i], time.perf_counter() - t0)
+        small, large = best
+        # Linear: about 4x. Quadratic: about 16x (the curl rules were 15x). The floor keeps
+        # timer noise on tiny runs out.
+        if large <= 10 * max(small, 0.005):
+            return
+    raise AssertionError(f"{unit!r}: {small:.4f}s -> {large:.4f}s")
 
 
 def _fake_line(rule_index: int) -> tuple[str, tuple[int, int]] | None:
