@@ -17,7 +17,7 @@ from typing import Any
 
 from cardloop.prompts.cache_plan import CacheMark, plan_cache
 from cardloop.prompts.card import Card, TenantPrompt
-from cardloop.prompts.context import SEAM_TOKENS, ContextFitter
+from cardloop.prompts.context import SEAM_TOKENS, ContextFit, ContextFitter
 from cardloop.prompts.conversation import Conversation, SystemBlock, ToolSpec, Turn
 from cardloop.prompts.explain import ExplainRow
 from cardloop.prompts.formats import render
@@ -118,6 +118,8 @@ class PromptAssembler:
         self._messages: dict[bytes, Any] = {}
         self._lock = threading.RLock()
         self._excerpts: OrderedDict[tuple[bytes, int, bool, float], Excerpt] = OrderedDict()
+        self._facts: dict[bytes, dict[str, list[str]]] = {}
+        self._context_fits: OrderedDict[bytes, tuple[ContextFit, Counter[str]]] = OrderedDict()
 
     def guardrails(self) -> str:
         return self.templates.load(GUARDRAILS_TEMPLATE).text.strip()
@@ -256,7 +258,7 @@ class PromptAssembler:
         opener = Turn("user", "(The card's conversation continues.)")
         opener_cost = counter.count(opener.text) + overhead
         history_budget = max(0, min(budget.history, left) - opener_cost)
-        history = HistoryFitter(counter, self.scrubber, settings.history, overhead, self._messages).fit(
+        history = HistoryFitter(counter, self.scrubber, settings.history, overhead, self._messages, self._facts).fit(
             card.history, history_budget, summarizer, found)
         rows.extend(history.rows)
         needs_opener = bool(history.turns) and history.turns[0].role == "assistant"
@@ -269,22 +271,25 @@ class PromptAssembler:
         seam = overhead if in_run else SEAM_TOKENS
         room = before_history - min(budget.history, before_history) if in_run else left
         context_budget = max(0, min(budget.context, room - seam))
-        context = ContextFitter(counter, self.scrubber, settings.context, self._excerpts).fit(
+        context = ContextFitter(counter, self.scrubber, settings.context, self._excerpts, self._context_fits).fit(
             card, request.stage, context_budget, found)
         rows.extend(context.rows)
         context_cost = context.tokens + (seam if context.blocks else 0)
         rows.append(turn_row)
 
         turns = list(history.turns)
+        costs = list(history.costs)
         history_cost = history.tokens
         if needs_opener:
             # Providers want the conversation to open with the user.
             turns.insert(0, opener)
+            costs.insert(0, opener_cost)
             history_cost += opener_cost
         marks = {i: "fold" for i, t in enumerate(turns) if t.cache}  # the history's folded block
         if in_run and context.blocks:
             at = _run_position(len(card.history), request.run_start or 0, history.tail_from, len(turns))
             turns.insert(at, Turn("user", "\n\n".join(context.blocks)))
+            costs.insert(at, context_cost)
             marks = {(i + 1 if i >= at else i): kind for i, kind in marks.items()}
             marks[at] = "context"
         if turns:
@@ -297,7 +302,7 @@ class PromptAssembler:
             marks.setdefault(len(turns) - 1, "last")
         last = turn_text if in_run else "\n\n".join([*context.blocks, turn_text])
         system_blocks, turns, cache_marks = plan_cache(
-            (SystemBlock(system_text), SystemBlock(agent_text)), turns, marks, prefix_tokens=tools_cost,
+            (SystemBlock(system_text), SystemBlock(agent_text)), turns, costs, marks, prefix_tokens=tools_cost,
             counter=counter, overhead=overhead, min_tokens=settings.min_cache_tokens)
         turns.append(Turn("user", last))
         conversation = Conversation(system=tuple(b for b in system_blocks if b.text), turns=tuple(turns),

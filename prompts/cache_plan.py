@@ -19,6 +19,7 @@ the least useful go first (context, then fold: a hit on `previous` covers them).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cardloop.prompts.conversation import SystemBlock, Turn
@@ -48,18 +49,18 @@ class CacheMark:
                 "status": self.status, "stable_for": STABLE_FOR[self.kind]}
 
 
-def plan_cache(system: tuple[SystemBlock, ...], turns: list[Turn], marks: dict[int, str], *,
+def plan_cache(system: tuple[SystemBlock, ...], turns: list[Turn], costs: Sequence[int], marks: dict[int, str], *,
                prefix_tokens: int, counter: TokenCounter, overhead: int,
                min_tokens: int) -> tuple[tuple[SystemBlock, ...], list[Turn], tuple[CacheMark, ...]]:
     """Set the cache flags: `marks` maps turn indexes to a kind; the end of `system` is always a
-    candidate. `prefix_tokens` is what precedes the system blocks (tool definitions)."""
+    candidate. `costs` are the turns' token counts (as the assembly charged them); `prefix_tokens`
+    is what precedes the system blocks (tool definitions)."""
     candidates: list[tuple[str, int | None, int]] = []  # (kind, turn index or None, prefix tokens)
     total = prefix_tokens + sum(counter.count(b.text) + overhead for b in system if b.text)
     if any(b.text for b in system):
         candidates.append(("system", None, total))
-    last_mark = max(marks, default=-1)
-    for i, turn in enumerate(turns[: last_mark + 1]):
-        total += counter.count(turn.counted_text()) + overhead
+    for i in range(max(marks, default=-1) + 1):
+        total += costs[i]
         if i in marks:
             candidates.append((marks[i], i, total))
     usable = [c for c in candidates if c[2] >= min_tokens]
@@ -74,6 +75,6 @@ def plan_cache(system: tuple[SystemBlock, ...], turns: list[Turn], marks: dict[i
     # Only the last non-empty system block carries the system breakpoint.
     last_system = max((i for i, b in enumerate(system) if b.text), default=-1)
     system = tuple(dataclasses.replace(b, cache=(i == last_system and -1 in kept)) for i, b in enumerate(system))
-    turns = [dataclasses.replace(t, cache=i in kept) for i, t in enumerate(turns)]
+    turns = [t if t.cache == (i in kept) else dataclasses.replace(t, cache=i in kept) for i, t in enumerate(turns)]
     return system, turns, tuple(report)
 

@@ -10,6 +10,7 @@ a useful size is dropped. Every cut, drop and exclusion becomes an `explain` row
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
@@ -90,15 +91,35 @@ def _notes_text(card: Card) -> str:
     return "\n\n".join(parts)
 
 
+# Fits kept for re-assembly (the next turn of a stage sends the same context again).
+MAX_FITS = 256
+
+
 class ContextFitter:
     def __init__(self, counter: TokenCounter, scrubber: Scrubber, settings: ContextSettings,
-                 excerpts: OrderedDict[tuple[bytes, int, bool, float], Excerpt] | None = None) -> None:
+                 excerpts: OrderedDict[tuple[bytes, int, bool, float], Excerpt] | None = None,
+                 fits: OrderedDict[bytes, tuple[ContextFit, Counter[str]]] | None = None) -> None:
         self.counter = counter
         self.scrubber = scrubber
         self.settings = settings
-        # Shared across assemblies: a log cut to the same size is cut once.
+        # Shared across assemblies: a log cut to the same size is cut once, and a card whose
+        # context did not change between turns is fitted once for each budget.
         self._excerpts = excerpts if excerpts is not None else OrderedDict()
+        self._fits = fits if fits is not None else OrderedDict()
         self._line_counter = LineSumCounter(counter)
+
+    def _fit_key(self, card: Card, stage: Stage | None, budget: int) -> bytes:
+        """A digest of everything a fit reads: the card's fields (not its history), stage, budget and
+        settings. A digest, not the texts: the cache must not keep every card's logs alive."""
+        h = hashlib.blake2b(digest_size=20)
+        for part in (card.id, card.board, card.url, card.title, card.body, card.repo, card.branch, card.notes,
+                     repr(card.checklist), stage, budget, repr(self.settings), self.counter.calibration,
+                     self.counter.encoding_name, id(self.scrubber)):
+            h.update(str(part).encode("utf-8", "surrogatepass") + b"\0")
+        for item in card.context:
+            for part in (item.kind, item.source, item.title, item.created_at, item.content):
+                h.update(str(part).encode("utf-8", "surrogatepass") + b"\1")
+        return h.digest()
 
     def _candidates(self, card: Card, stage: Stage | None, rows: list[ExplainRow],
                     found: Counter[str] | None = None) -> list[_Candidate]:
@@ -146,6 +167,20 @@ class ContextFitter:
 
     def fit(self, card: Card, stage: Stage | None, budget: int,
             found: Counter[str] | None = None) -> ContextFit:
+        key = self._fit_key(card, stage, budget)
+        hit = self._fits.get(key)
+        if hit is None:
+            rules: Counter[str] = Counter()
+            hit = self._fits[key] = (self._fit(card, stage, budget, rules), rules)
+            if len(self._fits) > MAX_FITS:
+                self._fits.popitem(last=False)
+        else:
+            self._fits.move_to_end(key)
+        if found is not None:
+            found.update(hit[1])
+        return hit[0]
+
+    def _fit(self, card: Card, stage: Stage | None, budget: int, found: Counter[str]) -> ContextFit:
         rows: list[ExplainRow] = []
         candidates = self._candidates(card, stage, rows, found)
         header_cost = self.counter.count(CONTEXT_HEADER) + SEAM_TOKENS

@@ -15,6 +15,7 @@ survive folding verbatim in a small block of their own, in both cases.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections import Counter
@@ -68,6 +69,8 @@ class HistoryFit:
     # The index of the first message of the verbatim tail: turns[-(n - tail_from):] are
     # messages tail_from..n-1 in order (n = the number of messages fitted).
     tail_from: int = 0
+    # Each turn's token count (what the fit charged for it), parallel to `turns`.
+    costs: tuple[int, ...] = ()
 
 
 def render_message(message: Message, text: str) -> Turn:
@@ -175,6 +178,7 @@ class _Rendered:
     raw: int = -1           # tokenizer count of turn.text, -1 until counted
     facts: dict[str, list[str]] | None = None
     message: Message | None = None  # the message with every field redacted (what turn shows)
+    key: bytes = b""               # the message's digest (its key in the cache)
 
 
 def _message_key(m: Message) -> bytes:
@@ -191,12 +195,14 @@ class HistoryFitter:
     after one new message renders, redacts and counts only that message."""
 
     def __init__(self, counter: TokenCounter, scrubber: Scrubber, settings: HistorySettings,
-                 message_overhead: int = 4, cache: dict[bytes, _Rendered] | None = None) -> None:
+                 message_overhead: int = 4, cache: dict[bytes, _Rendered] | None = None,
+                 facts_cache: dict[bytes, dict[str, list[str]]] | None = None) -> None:
         self.counter = counter
         self.scrubber = scrubber
         self.settings = settings
         self.overhead = message_overhead
         self.cache = cache if cache is not None else {}
+        self.facts_cache = facts_cache if facts_cache is not None else {}
 
     def _cost(self, turn: Turn) -> int:
         return self.counter.count(turn.counted_text()) + self.overhead
@@ -209,7 +215,7 @@ class HistoryFitter:
             # Every field the turn shows, not only the content: author, ids, tool names and inputs.
             clean = self.scrubber.scrub_message(m, rules)
             text = clean.content
-            rec = _Rendered(text, tuple(rules.elements()), render_message(clean, text), message=clean)
+            rec = _Rendered(text, tuple(rules.elements()), render_message(clean, text), message=clean, key=key)
             self.cache[key] = rec
             if len(self.cache) > 200_000:
                 self.cache.pop(next(iter(self.cache)))
@@ -226,6 +232,17 @@ class HistoryFitter:
         return (rec.raw if cal == 1.0 else math.ceil(rec.raw * cal)) + self.overhead
 
     def _facts(self, recs: Sequence[_Rendered], messages: Sequence[Message]) -> dict[str, list[str]]:
+        # The folded range stays put between fold steps: its merged facts are kept by the range's
+        # message digests, so a turn between steps does not merge them again.
+        key = hashlib.blake2b(b"".join(r.key for r in recs), digest_size=20).digest()
+        hit = self.facts_cache.get(key)
+        if hit is None:
+            hit = self.facts_cache[key] = self._merge_facts(recs, messages)
+            if len(self.facts_cache) > 256:
+                self.facts_cache.pop(next(iter(self.facts_cache)))
+        return hit
+
+    def _merge_facts(self, recs: Sequence[_Rendered], messages: Sequence[Message]) -> dict[str, list[str]]:
         merged: dict[str, dict[str, None]] = {"errors": {}, "files": {}, "commands": {}}
         for rec, message in zip(recs, messages, strict=True):
             if rec.facts is None:
@@ -260,14 +277,22 @@ class HistoryFitter:
         else:
             row = ExplainRow("history", f"{n} messages", "card history", "verbatim", total,
                              f"fits the history budget ({total:,} of {budget:,})")
-            return HistoryFit(tuple(turns), total, "verbatim", (row,))
+            return HistoryFit(tuple(turns), total, "verbatim", (row,), costs=tuple(cost(i) for i in range(n)))
 
         rows: list[ExplainRow] = []
         cut_at: dict[int, int] = {}
         tail_budget = int(budget * self.settings.tail_fraction)
         units = group_units(messages)
 
+        unit_costs: dict[tuple[int, int], int] = {}
+
         def unit_cost(u: tuple[int, int]) -> int:
+            hit = unit_costs.get(u)
+            if hit is None:
+                hit = unit_costs[u] = measure_unit(u)
+            return hit
+
+        def measure_unit(u: tuple[int, int]) -> int:
             # A message larger than its share of the tail budget is excerpted so the tail can hold it.
             cap = max(0, tail_budget // (u[1] - u[0] + 1) - self.overhead)
             for i in range(u[0], u[1] + 1):
@@ -279,6 +304,21 @@ class HistoryFitter:
 
         def kept_turns(us: Sequence[tuple[int, int]]) -> list[Turn]:
             return [turns[i] for u in us for i in range(u[0], u[1] + 1)]
+
+        def kept_costs(us: Sequence[tuple[int, int]]) -> list[int]:
+            return [cost(i) for u in us for i in range(u[0], u[1] + 1)]
+
+        # Running token counts of the messages as rendered (before any cut), by unit: where the
+        # fold's steps fall. Computed once per fit, however many boundaries are looked up.
+        running: list[int] = []
+
+        def step_boundary(minimal: int, step: int) -> int:
+            if not running:
+                acc = 0
+                for u in units:
+                    acc += sum(self._rec_cost(recs[i]) for i in range(u[0], u[1] + 1))
+                    running.append(acc)
+            return _step_boundary(running, minimal, step)
 
         def cut_rows(us: Sequence[tuple[int, int]]) -> None:
             for u in us:
@@ -298,10 +338,10 @@ class HistoryFitter:
             cut_rows(units)
             rows.append(ExplainRow("history", f"{n} messages", "card history", "verbatim", used,
                                    "fits the history budget once oversized messages are cut"))
-            return HistoryFit(tuple(kept_turns(units)), used, "verbatim", tuple(rows))
+            return HistoryFit(tuple(kept_turns(units)), used, "verbatim", tuple(rows), costs=tuple(kept_costs(units)))
         # The fold ends on a step boundary at or after the minimal one, so it stays put (and its
         # summary and pinned facts byte-identical) while the tail grows into the room left.
-        step_end = self._step_boundary(units, recs, tail_start - 1, int(tail_budget * self.settings.fold_step_fraction))
+        step_end = step_boundary(tail_start - 1, int(tail_budget * self.settings.fold_step_fraction))
         if step_end >= tail_start:
             tail_start = step_end + 1
             used = sum(unit_cost(u) for u in units[tail_start:])
@@ -386,7 +426,8 @@ class HistoryFitter:
                                    if tail_start < len(units) else "recent tail", "card history", "verbatim",
                                    tail_cost, f"recent tail, about {self.settings.tail_fraction:.0%} of the budget"))
             return HistoryFit(tuple(out), total_used, "summarized", tuple(rows), (first, last),
-                              tail_from=units[tail_start][0] if tail_start < len(units) else n)
+                              tail_from=units[tail_start][0] if tail_start < len(units) else n,
+                              costs=(*kept_costs(head_units), mid_cost, *kept_costs(units[tail_start:])))
 
         # Truncation: the newest units that fit, and the pinned facts of what was dropped,
         # in a block whose size is reserved up front so the sum can never exceed the budget.
@@ -403,7 +444,7 @@ class HistoryFitter:
                 keep_from -= 1
                 kept += unit_cost(units[keep_from])
         elif keep_from > 0:  # truncation moves in the same steps as the fold
-            step_end = self._step_boundary(units, recs, keep_from - 1, int(room * self.settings.fold_step_fraction))
+            step_end = step_boundary(keep_from - 1, int(room * self.settings.fold_step_fraction))
             if step_end >= keep_from:
                 keep_from = step_end + 1
                 kept = sum(unit_cost(u) for u in units[keep_from:])
@@ -426,29 +467,30 @@ class HistoryFitter:
         rows.append(ExplainRow("history", f"messages {dropped_last + 2}-{len(messages)}", "card history",
                                "verbatim", kept, "most recent messages, newest first"))
         return HistoryFit(tuple(out), pinned_used + kept, "truncated", tuple(rows), (0, dropped_last), needed,
-                          tail_from=dropped_last + 1)
-
-    def _step_boundary(self, units: Sequence[tuple[int, int]], recs: Sequence[_Rendered], minimal: int,
-                       step: int) -> int:
-        """The first unit index at or after `minimal` where the history's running token count
-        (of the messages as rendered, before any cut) crosses a multiple of `step`; at most the
-        last unit but one, so a tail stays. Messages are only ever appended, so the boundaries
-        of a card's history never move: the fold jumps once per `step` tokens of new history."""
-        if step <= 0 or minimal >= len(units) - 2:
-            return minimal
-        running = 0
-        for j, u in enumerate(units[:-1]):
-            before = running // step
-            running += sum(self._rec_cost(recs[i]) for i in range(u[0], u[1] + 1))
-            if j >= minimal and running // step > before:
-                return j
-        return minimal
+                          tail_from=dropped_last + 1,
+                          costs=(*([pinned_used] if pinned_used else []), *kept_costs(units[keep_from:])))
 
     def _shrink(self, message: Message, text: str, cap: int) -> str:
         frame = self.counter.count(render_message(message, "").counted_text())
         target = max(0, cap - frame - 2)
         excerpt = (excerpt_log if message.role == "tool" else excerpt_text)(text, target, self.counter.count)
         return excerpt.text
+
+
+def _step_boundary(running: Sequence[int], minimal: int, step: int) -> int:
+    """The first unit index at or after `minimal` where the history's running token count (of
+    the messages as rendered, before any cut; `running[j]` is the count through unit j) crosses
+    a multiple of `step`; at most the last unit but one, so a tail stays. Messages are only ever
+    appended, so the boundaries of a card's history never move: the fold jumps once per `step`
+    tokens of new history."""
+    if step <= 0 or minimal >= len(running) - 2:
+        return minimal
+    before = 0
+    for j, total in enumerate(running[:-1]):
+        if j >= minimal and total // step > before // step:
+            return j
+        before = total
+    return minimal
 
 
 def truncate_tokens(text: str, max_tokens: int, counter: TokenCounter,

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cardloop.contracts.config import Config
 from cardloop.contracts.errors import InputError
-from cardloop.prompts.card import Card, ContextItem
-from cardloop.prompts.stages import Stage
+
+if TYPE_CHECKING:
+    from cardloop.contracts.config import Config
+    from cardloop.prompts.card import Card, ContextItem
+    from cardloop.prompts.stages import Stage
 
 
 def gather_all(card: Card, stage: Stage, config: Config, names: list[str]) -> list[dict[str, Any]]:

@@ -16,12 +16,13 @@ import socket
 import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from cardloop.app.startup import startup_check
-from cardloop.contracts.config import Config
 from cardloop.contracts.errors import CardloopError
 from cardloop.integrations.board_clients.registry import CLIENTS, unavailable
+
+if TYPE_CHECKING:
+    from cardloop.contracts.config import Config
 
 Status = Literal["ok", "warn", "fail"]
 MARK = {"ok": "✓", "warn": "!", "fail": "✗"}
@@ -36,6 +37,7 @@ class Check:
 
 def _config(config: Config) -> Check:
     try:
+        from cardloop.app.startup import startup_check
         from cardloop.prompts.assemble import PromptAssembler
 
         startup_check(config, PromptAssembler(config.template_store(), config.token_counter()))

@@ -18,14 +18,13 @@ from cardloop.app.cli.doctor import add_doctor_command
 from cardloop.app.cli.operate import add_operate_commands
 from cardloop.app.cli.service import add_service_commands
 from cardloop.app.cli.tenant import add_tenant_commands
-from cardloop.app.startup import load_config, startup_check
-from cardloop.contracts.config import Config
 from cardloop.contracts.errors import CardloopError, ConfigError, InputError, RejectedError
 from cardloop.prompts.formats import ALIASES, FORMATS, resolve_format
 from cardloop.prompts.stages import STAGE_NAMES, Stage, parse_stage
 from cardloop.prompts.surrogates import describe, lone_surrogate, printable
 
 if TYPE_CHECKING:
+    from cardloop.contracts.config import Config
     from cardloop.prompts.card import Card
 
 # `cardloop --help`, `card show` and the other quick commands must start in well under a second:
@@ -97,6 +96,8 @@ def cmd_prompt_explain(args: argparse.Namespace, config: Config) -> int:
     if args.tenant_prompt:
         tenant = TenantPrompt(custom_system_prompt=_read_text(args.tenant_prompt),
                               override_mode=args.tenant_mode)
+    from cardloop.app.startup import startup_check
+
     assembler = PromptAssembler(config.template_store(), config.token_counter())
     startup_check(config, assembler)
     if args.profile and args.profile not in config.profiles:
@@ -210,6 +211,7 @@ def cmd_card_check(args: argparse.Namespace, config: Config | None) -> int:
 
 
 def cmd_config_check(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.app.startup import startup_check
     from cardloop.prompts.assemble import PromptAssembler
 
     startup_check(config, PromptAssembler(config.template_store(), config.token_counter()))
@@ -304,6 +306,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     parser = build_parser()
     args = parser.parse_args(argv)
+    from cardloop.app.startup import load_config  # the config's models: not for --help
+
     try:
         config = load_config(args.config) if getattr(args, "needs_config", True) else None
         return int(args.func(args, config) or 0)

@@ -7,9 +7,12 @@ import argparse
 import asyncio
 import secrets
 import sys
+from typing import TYPE_CHECKING
 
-from cardloop.contracts.config import Config
 from cardloop.contracts.errors import ConfigError
+
+if TYPE_CHECKING:
+    from cardloop.contracts.config import Config
 
 
 def cmd_codec_server(args: argparse.Namespace, config: Config) -> int:

@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cardloop.contracts.config import Config
 from cardloop.contracts.errors import CardloopError, InputError
-from cardloop.contracts.payloads import CardRef
-from cardloop.prompts.card import Card, CardError, parse_card
 
 if TYPE_CHECKING:
     from cardloop.app.cards import CardService
+    from cardloop.contracts.config import Config
+    from cardloop.contracts.payloads import CardRef
+    from cardloop.prompts.card import Card
 
 # The service modules (temporalio, anthropic, uvicorn) take seconds to import: each command
 # imports what it needs, so `cardloop prompt ...` and `--help` stay quick.
@@ -104,6 +104,9 @@ def cmd_demo(args: argparse.Namespace, config: Config) -> int:
 
 def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
     """CARD is a card file (imported first) or a card key: CARD, BOARD/CARD or TENANT/BOARD/CARD."""
+    from cardloop.contracts.payloads import CardRef
+    from cardloop.prompts.card import CardError, parse_card
+
     path = Path(arg)
     if arg.endswith(".json") or path.is_file():
         try:

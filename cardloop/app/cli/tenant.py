@@ -8,12 +8,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from cardloop.contracts.config import Config
 from cardloop.contracts.errors import InputError, RejectedError
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) and the prompt core load when a command runs
+    from cardloop.contracts.config import Config
     from cardloop.store import Store
 
 ACTOR = "cli"
@@ -58,6 +56,8 @@ def _tone(pairs: list[str]) -> dict[str, str]:
 
 
 def cmd_set_prompt(args: argparse.Namespace, config: Config) -> int:
+    from pydantic import ValidationError
+
     from cardloop.app.api.tenants import PromptIn, check_prompt
 
     path = Path(args.file)
