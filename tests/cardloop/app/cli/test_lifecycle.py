@@ -3,15 +3,21 @@ SIGINT stopping everything they started (the Temporal server included) without a
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
-import json
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from cardloop.app.cards import CardService
 from cardloop.app.devserver import port_open
+from cardloop.app.local import open_store
+from cardloop.app.startup import load_config
+from cardloop.app.temporal import connect
+from cardloop.contracts.payloads import CardRef, CardState
 from tests.cardloop.app.cli.procs import CLI, isolated_env, start, temporal_pids, wait_for
 from tests.conftest import ROOT
 
@@ -26,6 +32,14 @@ def assert_all_stopped(data: Path, ports: dict[str, int], *texts: str) -> None:
     # The data dir's lock went with the process.
     with (data / "stack.lock").open("a") as f:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+async def card_state(env: dict[str, str], done: Callable[[CardState], bool]) -> CardState:
+    config = load_config(None, env)
+    with open_store(config) as store:
+        client = await connect(config)
+        return await CardService(client, store, config).wait_for(
+            CardRef.parse("acme/github-projects/PAY-142"), done, timeout=60)
 
 
 def test_dev_holds_its_data_dir_and_sigterm_stops_everything_quietly(tmp_path: Path) -> None:
@@ -53,13 +67,9 @@ def test_dev_holds_its_data_dir_and_sigterm_stops_everything_quietly(tmp_path: P
         assert "CARDLOOP_DEV__DATA_DIR" in line
         assert temporal_pids(data) == [server] and not (data / "demo-remote").exists()
 
-        def planned() -> bool:
-            shown = subprocess.run([str(CLI), "card", "show", "acme/github-projects/PAY-142", "--json"], cwd=ROOT,
-                                   env=env, capture_output=True, text=True, timeout=60)
-            state = json.loads(shown.stdout)["state"] if shown.returncode == 0 else None
-            return bool(state and state["history"] and state["history"][0]["outcome"] == "completed")
-
-        wait_for(planned, 60, "planning to complete on the scripted model")
+        # Watched from here, as the CLI's `card show` would (one client, not a process per poll).
+        state = asyncio.run(card_state(env, lambda s: bool(s.history) and s.history[0].stage == "planning"))
+        assert state.history[0].outcome == "completed", state.history[0].reason
     finally:
         dev.send_signal(signal.SIGTERM)
         code = dev.wait(60)
