@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from cardloop.contracts.errors import CardloopError
-from cardloop.integrations.board_clients.registry import CLIENTS, unavailable
 
 if TYPE_CHECKING:
     from cardloop.contracts.config import Config
@@ -115,6 +114,8 @@ def _workspace(config: Config) -> list[Check]:
 def _boards(config: Config) -> list[Check]:
     """Whether each board gets the cards' progress back (comments, columns): its credential is
     only looked at, never sent; a board without one is skipped by the workers, not an error."""
+    from cardloop.integrations.board_clients.registry import CLIENTS, unavailable  # httpx, config
+
     checks = []
     for board in CLIENTS:
         why = unavailable(config, board)
