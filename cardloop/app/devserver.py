@@ -94,6 +94,9 @@ class TemporalDevServer:
         if port_open(self.port):
             raise DevStackError(f"port {self.port} is already in use: another Temporal server? "
                                 "Stop it or set dev.temporal_port / CARDLOOP_DEV__TEMPORAL_PORT")
+        if self.ui_port and port_open(self.ui_port):
+            raise DevStackError(f"port {self.ui_port} (the Temporal UI) is already in use: another Temporal server? "
+                                "Stop it or set dev.ui_port / CARDLOOP_DEV__UI_PORT")
         if self.db_file:
             private_dir(self.db_file.parent)
         out = subprocess.DEVNULL
