@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cardloop.integrations.sources.ranking import BM25Index, BM25Params
 from cardloop.integrations.sources.repository import PathResolver, card_query, choose_files, decode_text, indexable
-from cardloop.integrations.sources.repository.history_prior import history_boosts
+from cardloop.integrations.sources.repository.history_prior import RecentHistory, recent_history
 from cardloop.prompts.card import Card
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,7 +57,7 @@ class Case:
     body: str
     answer: frozenset[str]
     files: dict[str, str]  # the parent tree's indexable text files
-    boosts: dict[str, float]  # the history prior of the parent (its newest DEPTH commits)
+    history: RecentHistory  # the parent's newest DEPTH commits, as a shallow checkout has them
 
 
 def tree_texts(repo: Path, commit: str) -> dict[str, str]:
@@ -109,8 +109,8 @@ def cases(repo: Path, max_files: int, max_commits: int = 0) -> tuple[list[Case],
             continue
         message = git(repo, "log", "-1", "--format=%B", sha).decode().strip()
         subject, _, body = message.partition("\n")
-        boosts = history_boosts(lambda args: git(repo, *args).decode(), parent, DEPTH)
-        out.append(Case(sha, subject.strip(), body.strip(), answer, files, boosts))
+        history = recent_history(lambda args: git(repo, *args).decode(), parent, DEPTH)
+        out.append(Case(sha, subject.strip(), body.strip(), answer, files, history))
     return out, skipped
 
 
@@ -121,7 +121,7 @@ def recall(ranked: list[str], answer: frozenset[str], k: int) -> float:
 def evaluate(all_cases: list[Case], verbose: bool) -> dict[str, tuple[float, float]]:
     variants: dict[str, list[tuple[float, float]]] = {
         "bm25 (content only)": [], "+ passages": [], "+ path and name": [], "+ mentions": [],
-        "+ change history (ours)": [],
+        "+ change history": [], "+ co-change (ours)": [],
     }
     for case in all_cases:
         card = Card(id=f"bench-{case.sha[:8]}", title=case.subject or "(no subject)", body=case.body)
@@ -136,9 +136,13 @@ def evaluate(all_cases: list[Case], verbose: bool) -> dict[str, tuple[float, flo
             "+ passages": [p for p, _ in passages.rank(query, 10)],
             "+ path and name": [p for p, _ in index.rank(query, 10)],
             "+ mentions": [c.path for c in choose_files(card, index, resolver, max_files=10, query=query)[0]],
-            "+ change history (ours)": [c.path for c in choose_files(card, index, resolver, max_files=10, query=query,
-                                                                     boosts=case.boosts)[0]],
+            "+ change history": [c.path for c in choose_files(card, index, resolver, max_files=10, query=query,
+                                                              boosts=case.history.boosts)[0]],
         }
+        # As RepositorySource does: the best three matches anchor a second pass with co-change boosts.
+        anchors = runs["+ change history"][:3]
+        runs["+ co-change (ours)"] = [c.path for c in choose_files(
+            card, index, resolver, max_files=10, query=query, boosts=case.history.with_anchors(anchors))[0]]
         for name, ranked in runs.items():
             variants[name].append((recall(ranked, case.answer, 5), recall(ranked, case.answer, 10)))
         if verbose:
@@ -210,7 +214,7 @@ def main() -> None:
     print(f"index_seconds_{args.files}: {index_s:.3f}")
     print(f"query_ms_{args.files}: {query_s * 1000:.2f}")
     print(f"total bench time: {time.perf_counter() - started:.1f} s")
-    ours = results["+ change history (ours)"]
+    ours = results["+ co-change (ours)"]
     print(f"recall_at_5: {ours[0]:.3f}")
     print(f"recall_at_10: {ours[1]:.3f}")
     print(f"bm25_recall_at_5: {results['bm25 (content only)'][0]:.3f}")

@@ -50,7 +50,12 @@ from cardloop.integrations.sources.repository.git import (
     GitCheckouts,
     GitFailed,
 )
-from cardloop.integrations.sources.repository.history_prior import DEFAULT_WEIGHT, combine, history_boosts
+from cardloop.integrations.sources.repository.history_prior import (
+    DEFAULT_WEIGHT,
+    RecentHistory,
+    combine,
+    recent_history,
+)
 from cardloop.integrations.sources.repository.mentions import (
     PathResolver,
     card_query,
@@ -129,7 +134,7 @@ class RepositorySource:
         self._adr_res = [glob_regex(g) for g in self.adr_globs]
         self._doc_res = [glob_regex(g) for g in self.doc_globs]
         self._snapshots: IndexCache[tuple[str, str], _Snapshot] = IndexCache(index_cache_size)
-        self._history: IndexCache[tuple[str, str], dict[str, float]] = IndexCache(64)
+        self._history: IndexCache[tuple[str, str], RecentHistory] = IndexCache(64)
         self._branch_diffs: IndexCache[tuple[str, str, str], tuple[tuple[str, ...], str]] = IndexCache(64)
 
     def __repr__(self) -> str:
@@ -176,10 +181,14 @@ class RepositorySource:
                 (co.repo, co.sha, co.branch), lambda: self._branch_changes(co))
             notes.append(why)
         history = self._history.get_or_build((co.repo, co.sha), lambda: self._history_prior(co))
+        branch = dict.fromkeys(changed, self.branch_boost) if changed else None
+        # The best three matches anchor a second pass that also boosts what changes with them.
+        anchors, _ = choose_files(card, snap.index, snap.resolver, max_files=3, query=query, exclude=not_source,
+                                  boosts=combine(branch, history.boosts))
         # A few spare candidates stand in for chosen files that turn out binary or too large.
         chosen, mentions = choose_files(
             card, snap.index, snap.resolver, max_files=self.max_files + 3, query=query, exclude=not_source,
-            boosts=combine(dict.fromkeys(changed, self.branch_boost) if changed else None, history),
+            boosts=combine(branch, history.with_anchors(c.path for c in anchors)),
         )
         if mentions:
             shown = ", ".join(m.path + (f" (line {m.lines[0]})" if m.lines else "") for m in mentions[:10])
@@ -292,16 +301,14 @@ class RepositorySource:
             truncated=truncated,
         )
 
-    def _history_prior(self, co: Checkout) -> dict[str, float]:
-        """Boosts for the files the checkout's own recent commits changed most (history_prior.py);
-        none when git cannot say (the prior is a hint, never a reason to fail the source)."""
-        if self.history_weight <= 0:
-            return {}
+    def _history_prior(self, co: Checkout) -> RecentHistory:
+        """The checkout's recent commits (history_prior.py); none when git cannot say (the prior
+        is a hint, never a reason to fail the source)."""
         try:
-            return history_boosts(lambda args: self.checkouts.run(args, co.path), co.sha,
+            return recent_history(lambda args: self.checkouts.run(args, co.path), co.sha,
                                   self.checkouts.depth, self.history_weight)
         except GitFailed:
-            return {}
+            return RecentHistory((), 0.0)
 
     def _branch_changes(self, co: Checkout) -> tuple[tuple[str, ...], str]:
         """Files the branch changed since it left the base branch, and a note saying so.

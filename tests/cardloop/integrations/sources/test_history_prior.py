@@ -11,7 +11,9 @@ import pytest
 from cardloop.integrations.sources.base import SourceRequest
 from cardloop.integrations.sources.repository import RepositorySource
 from cardloop.integrations.sources.repository.history_prior import (
+    RecentHistory,
     change_counts,
+    co_change_boosts,
     combine,
     parse_name_log,
     prior_boosts,
@@ -36,6 +38,19 @@ def test_counts_and_boosts_from_a_name_log() -> None:
     assert prior_boosts(counts, 0.0) == {} and prior_boosts({}, 1.0) == {}
     assert combine({"a": 2.0}, None, {"a": 1.5, "b": 3.0}) == {"a": 3.0, "b": 3.0}
     assert combine(None, {}) is None
+
+
+def test_co_change_boosts_what_changed_with_the_best_matches() -> None:
+    commits = [["src/core.py", "tests/test_core.py", "CHANGES.rst"], ["src/core.py", "tests/test_core.py"],
+               ["docs/index.rst"], ["src/other.py", "CHANGES.rst"]]
+    boosts = co_change_boosts(commits, ["src/core.py"], 1.0)
+    assert boosts == {"tests/test_core.py": 2.0, "CHANGES.rst": 1.5}  # 2 and 1 of core's 2 commits
+    assert co_change_boosts(commits, ["nowhere.py"], 1.0) == {}
+    assert co_change_boosts(commits, ["src/core.py"], 0.0) == {}
+    history = RecentHistory(tuple(tuple(c) for c in commits), 1.0)
+    both = history.with_anchors(["src/core.py"])
+    assert both is not None and both["tests/test_core.py"] == pytest.approx(history.boosts["tests/test_core.py"] * 2.0)
+    assert RecentHistory((), 1.0).with_anchors(["src/core.py"]) is None
 
 
 def _repo(root: Path) -> Path:
