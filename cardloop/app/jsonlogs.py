@@ -22,11 +22,13 @@ import logging
 import re
 import sys
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from cardloop.contracts.config import Config
 from cardloop.prompts.scrub import redact_text
 from cardloop.prompts.stages import STAGE_NAMES
+
+if TYPE_CHECKING:  # the dev stack's file log (app/logs.py) uses the formatters without loading config
+    from cardloop.contracts.config import Config
 
 # The Temporal SDK appends its context to the message too: "... ({'activity_id': ...})".
 _SDK_CONTEXT = re.compile(r"\s*\(\{'(?:activity_id|attempt)'.*\}\)\s*$", re.DOTALL)

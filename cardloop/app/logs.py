@@ -15,6 +15,9 @@ import threading
 from pathlib import Path
 from typing import Any, TextIO
 
+from cardloop.app.jsonlogs import RedactedText
+from cardloop.prompts.scrub import redact_text
+
 LOG_NAME = "cardloop.log"
 # The Temporal SDK appends its context as a dict: "Completing activity as failed ({'activity_id': ...})".
 _CONTEXT = re.compile(r"\s*\(\{.*\}\)\s*$", re.DOTALL)
@@ -29,12 +32,13 @@ class OneLine(logging.Formatter):
         self.log_file = log_file
 
     def format(self, record: logging.LogRecord) -> str:
-        text = _CONTEXT.sub("", record.getMessage()).strip()
+        # Redacted whole, before a line or the length is cut: a cut secret is no longer recognised.
+        text = redact_text(_CONTEXT.sub("", record.getMessage()).strip())
         lines = text.splitlines()
         text = lines[0] if lines else ""
         exc = record.exc_info[1] if record.exc_info else None
         if exc is not None:
-            first = (str(exc).splitlines() or [""])[0]
+            first = (redact_text(str(exc)).splitlines() or [""])[0]
             if first and first not in text:
                 text += f": {type(exc).__name__}: {first}"
         if len(text) > 300:
@@ -51,7 +55,7 @@ def log_to_data_dir(root: Path, *, console_level: int = logging.WARNING,
     os.chmod(path, 0o600)
     to_file = logging.FileHandler(path, encoding="utf-8")
     to_file.setLevel(logging.INFO)
-    to_file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    to_file.setFormatter(RedactedText("%(asctime)s %(levelname)s %(name)s: %(message)s"))  # no secret, ever
     to_console = logging.StreamHandler(console or sys.stderr)
     to_console.setLevel(console_level)
     to_console.setFormatter(OneLine(path))

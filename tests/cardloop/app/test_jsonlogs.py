@@ -94,3 +94,36 @@ def test_card_and_stage_come_from_the_workflow_id() -> None:
     assert card_of("card/acme/generic/a/b/3-error_fixing") == ("acme/generic/a/b", "error_fixing")
     assert card_of("card/acme/generic/a/3-notastage") == ("acme/generic/a/3-notastage", "")
     assert card_of("something-else") == ("", "")
+
+
+def test_the_dev_stacks_log_file_and_console_lines_hold_no_secret(tmp_path, logged: list[logging.Handler],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import threading
+
+    from cardloop.app import logs
+
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)  # log_to_data_dir sets both
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)
+    console = io.StringIO()
+    path = logs.log_to_data_dir(tmp_path, console=console)
+    logged.extend(logs._HANDLERS)
+    one_each = list({s.family: s for s in SAMPLES}.values())
+    log = logging.getLogger("cardloop.test.devlog")
+    leaks, redacted, in_file, on_console = [], 0, 0, 0
+    for s in one_each:
+        try:
+            raise RuntimeError(f"push refused: {s.text}")
+        except RuntimeError:
+            log.warning("the call failed: %s", s.text, exc_info=True)
+        for handler in logs._HANDLERS:
+            handler.flush()
+        file_text, console_text = path.read_text(), console.getvalue()
+        new = file_text[in_file:] + "\n" + console_text[on_console:]  # this sample's lines only
+        in_file, on_console = len(file_text), len(console_text)
+        redacted += new.count("[REDACTED:")
+        leaks += [(s.family, run) for part in s.parts if (run := leaked(new, part))]
+    for handler in logs._HANDLERS:
+        handler.close()
+    assert redacted >= 2 * len(one_each)
+    assert leaks == []
