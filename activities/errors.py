@@ -11,6 +11,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from cardloop.contracts import names
+from cardloop.contracts.limits import Refusal
 from cardloop.contracts.names import CARD_NOT_FOUND, CONFIG_ERROR, INVALID_INPUT, PROVIDER_REJECTED
 from cardloop.contracts.retry import RetryConfig, decide
 from cardloop.integrations.upstream import UpstreamError
@@ -28,6 +29,17 @@ def invalid_input(message: str) -> ApplicationError:
 
 def config_error(message: str) -> ApplicationError:
     return ApplicationError(message, type=CONFIG_ERROR, non_retryable=True)
+
+
+def limit_refused(refusal: Refusal, schedule: RetryConfig) -> ApplicationError:
+    """A call the tenant's limits refused before it was made. Requests per minute: retried as a
+    rate limit, after the wait the window needs ([retry]'s schedule for 429s bounds it). A token
+    or cost cap: TenantLimit, not retryable (it holds until the day or month turns)."""
+    if refusal.kind == "rate":
+        err = UpstreamError(refusal.message, kind="rate_limited", retryable=True, retry_after=refusal.retry_after)
+        return from_provider(err, schedule)
+    return ApplicationError(refusal.message, refusal.limit, refusal.resets_at.isoformat(), type=names.TENANT_LIMIT,
+                            non_retryable=True)
 
 
 def attempt_and_elapsed() -> tuple[int, float]:

@@ -1,8 +1,8 @@
 """Every provider call in the ledger, per attempt, so the ledger matches the provider's bill.
 
-`billed_call` opens the attempt's row before the request leaves ("calling": a worker killed
-mid-call leaves it so, billed with usage unknown), makes the call while the activity
-heartbeats, and settles the row with the provider's usage in the call's own thread, so an
+`billed_call` checks the tenant's spend limits and opens the attempt's row before the request
+leaves ("calling": a worker killed mid-call leaves it so, billed with usage unknown), makes the
+call while the activity heartbeats, and settles the row with the provider's usage in the call's own thread, so an
 attempt that Temporal cancelled or gave up on is billed when its answer comes back. Whether
 the result is kept (the turn's own usage) is decided when it is recorded (store/ledger.py)."""
 
@@ -14,9 +14,10 @@ from decimal import Decimal
 from temporalio import activity
 
 from cardloop.activities.deps import ActivityDeps
-from cardloop.activities.errors import from_provider
+from cardloop.activities.errors import from_provider, limit_refused
 from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.contracts import metrics
+from cardloop.contracts.limits import limits_for
 from cardloop.integrations.providers import Provider
 from cardloop.integrations.providers.base import Completion
 from cardloop.integrations.upstream import UpstreamError
@@ -34,8 +35,12 @@ def provider_for(rt: ActivityDeps, profile: str) -> Provider:
 def billed_call(rt: ActivityDeps, row: UsageRecord, call: Callable[[], Completion], *,
                 detail: str) -> tuple[Completion, UsageRecord]:
     """(the completion, its settled ledger row); a provider error is settled "failed" and
-    raised as the activity's ApplicationError."""
-    rt.store.start_call(row)
+    raised as the activity's ApplicationError. The tenant's spend limits are checked first, in
+    the transaction that opens the row: a refused call is recorded "refused" and never made."""
+    refusal = rt.store.admit_call(row, limits_for(rt.config, row.tenant))
+    if refusal is not None:
+        activity.logger.warning("model call refused: %s", refusal.message)
+        raise limit_refused(refusal, rt.config.retry)
     store = rt.store.inner  # used from the call's thread, which the activity thread waits on
 
     def call_and_settle() -> tuple[Completion, UsageRecord]:

@@ -160,6 +160,12 @@ class StageWorkflow:
             # stage ends "failed" with the root cause, and the card waits for a human.
             if err.activity_type == names.ASSEMBLE and isinstance(err.cause, TemporalTimeout):
                 return self._failed(inp, _assembly_timed_out(inp), transient=True)
+            root = _root_cause(err)
+            # The tenant's token or cost cap refused the model call before it was made: the run
+            # ends blocked with the reason, its work kept (a comment on the card runs it again).
+            if isinstance(root, ApplicationError) and root.type == names.TENANT_LIMIT \
+                    and workflow.patched("tenant-limit-blocks"):
+                return self._done(inp, "blocked", f"{root.message}{self._kept(self._hands)}")
             return self._failed(inp, _root_message(err), transient=is_transient(_root_cause(err)))
         except TemporalTimeout:
             # prompt.assemble (a local activity) timed out on its last attempt. Live that arrives

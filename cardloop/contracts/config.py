@@ -35,6 +35,7 @@ from cardloop.contracts.config_sections import (  # noqa: F401  (re-exported: on
     HistoryConfig,
     K8sServiceConfig,
     KubernetesSourceConfig,
+    LimitsConfig,
     ModelConfig,
     ObservabilityConfig,
     PathsConfig,
@@ -50,6 +51,7 @@ from cardloop.contracts.config_sections import (  # noqa: F401  (re-exported: on
     SummarizerConfig,
     TemporalConfig,
     TenantConfig,
+    TokenLimits,
     TokensConfig,
     ToolName,
     WorkerConfig,
@@ -96,6 +98,8 @@ class Config(_Section):
     # None (no [tenants] table): one trust domain, the service's credentials read any repository
     # a card names. A table, even an empty one: only the tenants listed, each only its `repos`.
     tenants: dict[str, TenantConfig] | None = None
+    # Spend and abuse limits: every tenant's default ([tenants.<t>.limits] overrides per tenant).
+    limits: LimitsConfig = LimitsConfig()
     workspace: WorkspaceConfig = WorkspaceConfig()
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
@@ -381,5 +385,22 @@ def _tenant_problems(config: Config) -> list[str]:
                             "each tenant gets its own token (leave it empty for the service's)")
         if env_name:
             owners.setdefault(env_name, tenant)
+    problems += _limit_problems(config)
+    return problems
+
+
+def _limit_problems(config: Config) -> list[str]:
+    """A per-token limit above its tenant's own never applies: a mistake, named by its key."""
+    from cardloop.contracts.limits import LIMIT_NAMES, limits_for
+
+    problems: list[str] = []
+    tables = {"limits": None, **{f"tenants.{t}.limits": t for t, c in (config.tenants or {}).items() if c.limits}}
+    for key, tenant in tables.items():
+        effective = limits_for(config, tenant or "")
+        for name in LIMIT_NAMES:
+            whole, each = getattr(effective.tenant, name), getattr(effective.token, name)
+            if whole and each > whole:
+                problems.append(f"{key}.per_token.{name}: {each:g} is above the tenant's own {name} "
+                                f"({whole:g}), so it would never apply; lower it or set 0 (no per-token limit)")
     return problems
 

@@ -294,9 +294,25 @@ TENANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}\Z")  # as a card's `tenant`
 REPO_PATTERN = re.compile(r"^[A-Za-z0-9_.*?-]+/[A-Za-z0-9_.*?-]+\Z")
 
 
+class TokenLimits(_Section):
+    """Each API token of a tenant on its own (the gateway's callers); 0: no limit."""
+
+    requests_per_minute: int = Field(default=0, ge=0, le=1_000_000)
+    tokens_per_day: int = Field(default=0, ge=0)
+    cost_usd_per_month: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+
+
+class LimitsConfig(TokenLimits):
+    """Spend and abuse limits per tenant (cardloop.contracts.limits): model calls of its cards and
+    of the prompt gateway together, checked before each call; 0: no limit. `[limits]` is every
+    tenant's default; `[tenants.<t>.limits]` replaces the keys it sets for that tenant."""
+
+    per_token: TokenLimits | None = None
+
+
 class TenantConfig(_Section):
     """What one tenant's cards may read from GitHub, and with which token
-    (cardloop.integrations.access)."""
+    (cardloop.integrations.access), and its spend limits (`limits`, over [limits])."""
 
     # The environment variable holding this tenant's GitHub token, used by the github_* sources
     # and by git (repository source). Empty: the service's credentials ([sources.github],
@@ -305,6 +321,8 @@ class TenantConfig(_Section):
     # "owner/name" patterns, case-insensitive, `*` and `?` within one part ("acme/*"); a card
     # naming any other repository gets none of its context. Empty: no repository at all.
     repos: list[str] = Field(default_factory=list)
+    # Over [limits]: the keys set here replace the default's for this tenant.
+    limits: LimitsConfig | None = None
 
 
 # The workspace tools (cardloop.integrations.workspace.tools names the same set; a test ties them).

@@ -69,6 +69,9 @@ PROVIDER_REJECTED = "ProviderRejected"
 # remote refuses): a person must act.
 WORKSPACE_REFUSED = "WorkspaceRefused"
 NON_RETRYABLE = (CONFIG_ERROR, CARD_NOT_FOUND, INVALID_INPUT, PROVIDER_REJECTED, WORKSPACE_REFUSED)
+# The tenant's token or cost cap ([limits], cardloop/contracts/limits.py) refused a model call
+# before it was made (non-retryable): the stage ends "blocked" with the reason, its work kept.
+TENANT_LIMIT = "TenantLimit"
 
 # Failures whose cause passes: the model stayed overloaded or unreachable past its retry
 # schedule ([retry] in config.toml). The stage fails, the run is marked transient, and the card

@@ -28,6 +28,7 @@ from cardloop.store.context import ContextMixin
 from cardloop.store.deliveries import DeliveriesMixin
 from cardloop.store.engine import open_database
 from cardloop.store.ledger import LedgerMixin
+from cardloop.store.limits import LimitsMixin
 from cardloop.store.roles import provision, scram_sha256_verifier
 from cardloop.store.summaries import SummariesMixin
 from cardloop.store.tenant_prompts import TenantPromptsMixin
@@ -41,6 +42,7 @@ __all__ = ["TOKEN_PREFIX", "Store", "scram_sha256_verifier"]
 
 class Store(
     LedgerMixin,  # first: it builds on CardsMixin and UsageMixin
+    LimitsMixin,
     CardsMixin,
     ContextMixin,
     BlobsMixin,

@@ -251,6 +251,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "keys scoped by tenant, card keys under their tenant's prefix, blobs per tenant only",
               (scope_keys_by_tenant,)),
     Migration(5, "a ledger row per provider call attempt; recorded side effects", V5),
+    Migration(6, "spend limits: the API token of a gateway call and a refused call's reason in the ledger", (
+        "ALTER TABLE llm_usage ADD COLUMN token_id VARCHAR(40)",
+        "ALTER TABLE llm_usage ADD COLUMN note VARCHAR(500)",
+        "CREATE INDEX ix_llm_usage_token_time ON llm_usage (tenant, token_id, created_at)",
+    )),
 )
 
 _SCHEMA_TABLE_DDL = """CREATE TABLE IF NOT EXISTS cardloop_schema (

@@ -221,9 +221,13 @@ llm_usage = Table(
     Column("cost_nanousd", BigInteger, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Column("inserted_at", UTCDateTime, nullable=False, server_default=_now()),
+    # Migration 6: the gateway's API token (its id) that made the call; a refused call's reason.
+    Column("token_id", String(40)),
+    Column("note", String(500)),
     PrimaryKeyConstraint("tenant", "card_key", "call_key", "attempt", name="pk_llm_usage"),
     Index("ix_llm_usage_card", "card_key", "stage"),
-    Index("ix_llm_usage_tenant_time", "tenant", "created_at"),
+    Index("ix_llm_usage_tenant_time", "tenant", "created_at"),  # the limits' windows (store/limits.py)
+    Index("ix_llm_usage_token_time", "tenant", "token_id", "created_at"),
 )
 
 # The result of a side effect under its key (migration 5): the first recorded wins, and a

@@ -19,7 +19,7 @@ from cardloop.store.values import UsageRecord, UsageSum, UsageTotals
 
 _NANO = Decimal("1e-9")
 _SETTLED = ("retry", "kept", "status", "model", "input_tokens", "output_tokens", "cache_read_tokens",
-            "cache_write_tokens", "cost_nanousd", "created_at")
+            "cache_write_tokens", "cost_nanousd", "created_at", "note")
 
 
 class UsageMixin(StoreBase):
@@ -76,7 +76,8 @@ class UsageMixin(StoreBase):
             select(u.stage, own.label("own"), *_sums(),
                    func.sum(case((u.retry.is_(True), 1), else_=0)).label("retries"),
                    func.sum(case((u.status == "calling", 1), else_=0)).label("unknown"))
-            .where(u.card_key == card_key, u.tenant == tenant)
+            # A call a spend limit refused never reached the provider: in the ledger, not in the bill.
+            .where(u.card_key == card_key, u.tenant == tenant, u.status != "refused")
             .group_by(u.stage, own)
             .order_by(u.stage)
         )

@@ -122,13 +122,15 @@ class UsageRecord(_Value):
     `retry`: the attempt is not the first, or its reply arrived after another attempt's reply
     was stored. `kept`: its result is the one the store holds (the turn's own usage).
     `status`: "calling" while the call runs (a row left so belongs to a worker that died
-    mid-call: billed by the provider, usage unknown), "done", or "failed" (an error answer)."""
+    mid-call: billed by the provider, usage unknown), "done", "failed" (an error answer), or
+    "refused" (a spend limit refused it before the request left: `note` says which; nothing
+    was billed). `token_id`: the API token of a prompt gateway call."""
 
     call_key: str = Field(min_length=1, max_length=MAX_KEY)
     attempt: int = Field(default=1, ge=1)
     retry: bool = False
     kept: bool = True
-    status: Literal["calling", "done", "failed"] = "done"
+    status: Literal["calling", "done", "failed", "refused"] = "done"
     card_key: str = Field(min_length=1, max_length=MAX_KEY)
     tenant: str = Field(min_length=1, max_length=100)
     stage: str = Field(min_length=1, max_length=64)
@@ -143,6 +145,8 @@ class UsageRecord(_Value):
     # Decimal so sums are exact; a float is taken by its shortest repr (0.1 -> Decimal('0.1')).
     cost_usd: Decimal = Field(default=Decimal(0), ge=0)
     created_at: AwareDatetime
+    token_id: str | None = Field(default=None, max_length=40)
+    note: str | None = Field(default=None, max_length=500)
 
     @model_validator(mode="after")
     def _tenant_matches_card(self) -> UsageRecord:

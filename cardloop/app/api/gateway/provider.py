@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from decimal import Decimal
 
 from cardloop.app.api.gateway.layering import prepare
 from cardloop.app.api.gateway.models import (
@@ -17,7 +18,8 @@ from cardloop.app.api.gateway.models import (
     logger,
 )
 from cardloop.app.api.services import Services
-from cardloop.integrations.providers import Completion, StreamingProvider, StreamStart, TextDelta
+from cardloop.contracts.limits import limits_for
+from cardloop.integrations.providers import Completion, Provider, StreamingProvider, StreamStart, TextDelta
 from cardloop.integrations.upstream import UpstreamError
 from cardloop.store import UsageRecord
 
@@ -28,50 +30,57 @@ def _provider_failed(call_id: str, tenant: str, err: UpstreamError) -> None:
 
 
 def complete(svc: Services, tenant: str, call: GatewayCall, call_id: str,
-             prepared: Prepared | None = None) -> Outcome:
-    """Layer, forward, record: the blocking part of one gateway call."""
+             prepared: Prepared | None = None, *, token_id: str | None = None) -> Outcome:
+    """Layer, check the limits, forward, record: the blocking part of one gateway call."""
     p = prepared or prepare(svc, tenant, call)
     profile = svc.config.profiles[p.profile]
+    provider = _provider(svc, tenant, call_id, p.profile)
+    row = admit(svc, tenant, call_id, p, token_id)
     try:
-        provider = svc.runtime.provider(p.profile)
         done = provider.complete(p.conversation, model=profile.model, max_tokens=p.max_tokens,
                                  temperature=p.temperature)
     except UpstreamError as err:
         _provider_failed(call_id, tenant, err)
+        _settle_failed(svc, row)
         raise from_provider_error(err) from None
-    _record_usage(svc, tenant, call_id, p.profile, profile.provider, profile.model, done)
+    _record_usage(svc, row, done)
     return Outcome(done, call_id, call.model_label or profile.model, p.redactions, p.warnings)
 
 
-def open_stream(svc: Services, tenant: str, call: GatewayCall, call_id: str, p: Prepared) -> LiveStream | None:
+def open_stream(svc: Services, tenant: str, call: GatewayCall, call_id: str, p: Prepared, *,
+                token_id: str | None = None) -> LiveStream | None:
     """Start the provider's stream and wait for it to accept the call; None when it cannot stream.
 
     Waiting for the first event (StreamStart) here, before any byte of the response, is what lets
     a refusal (429, 529, 400...) still answer with the plain HTTP error the caller expects.
     """
     profile = svc.config.profiles[p.profile]
+    provider = _provider(svc, tenant, call_id, p.profile)
+    if not isinstance(provider, StreamingProvider):
+        return None
+    row = admit(svc, tenant, call_id, p, token_id)
     try:
-        provider = svc.runtime.provider(p.profile)
-        if not isinstance(provider, StreamingProvider):
-            return None
         events = iter(provider.stream(p.conversation, model=profile.model, max_tokens=p.max_tokens,
                                       temperature=p.temperature))
         first = next(events, None)
     except UpstreamError as err:
         _provider_failed(call_id, tenant, err)
+        _settle_failed(svc, row)
         raise from_provider_error(err) from None
     if not isinstance(first, StreamStart):
         close = getattr(events, "close", None)
         if close is not None:
             close()
         logger.warning("gateway/%s: provider stream opened with %r", call_id, type(first).__name__)
+        _settle_failed(svc, row)
         raise from_provider_error(UpstreamError("stream did not start", kind="bad_response", retryable=True))
 
     def finish(done: Completion) -> None:
-        _record_usage(svc, tenant, call_id, p.profile, profile.provider, profile.model, done)
+        _record_usage(svc, row, done)
 
     def fail(err: UpstreamError) -> GatewayError:
         _provider_failed(call_id, tenant, err)
+        _settle_failed(svc, row)
         return from_provider_error(err)
 
     return LiveStream(events, first, finish, fail, call_id, call.model_label or profile.model)
@@ -99,18 +108,52 @@ def live_events(live: LiveStream) -> Iterator[str | Completion | GatewayError]:
             close()  # a caller that hung up: release the provider's connection now
 
 
-def _record_usage(svc: Services, tenant: str, call_id: str, profile: str, provider: str, model: str,
-                  done: Completion) -> None:
+def _provider(svc: Services, tenant: str, call_id: str, profile: str) -> Provider:
+    try:
+        return svc.runtime.provider(profile)
+    except UpstreamError as err:  # e.g. the profile's API key is not set
+        _provider_failed(call_id, tenant, err)
+        raise from_provider_error(err) from None
+
+
+def admit(svc: Services, tenant: str, call_id: str, p: Prepared, token_id: str | None) -> UsageRecord:
+    """The tenant's (and the token's) spend limits, checked before the provider is called: the
+    call's ledger row opened ("calling"), or a 429 with Retry-After and a "refused" row. A store
+    that cannot answer refuses the call too (503): limits are not skipped."""
+    profile = svc.config.profiles[p.profile]
+    row = UsageRecord(call_key=f"gateway/{call_id}", card_key=f"{tenant}/gateway/-", tenant=tenant, stage=STAGE,
+                      profile=p.profile, provider=profile.provider, model=profile.model, purpose="turn",
+                      token_id=token_id, created_at=datetime.fromtimestamp(svc.clock(), UTC))
+    try:
+        refusal = svc.store.admit_call(row, limits_for(svc.config, tenant))
+    except Exception:
+        logger.exception("gateway/%s tenant %s: the spend limits could not be checked", call_id, tenant)
+        raise GatewayError(503, "the gateway cannot check its usage limits right now; retry later",
+                           code="limits_unavailable", retry_after=5) from None
+    if refusal is not None:
+        logger.info("gateway/%s: refused: %s", call_id, refusal.message)
+        # OpenAI's words: a rate limit is "rate_limit_exceeded", a spent budget "insufficient_quota".
+        raise GatewayError(429, refusal.message, retry_after=refusal.retry_after_seconds,
+                           code="rate_limit_exceeded" if refusal.kind == "rate" else "insufficient_quota")
+    return row
+
+
+def _settle_failed(svc: Services, row: UsageRecord) -> None:
+    try:
+        svc.store.settle_call(row.model_copy(update={"status": "failed"}))
+    except Exception:
+        logger.exception("%s: the failed call's ledger row was not settled", row.call_key)
+
+
+def _record_usage(svc: Services, row: UsageRecord, done: Completion) -> None:
     u = done.usage
     try:
-        svc.store.record_usage(UsageRecord(
-            call_key=f"gateway/{call_id}", card_key=f"{tenant}/gateway/-", tenant=tenant, stage=STAGE,
-            profile=profile, provider=provider, model=done.model or model, purpose="turn",
-            input_tokens=u.input_tokens, output_tokens=u.output_tokens, cache_read_tokens=u.cache_read_tokens,
-            cache_write_tokens=u.cache_write_tokens, cost_usd=svc.runtime.cost(model, u),
-            created_at=datetime.fromtimestamp(svc.clock(), UTC)))
+        svc.store.settle_call(row.model_copy(update={
+            "status": "done", "model": done.model or row.model, "input_tokens": u.input_tokens,
+            "output_tokens": u.output_tokens, "cache_read_tokens": u.cache_read_tokens,
+            "cache_write_tokens": u.cache_write_tokens, "cost_usd": Decimal(str(svc.runtime.cost(row.model, u)))}))
     except Exception:
-        logger.exception("gateway/%s tenant %s: usage not recorded (%s)", call_id, tenant, u)
+        logger.exception("%s tenant %s: usage not recorded (%s)", row.call_key, row.tenant, u)
 
 
 def from_provider_error(err: UpstreamError) -> GatewayError:

@@ -3,6 +3,7 @@ provider) in the threadpool, and answer whole or as a stream in the caller's pro
 
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import Annotated
 
@@ -10,7 +11,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from cardloop.app.api.auth import require_tenant
+from cardloop.app.api.auth import bearer_token, require_tenant
 from cardloop.app.api.gateway.answers import anthropic_body, error_response, openai_body
 from cardloop.app.api.gateway.layering import prepare
 from cardloop.app.api.gateway.models import GatewayError, Protocol
@@ -51,8 +52,13 @@ async def _serve(request: Request, tenant: str, svc: Services, protocol: Protoco
         call = read_request(raw, protocol)
         # Store, prompt assembly and the provider call all block: keep them off the event loop.
         prepared = await run_in_threadpool(prepare, svc, tenant, call)
-        live = await run_in_threadpool(open_stream, svc, tenant, call, call_id, prepared) if call.stream else None
-        outcome = None if live else await run_in_threadpool(complete, svc, tenant, call, call_id, prepared)
+        # The token's id: its own limits ([limits] per_token) and its rows in the ledger.
+        token = bearer_token(request)
+        token_id = await run_in_threadpool(svc.store.api_token_id, tenant, token) if token else None
+        live = (await run_in_threadpool(functools.partial(open_stream, token_id=token_id), svc, tenant, call,
+                                        call_id, prepared) if call.stream else None)
+        outcome = None if live else await run_in_threadpool(
+            functools.partial(complete, token_id=token_id), svc, tenant, call, call_id, prepared)
     except GatewayError as exc:
         return error_response(protocol, exc, call_id)
     headers = {"x-cardloop-call-id": f"gateway/{call_id}"}

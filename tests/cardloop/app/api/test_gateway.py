@@ -429,10 +429,13 @@ def test_usage_and_cost_are_recorded_per_tenant(gw: Gateway) -> None:
         r1["usage"]["prompt_tokens"] + r2["usage"]["input_tokens"] + r2["usage"]["cache_read_input_tokens"]
         + r2["usage"]["cache_creation_input_tokens"])
     assert totals.total.cost_usd > 0  # claude-sonnet-4-6 has a price in config.toml
-    # A failed call costs nothing and records nothing.
+    # A failed call costs nothing; its attempt is in the ledger as failed (it counts against a
+    # requests_per_minute limit: it reached the provider).
     gw.model.inject(529)
     gw.client.post(OPENAI, json={"model": "m", "messages": OK_MESSAGES})
-    assert gw.store.usage_totals("acme/gateway/-").total.calls == 2
+    after = gw.store.usage_totals("acme/gateway/-")
+    assert after.total.calls == 3 and after.total.cost_usd == totals.total.cost_usd
+    assert sorted(r.status for r in gw.store.ledger("acme/gateway/-")) == ["done", "done", "failed"]
 
 
 def test_real_require_tenant_with_token_store(tenant_gw: Gateway) -> None:
@@ -636,7 +639,8 @@ def test_overloaded_provider_before_a_real_stream_is_503(gw: Gateway, path: str)
     else:
         assert assert_anthropic_error(r, 503)["type"] == "overloaded_error"
     assert r.headers["retry-after"] == "7"
-    assert gw.store.usage_totals("acme/gateway/-").total.calls == 0
+    # The attempt is in the ledger as failed, at no cost.
+    assert [(r.status, r.cost_usd) for r in gw.store.ledger("acme/gateway/-")] == [("failed", 0)]
 
 
 @pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
@@ -657,4 +661,5 @@ def test_provider_lost_mid_stream_ends_with_an_error_event(served: str, tenant_g
     else:
         events = [line for line in lines if line.startswith("event: ")]
         assert events[-1] == "event: error" and "message_stop" not in "\n".join(lines)
-    assert tenant_gw.store.usage_totals("acme/gateway/-").total.calls == 0
+    # The attempt is in the ledger as failed, at no cost (the stream's usage never came).
+    assert [(r.status, r.cost_usd) for r in tenant_gw.store.ledger("acme/gateway/-")] == [("failed", 0)]

@@ -1,0 +1,115 @@
+"""Spend and abuse limits at the prompt gateway: the real app with the real require_tenant, API
+tokens issued by the store (SQLite, and PostgreSQL as the application role), the real Anthropic
+client behind it talking to ScriptedModel. A refused call never reaches the model, answers 429
+with Retry-After in the caller's shape, and leaves a "refused" row in the ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from cardloop.app.scripted_model import ScriptedModel
+from cardloop.store import Store
+from tests.cardloop.app.api.gateway_kit import (
+    ANTHROPIC,
+    OPENAI,
+    assert_anthropic_error,
+    assert_openai_error,
+    build_app,
+    close_app,
+)
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+def openai(client: TestClient, token: str, **extra: object):  # type: ignore[no-untyped-def]
+    return client.post(OPENAI, json={"model": "m", "messages": MESSAGES, **extra},
+                       headers={"authorization": f"Bearer {token}"})
+
+
+def anthropic(client: TestClient, token: str, **extra: object):  # type: ignore[no-untyped-def]
+    return client.post(ANTHROPIC, json={"model": "m", "max_tokens": 50, "messages": MESSAGES, **extra},
+                       headers={"authorization": f"Bearer {token}"})
+
+
+@pytest.fixture
+def gateway(tmp_path: Path, model: ScriptedModel) -> Iterator[Callable[..., tuple[TestClient, Store]]]:
+    apps = []
+
+    def start(env: dict[str, str], store: Store | None = None) -> tuple[TestClient, Store]:
+        store = store or Store.open(f"sqlite:///{tmp_path / 'gateway.sqlite'}")
+        app = build_app(tmp_path, store=store, env=env, base_urls={"claude": model.url}, override=False)
+        client = TestClient(app)
+        apps.append((client, app))
+        return client, store
+
+    yield start
+    for client, app in apps:
+        client.close()
+        close_app(app)
+
+
+def test_requests_per_minute_is_429_in_each_callers_shape_before_the_model(
+        gateway: Callable[..., tuple[TestClient, Store]], model: ScriptedModel,
+        store_factory: Callable[[], Store]) -> None:
+    client, store = gateway({"CARDLOOP_LIMITS__REQUESTS_PER_MINUTE": "2"}, store_factory())
+    token = store.create_api_token("acme", "ci bot").token
+    other = store.create_api_token("globex", "app").token
+    assert openai(client, token).status_code == 200
+    assert anthropic(client, token).status_code == 200
+    r = openai(client, token)
+    error = assert_openai_error(r, 429)
+    assert (error["type"], error["code"]) == ("rate_limit_error", "rate_limit_exceeded")
+    assert "2 model requests per minute" in error["message"]
+    assert 1 <= int(r.headers["retry-after"]) <= 60
+    r = anthropic(client, token)
+    assert assert_anthropic_error(r, 429)["type"] == "rate_limit_error"
+    assert 1 <= int(r.headers["retry-after"]) <= 60
+    r = openai(client, token, stream=True)  # a stream is refused before it starts: plain 429
+    assert r.status_code == 429 and r.headers["content-type"] == "application/json"
+    assert model.request_count == 2  # the refused calls never reached the model
+    assert openai(client, other).status_code == 200  # another tenant counts its own
+    ledger = store.ledger("acme/gateway/-")
+    assert sorted(row.status for row in ledger) == ["done", "done", "refused", "refused", "refused"]
+    token_id = store.api_tokens("acme")[0].id
+    assert {row.token_id for row in ledger} == {token_id}
+    assert all("per minute" in (row.note or "") for row in ledger if row.status == "refused")
+    assert store.usage_totals("acme/gateway/-").total.calls == 2  # refusals are not billed
+
+
+def test_each_token_has_its_own_limit_and_the_tenants_counts_them_all(
+        gateway: Callable[..., tuple[TestClient, Store]], model: ScriptedModel) -> None:
+    client, store = gateway({"CARDLOOP_LIMITS__REQUESTS_PER_MINUTE": "3",
+                             "CARDLOOP_LIMITS__PER_TOKEN": "{ requests_per_minute = 1 }"})
+    first, second, third, fourth = (store.create_api_token("acme", f"app {n}") for n in range(4))
+    assert anthropic(client, first.token).status_code == 200
+    r = anthropic(client, first.token)
+    assert "API token " + first.info.id in assert_anthropic_error(r, 429)["message"]
+    assert anthropic(client, second.token).status_code == 200
+    assert openai(client, third.token).status_code == 200
+    error = assert_openai_error(openai(client, fourth.token), 429)
+    assert "tenant 'acme' reached its limit of 3" in error["message"]
+    assert model.request_count == 3
+
+
+def test_a_tenants_monthly_cost_cap_is_insufficient_quota_until_the_month_turns(
+        gateway: Callable[..., tuple[TestClient, Store]], model: ScriptedModel) -> None:
+    # [tenants.acme.limits] over a [limits] default that globex keeps.
+    client, store = gateway({"CARDLOOP_TENANTS__ACME__LIMITS__COST_USD_PER_MONTH": "0.000001",
+                             "CARDLOOP_LIMITS__TOKENS_PER_DAY": "1000000"})
+    acme = store.create_api_token("acme", "app").token
+    globex = store.create_api_token("globex", "app").token
+    assert openai(client, acme).status_code == 200  # under the cap when it started
+    r = openai(client, acme)
+    error = assert_openai_error(r, 429)
+    assert error["code"] == "insufficient_quota" and "cost cap of $0.000001 per month" in error["message"]
+    now = datetime.now(UTC)
+    month_end = (now.replace(day=1, hour=0, minute=0, second=0, microsecond=0) + timedelta(days=32)).replace(day=1)
+    assert abs(int(r.headers["retry-after"]) - (month_end - now).total_seconds()) < 5
+    assert assert_anthropic_error(anthropic(client, acme), 429)["type"] == "rate_limit_error"
+    assert openai(client, globex).status_code == 200 and openai(client, globex).status_code == 200
+    assert model.request_count == 3

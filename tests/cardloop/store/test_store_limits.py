@@ -1,0 +1,126 @@
+"""Spend limits counted from the ledger (store/limits.py), on SQLite and PostgreSQL: the windows,
+per tenant and per API token, refused rows kept but never counted, and two processes racing for
+the last slot."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from cardloop.contracts.limits import EffectiveLimits, Limits
+from cardloop.store import Store, UsageRecord
+from tests.cardloop.store.store_kit import card
+
+KEY = "acme/github/PAY-9"
+GATEWAY = "acme/gateway/-"
+NOW = datetime(2026, 3, 31, 23, 59, 30, tzinfo=UTC)
+
+
+def call(n: int, at: datetime, *, card_key: str = KEY, token_id: str | None = None, **fields: Any) -> UsageRecord:
+    return UsageRecord(call_key=f"call-{n}", card_key=card_key, tenant=card_key.split("/")[0], stage="coding",
+                       model="claude", created_at=at, token_id=token_id, kept=False, **fields)
+
+
+def settle(store: Store, record: UsageRecord, tokens: int, cost: str) -> None:
+    store.settle_call(record.model_copy(update={"status": "done", "input_tokens": tokens, "output_tokens": 0,
+                                                "cost_usd": Decimal(cost)}))
+
+
+def test_requests_per_minute_slides_and_says_when_a_slot_frees(store: Store) -> None:
+    store.upsert_card(KEY, card(KEY))
+    limits = EffectiveLimits(tenant=Limits(requests_per_minute=2))
+    assert store.admit_call(call(1, NOW - timedelta(seconds=50)), limits) is None
+    assert store.admit_call(call(2, NOW - timedelta(seconds=20)), limits) is None
+    refused = store.admit_call(call(3, NOW), limits)
+    assert refused is not None and (refused.limit, refused.kind, refused.scope) == ("requests_per_minute", "rate",
+                                                                                     "tenant")
+    assert abs(refused.retry_after - 10) < 0.01  # call 1 leaves the window 60 s after it started
+    assert "2 model requests per minute" in refused.message and "'acme'" in refused.message
+    # The refusal is in the card's ledger with its reason, and neither billed nor counted.
+    rows = {r.call_key: r for r in store.ledger(KEY)}
+    assert rows["call-3"].status == "refused" and rows["call-3"].note == refused.message
+    assert store.usage_totals(KEY).total.calls == 2
+    assert store.admit_call(call(4, NOW + timedelta(seconds=1)), limits) is not None  # still full
+    assert store.admit_call(call(5, NOW + timedelta(seconds=11)), limits) is None  # call 1 has left
+    whole, _ = store.limit_usage("acme", NOW + timedelta(seconds=11))
+    assert whole.requests_last_minute == 2 and whole.refused_today == 2
+
+
+def test_tokens_per_day_and_cost_per_month_reset_at_utc_midnight_and_the_first(store: Store) -> None:
+    store.upsert_card(KEY, card(KEY))
+    limits = EffectiveLimits(tenant=Limits(tokens_per_day=1_000, cost_usd_per_month=1.0))
+    yesterday = call(1, NOW - timedelta(days=1))
+    assert store.admit_call(yesterday, limits) is None
+    settle(store, yesterday, 5_000, "0.60")  # yesterday's tokens do not count today; its cost does
+    first = call(2, NOW - timedelta(hours=1))
+    assert store.admit_call(first, limits) is None
+    settle(store, first, 1_000, "0.10")
+    refused = store.admit_call(call(3, NOW), limits)
+    assert refused is not None and (refused.limit, refused.kind) == ("tokens_per_day", "cap")
+    assert refused.resets_at == datetime(2026, 4, 1, tzinfo=UTC) and refused.retry_after_seconds == 30
+    whole, _ = store.limit_usage("acme", NOW)
+    assert (whole.tokens_today, whole.cost_usd_this_month) == (1_000, Decimal("0.7"))
+    # The cost cap: $0.70 of $0.50 spent this month; a running call ("calling") counts as a request.
+    cost = EffectiveLimits(tenant=Limits(cost_usd_per_month=0.5))
+    refused = store.admit_call(call(4, NOW), cost)
+    assert refused is not None and refused.limit == "cost_usd_per_month"
+    assert refused.resets_at == datetime(2026, 4, 1, tzinfo=UTC) and "$0.50 per month" in refused.message
+    # On the 1st of the next month both windows start again.
+    april = NOW + timedelta(seconds=31)
+    assert store.admit_call(call(5, april), limits) is None and store.admit_call(call(6, april), cost) is None
+
+
+def test_a_tokens_limit_counts_its_own_calls_and_the_tenant_counts_all(store: Store) -> None:
+    store.upsert_card(KEY, card(KEY))
+    limits = EffectiveLimits(tenant=Limits(requests_per_minute=3), token=Limits(requests_per_minute=1))
+    assert store.admit_call(call(1, NOW, card_key=GATEWAY, token_id="tok_a"), limits) is None
+    refused = store.admit_call(call(2, NOW, card_key=GATEWAY, token_id="tok_a"), limits)
+    assert refused is not None and refused.scope == "token" and "tok_a" in refused.message
+    assert store.admit_call(call(3, NOW, card_key=GATEWAY, token_id="tok_b"), limits) is None
+    assert store.admit_call(call(4, NOW), limits) is None  # a card's turn: the tenant's third
+    refused = store.admit_call(call(5, NOW, card_key=GATEWAY, token_id="tok_c"), limits)
+    assert refused is not None and refused.scope == "tenant"
+    whole, tokens = store.limit_usage("acme", NOW)
+    assert whole.requests_last_minute == 3
+    assert {t: u.requests_last_minute for t, u in tokens.items()} == {"tok_a": 1, "tok_b": 1, "tok_c": 0}
+    # Another tenant's calls are its own.
+    assert store.admit_call(call(6, NOW, card_key="globex/gateway/-"), limits) is None
+
+
+def test_no_limits_open_the_row_as_start_call_does(store: Store) -> None:
+    store.upsert_card(KEY, card(KEY))
+    for n in range(5):
+        assert store.admit_call(call(n, NOW), EffectiveLimits()) is None
+    assert {r.status for r in store.ledger(KEY)} == {"calling"}
+
+
+RACER = """
+import sys
+from datetime import UTC, datetime
+from cardloop.contracts.limits import EffectiveLimits, Limits
+from cardloop.store import Store, UsageRecord
+url, who = sys.argv[1], sys.argv[2]
+limits = EffectiveLimits(tenant=Limits(requests_per_minute=10))
+admitted = 0
+with Store.open(url) as store:
+    for n in range(8):
+        row = UsageRecord(call_key=f"{who}-{n}", card_key="acme/gateway/-", tenant="acme", stage="gateway",
+                          model="m", created_at=datetime.now(UTC))
+        admitted += store.admit_call(row, limits) is None
+print(admitted)
+"""
+
+
+def test_processes_racing_for_the_last_slots_admit_exactly_the_limit(db_url: str, tmp_path: Path) -> None:
+    Store.open(db_url).close()  # migrated once, before the racers
+    script = tmp_path / "racer.py"
+    script.write_text(RACER)
+    racers = [subprocess.Popen([sys.executable, str(script), db_url, f"p{i}"], stdout=subprocess.PIPE, text=True)
+              for i in range(3)]
+    admitted = [int(p.communicate(timeout=60)[0]) for p in racers]
+    assert all(p.returncode == 0 for p in racers)
+    assert sum(admitted) == 10  # 24 tries, 10 per minute, whatever the interleaving
