@@ -153,13 +153,13 @@ def check(usage: LimitUsage, limits: Limits, w: Windows, *, tenant: str, token_i
     if cap and usage.cost_usd_this_month >= Decimal(str(cap)):
         wait = (w.month_end - w.now).total_seconds()
         return Refusal(scope, "cost_usd_per_month", float(usage.cost_usd_this_month), cap, "cap", w.month_end, wait,
-                       f"{who} reached its cost cap of {_usd(cap)} per month "
-                       f"({_usd(usage.cost_usd_this_month)} spent this month, UTC); it resets at "
+                       f"{who} reached its cost cap of {usd(cap)} per month "
+                       f"({usd(usage.cost_usd_this_month)} spent this month, UTC); it resets at "
                        f"{w.month_end:%Y-%m-%d %H:%M} UTC")
     return None
 
 
-def _usd(amount: float | Decimal) -> str:
+def usd(amount: float | Decimal) -> str:
     """Cents, or every digit when cents would hide the amount ($0.000001 is not $0.00)."""
     exact = Decimal(str(amount))
     if exact == exact.quantize(Decimal("0.01")):

@@ -9,6 +9,7 @@
     POST   /tenants/{tenant_id}/tokens                      issue a bearer token (admin token)
     GET    /tenants/{tenant_id}/tokens                      list the tenant's tokens (admin token)
     DELETE /tenants/{tenant_id}/tokens/{token_id}           revoke one (admin token)
+    GET    /tenants/{tenant_id}/limits                      spend limits and usage per window (tenant or admin token)
 
 Prompt routes take a bearer token of the tenant in the path; any other tenant's id answers 404
 whatever is asked, so tenants cannot be probed. Every store call goes through
@@ -23,17 +24,20 @@ stores nothing; the stored text is the sanitized one.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from cardloop.app.api.auth import bearer_token, require_admin_path, require_tenant_path
+from cardloop.app.api.auth import ADMIN_TOKEN_ENV, bearer_token, require_admin_path, require_tenant, require_tenant_path
 from cardloop.app.api.services import Services, services
 from cardloop.contracts.config import Config
+from cardloop.contracts.limits import limits_for, windows
 from cardloop.prompts.assemble import AssemblyError, AssemblyRequest, PromptAssembler
 from cardloop.prompts.card import Card, TenantPrompt
 from cardloop.prompts.layers import tenant_text
@@ -45,7 +49,7 @@ from cardloop.prompts.validate import (
     ValidationStatus,
     validate_tenant_prompt,
 )
-from cardloop.store import NotFoundError, StoreError, TenantPromptVersion
+from cardloop.store import NotFoundError, Store, StoreError, TenantPromptVersion
 
 router = APIRouter(prefix="/tenants", tags=["tenants"])
 
@@ -365,3 +369,34 @@ def revoke_token(tenant_id: str, token_id: str, svc: SvcDep) -> Response:
     if not svc.store.for_tenant(tenant).revoke_api_token(tenant, token_id):
         raise HTTPException(404, "the tenant has no such token")
     return Response(status_code=204)
+
+
+# --------------------------------------------------------------------------- limits
+
+def limits_report(config: Config, store: Store, tenant: str, now: datetime) -> dict[str, Any]:
+    """The tenant's spend limits (config) and what it used in each window (the ledger): the
+    answer of GET /tenants/{t}/limits and of `cardloop tenant show`. None: no limit."""
+    effective = limits_for(config, tenant)
+    whole, tokens = store.for_tenant(tenant).limit_usage(tenant, now)
+    w = windows(now)
+    return {"tenant": tenant, "limits": effective.tenant.as_dict(), "per_token_limits": effective.token.as_dict(),
+            "usage": whole.as_dict(), "tokens": {token_id: u.as_dict() for token_id, u in tokens.items()},
+            "day_resets_at": w.day_end.isoformat(), "month_resets_at": w.month_end.isoformat()}
+
+
+def _tenant_or_admin(tenant_id: str, request: Request, svc: SvcDep) -> str:
+    """The tenant's own token, or the operator's admin token (any tenant)."""
+    expected = svc.config.secret(ADMIN_TOKEN_ENV)
+    token = bearer_token(request)
+    if expected is not None and token is not None and hmac.compare_digest(
+            hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest(),
+            hashlib.sha256(expected.reveal().encode("utf-8", "surrogatepass")).digest()):
+        return _token_tenant(tenant_id)
+    return require_tenant_path(tenant_id, require_tenant(request, svc))
+
+
+@router.get("/{tenant_id}/limits", summary="The tenant's spend limits and its usage in each window "
+                                           "(the tenant's token or the admin token)",
+            responses={401: {"description": "A valid bearer token is required"}})
+def get_limits(tenant: Annotated[str, Depends(_tenant_or_admin)], svc: SvcDep) -> dict[str, Any]:
+    return limits_report(svc.config, svc.store, tenant, datetime.fromtimestamp(svc.clock(), UTC))

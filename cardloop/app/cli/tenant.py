@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cardloop.contracts.errors import InputError, RejectedError
+from cardloop.contracts.limits import usd
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) and the prompt core load when a command runs
     from cardloop.contracts.config import Config
@@ -27,7 +28,7 @@ def open_store(config: Config) -> Store:
     return _open(config)
 
 
-def _print_version(v: Any, config: Config, as_json: bool) -> None:
+def _print_version(v: Any, config: Config, as_json: bool, extra: dict[str, Any] | None = None) -> None:
     from cardloop.app.api.tenants import effective_prompt
     from cardloop.prompts.assemble import PromptAssembler
     from cardloop.prompts.scrub import Scrubber
@@ -35,7 +36,8 @@ def _print_version(v: Any, config: Config, as_json: bool) -> None:
     assembler = PromptAssembler(config.template_store(), config.token_counter(), Scrubber())
     effective = effective_prompt(assembler, config, v.tenant, v.prompt) if not v.deleted else None
     if as_json:
-        print(json.dumps({**_version_dict(v), "effective_prompt": effective}, indent=2, ensure_ascii=False))
+        print(json.dumps({**_version_dict(v), "effective_prompt": effective, **(extra or {})}, indent=2,
+                         ensure_ascii=False))
         return
     print(f"tenant {v.tenant} · version {v.version} · {v.override_mode} · {v.validation_status} · "
           f"by {v.created_by} at {v.created_at:%Y-%m-%d %H:%M}"
@@ -84,12 +86,44 @@ def cmd_set_prompt(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_show(args: argparse.Namespace, config: Config) -> int:
+    from datetime import UTC, datetime
+
+    from cardloop.app.api.tenants import limits_report
+
     with open_store(config) as store:
         current = store.for_tenant(args.tenant).current_tenant_prompt(args.tenant)
+        limits = limits_report(config, store, args.tenant, datetime.now(UTC))
+    if current is not None:
+        _print_version(current, config, args.json, extra={"limits": limits})
+    elif args.json:
+        print(json.dumps({"tenant": args.tenant, "limits": limits}, indent=2, ensure_ascii=False))
+    if not args.json:
+        _print_limits(limits)
     if current is None:
         raise InputError(f"tenant {args.tenant} has no prompt")
-    _print_version(current, config, args.json)
     return 0
+
+
+def _print_limits(report: dict[str, Any]) -> None:
+    """Each limit beside what was used in its window (`[limits]`, `[tenants.<t>.limits]`)."""
+    lim, per, used = report["limits"], report["per_token_limits"], report["usage"]
+
+    rpm, tpd, cap = lim["requests_per_minute"], lim["tokens_per_day"], lim["cost_usd_per_month"]
+    print(f"--- limits (tenant {report['tenant']}; the day resets {report['day_resets_at']}, "
+          f"the month {report['month_resets_at']}) ---")
+    print(f"  requests in the last minute  {used['requests_last_minute']} of "
+          + ("no limit" if rpm is None else f"{rpm} per minute"))
+    print(f"  tokens today (UTC)           {used['tokens_today']:,} of "
+          + ("no limit" if tpd is None else f"{tpd:,} per day"))
+    print(f"  cost this month (UTC)        ${used['cost_usd_this_month']:.4f} of "
+          + ("no limit" if cap is None else f"{usd(cap)} per month"))
+    print(f"  refused today                {used['refused_today']}")
+    if any(v is not None for v in per.values()):
+        print("  each API token: " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in per.items() if v is not None))
+    for token_id, u in report["tokens"].items():
+        print(f"  token {token_id}: {u['requests_last_minute']} requests in the last minute, "
+              f"{u['tokens_today']:,} tokens today, ${u['cost_usd_this_month']:.4f} this month, "
+              f"{u['refused_today']} refused today")
 
 
 def cmd_versions(args: argparse.Namespace, config: Config) -> int:
@@ -152,7 +186,7 @@ def add_tenant_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--language", default="auto")
     p.add_argument("--tone", action="append", metavar="KEY=VALUE", help="tone profile entry (repeatable)")
     p.set_defaults(func=cmd_set_prompt)
-    p = tsub.add_parser("show", help="the current prompt and the effective system prompt")
+    p = tsub.add_parser("show", help="the current prompt, the effective system prompt, the spend limits and usage")
     common(p)
     p.set_defaults(func=cmd_show)
     p = tsub.add_parser("versions", help="every version, oldest first")

@@ -5,6 +5,10 @@ with Retry-After in the caller's shape, and leaves a "refused" row in the ledger
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,6 +16,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from cardloop.app.api import tenants
 from cardloop.app.scripted_model import ScriptedModel
 from cardloop.store import Store
 from tests.cardloop.app.api.gateway_kit import (
@@ -22,8 +27,11 @@ from tests.cardloop.app.api.gateway_kit import (
     build_app,
     close_app,
 )
+from tests.conftest import ROOT
 
 MESSAGES = [{"role": "user", "content": "hi"}]
+ADMIN = "admin-" + "x" * 32
+CLI = Path(sys.executable).parent / "cardloop"
 
 
 def openai(client: TestClient, token: str, **extra: object):  # type: ignore[no-untyped-def]
@@ -42,7 +50,9 @@ def gateway(tmp_path: Path, model: ScriptedModel) -> Iterator[Callable[..., tupl
 
     def start(env: dict[str, str], store: Store | None = None) -> tuple[TestClient, Store]:
         store = store or Store.open(f"sqlite:///{tmp_path / 'gateway.sqlite'}")
-        app = build_app(tmp_path, store=store, env=env, base_urls={"claude": model.url}, override=False)
+        app = build_app(tmp_path, store=store, env={"CARDLOOP_ADMIN_TOKEN": ADMIN, **env},
+                        base_urls={"claude": model.url}, override=False)
+        app.include_router(tenants.router)
         client = TestClient(app)
         apps.append((client, app))
         return client, store
@@ -79,6 +89,17 @@ def test_requests_per_minute_is_429_in_each_callers_shape_before_the_model(
     assert {row.token_id for row in ledger} == {token_id}
     assert all("per minute" in (row.note or "") for row in ledger if row.status == "refused")
     assert store.usage_totals("acme/gateway/-").total.calls == 2  # refusals are not billed
+    # GET /tenants/acme/limits: the tenant's own token or the admin token; another tenant's: 404.
+    shown = client.get("/tenants/acme/limits", headers={"authorization": f"Bearer {token}"})
+    assert shown.status_code == 200, shown.text
+    report = shown.json()
+    assert report["limits"] == {"requests_per_minute": 2, "tokens_per_day": None, "cost_usd_per_month": None}
+    assert report["usage"]["requests_last_minute"] == 2 and report["usage"]["refused_today"] == 3
+    assert report["usage"]["tokens_today"] > 0 and report["usage"]["cost_usd_this_month"] > 0
+    assert report["tokens"][token_id]["refused_today"] == 3
+    assert client.get("/tenants/acme/limits", headers={"authorization": f"Bearer {ADMIN}"}).json() == report
+    assert client.get("/tenants/acme/limits", headers={"authorization": f"Bearer {other}"}).status_code == 404
+    assert client.get("/tenants/acme/limits").status_code == 401
 
 
 def test_each_token_has_its_own_limit_and_the_tenants_counts_them_all(
@@ -97,7 +118,7 @@ def test_each_token_has_its_own_limit_and_the_tenants_counts_them_all(
 
 
 def test_a_tenants_monthly_cost_cap_is_insufficient_quota_until_the_month_turns(
-        gateway: Callable[..., tuple[TestClient, Store]], model: ScriptedModel) -> None:
+        gateway: Callable[..., tuple[TestClient, Store]], model: ScriptedModel, tmp_path: Path) -> None:
     # [tenants.acme.limits] over a [limits] default that globex keeps.
     client, store = gateway({"CARDLOOP_TENANTS__ACME__LIMITS__COST_USD_PER_MONTH": "0.000001",
                              "CARDLOOP_LIMITS__TOKENS_PER_DAY": "1000000"})
@@ -113,3 +134,15 @@ def test_a_tenants_monthly_cost_cap_is_insufficient_quota_until_the_month_turns(
     assert assert_anthropic_error(anthropic(client, acme), 429)["type"] == "rate_limit_error"
     assert openai(client, globex).status_code == 200 and openai(client, globex).status_code == 200
     assert model.request_count == 3
+    # `cardloop tenant show` as an operator runs it, against the same store file.
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'gateway.sqlite'}", "HOME": str(tmp_path),
+           "CARDLOOP_TENANTS__ACME__LIMITS__COST_USD_PER_MONTH": "0.000001"}
+    run = subprocess.run([str(CLI), "tenant", "show", "acme", "--json"], capture_output=True, text=True, cwd=ROOT,
+                         env=env, timeout=60)
+    assert run.returncode == 2 and "has no prompt" in run.stderr  # as before; the limits are shown all the same
+    limits = json.loads(run.stdout)["limits"]
+    assert limits["limits"]["cost_usd_per_month"] == 0.000001
+    assert limits["usage"]["refused_today"] == 2 and limits["usage"]["cost_usd_this_month"] > 0.000001
+    text = subprocess.run([str(CLI), "tenant", "show", "acme"], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=60).stdout
+    assert "refused today                2" in text and "of $0.000001 per month" in text
