@@ -20,8 +20,12 @@ Every call (bearer token -> tenant, `require_tenant`):
 4. The caller's turns follow in order, each through the prompt core's secret redactor; none is
    dropped. A conversation that opens with an assistant turn gets a short user opener first
    (providers want the user to speak first), as the assembler does for card history.
-5. The conversation goes to `config.gateway.profile`'s provider (`ActivityDeps.provider`), rendered in
-   that provider's format by the provider itself; usage and cost are recorded per call.
+5. The tenant's spend limits (and the API token's, [limits] per_token) are checked and the call's
+   ledger row opened in one transaction (`provider.admit`); over a limit the answer is 429 with
+   Retry-After in the caller's shape, a "refused" row is left, and the model is not called.
+6. The conversation goes to `config.gateway.profile`'s provider (`ActivityDeps.provider`), rendered in
+   that provider's format by the provider itself; the row is settled with usage and cost, or as
+   "failed" (no cost) when the provider fails.
 
 Decisions callers and operators should know:
 
@@ -50,7 +54,8 @@ Decisions callers and operators should know:
 - The system budget of the layered prompt is widened to the profile's whole prompt budget
   (`budget.total`): a caller's system prompt is its application's, not a card's bounded layer.
 - Usage is recorded as card key `<tenant>/gateway/-`, stage "gateway", call key
-  `gateway/<id>` (the `x-cardloop-call-id` header and the response id carry the same id). A
+  `gateway/<id>`, token_id the bearer token's id (the `x-cardloop-call-id` header and the
+  response id carry the same id). A
   failure to record is logged and the answer still returned: the tokens were spent either way,
   and a 500 would only make the caller retry and spend them twice.
 """
