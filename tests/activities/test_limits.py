@@ -1,0 +1,90 @@
+"""The tenant's limits at llm.complete: on Temporal's ActivityEnvironment with a real SQLite
+store, the real prompt assembly and the scripted model on loopback. A refused call never reaches
+the model; requests_per_minute is a retryable rate limit after the window's wait, a token cap a
+non-retryable TenantLimit; a reply already stored is returned whatever the limits say."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from cardloop.activities.deps import ActivityDeps
+from cardloop.activities.llm import LlmActivities
+from cardloop.activities.prompt import PromptActivities
+from cardloop.app.scripted_model import ScriptedModel, load_transcript
+from cardloop.contracts import names
+from cardloop.contracts.payloads import AssembleInput, CompleteInput
+from cardloop.prompts.card import Card, Message
+from cardloop.store import Store
+from tests.stack import TRANSCRIPT, make_config
+
+KEY = "acme/github/PAY-1"
+
+
+def run(fn: Any, arg: Any, attempt: int = 1) -> Any:
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, attempt=attempt, scheduled_time=datetime.now(UTC),
+                                   current_attempt_scheduled_time=datetime.now(UTC))
+    return env.run(fn, arg)
+
+
+@pytest.fixture
+def complete(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Any, Store, ScriptedModel]]:
+    store = Store.open(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    store.upsert_card(KEY, Card.model_validate({"id": "PAY-1", "tenant": "acme", "board": "github",
+                                                "title": "Retry webhooks"}))
+    store.append_message(KEY, Message(role="user", content="Please plan this."), dedup_key="first")
+    model = ScriptedModel(load_transcript(TRANSCRIPT), unique=True).start()
+    config = make_config("127.0.0.1:1", "unused", **request.param)
+    rt = ActivityDeps.build(config, store, base_urls={name: model.url for name in config.profiles})
+    prompt = run(PromptActivities(rt).assemble,
+                 AssembleInput(card_key=KEY, stage="planning", run=1, iteration=1, profile="claude"))
+
+    def call(turn: int, attempt: int = 1) -> Any:
+        inp = CompleteInput(card_key=KEY, stage="planning", run=1, iteration=turn, profile="claude",
+                            prompt_ref=prompt.prompt_ref, call_key=f"card/{KEY}/1-planning/turn-{turn}")
+        return run(LlmActivities(rt).complete, inp, attempt)
+
+    try:
+        yield call, store, model
+    finally:
+        rt.close()
+        model.stop()
+        store.close()
+
+
+@pytest.mark.parametrize("complete", [{"CARDLOOP_LIMITS__REQUESTS_PER_MINUTE": "1"}], indirect=True)
+def test_requests_per_minute_retries_after_the_windows_wait(complete: tuple[Any, Store, ScriptedModel]) -> None:
+    call, store, model = complete
+    call(1)
+    with pytest.raises(ApplicationError) as refused:
+        call(2)
+    err = refused.value
+    assert not err.non_retryable and err.type == "Provider:rate_limited"
+    assert err.next_retry_delay is not None and 55 <= err.next_retry_delay.total_seconds() <= 60
+    assert "1 model requests per minute" in err.message and "retrying" in err.message
+    assert model.request_count == 1
+    assert [r.status for r in store.ledger(KEY)] == ["done", "refused"]
+    # Attempt 2 of turn 1, whose reply is stored: returned without a call and without a check.
+    assert call(1, attempt=2).reused and model.request_count == 1
+
+
+@pytest.mark.parametrize("complete", [{"CARDLOOP_LIMITS__TOKENS_PER_DAY": "10"}], indirect=True)
+def test_a_token_cap_is_a_non_retryable_tenant_limit(complete: tuple[Any, Store, ScriptedModel]) -> None:
+    call, store, model = complete
+    call(1)
+    with pytest.raises(ApplicationError) as refused:
+        call(2)
+    assert store.ledger(KEY)[-1].note == refused.value.message
+    err = refused.value
+    assert err.non_retryable and err.type == names.TENANT_LIMIT
+    assert err.message.startswith("tenant 'acme' reached its cap of 10 model tokens per day")
+    assert err.details[0] == "tokens_per_day"
+    assert model.request_count == 1
