@@ -5,21 +5,32 @@ tenant (and the call's API token) used in each window and either opens the call'
 ("calling", as `start_call` does) or records a "refused" row with the reason, so concurrent
 callers in other processes cannot both take the last slot: SQLite serializes write
 transactions (BEGIN IMMEDIATE), PostgreSQL takes a transaction-scoped advisory lock per tenant.
-The windows are read through the (tenant, created_at) and (tenant, token_id, created_at)
-indexes of `llm_usage`; refused rows are never counted."""
+Refused rows are never counted.
+
+Fast with a month of calls: the minute window reads `llm_usage` through its (tenant, created_at)
+and (tenant, token_id, created_at) indexes; the day and month windows add the hourly sums in
+`usage_hours` for closed hours to a live read of the rest. An hour is closed (summed once, under
+the same lock) when it ended more than `SETTLE_MARGIN` ago: usage settled later than that after
+its call started (a reply arriving over an hour late) is not in the caps' sums.
+"""
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections import defaultdict
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, case, func, select, text
+from sqlalchemy import Connection, case, func, select, text, update
 
 from cardloop.contracts.limits import MINUTE, EffectiveLimits, LimitUsage, Refusal, Windows, check, windows
 from cardloop.store import schema as s
 from cardloop.store.usage import UsageMixin, usage_values
 from cardloop.store.values import UsageRecord
+
+SETTLE_MARGIN = timedelta(hours=1)
+TENANT_SCOPE = ""  # usage_hours.scope of the tenant's own sums; a token's sums use its id
+MARK = "~"  # usage_hours.scope of the row whose `hour` says up to where the sums go
 
 
 class LimitsMixin(UsageMixin):
@@ -33,12 +44,13 @@ class LimitsMixin(UsageMixin):
             if limits.active:
                 if self._db.dialect == "postgresql":
                     conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": "cardloop.limits/" + tenant})
+                rolled = _roll_up(conn, tenant, w)
                 if limits.tenant.active:
-                    refusal = check(_usage(conn, tenant, None, w, limits.tenant.requests_per_minute),
-                                    limits.tenant, w, tenant=tenant)
+                    usage = _usage(conn, tenant, None, w, rolled, limits.tenant.requests_per_minute)
+                    refusal = check(usage, limits.tenant, w, tenant=tenant)
                 if refusal is None and record.token_id and limits.token.active:
-                    refusal = check(_usage(conn, tenant, record.token_id, w, limits.token.requests_per_minute),
-                                    limits.token, w, tenant=tenant, token_id=record.token_id)
+                    usage = _usage(conn, tenant, record.token_id, w, rolled, limits.token.requests_per_minute)
+                    refusal = check(usage, limits.token, w, tenant=tenant, token_id=record.token_id)
             if refusal is not None:
                 row = record.model_copy(update={"status": "refused", "note": refusal.message[:500]})
             else:
@@ -52,28 +64,80 @@ class LimitsMixin(UsageMixin):
         tenant = self._tenant(tenant)
         w = windows(now)
         with self._db.read(tenant) as conn:
-            whole = _usage(conn, tenant, None, w, 0)
+            rolled = _rolled_until(conn, tenant, w)
+            whole = _usage(conn, tenant, None, w, rolled, 0, refusals=True)
             u = s.llm_usage.c
             ids = conn.execute(select(u.token_id).distinct().where(
                 u.tenant == tenant, u.token_id.is_not(None), u.created_at >= w.month_start)).scalars().all()
-            tokens = {token_id: _usage(conn, tenant, token_id, w, 0) for token_id in sorted(ids)}
+            tokens = {token_id: _usage(conn, tenant, token_id, w, rolled, 0, refusals=True)
+                      for token_id in sorted(ids)}
         return whole, tokens
 
 
-def _usage(conn: Connection, tenant: str, token_id: str | None, w: Windows, rpm: int) -> LimitUsage:
+def _floor_hour(at: datetime) -> datetime:
+    return at.replace(minute=0, second=0, microsecond=0)
+
+
+def _rolled_until(conn: Connection, tenant: str, w: Windows) -> datetime:
+    """Up to where `usage_hours` holds this month's sums (the month's start: nothing summed)."""
+    h = s.usage_hours.c
+    mark = conn.execute(select(h.hour).where(h.tenant == tenant, h.scope == MARK)).scalar_one_or_none()
+    return w.month_start if mark is None or mark < w.month_start else mark
+
+
+def _roll_up(conn: Connection, tenant: str, w: Windows) -> datetime:
+    """Sum the closed hours not summed yet (inside the caller's locked write); returns the mark."""
+    start = _rolled_until(conn, tenant, w)
+    end = _floor_hour(w.now - SETTLE_MARGIN)
+    if start >= end:
+        return start
+    u, h = s.llm_usage.c, s.usage_hours.c
+    rows = conn.execute(select(u.token_id, u.created_at, _tokens().label("tokens"), u.cost_nanousd).where(
+        u.tenant == tenant, u.created_at >= start, u.created_at < end, u.status != "refused"))
+    sums: dict[tuple[str, datetime], list[int]] = defaultdict(lambda: [0, 0])
+    for row in rows:
+        for scope in (TENANT_SCOPE, row.token_id) if row.token_id else (TENANT_SCOPE,):
+            total = sums[(scope, _floor_hour(row.created_at))]
+            total[0] += int(row.tokens)
+            total[1] += int(row.cost_nanousd)
+    if sums:
+        conn.execute(s.usage_hours.insert(), [
+            {"tenant": tenant, "scope": scope, "hour": hour, "tokens": tokens, "cost_nanousd": cost}
+            for (scope, hour), (tokens, cost) in sums.items()])
+    marked = conn.execute(update(s.usage_hours).where(h.tenant == tenant, h.scope == MARK).values(hour=end))
+    if marked.rowcount == 0:
+        conn.execute(s.usage_hours.insert().values(tenant=tenant, scope=MARK, hour=end, tokens=0, cost_nanousd=0))
+    return end
+
+
+def _tokens() -> Any:
     u = s.llm_usage.c
+    return u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+
+
+def _usage(conn: Connection, tenant: str, token_id: str | None, w: Windows, rolled: datetime, rpm: int, *,
+           refusals: bool = False) -> LimitUsage:
+    u, h = s.llm_usage.c, s.usage_hours.c
     scope: list[Any] = [u.tenant == tenant]
     if token_id is not None:
         scope.append(u.token_id == token_id)
     counted = u.status != "refused"
-    since = min(w.month_start, w.minute_start)  # a minute that began last month still counts
-    tokens = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+    # Closed hours from their sums; the rest from the ledger itself.
+    summed = conn.execute(select(
+        func.sum(case((h.hour >= w.day_start, h.tokens), else_=0)).label("tokens"),
+        func.sum(h.cost_nanousd).label("cost"),
+    ).where(h.tenant == tenant, h.scope == (token_id or TENANT_SCOPE), h.hour >= w.month_start,
+            h.hour < rolled)).one()
+    live_day = max(w.day_start, rolled)
     row = conn.execute(select(
         func.sum(case(((u.created_at > w.minute_start) & counted, 1), else_=0)).label("minute"),
-        func.sum(case(((u.created_at >= w.day_start) & counted, tokens), else_=0)).label("tokens"),
-        func.sum(case(((u.created_at >= w.month_start) & counted, u.cost_nanousd), else_=0)).label("cost"),
-        func.sum(case(((u.created_at >= w.day_start) & (u.status == "refused"), 1), else_=0)).label("refused"),
-    ).where(*scope, u.created_at >= since)).one()
+        func.sum(case(((u.created_at >= live_day) & counted, _tokens()), else_=0)).label("tokens"),
+        func.sum(case(((u.created_at >= rolled) & counted, u.cost_nanousd), else_=0)).label("cost"),
+    ).where(*scope, u.created_at >= min(rolled, w.minute_start))).one()
+    refused = 0
+    if refusals:
+        refused = int(conn.execute(select(func.count()).where(
+            *scope, u.created_at >= w.day_start, u.status == "refused").select_from(s.llm_usage)).scalar_one())
     minute = int(row.minute or 0)
     frees = None
     if rpm and minute >= rpm:
@@ -83,6 +147,6 @@ def _usage(conn: Connection, tenant: str, token_id: str | None, w: Windows, rpm:
             .order_by(u.created_at).offset(minute - rpm).limit(1)).scalar_one_or_none()
         frees = None if oldest is None else oldest + MINUTE
     # int(): PostgreSQL sums BIGINT as NUMERIC, which arrives as Decimal.
-    return LimitUsage(requests_last_minute=minute, tokens_today=int(row.tokens or 0),
-                      cost_usd_this_month=Decimal(int(row.cost or 0)).scaleb(-9), refused_today=int(row.refused or 0),
-                      minute_frees_at=frees)
+    return LimitUsage(requests_last_minute=minute, tokens_today=int(row.tokens or 0) + int(summed.tokens or 0),
+                      cost_usd_this_month=Decimal(int(row.cost or 0) + int(summed.cost or 0)).scaleb(-9),
+                      refused_today=refused, minute_frees_at=frees)

@@ -244,6 +244,35 @@ $fn$""")
     conn.exec_driver_sql(f"REVOKE ALL ON FUNCTION {schema}.cardloop_token_tenant(text, timestamptz) FROM PUBLIC")
 
 
+def _usage_hours_row_level_security(conn: Connection) -> None:
+    if conn.dialect.name != "postgresql":
+        return
+    conn.exec_driver_sql("ALTER TABLE usage_hours ENABLE ROW LEVEL SECURITY")
+    conn.exec_driver_sql("ALTER TABLE usage_hours FORCE ROW LEVEL SECURITY")
+    conn.exec_driver_sql(_TENANT_POLICY.format(table="usage_hours"))
+    # Roles provisioned before this migration get the table too: whoever writes the ledger checks limits.
+    roles = conn.exec_driver_sql(
+        "SELECT DISTINCT grantee FROM information_schema.role_table_grants "
+        "WHERE table_schema = current_schema() AND table_name = 'llm_usage' AND privilege_type = 'INSERT' "
+        "AND grantee <> current_user").scalars().all()
+    quote = conn.dialect.identifier_preparer.quote
+    for role in roles:
+        conn.exec_driver_sql(f"GRANT SELECT, INSERT, UPDATE ON usage_hours TO {quote(role)}")
+
+
+_V7 = (
+    """CREATE TABLE usage_hours (
+        tenant VARCHAR(100) NOT NULL,
+        scope VARCHAR(40) NOT NULL,
+        hour {timestamp} NOT NULL,
+        tokens BIGINT NOT NULL,
+        cost_nanousd BIGINT NOT NULL,
+        CONSTRAINT pk_usage_hours PRIMARY KEY (tenant, scope, hour)
+    )""",
+    _usage_hours_row_level_security,
+)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "cards, chat history, context, blobs, summaries, LLM usage, deliveries", _V1),
     Migration(2, "tenant prompts (versioned), API tokens, row-level security", (*_V2_TABLES, _v2_row_level_security)),
@@ -256,6 +285,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE llm_usage ADD COLUMN note VARCHAR(500)",
         "CREATE INDEX ix_llm_usage_token_time ON llm_usage (tenant, token_id, created_at)",
     )),
+    Migration(7, "hourly sums of the ledger for the spend limits' day and month windows", _V7),
 )
 
 _SCHEMA_TABLE_DDL = """CREATE TABLE IF NOT EXISTS cardloop_schema (
@@ -340,6 +370,7 @@ _APP_GRANTS: tuple[tuple[str, str], ...] = (
     ("tenant_prompts", "SELECT, INSERT"),
     ("tenant_prompt_heads", "SELECT, INSERT, UPDATE"),
     ("api_tokens", "SELECT, INSERT, UPDATE"),
+    ("usage_hours", "SELECT, INSERT, UPDATE"),
 )
 
 

@@ -230,6 +230,20 @@ llm_usage = Table(
     Index("ix_llm_usage_token_time", "tenant", "token_id", "created_at"),
 )
 
+# Closed hours of the ledger summed per tenant (scope "") and per API token (scope = its id), so
+# the spend limits' day and month windows read a few rows instead of a month of calls
+# (store/limits.py, migration 7). The row with scope "~" holds how far the sums go (`hour`).
+usage_hours = Table(
+    "usage_hours",
+    metadata,
+    Column("tenant", String(100), nullable=False),
+    Column("scope", String(40), nullable=False),
+    Column("hour", UTCDateTime, nullable=False),
+    Column("tokens", BigInteger, nullable=False),
+    Column("cost_nanousd", BigInteger, nullable=False),
+    PrimaryKeyConstraint("tenant", "scope", "hour", name="pk_usage_hours"),
+)
+
 # The result of a side effect under its key (migration 5): the first recorded wins, and a
 # retried activity returns it instead of acting again (activities/once.py).
 effects = Table(
@@ -320,5 +334,6 @@ RLS_TABLES: tuple[str, ...] = (
     "tenant_prompts",
     "tenant_prompt_heads",
     "effects",
+    "usage_hours",
 )
 TOKEN_LOOKUP_FUNCTION = "cardloop_token_tenant"

@@ -11,8 +11,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
+
 from cardloop.contracts.limits import EffectiveLimits, Limits
 from cardloop.store import Store, UsageRecord
+from cardloop.store.schema import usage_hours
 from tests.cardloop.store.store_kit import card
 
 KEY = "acme/github/PAY-9"
@@ -101,8 +104,11 @@ def test_no_limits_open_the_row_as_start_call_does(store: Store) -> None:
 RACER = """
 import sys
 from datetime import UTC, datetime
+from sqlalchemy import select
+
 from cardloop.contracts.limits import EffectiveLimits, Limits
 from cardloop.store import Store, UsageRecord
+from cardloop.store.schema import usage_hours
 url, who = sys.argv[1], sys.argv[2]
 limits = EffectiveLimits(tenant=Limits(requests_per_minute=10))
 admitted = 0
@@ -124,3 +130,33 @@ def test_processes_racing_for_the_last_slots_admit_exactly_the_limit(db_url: str
     admitted = [int(p.communicate(timeout=60)[0]) for p in racers]
     assert all(p.returncode == 0 for p in racers)
     assert sum(admitted) == 10  # 24 tries, 10 per minute, whatever the interleaving
+
+
+def test_closed_hours_are_summed_once_and_the_windows_still_add_up(store: Store) -> None:
+    store.upsert_card(KEY, card(KEY))
+    for n, at, tokens, cost, token_id in (
+            (1, datetime(2026, 3, 30, 10, tzinfo=UTC), 1_000, "0.50", None),      # yesterday: month only
+            (2, datetime(2026, 3, 31, 20, tzinfo=UTC), 200, "0.10", "tok_a"),     # today, a closed hour
+            (3, datetime(2026, 3, 31, 23, 50, tzinfo=UTC), 30, "0.01", "tok_a"),  # today, live
+            (4, datetime(2026, 2, 27, 10, tzinfo=UTC), 9_999, "9", None)):        # last month
+        row = call(n, at, card_key=GATEWAY if token_id else KEY, token_id=token_id)
+        store.start_call(row)
+        settle(store, row, tokens, cost)
+    before = store.limit_usage("acme", NOW)  # nothing summed yet: all from the ledger
+    limits = EffectiveLimits(tenant=Limits(tokens_per_day=231), token=Limits(tokens_per_day=10_000))
+    for n in range(3):  # the first check sums 20:00 and earlier hours, the next ones add nothing
+        assert store.admit_call(call(10 + n, NOW, card_key=GATEWAY, token_id="tok_a"), limits) is None
+    whole, tokens = store.limit_usage("acme", NOW)
+    assert (whole.tokens_today, whole.cost_usd_this_month) == (230, Decimal("0.61")) == (
+        before[0].tokens_today, before[0].cost_usd_this_month)
+    assert (tokens["tok_a"].tokens_today, tokens["tok_a"].cost_usd_this_month) == (230, Decimal("0.11"))
+    with store.engine.connect() as conn:  # the owner's view (no row-level security scope needed on SQLite)
+        summed = conn.execute(select(usage_hours.c.scope, usage_hours.c.hour, usage_hours.c.tokens)).all()
+    if store.engine.dialect.name == "sqlite":
+        assert sorted((scope, hour.hour, tokens) for scope, hour, tokens in summed) == [
+            ("", 10, 1_000), ("", 20, 200), ("tok_a", 20, 200), ("~", 22, 0)]
+    late = call(20, NOW)  # a call that ran after the sums were made is counted live
+    assert store.admit_call(late, limits) is None
+    settle(store, late, 1, "0")
+    refused = store.admit_call(call(21, NOW), limits)
+    assert refused is not None and refused.limit == "tokens_per_day" and refused.used == 231

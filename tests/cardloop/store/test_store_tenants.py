@@ -24,6 +24,7 @@ from sqlalchemy import Engine, create_engine, inspect, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
 
+from cardloop.contracts.limits import EffectiveLimits, Limits
 from cardloop.prompts.card import ContextItem, ContextKind, Message, TenantPrompt
 from cardloop.prompts.validate import ValidationStatus, validate_tenant_prompt
 from cardloop.store import (
@@ -289,6 +290,13 @@ def _fill(store: Store) -> dict[str, str]:
                            stage="coding", usage=UsageRecord(call_key="turn-1", attempt=2, card_key=key,
                                                              tenant=tenant, stage="coding", created_at=now))
         store.record_effect(key, "chunk-1", "summary", f"{tenant} chunk")
+        # A limits check four hours after a call: that call's hour is summed in usage_hours.
+        earlier = datetime(2026, 3, 15, 8, tzinfo=UTC)
+        store.record_usage(UsageRecord(call_key=f"{key}/0", card_key=key, tenant=tenant, stage="coding",
+                                       created_at=earlier))
+        assert store.admit_call(UsageRecord(call_key=f"{key}/limits", card_key=key, tenant=tenant, stage="coding",
+                                            created_at=earlier + timedelta(hours=4)),
+                                EffectiveLimits(tenant=Limits(tokens_per_day=100))) is None
         store.record_delivery(tenant, "board", "delivery-1")
         store.put_tenant_prompt(tenant, *accepted(f"{tenant} prompt."), created_by="test")
         tokens[tenant] = store.create_api_token(tenant, "ci").token
