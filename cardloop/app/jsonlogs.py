@@ -31,8 +31,8 @@ if TYPE_CHECKING:  # the dev stack's file log (app/logs.py) uses the formatters 
     from cardloop.contracts.config import Config
 
 # The Temporal SDK appends its context to the message too: "... ({'activity_id': ...})".
-_SDK_CONTEXT = re.compile(r"\s*\(\{'(?:activity_id|attempt)'.*\}\)\s*$", re.DOTALL)
-_STAGE_RUN = re.compile(r"^(?P<card>.+)/(?P<run>\d+)-(?P<stage>[a-z_]+)$")
+_SDK_CONTEXT = re.compile(r"\s*\(\{'(?:activity_id|attempt)'.*\}\)\s*\Z", re.DOTALL)
+_STAGE_RUN = re.compile(r"^(?P<card>.+)/(?P<run>\d+)-(?P<stage>[a-z_]+)\Z")
 _HANDLERS: list[logging.Handler] = []
 _FIELDS = ("workflow_id", "run_id", "workflow_type", "task_queue", "attempt", "activity_type", "activity_id")
 

@@ -20,7 +20,7 @@ from cardloop.prompts.scrub import redact_text
 
 LOG_NAME = "cardloop.log"
 # The Temporal SDK appends its context as a dict: "Completing activity as failed ({'activity_id': ...})".
-_CONTEXT = re.compile(r"\s*\(\{.*\}\)\s*$", re.DOTALL)
+_CONTEXT = re.compile(r"\s*\(\{.*\}\)\s*\Z", re.DOTALL)
 _HANDLERS: list[logging.Handler] = []
 
 
