@@ -284,9 +284,12 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
-    if env.get("CARDLOOP_API_PORT"):  # the documented short form of CARDLOOP_API__PORT
-        env.setdefault("CARDLOOP_API__PORT", env["CARDLOOP_API_PORT"])
-    origins = apply_env_overrides(data, env)
+    aliases = {}
+    if env.get("CARDLOOP_API_PORT") and "CARDLOOP_API__PORT" not in env:
+        # The documented short form of CARDLOOP_API__PORT: messages name the one the user set.
+        env["CARDLOOP_API__PORT"] = env["CARDLOOP_API_PORT"]
+        aliases["CARDLOOP_API__PORT"] = "CARDLOOP_API_PORT"
+    origins = {key: aliases.get(name, name) for key, name in apply_env_overrides(data, env).items()}
     try:
         config = Config.model_validate({**data, "source": str(file), "env": env})
     except ValidationError as exc:

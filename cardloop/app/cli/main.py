@@ -211,18 +211,26 @@ def cmd_card_check(args: argparse.Namespace, config: Config | None) -> int:
 
 
 def cmd_config_check(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.app.cli.configview import missing_key_warnings
     from cardloop.app.startup import startup_check
     from cardloop.prompts.assemble import PromptAssembler
 
     startup_check(config, PromptAssembler(config.template_store(), config.token_counter()))
-    print(f"{config.source}: ok ({len(config.profiles)} profiles, {len(config.stages)} stages)")
-    return 0
+    warnings = missing_key_warnings(config)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    note = f"; {len(warnings)} warning{'s' if len(warnings) > 1 else ''}" if warnings else ""
+    print(f"{config.source}: ok ({len(config.profiles)} profiles, {len(config.stages)} stages{note})")
+    return 0  # a warning is not a failure: the offline paths still run
 
 
 def cmd_config_show(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.app.cli.configview import masked_url, secrets_view, store_view
+
     data: dict[str, Any] = config.model_dump(mode="json")
-    data["secrets"] = {name: repr(config.api_key(name)) if config.api_key(name) else "unset"
-                       for name in config.profiles}
+    data["store"] = {**data["store"], "effective": store_view(config)}
+    data["store"]["url"] = masked_url(data["store"]["url"])
+    data["secrets"] = secrets_view(config)  # names and set/unset only, never a value
     print(json.dumps(data, indent=2))
     return 0
 

@@ -1,0 +1,68 @@
+"""`cardloop config show` / `config check` as a user runs them (issue 12 item 7)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from tests.cardloop.app.cli.procs import CLI
+from tests.conftest import ROOT
+
+SECRET_VALUES = {
+    "DATABASE_URL": "postgresql://cardloop_app:pg-pass-4711@db.example:5432/cardloop",
+    "CARDLOOP_ADMIN_TOKEN": "admin-token-value-9f3",
+    "CARDLOOP_GITHUB_TOKEN": "ghp_valuethatmustnotprint000000000000",
+    "CARDLOOP_GENERIC_WEBHOOK_SECRET": "generic-hook-secret-55",
+    "CARDLOOP_CODEC_KEYS": "codec-key-material-77",
+    "ANTHROPIC_API_KEY": "sk-ant-value-must-not-print",
+}
+
+
+def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The command with exactly `env` over the machine's environment less its cardloop and model variables."""
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("CARDLOOP_", "ANTHROPIC_", "OPENAI_", "GEMINI_", "TEMPORAL_")) and k != "DATABASE_URL"}
+    return subprocess.run([str(CLI), *args], capture_output=True, text=True, cwd=ROOT, env={**base, **env},
+                          timeout=60)
+
+
+def test_show_names_the_store_in_use_and_every_secret_without_a_value() -> None:
+    out = run("config", "show", env=SECRET_VALUES)
+    assert out.returncode == 0, out.stderr
+    for value in SECRET_VALUES.values():
+        assert value not in out.stdout
+    assert "pg-pass-4711" not in out.stdout
+    data = json.loads(out.stdout)
+    assert data["store"]["effective"]["backend"] == "postgresql"
+    assert data["store"]["effective"]["from"] == "DATABASE_URL"
+    assert "db.example" in data["store"]["effective"]["url"]
+    secrets = data["secrets"]
+    for name in SECRET_VALUES:
+        assert secrets[name]["status"] == "set", name
+    for name in ("CARDLOOP_TRELLO_SECRET", "TEMPORAL_API_KEY"):
+        assert secrets[name]["status"] == "unset", name
+    for name in ("CARDLOOP_LINEAR_WEBHOOK_SECRET", "CARDLOOP_JIRA_WEBHOOK_SECRET",
+                 "CARDLOOP_GITHUB_WEBHOOK_SECRET", "CARDLOOP_CODEC_SERVER_TOKEN"):
+        assert name in secrets, name
+    assert "profiles.claude.api_key_env" in secrets["ANTHROPIC_API_KEY"]["used_by"]
+    assert "boards.linear.write_token_env" in secrets["CARDLOOP_LINEAR_API_KEY"]["used_by"]
+
+
+def test_check_warns_naming_the_stages_that_need_the_missing_key() -> None:
+    out = run("config", "check", env={})
+    assert out.returncode == 0, out.stderr
+    assert "1 warning" in out.stdout
+    warning = out.stderr.strip()
+    assert warning.startswith("warning: ANTHROPIC_API_KEY is not set")
+    for needle in ("planning", "coding", "review", "testing", "error_fixing", "summarizer", "gateway"):
+        assert needle in warning, needle
+    out = run("config", "check", env={"ANTHROPIC_API_KEY": "sk-ant-set"})
+    assert out.returncode == 0 and "warning" not in out.stdout + out.stderr
+
+
+def test_a_bad_short_port_variable_is_named_as_the_user_set_it() -> None:
+    out = run("config", "check", env={"CARDLOOP_API_PORT": "notaport"})
+    assert out.returncode == 2
+    assert "api.port (from CARDLOOP_API_PORT)" in out.stderr
+    assert "CARDLOOP_API__PORT" not in out.stderr
