@@ -17,6 +17,7 @@ from temporalio.client import Client
 
 from cardloop.activities.deps import ActivityDeps
 from cardloop.app.api import cards, gateway, tenants, webhooks
+from cardloop.app.api.docs import add_docs
 from cardloop.app.api.limits import BodySizeLimit
 from cardloop.app.api.logsafe import safe_logger
 from cardloop.app.api.services import Services
@@ -44,8 +45,10 @@ def create_app(svc: Services) -> FastAPI:
         version="0.1.0",
         description="Board webhooks drive card workflows on Temporal; tenants manage their prompts; "
                     "the prompt gateway layers any request under the guardrails and the tenant's prompt.",
+        docs_url=None, redoc_url=None,  # add_docs serves them from local assets, not a CDN
     )
     app.state.services = svc
+    add_docs(app)
 
     app.add_exception_handler(RequestValidationError, bad_request)  # type: ignore[arg-type]
 

@@ -3,7 +3,8 @@
     POST /v1/chat/completions   OpenAI chat completions request -> chat.completion (or SSE chunks)
     POST /v1/messages           Anthropic Messages request      -> message (or SSE events)
 
-Every call (bearer token -> tenant, `require_tenant`):
+Every call (tenant API token -> tenant: `Authorization: Bearer` on both routes, `x-api-key` on
+/v1/messages too; a missing or unknown one is a 401 in the caller's error shape, routes.py):
 
 1. The body is validated by hand, so a malformed one is a 400 in the caller's own error shape
    (FastAPI's validation errors would answer 422 in neither shape).
@@ -48,9 +49,11 @@ Decisions callers and operators should know:
   completed first and replayed as events (the first event leaves once the provider has answered).
 - Status mapping of provider failures: rate limited -> 429; overloaded, 5xx, timeout, connection
   and other retryable failures -> 503; both with `retry-after` (whole seconds) when the provider
-  said how long. The provider's 400/422 -> 400 with its message (prompt too long too; 413 stays
-  413). Our own provider key refused, spend limit, unknown model -> 502 with a generic message:
-  the caller cannot fix them and must not see our account's details.
+  said how long. No key for the profile on this server -> 503 `no_provider_key` (no call made,
+  no retry-after: it is the operator's to fix). The provider's 400/422 -> 400 with its message
+  (prompt too long too; 413 stays 413). Our own provider key refused, spend limit, unknown
+  model -> 502 with a generic message: the caller cannot fix them and must not see our
+  account's details.
 - The system budget of the layered prompt is widened to the profile's whole prompt budget
   (`budget.total`): a caller's system prompt is its application's, not a card's bounded layer.
 - Usage is recorded as card key `<tenant>/gateway/-`, stage "gateway", call key

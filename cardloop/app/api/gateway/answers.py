@@ -31,7 +31,8 @@ def error_response(protocol: Protocol, exc: GatewayError, call_id: str) -> JSONR
         body: dict[str, Any] = {"error": {"message": exc.message, "type": kind, "param": exc.param,
                                           "code": exc.code}}
     else:
-        kind = ANTHROPIC_ERROR_TYPES.get(exc.status, "api_error")
+        # A server without its provider key is not "overloaded": nothing to wait out.
+        kind = "api_error" if exc.code == "no_provider_key" else ANTHROPIC_ERROR_TYPES.get(exc.status, "api_error")
         body = {"type": "error", "error": {"type": kind, "message": exc.message},
                 "request_id": f"gateway/{call_id}"}
     return JSONResponse(body, status_code=exc.status, headers=headers)

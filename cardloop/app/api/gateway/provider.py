@@ -113,6 +113,12 @@ def _provider(svc: Services, tenant: str, call_id: str, profile: str) -> Provide
         return svc.runtime.provider(profile)
     except UpstreamError as err:  # e.g. the profile's API key is not set
         _provider_failed(call_id, tenant, err)
+        env_name = svc.config.profiles[profile].api_key_env
+        if env_name and svc.config.api_key(profile) is None:
+            # Not the provider's refusal: nothing was sent. The operator's to fix, not the caller's.
+            raise GatewayError(503, f"this server has no API key for the gateway's model profile {profile!r} "
+                                    f"(the operator sets {env_name}); no call was made to the model provider",
+                               code="no_provider_key") from None
         raise from_provider_error(err) from None
 
 

@@ -37,7 +37,7 @@ def model() -> Iterator[ScriptedModel]:
 
 @pytest.fixture
 def gw(tmp_path: Path, model: ScriptedModel) -> Iterator[Gateway]:
-    """The override path: require_tenant answers "acme"; the store has no tenant methods."""
+    """The override path: the gateway's tenant dependencies answer "acme"; the store has no tenant methods."""
     store = Store.open(f"sqlite:///{tmp_path / 'gateway.sqlite'}")
     app = build_app(tmp_path, store=store, base_urls={"claude": model.url})
     with TestClient(app) as client:
@@ -47,7 +47,7 @@ def gw(tmp_path: Path, model: ScriptedModel) -> Iterator[Gateway]:
 
 @pytest.fixture
 def tenant_gw(tmp_path: Path, model: ScriptedModel) -> Iterator[Gateway]:
-    """The real require_tenant over a store that knows tokens and a tenant prompt."""
+    """The real token lookup over a store that knows tokens and a tenant prompt."""
     store = TenantStore.open(f"sqlite:///{tmp_path / 'gateway.sqlite'}")
     assert isinstance(store, TenantStore)
     store.tokens = {"tok-acme": "acme"}

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from cardloop.activities.deps import ActivityDeps
 from cardloop.app.api import gateway
-from cardloop.app.api.auth import require_tenant
+from cardloop.app.api.gateway.routes import anthropic_tenant, openai_tenant
 from cardloop.app.api.services import Services
 from cardloop.app.scripted_model import ScriptedModel
 from cardloop.contracts.config import REPO_CONFIG, load_config
@@ -36,7 +36,7 @@ ANTHROPIC_KEYS = {"id", "type", "role", "model", "content", "stop_reason", "stop
 
 class TenantStore(Store):
     """Store with the two methods other work adds to it (token lookup, current tenant prompt),
-    as small fakes with real logic, so the unpatched require_tenant and the tenant layer run."""
+    as small fakes with real logic, so the unpatched token lookup and the tenant layer run."""
 
     tokens: dict[str, str]
     prompt: TenantPrompt | None
@@ -66,7 +66,8 @@ def build_app(tmp_path: Path, *, store: Store, env: dict[str, str] | None = None
     app.state.services = Services(config=config, store=store, runtime=runtime, cards=None, http=httpx.AsyncClient())
     app.include_router(gateway.router)
     if override:
-        app.dependency_overrides[require_tenant] = lambda: "acme"
+        app.dependency_overrides[openai_tenant] = lambda: "acme"
+        app.dependency_overrides[anthropic_tenant] = lambda: "acme"
     return app
 
 
