@@ -69,6 +69,24 @@ def load_card_file(path: str) -> Card:
         raise InputError(str(exc)) from None
 
 
+class _Version(argparse.Action):
+    """--version: looked up only when asked (importlib.metadata is not free at start-up)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print cardloop's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("cardloop")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            number = "unknown (not installed)"
+        print(f"cardloop {number} (Python {sys.version.split()[0]}, {Path(__file__).resolve().parents[2]})")
+        parser.exit()
+
+
 def _stage(name: str) -> Stage:
     try:
         return parse_stage(name)
@@ -241,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="cardloop", formatter_class=fmt, epilog=EPILOG,
         description="cardloop: durable LLM agent stages for the cards on your board.\n\n"
                     f"Stages: {', '.join(STAGE_NAMES)}.")
+    parser.add_argument("--version", action=_Version)
     parser.add_argument("--config", metavar="FILE",
                         help="config file (default: $CARDLOOP_CONFIG, ./config.toml, the bundled one)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
