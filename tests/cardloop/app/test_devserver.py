@@ -1,12 +1,18 @@
-"""TemporalDevServer refuses ports that are taken before it starts anything."""
+"""TemporalDevServer refuses ports that are taken before it starts anything, and never outlives
+the process that started it."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
+import time
 
 import pytest
 
-from cardloop.app.devserver import DevStackError, TemporalDevServer, free_port
+from cardloop.app.devserver import DevStackError, TemporalDevServer, free_port, port_open
 
 
 @pytest.mark.parametrize("which", ["port", "ui_port"])
@@ -20,3 +26,47 @@ def test_a_taken_port_is_named_before_the_server_starts(which: str) -> None:
         with pytest.raises(DevStackError, match=f"port {busy} .*already in use"):
             server.start()
         assert server.process is None
+
+
+OWNER = """
+import sys, time
+from cardloop.app.devserver import TemporalDevServer
+server = TemporalDevServer(port=int(sys.argv[1]), ui_port=None, retention=None).start()
+print(server.process.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_the_server_does_not_outlive_its_owner_killed_with_sigkill() -> None:
+    """SIGKILL gives cardloop no chance to stop the server it started (in its own process group,
+    so Ctrl-C reaches cardloop first): the watchdog does."""
+    port = free_port()
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        server_pid = int(owner.stdout.readline())  # type: ignore[union-attr]
+        assert _alive(server_pid) and port_open(port)
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(10)
+        deadline = time.monotonic() + 20
+        while _alive(server_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(server_pid), "the dev server outlived its owner"
+        assert not port_open(port)
+    finally:
+        owner.kill()
+
+
+def test_a_server_stopped_in_order_leaves_no_watchdog_behind() -> None:
+    server = TemporalDevServer(port=free_port(), ui_port=None, retention=None).start()
+    dog = server._watchdog
+    assert dog is not None and dog.poll() is None
+    server.stop()
+    assert dog.poll() == 0 and server._watchdog is None
