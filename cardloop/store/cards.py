@@ -192,6 +192,27 @@ class CardsMixin(StoreBase):
         return count or 0
 
 
+    def card_rows(self, tenant: str | None = None, board: str | None = None) -> list[dict[str, Any]]:
+        """Every stored card (of `tenant`, of `board`), newest change first: key, tenant, board,
+        title, updated_at and the state its last closed run saved (CardState JSON or None).
+        On PostgreSQL row-level security shows one tenant's cards: give `tenant` there."""
+        if tenant is not None:
+            tenant = self._tenant(tenant)
+        elif self._scope is not None:
+            tenant = self._scope
+        c = s.cards.c
+        query = select(c.card_key, c.tenant, c.board, c.fields, c.updated_at, c.workflow_state)
+        if tenant is not None:
+            query = query.where(c.tenant == tenant)
+        if board is not None:
+            query = query.where(c.board == board)
+        with self._db.read(tenant) as conn:
+            rows = conn.execute(query.order_by(c.updated_at.desc(), c.card_key)).all()
+        return [{"card": r.card_key, "tenant": r.tenant, "board": r.board,
+                 "title": json.loads(r.fields).get("title", ""), "updated_at": r.updated_at,
+                 "workflow_state": r.workflow_state} for r in rows]
+
+
 def _card_fields_query(card_key: str, tenant: str) -> Any:
     return select(s.cards.c.fields).where(s.cards.c.card_key == card_key, s.cards.c.tenant == tenant)
 

@@ -257,6 +257,84 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
     return _card_command(args, config, action)
 
 
+def cmd_card_list(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.app.cards import CardService
+    from cardloop.app.local import open_store
+    from cardloop.app.temporal import TemporalUnavailable, connect
+    from cardloop.contracts.payloads import CardRef, CardState
+    from cardloop.prompts.scrub import redact_text
+
+    async def live_state(svc: CardService, ref: CardRef) -> CardState | None:
+        try:  # a closed run is queried by replay on a worker: none may be up
+            return await asyncio.wait_for(svc.state(ref), timeout=5)
+        except Exception:
+            return None
+
+    async def main() -> int:
+        store = open_store(config)
+        try:
+            if store.dialect == "postgresql" and not args.tenant:
+                raise InputError("on PostgreSQL `card list` needs --tenant (row-level security shows one tenant "
+                                 "at a time)")
+            rows = store.card_rows(args.tenant, args.board)
+            note = ""
+            states: list[CardState | None] = [None] * len(rows)
+            if rows:
+                try:
+                    svc = CardService(await asyncio.wait_for(connect(config), timeout=10), store, config)
+                except (TemporalUnavailable, TimeoutError) as exc:
+                    reason = getattr(exc, "reason", None) or "no answer in 10 s"
+                    note = (f"Temporal at {config.temporal.address} is not reachable ({reason}): each card's "
+                            "status is the one its last closed run saved")
+                else:
+                    states = list(await asyncio.gather(*(live_state(svc, CardRef.parse(r["card"])) for r in rows)))
+            listed = []
+            for row, live in zip(rows, states, strict=True):
+                saved = row["workflow_state"]
+                state = live or (CardState.model_validate_json(saved) if saved else None)
+                status = state.status if state else "new"
+                if args.status and status != args.status:
+                    continue
+                cost = store.usage_totals(row["card"]).total.cost_usd
+                listed.append({"card": row["card"], "tenant": row["tenant"], "board": row["board"],
+                               "stage": (state.stage if state else None) or "-", "status": status,
+                               "stage_runs": state.stage_runs if state else 0, "cost_usd": float(cost),
+                               "updated_at": row["updated_at"].isoformat(timespec="seconds"),
+                               "title": redact_text(row["title"]), "live": live is not None})
+        finally:
+            store.close()
+        if args.json:
+            print(json.dumps({"cards": listed, **({"note": note} if note else {})}, indent=2))
+            return 0
+        if note:
+            print(f"note: {note}")
+        if not listed:
+            print("no cards" + (" match" if args.tenant or args.board or args.status else " in the store yet")
+                  + f" ({store.url})")
+            return 0
+        width = max(len(c["card"]) for c in listed)
+        print(f"{'CARD':<{width}}  {'STAGE':<12} {'STATUS':<8} {'RUNS':>4} {'COST':>9}  TITLE")
+        for c in listed:
+            print(f"{c['card']:<{width}}  {c['stage']:<12} {c['status']:<8} {c['stage_runs']:>4} "
+                  f"{'$' + format(c['cost_usd'], '.4f'):>9}  {shorten(c['title'], 60)}")
+        print(f"{len(listed)} card{'s' if len(listed) != 1 else ''}; `cardloop card show CARD` for one")
+        return 0
+
+    return asyncio.run(main())
+
+
+def shorten(text: str, width: int) -> str:
+    """One line of at most `width` characters, cut at a word boundary when there is one, with …"""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    cut = text[:width - 1]
+    space = cut.rfind(" ")
+    if space >= width // 2:  # a word boundary that keeps most of the line
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.") + "…"
+
+
 def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("worker", help="run a worker against the configured Temporal (cluster, Cloud or dev)",
                        description="Run CardWorkflow, StageWorkflow and the activities on temporal.task_queue. "
@@ -310,6 +388,16 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
     card_arg(p)
     p.add_argument("--actor", default=None, help="who asked for the retry (recorded with the move)")
     p.set_defaults(func=cmd_card_retry)
+    p = card_sub.add_parser("list", help="the stored cards with stage, status, stage runs and cost",
+                            description="Every card in the store, newest change first, with its stage, status "
+                                        "(live from Temporal when it answers, else as its last closed run saved "
+                                        "it; 'new': never moved), stage runs and billed cost.")
+    p.add_argument("--tenant", help="only this tenant's cards (required on PostgreSQL)")
+    p.add_argument("--board", help="only cards of this board (github, linear, jira, trello, generic, ...)")
+    p.add_argument("--status", choices=("new", "idle", "running", "blocked", "done"),
+                   help="only cards in this status")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_card_list)
     p = card_sub.add_parser("show", help="a card's state, stage runs, usage and recent history")
     card_arg(p)
     p.add_argument("--last", type=int, default=10, help="how many recent messages (default 10)")

@@ -1,0 +1,62 @@
+"""`cardloop card list` as a user runs it: live states from a real Temporal and worker, costs from
+the store, the filters, and the store's saved states when Temporal cannot be reached."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cardloop.app.devserver import free_port
+from tests.cardloop.app.cli.procs import CLI
+from tests.conftest import ROOT
+from tests.stack import NO_SOURCES, Stack, small_card
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def test_card_list_shows_stage_status_and_cost_and_filters(stack: Stack, tmp_path: Path) -> None:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CARDLOOP_")},
+           "HOME": str(tmp_path), "ANTHROPIC_API_KEY": "sk-ant-test", **NO_SOURCES,
+           "CARDLOOP_TEMPORAL__ADDRESS": stack.config.temporal.address,
+           "CARDLOOP_TEMPORAL__TASK_QUEUE": stack.task_queue, "DATABASE_URL": stack.store.url,
+           "CARDLOOP_TEMPORAL__ENCRYPT_PAYLOADS": "false"}
+
+    async def cli(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        # On a thread: the worker answering the CLI's queries runs on this test's event loop.
+        return await asyncio.to_thread(subprocess.run, [str(CLI), "card", "list", *args], capture_output=True,
+                                       text=True, cwd=ROOT, env={**env, **extra}, timeout=60)
+
+    moved = stack.cards.import_card(small_card("LIST-1"))
+    waiting = stack.cards.import_card(small_card("LIST-2").model_copy(update={"board": "linear"}))
+    await stack.cards.move(moved, "testing", delivery_id="l1")
+    await stack.wait_state(moved, lambda s: s.status == "done")
+
+    out = await cli("--json")
+    assert out.returncode == 0, out.stderr
+    cards = {c["card"]: c for c in json.loads(out.stdout)["cards"]}
+    assert set(cards) == {moved.key, waiting.key}
+    done = cards[moved.key]
+    assert (done["stage"], done["status"], done["stage_runs"], done["live"]) == ("done", "done", 1, True)
+    assert done["cost_usd"] > 0
+    assert (cards[waiting.key]["status"], cards[waiting.key]["cost_usd"]) == ("new", 0)
+
+    table = await cli("--status", "done")
+    assert table.returncode == 0, table.stderr
+    header, row, footer = table.stdout.strip().splitlines()
+    assert header.split()[:5] == ["CARD", "STAGE", "STATUS", "RUNS", "COST"]
+    assert row.split()[:4] == [moved.key, "done", "done", "1"] and footer.startswith("1 card;")
+    linear = await cli("--board", "linear", "--tenant", waiting.tenant, "--json")
+    assert [c["card"] for c in json.loads(linear.stdout)["cards"]] == [waiting.key]
+
+    # Temporal gone: the store's saved state (the card's run closed when it reached done), said so.
+    offline = await cli("--json", CARDLOOP_TEMPORAL__ADDRESS=f"127.0.0.1:{free_port()}")
+    data = json.loads(offline.stdout)
+    assert "is not reachable" in data["note"]
+    offline_cards = {c["card"]: c for c in data["cards"]}
+    assert offline_cards[moved.key]["live"] is False and offline_cards[moved.key]["status"] == "done"
+    assert offline_cards[moved.key]["cost_usd"] == done["cost_usd"]
