@@ -27,7 +27,7 @@ from cardloop.activities.once import recorded_once
 from cardloop.contracts import names
 from cardloop.contracts.payloads import BoardCommentInput, BoardMoveInput, BoardWrite
 from cardloop.integrations.board_clients.base import BoardCard, BoardClient, Written
-from cardloop.integrations.board_clients.registry import client_for, unavailable
+from cardloop.integrations.board_clients.registry import CLIENTS, client_for, unavailable
 from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.card import Card
 from cardloop.prompts.redact import DEFAULT_REDACTOR
@@ -103,17 +103,23 @@ class BoardActivities:
 
         return recorded_once(self.rt.store, card_key, key, kind, BoardWrite, act)
 
+    def _turned_off(self, board: str) -> bool:
+        """A known board whose writes config turns off (write_token_env = ""): nothing, not even a dry run."""
+        return board in CLIENTS and not self.rt.config.board(board).write_token_env
+
     @activity.defn(name=names.BOARD_COMMENT)
     def comment(self, inp: BoardCommentInput) -> BoardWrite:
         card = self._card(inp.card_key)
         why = unavailable(self.rt.config, card.board)
-        if why is not None:
+        if why is not None and self._turned_off(card.board):
             return BoardWrite(skipped=why)
         if inp.kind == "started":
             body = started_text(inp)
         else:
             reply = self.rt.store.last_reply(inp.card_key, inp.stage) if inp.stage in QUOTED else None
             body = outcome_text(inp, reply.content if reply else "")
+        if why is not None:
+            return BoardWrite(skipped=why, would=f"would comment: {body.splitlines()[0]}")
         return self._write(inp.card_key, card, inp.key, "board_comment", f"comment {inp.kind} of {inp.stage}",
                            inp.pull_request, lambda client, on: client.comment(on, body=body, marker=inp.key))
 
@@ -121,9 +127,32 @@ class BoardActivities:
     def move(self, inp: BoardMoveInput) -> BoardWrite:
         card = self._card(inp.card_key)
         why = unavailable(self.rt.config, card.board)
-        if why is not None:
-            return BoardWrite(skipped=why)
         cfg = self.rt.config.board(card.board)
+        if why is not None:
+            if self._turned_off(card.board):
+                return BoardWrite(skipped=why)
+            if inp.unblock:
+                return BoardWrite(skipped=why, would=f"would take the card out of {cfg.blocked_column!r}"
+                                  if cfg.blocked_column else f"would remove the label {cfg.blocked_label!r}")
+            if inp.blocked:
+                where = f"move the card to {cfg.blocked_column!r}" if cfg.blocked_column else \
+                    f"label the card {cfg.blocked_label!r}" if cfg.blocked_label else "mark the card blocked"
+                return BoardWrite(skipped=why, would=f"would {where}")
+            column = cfg.write_column(inp.stage)
+            where = repr(column) if column else f"the column of {inp.stage}"
+            return BoardWrite(skipped=why, would=f"would move the card to {where}")
+        if inp.unblock:
+            if cfg.blocked_column:
+                back = cfg.write_column(inp.stage)
+                if back is None:
+                    return BoardWrite(skipped=f"no column of boards.{card.board}.columns shows {inp.stage}")
+                return self._write(inp.card_key, card, inp.key, "board_move", f"unblocked: move to {back!r}", "",
+                                   lambda client, on: client.move(on, back, key=inp.key), column=back)
+            if cfg.blocked_label:
+                label = cfg.blocked_label
+                return self._write(inp.card_key, card, inp.key, "board_move", f"unblocked: remove {label!r}", "",
+                                   lambda client, on: client.unlabel(on, label, key=inp.key))
+            return BoardWrite(skipped=f"boards.{card.board} names no blocked_column or blocked_label")
         if inp.blocked:
             if cfg.blocked_column:
                 column = cfg.blocked_column

@@ -23,6 +23,9 @@ with workflow.unsafe.imports_passed_through():
 
 # Runs recorded before board writes replay without them.
 PATCH = "board-writes"
+# Runs recorded before the started comment went alongside the stage's start (not before it), and
+# before the stage left its GitHub outcome comment to the board (the board's edits it: one marker).
+ALONGSIDE = "board-writes-alongside"
 
 
 async def _comment(inp: BoardCommentInput, summary: str) -> BoardWrite:
@@ -51,6 +54,22 @@ async def _settled(write: Awaitable[BoardWrite]) -> BoardWrite:
 async def started(card_key: str, stage: str, run: int) -> BoardWrite:
     return await _comment(BoardCommentInput(card_key=card_key, key=f"{card_key}/{run}/started", kind="started",
                                             stage=stage, run=run), f"board: {stage} run {run} started")
+
+
+async def opening(card_key: str, stage: str, run: int, was_blocked: bool) -> tuple[bool, str]:
+    """The started comment and, for a blocked card running again, its unblocking: (whether the
+    run's end is written too (written, or a dry run), the line for the card's details)."""
+    first = await started(card_key, stage, run)
+    on_board, line = not first.skipped or bool(first.would), first.line()
+    if on_board and was_blocked:
+        line += "; " + (await resumed(card_key, stage, run)).line()
+    return on_board, line
+
+
+async def resumed(card_key: str, stage: str, run: int) -> BoardWrite:
+    """A blocked card runs again: out of the blocked column (into `stage`'s) or its label removed."""
+    return await _move(BoardMoveInput(card_key=card_key, key=f"{card_key}/{run}/unblock", stage=stage, unblock=True),
+                       f"board: {stage} runs again, no longer blocked")
 
 
 def retry_words(card_key: str, state: CardState, stage: str) -> str:

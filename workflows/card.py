@@ -241,21 +241,29 @@ class CardWorkflow:
         self.state.auto_retry = None  # whatever runs now replaces a planned retry
         run = self.state.stage_runs
         self.state.iteration = 0
+        was_blocked = self.state.status == "blocked"
         self._set_stage(start, stage, "running")
         self._details()
-        on_board = False
-        if workflow.patched(board.PATCH):
+        on_board = board_comments = False
+        opening: asyncio.Future[tuple[bool, str]] | None = None
+        if workflow.patched(board.ALONGSIDE):
+            # The board hears of the run while its stage starts: nothing awaited before the child.
+            opening = asyncio.ensure_future(board.opening(self.card_key, stage, run, was_blocked))
+        elif workflow.patched(board.PATCH):  # runs recorded with the first board writes: comment, then stage
             first = await board.started(self.card_key, stage, run)
-            on_board = not first.skipped  # a board without a credential is skipped once per run
+            on_board, board_comments = not first.skipped or bool(first.would), not first.skipped
             self.state.board = first.line()
             self._details()
         handle = await workflow.start_child_workflow(
             StageWorkflow.run,
-            StageInput(ref=start.ref, stage=stage, run=run, settings=settings, board_comments=on_board),
+            StageInput(ref=start.ref, stage=stage, run=run, settings=settings, board_comments=board_comments),
             id=f"{workflow.info().workflow_id}/{run}-{stage}",
             static_summary=f"{stage} run {run} of card {start.ref.key}",
             execution_timeout=timedelta(days=7),
         )
+        if opening is not None:
+            on_board, self.state.board = await opening
+            self._details()
         while not handle.done():
             await workflow.wait_condition(lambda: handle.done() or bool(self.pending or self.comments))
             await self._flush_comments()

@@ -266,8 +266,9 @@ class StageInput(_Value):
     stage: str
     run: int
     settings: StageSettings
-    # The card workflow writes the run's outcome to the card's board (board.comment): the stage
-    # leaves its own GitHub outcome comment out. False in runs recorded before board writes.
+    # True only in runs recorded with the first board writes: the card workflow wrote the run's
+    # outcome to the board and the stage left its own GitHub outcome comment out. Since then the
+    # stage comments as before and the GitHub board's outcome comment (same marker) edits it.
     board_comments: bool = False
 
 
@@ -468,12 +469,14 @@ class BoardCommentInput(_Value):
 
 
 class BoardMoveInput(_Value):
-    """The card to the column of `stage` on its board, or, with `blocked`, to the blocked column or label."""
+    """The card to the column of `stage` on its board, or, with `blocked`, to the blocked column or
+    label; with `unblock` (a blocked card runs `stage` again), out of the blocked column or label."""
 
     card_key: str
     key: str = Field(min_length=1, max_length=600)
     stage: str = ""
     blocked: bool = False
+    unblock: bool = False
 
 
 class BoardWrite(_Value):
@@ -485,10 +488,15 @@ class BoardWrite(_Value):
     failed: str = ""
     target: str = ""
     column: str = ""  # a move: the column the card is in now (its echo from the board is ours)
+    # Skipped for want of a credential (not turned off): what would have been written, in words
+    # ("would comment: ..."), so a board-less run (the demo) shows what goes back.
+    would: str = ""
 
     def line(self) -> str:
         if self.failed:
             return f"failed: {self.failed}"
+        if self.would:
+            return f"{self.would} (skipped: {self.skipped})"
         return f"skipped: {self.skipped}" if self.skipped else self.done
 
 

@@ -86,7 +86,8 @@ async def test_a_blocked_trello_card_is_labelled_after_waiting_out_a_429(stack: 
                                                                           boards: dict[str, Board]) -> None:
     trello = boards["trello"]
     trello.fail("POST .*/actions/comments", 429, {"message": "Rate limit exceeded"}, {"Retry-After": "1"})
-    stack.model.transcript["review"] = ["Which cap applies?\n<promise>BLOCKED</promise> Which cap: 30s or 60s?"]
+    stack.model.transcript["review"] = ["Which cap applies?\n<promise>BLOCKED</promise> Which cap: 30s or 60s?",
+                                        "Cap is 30s as you said.\n<promise>COMPLETE</promise>"]
     ref = stack.cards.import_card(small_card(CARD_ID["trello"], board="trello"))
     handle = await stack.cards.move(ref, "review", delivery_id="t-1")
     state = await stack.wait_state(ref, lambda s: s.status == "blocked" and "label" in s.board)
@@ -98,6 +99,15 @@ async def test_a_blocked_trello_card_is_labelled_after_waiting_out_a_429(stack: 
     assert len(posts) == 3  # the 429, then each comment once
     assert posts[1].at - posts[0].at >= 1.0  # Retry-After: 1 was honoured
     assert "trello: labelled card rE4cW9vC 'cardloop: blocked'" in state.board
+
+    # The answer runs review again: the label comes off, and the card moves on as it completes.
+    await stack.cards.say(ref, "Use 30 seconds.", author="priya", delivery_id="c-1")
+    await stack.wait_state(ref, lambda s: s.status == "done")
+    assert trello.labels == [] and trello.moves == ["Testing", "Done"]
+    assert firsts(trello.comments)[2:] == [
+        "cardloop · review (run 2) started: the agent is working on this card.", "cardloop · review (run 2) completed.",
+        "cardloop · testing (run 3) started: the agent is working on this card.",
+        "cardloop · testing (run 3) completed."]
     await replay_all(stack.client, handle, "board-writes-blocked")
 
 
@@ -132,7 +142,7 @@ async def test_a_failed_stage_says_its_root_cause_and_how_to_retry(stack: Stack,
     stack.model.inject(status=400, message="max_tokens: too large for this model")
     ref = stack.cards.import_card(small_card(CARD_ID["generic"], board="generic"))
     await stack.cards.move(ref, "planning", delivery_id="f-1")
-    state = await stack.wait_state(ref, lambda s: bool(s.history) and "comment" in s.board)
+    state = await stack.wait_state(ref, lambda s: bool(s.history) and len(generic.requests) >= 2)
     assert state.history[0].outcome == "failed"
     said = [json.loads(r.raw)["text"] for r in generic.requests]
     assert firsts(said) == ["cardloop · planning (run 1) started: the agent is working on this card.",
@@ -140,3 +150,14 @@ async def test_a_failed_stage_says_its_root_cause_and_how_to_retry(stack: Stack,
     assert "Root cause: " in said[1] and "max_tokens: too large" in said[1]
     assert f"How to retry: `cardloop card retry {ref.key}`" in said[1]
     assert [json.loads(r.raw)["event"] for r in generic.requests] == ["comment", "comment"]  # no move
+
+
+async def test_a_board_cardloop_cannot_write_to_gets_a_dry_run(stack: Stack, boards: dict[str, Board]) -> None:
+    # The demo's card: board "github-projects" has no client (no credential would behave the same).
+    ref = stack.cards.import_card(small_card("PAY-142", board="github-projects"))
+    await stack.cards.move(ref, "testing", delivery_id="d-1")
+    state = await stack.wait_state(ref, lambda s: s.status == "done")
+    assert state.board.startswith("would comment: cardloop · testing (run 1) completed. (skipped: board "
+                                  "'github-projects' is none of github, linear, jira, trello, generic")
+    assert "; would move the card to the column of done (skipped: " in state.board
+    assert all(b.requests == [] for b in boards.values())

@@ -3,6 +3,7 @@
     BoardClient.comment(card, body=, marker=)  find the comment carrying the marker, else post it
     BoardClient.move(card, column)             read the card's column first; move only when it differs
     BoardClient.label(card, label)             read the card's labels first; add the label when missing
+    BoardClient.unlabel(card, label)           the same, removing it (a blocked card runs again)
 
 This is the marker mechanism of the coding agent's GitHub comments (github_results.py:
 `<!-- cardloop:{marker} -->` on a line of its own, looked for before anything is posted),
@@ -66,6 +67,8 @@ class BoardClient(Protocol):
     def move(self, card: BoardCard, column: str, *, key: str = "") -> Written: ...
 
     def label(self, card: BoardCard, label: str, *, key: str = "") -> Written: ...
+
+    def unlabel(self, card: BoardCard, label: str, *, key: str = "") -> Written: ...
 
     def close(self) -> None: ...
 

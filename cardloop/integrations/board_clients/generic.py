@@ -1,7 +1,7 @@
 """The generic board: an outgoing webhook to the configured URL, signed like the incoming one
 (`X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>`), one JSON event per write:
 
-    {"event": "comment" | "move" | "label", "delivery_id", "card_id", "tenant", "marker",
+    {"event": "comment" | "move" | "label" | "unlabel", "delivery_id", "card_id", "tenant", "marker",
      "text" | "to_column" | "label", "actor": "cardloop", "timestamp"}
 
 There is nothing to read back, so the delivery id (also in `X-Cardloop-Delivery`) is derived
@@ -57,3 +57,6 @@ class GenericBoard:
 
     def label(self, card: BoardCard, label: str, *, key: str = "") -> Written:
         return self._send(card, "label", key or f"{card.card_id}/label", label=label)
+
+    def unlabel(self, card: BoardCard, label: str, *, key: str = "") -> Written:
+        return self._send(card, "unlabel", key or f"{card.card_id}/unlabel", label=label)

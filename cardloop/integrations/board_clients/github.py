@@ -14,6 +14,7 @@ has no issue, so it can be moved but not commented on.
 from __future__ import annotations
 
 import re
+import urllib.parse
 from typing import Any
 
 from cardloop.contracts.secrets import Secret, reveal
@@ -62,13 +63,15 @@ class GitHubBoard:
     board = "github"
 
     def __init__(self, api_url: str, graphql_url: str, token: Secret | str, *, status_field: str = "Status",
-                 project: str = "", timeout: float = 30.0) -> None:
+                 project: str = "", timeout: float = 30.0, write_interval: float | None = 1.0) -> None:
         self._token = reveal(token) or ""
         headers = {"Authorization": f"Bearer {self._token}", "Accept": "application/vnd.github+json",
                    "X-GitHub-Api-Version": "2022-11-28"}
         self.rest = Http("GitHub", api_url, headers, secret=self._token, timeout=timeout)
         self.gql = Http("GitHub", graphql_url, headers, secret=self._token, timeout=timeout)
-        self.pulls = PullRequests(api_url, self._token, timeout=timeout, request_interval=None, write_interval=None)
+        # GitHub asks integrations to space their writes (a second apart); reads go at once.
+        self.pulls = PullRequests(api_url, self._token, timeout=timeout, request_interval=None,
+                                  write_interval=write_interval)
         self.status_field = status_field
         self.project = project
 
@@ -139,3 +142,18 @@ class GitHubBoard:
             return Written(done=f"{repo}#{number} already has label {label!r}", acted=False, target=f"{repo}#{number}")
         self.rest.json("POST", path, f"labelling {repo}#{number}", json={"labels": [label]})
         return Written(done=f"labelled {repo}#{number} {label!r}", target=f"{repo}#{number}")
+
+    def unlabel(self, card: BoardCard, label: str, *, key: str = "") -> Written:
+        target = issue_of(card)
+        if target is None:
+            raise UpstreamError(f"the card {card.card_id} links no GitHub issue", kind="not_found", retryable=False)
+        repo, number = target
+        path = f"/repos/{repo}/issues/{number}/labels"
+        have = self.rest.json("GET", path, f"reading the labels of {repo}#{number}", params={"per_page": 100}) or []
+        found = next((x for x in have if isinstance(x, dict) and same_name(x.get("name"), label)), None)
+        if found is None:
+            return Written(done=f"{repo}#{number} has no label {label!r}", acted=False, target=f"{repo}#{number}")
+        self.rest.json("DELETE", f"{path}/{urllib.parse.quote(str(found['name']), safe='')}",
+                       f"removing label {label!r} from {repo}#{number}")
+        return Written(done=f"removed label {label!r} from {repo}#{number}", target=f"{repo}#{number}")
+

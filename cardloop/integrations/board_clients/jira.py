@@ -103,3 +103,15 @@ class JiraBoard:
         self.http.json("PUT", f"/rest/api/3/issue/{key}", f"labelling {key}",
                        json={"update": {"labels": [{"add": label}]}})
         return Written(done=f"labelled {key} {label!r}", target=key)
+
+    def unlabel(self, card: BoardCard, label: str, *, key: str = "") -> Written:
+        key_ = card.card_id
+        label = "-".join(label.split())
+        issue = self.http.json("GET", f"/rest/api/3/issue/{key_}", f"reading the labels of {key_}",
+                               params={"fields": "labels"}) or {}
+        if label not in ((issue.get("fields") or {}).get("labels") or []):
+            return Written(done=f"{key_} has no label {label!r}", acted=False, target=key_)
+        self.http.json("PUT", f"/rest/api/3/issue/{key_}", f"removing label {label!r} from {key_}",
+                       json={"update": {"labels": [{"remove": label}]}})
+        return Written(done=f"removed label {label!r} from {key_}", target=key_)
+

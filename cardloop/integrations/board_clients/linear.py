@@ -104,6 +104,17 @@ class LinearBoard:
         _success(done, "issueUpdate", f"labelling {card.card_id}")
         return Written(done=f"labelled {card.card_id} {label!r}", target=card.card_id)
 
+    def unlabel(self, card: BoardCard, label: str, *, key: str = "") -> Written:
+        issue = self._issue(card)
+        have = (issue.get("labels") or {}).get("nodes") or []
+        if not any(same_name(x.get("name"), label) for x in have):
+            return Written(done=f"{card.card_id} has no label {label!r}", acted=False, target=card.card_id)
+        ids = [x["id"] for x in have if x.get("id") and not same_name(x.get("name"), label)]
+        done = self.http.graphql(ISSUE_UPDATE, {"id": issue["id"], "input": {"labelIds": ids}},
+                                 f"removing label {label!r} from {card.card_id}")
+        _success(done, "issueUpdate", f"removing a label from {card.card_id}")
+        return Written(done=f"removed label {label!r} from {card.card_id}", target=card.card_id)
+
 
 def _success(data: dict[str, Any], name: str, doing: str) -> None:
     if not (data.get(name) or {}).get("success"):

@@ -22,7 +22,7 @@ CREDENTIAL = {"github": "a GitHub token (issues: write, projects: write)",
 
 def unavailable(config: Config, board: str) -> str | None:
     if board not in CREDENTIAL:
-        return f"cardloop cannot write to board {board!r}"
+        return f"board {board!r} is none of {', '.join(CREDENTIAL)}: cardloop has no client to write to it"
     cfg = config.board(board)
     if not cfg.write_token_env:
         return f"board writes are off for {board} (boards.{board}.write_token_env is empty)"

@@ -83,3 +83,15 @@ class TrelloBoard:
         self.http.json("POST", f"/cards/{card.card_id}/idLabels", f"labelling card {card.card_id}",
                        data={"value": target["id"]})
         return Written(done=f"labelled card {card.card_id} {label!r}", target=card.card_id)
+
+    def unlabel(self, card: BoardCard, label: str, *, key: str = "") -> Written:
+        found = self._card(card, "idLabels,idBoard")
+        labels = self.http.json("GET", f"/boards/{found['idBoard']}/labels", f"reading the labels of card "
+                                f"{card.card_id}'s board", params={"fields": "name"}) or []
+        target = next((x for x in labels if same_name(x.get("name"), label)), None)
+        if target is None or target["id"] not in (found.get("idLabels") or []):
+            return Written(done=f"card {card.card_id} has no label {label!r}", acted=False, target=card.card_id)
+        self.http.json("DELETE", f"/cards/{card.card_id}/idLabels/{target['id']}",
+                       f"removing label {label!r} from card {card.card_id}")
+        return Written(done=f"removed label {label!r} from card {card.card_id}", target=card.card_id)
+

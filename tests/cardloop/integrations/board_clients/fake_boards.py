@@ -102,6 +102,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_PATCH(self) -> None:
         self._handle("PATCH")
 
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
     def _handle(self, method: str) -> None:
         board = self.server.board
         parts = urllib.parse.urlsplit(self.path)
@@ -183,6 +186,12 @@ class GitHubServer(_Server):
             b.comments[int(m.group(1)) - 1] = req.body["body"]
             return 200, self.comment_json(int(m.group(1)), req.body["body"]), base
         if req.path == f"{issue}/labels" and req.method == "GET":
+            return 200, [{"id": i, "name": n, "color": "ededed"} for i, n in enumerate(b.labels)], base
+        if req.path.startswith(f"{issue}/labels/") and req.method == "DELETE":
+            name = urllib.parse.unquote(req.path.rsplit("/", 1)[1])
+            if name not in b.labels:
+                return 404, {"message": "Label does not exist"}, base
+            b.labels.remove(name)
             return 200, [{"id": i, "name": n, "color": "ededed"} for i, n in enumerate(b.labels)], base
         if req.path == f"{issue}/labels" and req.method == "POST":
             b.labels += [x for x in req.body["labels"] if x not in b.labels]
@@ -312,6 +321,8 @@ class JiraServer(_Server):
             for op in req.body["update"]["labels"]:
                 if op.get("add") and op["add"] not in b.labels:
                     b.labels.append(op["add"])
+                if op.get("remove") in b.labels:
+                    b.labels.remove(op["remove"])
             return 204, None, {}
         return 404, {"errorMessages": ["not found"], "errors": {}}, {}
 
@@ -352,6 +363,9 @@ class TrelloServer(_Server):
             return 200, lists, {}
         if req.path == f"/1/boards/{TRELLO_BOARD}/labels":
             return 200, labels, {}
+        if req.path.startswith(f"{card}/idLabels/") and req.method == "DELETE":
+            b.labels.remove(TRELLO_LABELS[int(req.path.rsplit("/", 1)[1].removeprefix("label"))])
+            return 200, {"_value": None}, {}
         if req.path == f"{card}/idLabels" and req.method == "POST":
             b.labels.append(TRELLO_LABELS[int(req.body["value"].removeprefix("label"))])
             return 200, [req.body["value"]], {}
@@ -382,6 +396,8 @@ class GenericServer(_Server):
             b.moves.append(b.column)
         elif event["event"] == "label":
             b.labels.append(event["label"])
+        elif event["event"] == "unlabel" and event["label"] in b.labels:
+            b.labels.remove(event["label"])
         return 202, {"status": "accepted"}, {}
 
 

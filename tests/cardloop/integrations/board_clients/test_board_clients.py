@@ -31,7 +31,7 @@ LABEL = {"github": "cardloop: blocked", "linear": "cardloop: blocked", "jira": "
 def client(name: str, board: Board, token: str | None = None) -> BoardClient:
     secret = Secret(token or board.token)
     if name == "github":
-        return GitHubBoard(board.url, f"{board.url}/graphql", secret)
+        return GitHubBoard(board.url, f"{board.url}/graphql", secret, write_interval=None)
     return {"linear": LinearBoard, "jira": JiraBoard, "trello": TrelloBoard}.get(name, GenericBoard)(board.url, secret)
 
 
@@ -55,6 +55,9 @@ def test_comment_move_and_label_each_happen_once(name: str) -> None:
             stays = c.move(card(name), REVIEW[name], key="acme/x/1/move")
             labelled = c.label(card(name), LABEL[name], key="acme/x/1/blocked")
             still = c.label(card(name), LABEL[name], key="acme/x/1/blocked")
+            had = list(board.labels)
+            removed = c.unlabel(card(name), LABEL[name], key="acme/x/2/resume")
+            gone = c.unlabel(card(name), LABEL[name], key="acme/x/2/resume")
         finally:
             c.close()
         said = texts(name, board)
@@ -62,10 +65,10 @@ def test_comment_move_and_label_each_happen_once(name: str) -> None:
         assert all(is_own_comment(t) for t in said)  # what the inbound adapters recognise as our echo
         assert first.acted and other.acted and moved.acted and labelled.acted
         assert board.column == REVIEW[name] and board.moves == [REVIEW[name]]
-        assert board.labels == [LABEL[name]]
+        assert had == [LABEL[name]] and board.labels == [] and removed.acted
         if name != "generic":  # a board that can be read: the second write of each found the first
             assert not again.acted or name == "github"
-            assert not stays.acted and not still.acted
+            assert not stays.acted and not still.acted and not gone.acted
 
 
 @pytest.mark.parametrize("name", ["github", "linear", "jira", "trello"])
