@@ -213,13 +213,14 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
         state = await svc.state(ref)
         retrying = await svc.retrying(ref, state) if state is not None else None
         messages = svc.store.messages(ref.key)
+        recent = messages[len(messages) - args.last:] if args.last else []  # [-0:] would be all of them
         usage = svc.store.usage_totals(ref.key)
         if args.json:
             print(json.dumps({
                 "card": ref.key, "title": redact_text(card.title),
                 "state": state.model_dump(mode="json") if state else None,
                 "retrying": retrying,
-                "messages": [m.model_dump(mode="json") for m in messages[-args.last:]],
+                "messages": [m.model_dump(mode="json") for m in recent],
                 "usage": usage.model_dump(mode="json"),
             }, indent=2))
             return 0
@@ -247,8 +248,8 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
               f"({share} of the bill); {usage.unknown} without usage (running, or lost with their worker)")
         for stage, s in usage.by_stage.items():
             print(f"    {stage:<13} {s.calls} calls  ${float(s.cost_usd):.4f}")
-        print(f"  history: {len(messages)} messages (last {min(args.last, len(messages))}):")
-        for m in messages[-args.last:]:
+        print(f"  history: {len(messages)} messages (last {len(recent)}){':' if recent else ''}")
+        for m in recent:
             who = m.author or m.role
             text = " ".join(m.content.split())
             print(f"    [{m.role}] {who}: {text[:160]}{'…' if len(text) > 160 else ''}")
@@ -335,6 +336,16 @@ def shorten(text: str, width: int) -> str:
     return cut.rstrip(" ,;:.") + "…"
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative (0 shows none)")
+    return value
+
+
 def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("worker", help="run a worker against the configured Temporal (cluster, Cloud or dev)",
                        description="Run CardWorkflow, StageWorkflow and the activities on temporal.task_queue. "
@@ -400,7 +411,8 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
     p.set_defaults(func=cmd_card_list)
     p = card_sub.add_parser("show", help="a card's state, stage runs, usage and recent history")
     card_arg(p)
-    p.add_argument("--last", type=int, default=10, help="how many recent messages (default 10)")
+    p.add_argument("--last", type=_count, default=10, metavar="N",
+                   help="how many recent messages to show (default 10; 0: none)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_card_show)
 

@@ -1,5 +1,6 @@
-"""`cardloop card list` as a user runs it: live states from a real Temporal and worker, costs from
-the store, the filters, and the store's saved states when Temporal cannot be reached."""
+"""`cardloop card list` and `card show` as a user runs them: live states from a real Temporal and
+worker, costs from the store, the filters, the store's saved states when Temporal cannot be
+reached, and `card show --last 0`."""
 
 from __future__ import annotations
 
@@ -26,10 +27,13 @@ async def test_card_list_shows_stage_status_and_cost_and_filters(stack: Stack, t
            "CARDLOOP_TEMPORAL__TASK_QUEUE": stack.task_queue, "DATABASE_URL": stack.store.url,
            "CARDLOOP_TEMPORAL__ENCRYPT_PAYLOADS": "false"}
 
-    async def cli(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    async def card(command: str, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
         # On a thread: the worker answering the CLI's queries runs on this test's event loop.
-        return await asyncio.to_thread(subprocess.run, [str(CLI), "card", "list", *args], capture_output=True,
+        return await asyncio.to_thread(subprocess.run, [str(CLI), "card", command, *args], capture_output=True,
                                        text=True, cwd=ROOT, env={**env, **extra}, timeout=60)
+
+    async def cli(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return await card("list", *args, **extra)
 
     moved = stack.cards.import_card(small_card("LIST-1"))
     waiting = stack.cards.import_card(small_card("LIST-2").model_copy(update={"board": "linear"}))
@@ -52,6 +56,15 @@ async def test_card_list_shows_stage_status_and_cost_and_filters(stack: Stack, t
     assert row.split()[:4] == [moved.key, "done", "done", "1"] and footer.startswith("1 card;")
     linear = await cli("--board", "linear", "--tenant", waiting.tenant, "--json")
     assert [c["card"] for c in json.loads(linear.stdout)["cards"]] == [waiting.key]
+
+    # --last 0 is none (a slice [-0:] would have been every message); a negative count is bad usage.
+    none = await card("show", moved.key, "--last", "0")
+    assert none.returncode == 0, none.stderr
+    count = stack.store.message_count(moved.key)
+    assert count > 0 and f"history: {count} messages (last 0)" in none.stdout
+    assert not [line for line in none.stdout.splitlines() if line.startswith("    [")]
+    negative = await card("show", moved.key, "--last", "-1")
+    assert negative.returncode == 2 and "negative" in negative.stderr
 
     # Temporal gone: the store's saved state (the card's run closed when it reached done), said so.
     offline = await cli("--json", CARDLOOP_TEMPORAL__ADDRESS=f"127.0.0.1:{free_port()}")
