@@ -90,7 +90,8 @@ def add_context_command(sub: argparse._SubParsersAction, stage_type: Any) -> Non
                        description="Run the context sources of STAGE ([context.sources] in config.toml) for a "
                                    "card, show what each found with its tokens, and what the prompt kept.")
     p.add_argument("card", help="a card file or a card key in the store (TENANT/BOARD/CARD)")
-    p.add_argument("--stage", required=True, type=stage_type, metavar="STAGE")
+    p.add_argument("--stage", required=True, type=stage_type, metavar="STAGE",
+                   help="the stage whose sources run: planning, coding, review, testing or error_fixing")
     p.add_argument("--source", action="append", help="only this source (repeatable)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_context)

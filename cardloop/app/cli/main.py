@@ -280,7 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", help="profile from config.toml instead of the stage's")
     p.add_argument("--iteration", type=int, default=1, help="loop iteration to assemble for (default 1)")
     p.add_argument("--tenant-prompt", metavar="FILE", help="tenant custom prompt file (overrides the card's)")
-    p.add_argument("--tenant-mode", choices=("append", "replace_behavior"), default="append")
+    p.add_argument("--tenant-mode", choices=("append", "replace_behavior"), default="append",
+                   help="how the tenant prompt layers: after the behaviour prompts (append, default) or "
+                        "instead of them (replace_behavior)")
     p.add_argument("--request-system", metavar="TEXT", help="a request-level system message")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--no-payload", dest="payload", action="store_false", help="omit the rendered payload")
@@ -298,7 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = psub.add_parser("validate", help="validate a tenant custom prompt (exit 1 when rejected)")
     p.add_argument("file", help="text file with the prompt, or - for stdin")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_prompt_validate)
 
     card = sub.add_parser("card", help="card files")
@@ -306,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = csub.add_parser("schema", help="print the card file JSON Schema")
     p.set_defaults(func=cmd_card_schema, needs_config=False)
     p = csub.add_parser("check", help="validate a card file")
-    p.add_argument("file")
+    p.add_argument("file", help="card JSON file")
     p.set_defaults(func=cmd_card_check, needs_config=False)
     add_service_commands(sub, csub)
     add_tenant_commands(sub)

@@ -383,15 +383,16 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
     p = card_sub.add_parser("move", help="move a card to a stage (as the board does)")
     card_arg(p)
     p.add_argument("--to", required=True, choices=[*("planning", "coding", "review", "testing", "error_fixing"),
-                                                   "done"])
+                                                   "done"],
+                   help="the column the card moves to: a stage runs there; done ends the card")
     p.add_argument("--delivery-id", help="idempotency key: a repeated delivery id is applied once")
-    p.add_argument("--actor", default=None)
+    p.add_argument("--actor", default=None, help="who moved the card (recorded with the move)")
     p.set_defaults(func=cmd_card_move)
     p = card_sub.add_parser("say", help="post a comment on a card: it joins the card's chat history")
     card_arg(p)
-    p.add_argument("text")
-    p.add_argument("--author", default=None)
-    p.add_argument("--delivery-id")
+    p.add_argument("text", help="the comment (secrets are redacted before any model sees it)")
+    p.add_argument("--author", default=None, help="whose comment it is, as the card's history shows it")
+    p.add_argument("--delivery-id", help="idempotency key: a repeated delivery id is applied once")
     p.set_defaults(func=cmd_card_say)
     p = card_sub.add_parser("retry", help="run a card's failed stage again (e.g. after the model was overloaded)",
                             description="Re-run the stage whose run failed, on the card's workflow (its history "
@@ -413,7 +414,7 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
     card_arg(p)
     p.add_argument("--last", type=_count, default=10, metavar="N",
                    help="how many recent messages to show (default 10; 0: none)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_card_show)
 
 

@@ -177,13 +177,16 @@ def add_tenant_commands(sub: argparse._SubParsersAction) -> None:
     def common(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
         p.add_argument("tenant", help="tenant id")
         if json_flag:
-            p.add_argument("--json", action="store_true")
+            p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = tsub.add_parser("set-prompt", help="validate and store a new version of the tenant's prompt")
     common(p)
     p.add_argument("file", help="text file with the custom system prompt")
-    p.add_argument("--mode", choices=("append", "replace_behavior"), default="append")
-    p.add_argument("--language", default="auto")
+    p.add_argument("--mode", choices=("append", "replace_behavior"), default="append",
+                   help="append: added after the configured behaviour prompts (default); replace_behavior: "
+                        "replaces them (the core guardrails always stay first)")
+    p.add_argument("--language", default="auto",
+                   help="language the agent answers in, e.g. German (default auto: no language instruction)")
     p.add_argument("--tone", action="append", metavar="KEY=VALUE", help="tone profile entry (repeatable)")
     p.set_defaults(func=cmd_set_prompt)
     p = tsub.add_parser("show", help="the current prompt, the effective system prompt, the spend limits and usage")
@@ -194,13 +197,13 @@ def add_tenant_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_versions)
     p = tsub.add_parser("rollback", help="make a copy of VERSION the current version")
     common(p)
-    p.add_argument("version", type=int)
+    p.add_argument("version", type=int, help="the version number to restore (see `tenant versions`)")
     p.set_defaults(func=cmd_rollback)
     p = tsub.add_parser("token-create", help="issue an API token for the tenant (shown once)")
     common(p, json_flag=False)
-    p.add_argument("name")
+    p.add_argument("name", help="a label for the token (who or what uses it), shown in `tenant show`")
     p.set_defaults(func=cmd_token_create)
     p = tsub.add_parser("token-revoke", help="revoke one of the tenant's API tokens")
     common(p, json_flag=False)
-    p.add_argument("token_id")
+    p.add_argument("token_id", help="the token's id (from token-create or `tenant show`), not the token")
     p.set_defaults(func=cmd_token_revoke)

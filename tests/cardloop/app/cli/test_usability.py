@@ -3,6 +3,7 @@ on every option, the configured ports in `dev --help`. Real processes of the ins
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import tomllib
@@ -22,3 +23,28 @@ def test_version_prints_the_installed_version() -> None:
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"cardloop {version} (Python ")
+
+
+def _undocumented(parser: argparse.ArgumentParser, path: str) -> list[str]:
+    missing = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helped = {choice.dest for choice in action._choices_actions if choice.help}
+            for name, child in action.choices.items():
+                if name not in helped:
+                    missing.append(f"{path} {name}")
+                missing += _undocumented(child, f"{path} {name}")
+        elif not action.help:
+            missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+    return missing
+
+
+def test_every_command_option_and_argument_has_help_text() -> None:
+    from cardloop.app.cli.main import build_parser
+
+    assert _undocumented(build_parser(), "cardloop") == []
+    out = run("card", "move", "--help")
+    assert out.returncode == 0
+    text = " ".join(out.stdout.split())  # argparse wraps to the terminal's width
+    for needle in ("--to", "done ends the card", "--actor", "who moved the card"):
+        assert needle in text, needle
