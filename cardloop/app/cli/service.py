@@ -234,7 +234,8 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
             if retrying:
                 print(f"  now: {retrying}")
             for run in state.history[-10:]:
-                print(f"    {run.run:>3} {run.stage:<13} {run.outcome:<16} {run.iterations} turn(s)  {run.reason[:80]}")
+                print(f"    {run.run:>3} {run.stage:<13} {run.outcome:<16} {run.iterations} turn(s)  "
+                      f"{shorten(run.reason, 80)}")
             if state.auto_retry is not None:
                 plan = state.auto_retry
                 print(f"  failed for a transient cause: {plan.stage} runs again automatically at "
@@ -252,8 +253,7 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
         print(f"  history: {len(messages)} messages (last {len(recent)}){':' if recent else ''}")
         for m in recent:
             who = m.author or m.role
-            text = " ".join(m.content.split())
-            print(f"    [{m.role}] {who}: {text[:160]}{'…' if len(text) > 160 else ''}")
+            print(f"    [{m.role}] {who}: {shorten(m.content, 160)}")
         return 0
 
     return _card_command(args, config, action)

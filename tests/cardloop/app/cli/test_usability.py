@@ -61,3 +61,16 @@ def test_dev_help_shows_the_configured_ports_and_data_dir(tmp_path) -> None:
     broken = run("dev", "--help", env={"CARDLOOP_DEV__UI_PORT": "x"})
     assert broken.returncode == 0 and "configuration does not load" in broken.stdout
     assert "dev.ui_port (from CARDLOOP_DEV__UI_PORT)" in broken.stdout
+
+
+def test_card_show_cuts_long_reasons_and_messages_between_words() -> None:
+    from cardloop.app.cli.service import shorten
+
+    reason = "the model is overloaded (529) after 8 attempts over 2 minutes; the stage's work is pushed"
+    short = shorten(reason, 40)
+    assert len(short) <= 40 and short.endswith("…")
+    assert reason.startswith(short[:-1]) and reason[len(short) - 1] == " "  # cut where a word ended
+    assert shorten("short\n  and   spaced", 40) == "short and spaced"
+    word = "x" * 100  # no word boundary: the line is still bounded
+    assert shorten(word, 20) == "x" * 19 + "…"
+    assert shorten(reason, len(reason)) == reason
