@@ -108,6 +108,16 @@ async def _progress(svc: CardService, ref: CardRef, stage: str, run: int) -> Sta
         return None
 
 
+def _board_lines(state: CardState | None, shown: str, out) -> str:
+    """What the card's board was told (the demo has no board: what it would have been told),
+    once per change; returns what is now shown."""
+    if state is None or not state.board or state.board == shown:
+        return shown
+    for part in state.board.split("; "):
+        out(f"  board: {part}")
+    return state.board
+
+
 async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, out) -> CardState:
     before = await svc.state(ref)
     seen = len(before.history) if before else 0
@@ -117,11 +127,19 @@ async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, 
     out(f"\n▶ moved to {stage}")
     last_iter = 0
     last_retry: str | None = None
+    board = before.board if before else ""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
         state = await svc.state(ref)
+        board = _board_lines(state, board, out)
         if state and len(state.history) > seen:
+            # The board hears of the outcome right after the run ends (a comment, the next column).
+            settle = loop.time() + 5
+            while state is not None and state.board and state.board == board and loop.time() < settle:
+                await asyncio.sleep(0.1)
+                state = await svc.state(ref) or state
+            _board_lines(state, board, out)
             r = state.history[-1]
             mark = {"completed": "✓", "blocked": "⏸", "cancelled": "↷"}.get(r.outcome, "✗")
             for line in agent_lines(svc.store.messages(ref.key)[seen_messages:]):
