@@ -35,6 +35,9 @@ class Audit:
     replies_compared: int = 0
     replies_differing: int = 0
     ledger_calls: int = 0
+    # Rows whose attempt never settled: the worker died between opening the row (before the
+    # request leaves) and recording the answer. Such an attempt may or may not have reached the model.
+    ledger_unsettled: int = 0
     histories: int = 0
     histories_failing_replay: int = 0
     notes: list[str] = field(default_factory=list)
@@ -97,6 +100,8 @@ async def audit(client: Client, store: Store, refs: list[CardRef], states: dict[
     u = s.llm_usage.c
     with store.engine.connect() as conn:
         out.ledger_calls = conn.execute(select(func.count()).select_from(s.llm_usage)).scalar_one()
+        out.ledger_unsettled = conn.execute(
+            select(func.count()).select_from(s.llm_usage).where(u.status == "calling")).scalar_one()
         repeated = select(u.card_key, u.call_key, u.attempt).group_by(u.card_key, u.call_key, u.attempt)
         out.duplicated_usage_rows += conn.execute(
             select(func.count()).select_from(repeated.having(func.count() > 1).subquery())).scalar_one()
