@@ -91,13 +91,13 @@ def _join(items: list[str]) -> str:
 def missing_key_warnings(config: Config) -> list[str]:
     """One warning per unset model key that a stage, the summarizer or the gateway needs."""
     users: dict[str, dict[str, list[str]]] = {}  # env -> profile -> what uses it
-    for stage in STAGE_NAMES:
-        if stage in config.stages:
-            users.setdefault(config.profiles[config.stages[stage].profile].api_key_env, {}) \
-                .setdefault(config.stages[stage].profile, []).append(stage)
-    for what, profile in (("the summarizer", config.summarizer.profile),
-                          ("the prompt gateway", config.gateway.profile)):
-        users.setdefault(config.profiles[profile].api_key_env, {}).setdefault(profile, []).append(what)
+    uses = [(stage, config.stages[stage].profile) for stage in STAGE_NAMES if stage in config.stages]
+    uses += [("the summarizer", config.summarizer.profile), ("the prompt gateway", config.gateway.profile)]
+    for what, profile in uses:
+        prof = config.profiles[profile]
+        if prof.provider == "openai":  # OpenAI-compatible servers (vLLM, Ollama) may need no key
+            continue
+        users.setdefault(prof.api_key_env, {}).setdefault(profile, []).append(what)
     warnings = []
     for env_name, by_profile in users.items():
         if not env_name or config.env.get(env_name):
