@@ -44,6 +44,29 @@ async def _plain_client(config: Config) -> Client:
         raise ConfigError(f"cannot reach Temporal at {t.address}: {exc}") from None
 
 
+async def missing_setup(config: Config) -> list[str]:
+    """What `setup_temporal` would have to do on this server: the namespace, or search attributes
+    missing or of another type (`cardloop doctor`). Changes nothing."""
+    client = await _plain_client(config)
+    ns = config.temporal.namespace
+    try:
+        await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=ns))
+        listed = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace=ns))
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return ["the namespace does not exist"]
+        raise
+    existing = dict(listed.custom_attributes)
+    problems = []
+    for name, kind in SEARCH_ATTRIBUTE_TYPES.items():
+        wanted = IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{kind.upper()}")
+        if name not in existing:
+            problems.append(f"search attribute {name} ({kind}) is missing")
+        elif existing[name] != wanted:
+            problems.append(f"search attribute {name} is {IndexedValueType.Name(existing[name])}, not {kind}")
+    return problems
+
+
 async def setup_temporal(config: Config, *, retention: timedelta, out: Callable[[str], None],
                          attempts: int = 60) -> None:
     client = await _plain_client(config)

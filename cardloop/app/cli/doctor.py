@@ -1,7 +1,8 @@
 """`cardloop doctor`: what this machine can and cannot do for a worker, checked for real.
 
 Each check says ok, warn or fail with one line of why: the configuration, the store, the model
-keys, Temporal's port, git, the coding agent's workspace and sandbox (which protections
+keys, Temporal (its port, then the namespace and cardloop's search attributes, changing nothing),
+the payload codec's keys (parsed, never printed), git, the coding agent's workspace and sandbox (which protections
 `run_command` really gets here: process-group kill, rlimits, network and PID namespaces), and
 which boards get the cards' progress back (a board without its credential is skipped).
 Exit 1 when a check fails, 0 otherwise (warnings included)."""
@@ -77,7 +78,52 @@ def _temporal(config: Config) -> Check:
     except (OSError, ValueError) as exc:
         return Check("temporal", "warn", f"{config.temporal.address} does not answer ({exc}); "
                                          "`cardloop dev` starts a local one")
-    return Check("temporal", "ok", f"{config.temporal.address} accepts connections")
+    return _namespace(config)
+
+
+def _namespace(config: Config) -> Check:
+    """The namespace exists and has cardloop's search attributes, with the right types (the
+    Temporal UI's card filters and `card list` need them)."""
+    import asyncio
+
+    from cardloop.app.temporal_setup import missing_setup
+
+    t = config.temporal
+    try:
+        problems = asyncio.run(asyncio.wait_for(missing_setup(config), 10))
+    except Exception as exc:  # an unreachable or refusing server: say what, never a traceback
+        return Check("temporal", "warn", f"{t.address} accepts connections but did not answer: "
+                                         f"{type(exc).__name__}: {exc}"[:300])
+    if problems:
+        return Check("temporal", "fail", f"{t.address} namespace {t.namespace}: {'; '.join(problems)}; "
+                                         "run `cardloop temporal-setup`")
+    return Check("temporal", "ok", f"{t.address} namespace {t.namespace} with cardloop's search attributes")
+
+
+def _codec(config: Config) -> Check:
+    """The payload codec's keys parse (never printed); off only when configured off."""
+    from cardloop.app.codec import DEV_KEYS_FILE, KeyRing, is_loopback
+
+    t = config.temporal
+    if not t.encrypt_payloads:
+        return Check("codec", "warn", "temporal.encrypt_payloads = false: card text and prompts sit in plain text "
+                                      "in Temporal's database")
+    secret = config.secret(t.codec_keys_env) if t.codec_keys_env else None
+    try:
+        if secret is not None:
+            ring, where = KeyRing.parse(secret.reveal(), source=t.codec_keys_env), t.codec_keys_env
+        elif is_loopback(t.address):
+            # The embedded stack makes its key on first use: doctor only looks, it creates nothing.
+            path = Path(config.dev.data_dir).expanduser() / DEV_KEYS_FILE
+            if not path.is_file():
+                return Check("codec", "ok", f"payloads encrypted; the dev stack creates its key in {path} on start")
+            ring, where = KeyRing.parse(path.read_text(encoding="utf-8"), source=str(path)), str(path)
+        else:
+            return Check("codec", "fail", f"{t.codec_keys_env} is not set: payloads to {t.address} are encrypted "
+                                          "and need the workers' keys (`cardloop codec-key` makes one)")
+    except CardloopError as exc:
+        return Check("codec", "fail", str(exc)[:300])
+    return Check("codec", "ok", f"payloads encrypted (AES-GCM) with key ids {', '.join(ring.ids)} from {where}")
 
 
 def _git() -> Check:
@@ -129,8 +175,8 @@ def _boards(config: Config) -> list[Check]:
 
 
 def run_checks(config: Config) -> list[Check]:
-    return [_config(config), _store(config), *_keys(config), _temporal(config), _git(), *_workspace(config),
-            *_boards(config)]
+    return [_config(config), _store(config), *_keys(config), _temporal(config), _codec(config), _git(),
+            *_workspace(config), *_boards(config)]
 
 
 def cmd_doctor(args: argparse.Namespace, config: Config) -> int:

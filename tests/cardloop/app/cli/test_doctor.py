@@ -67,3 +67,37 @@ def test_each_board_says_whether_it_gets_results_back(env: Path, capsys, monkeyp
     assert trello["status"] == "warn" and "CARDLOOP_TRELLO_TOKEN is not set" in trello["detail"]
     assert "boards.jira.api_url is empty" in found["board jira"][0]["detail"]
     assert "lin_api_" not in json.dumps(found)
+
+
+def test_temporal_namespace_and_search_attributes_are_checked_on_a_real_server(
+        env: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cardloop.app.devserver import TemporalDevServer
+
+    with TemporalDevServer(port=free_port(), ui_port=None, retention=None) as server:
+        monkeypatch.setenv("CARDLOOP_TEMPORAL__ADDRESS", server.address)
+        main(["doctor", "--json"])
+        ok = checks(capsys)["temporal"][0]
+        assert ok["status"] == "ok" and "search attributes" in ok["detail"]
+        monkeypatch.setenv("CARDLOOP_TEMPORAL__NAMESPACE", "nowhere")
+        assert main(["doctor", "--json"]) == 1
+        missing = checks(capsys)["temporal"][0]
+        assert missing["status"] == "fail"
+        assert "nowhere: the namespace does not exist" in missing["detail"]
+        assert "cardloop temporal-setup" in missing["detail"]
+
+
+def test_the_codec_keys_are_checked_never_printed(env: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cardloop.app.codec import KeyRing
+
+    keys = KeyRing.generate("prod-2026").to_text()
+    monkeypatch.setenv("CARDLOOP_CODEC_KEYS", keys)
+    main(["doctor", "--json"])
+    out = capsys.readouterr().out
+    codec = next(c for c in json.loads(out) if c["name"] == "codec")
+    assert codec["status"] == "ok" and "prod-2026" in codec["detail"] and keys.split(":", 1)[1] not in out
+    monkeypatch.setenv("CARDLOOP_CODEC_KEYS", "prod:not-base64!")
+    assert main(["doctor", "--json"]) == 1
+    assert checks(capsys)["codec"][0]["status"] == "fail"
+    monkeypatch.setenv("CARDLOOP_TEMPORAL__ENCRYPT_PAYLOADS", "false")
+    main(["doctor", "--json"])
+    assert checks(capsys)["codec"][0]["status"] == "warn"
