@@ -2,7 +2,8 @@
 
 Each check says ok, warn or fail with one line of why: the configuration, the store, the model
 keys, Temporal (its port, then the namespace and cardloop's search attributes, changing nothing),
-the payload codec's keys (parsed, never printed), git, the coding agent's workspace and sandbox (which protections
+the payload codec's keys (parsed, never printed), GitHub and Kubernetes access for the configured
+context sources (GitHub's rate limit with the token; listing each service's pods), git, the coding agent's workspace and sandbox (which protections
 `run_command` really gets here: process-group kill, rlimits, network and PID namespaces), and
 which boards get the cards' progress back (a board without its credential is skipped).
 Exit 1 when a check fails, 0 otherwise (warnings included)."""
@@ -174,9 +175,63 @@ def _boards(config: Config) -> list[Check]:
     return checks
 
 
+def _uses(config: Config, *sources: str) -> bool:
+    return any(name in sources for names in config.context.sources.values() for name in names)
+
+
+def _github(config: Config) -> list[Check]:
+    """The GitHub sources' API answers with the configured token (a request to its rate limit,
+    which costs nothing against it)."""
+    if not _uses(config, "github_actions", "github_reviews", "github_tests"):
+        return []
+    import httpx
+
+    g = config.sources.github
+    token = config.secret(g.token_env) if g.token_env else None
+    headers = {"Accept": "application/vnd.github+json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token.reveal()}"
+    try:
+        answer = httpx.get(g.api_url.rstrip("/") + "/rate_limit", headers=headers, timeout=5.0)
+    except httpx.HTTPError as exc:
+        return [Check("github", "warn", f"{g.api_url} did not answer ({type(exc).__name__}): CI logs, reviews and "
+                                        "test reports come back as 'unavailable' notes")]
+    if answer.status_code == 401:
+        return [Check("github", "fail", f"{g.api_url} refused {g.token_env} (401): renew the token")]
+    if answer.status_code != 200:
+        return [Check("github", "warn", f"{g.api_url}/rate_limit answered {answer.status_code}")]
+    try:
+        left = answer.json()["resources"]["core"]["remaining"]
+    except (ValueError, KeyError, TypeError):
+        left = "?"
+    if token is None:
+        return [Check("github", "warn", f"{g.token_env} is not set: public repositories only, "
+                                        f"{left} requests left this hour")]
+    return [Check("github", "ok", f"{g.api_url} accepts {g.token_env}: {left} requests left this hour")]
+
+
+def _kubernetes(config: Config) -> list[Check]:
+    """The pod-log source's account reaches the API server and may list each service's pods."""
+    if not _uses(config, "kubernetes"):
+        return []
+    from cardloop.integrations.sources.kubernetes.config import from_config
+    from cardloop.integrations.upstream import UpstreamError
+
+    try:
+        source = from_config("kubernetes", config)
+    except UpstreamError as exc:
+        return [Check("kubernetes", "warn", f"{exc}: error_fixing gets no pod logs")]
+    if not config.sources.kubernetes.services:
+        return [Check("kubernetes", "warn", "no [sources.kubernetes.services]: no repository has pods to read")]
+    problems = source.probe()
+    if problems:
+        return [Check("kubernetes", "warn", "; ".join(problems)[:400])]
+    return [Check("kubernetes", "ok", f"pods of {len(config.sources.kubernetes.services)} service(s) readable")]
+
+
 def run_checks(config: Config) -> list[Check]:
     return [_config(config), _store(config), *_keys(config), _temporal(config), _codec(config), _git(),
-            *_workspace(config), *_boards(config)]
+            *_github(config), *_kubernetes(config), *_workspace(config), *_boards(config)]
 
 
 def cmd_doctor(args: argparse.Namespace, config: Config) -> int:

@@ -222,6 +222,20 @@ class KubernetesSource:
 
     # -- gathering --------------------------------------------------------------------------
 
+    def probe(self) -> list[str]:
+        """Whether this account may list the pods of each configured service (`cardloop doctor`):
+        one line per service that it may not, with the API's reason."""
+        problems = []
+        for repo, target in sorted(self._services.items()):
+            try:
+                self._core.list_namespaced_pod(target.namespace, label_selector=target.selector, limit=1,
+                                               _request_timeout=self._timeouts)
+            except k8s.ApiException as exc:
+                problems.append(f"{repo}: listing pods in {target.namespace} answered {exc.status} {exc.reason}")
+            except Exception as exc:  # unreachable API server, TLS trouble: name it, never raise
+                problems.append(f"{repo}: {self._host} did not answer ({type(exc).__name__})")
+        return problems
+
     def gather(self, request: SourceRequest) -> SourceResult:
         card = request.card
         if not card.repo:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from cardloop.app.cli.main import main
 from cardloop.app.devserver import free_port
+from tests.cardloop.integrations.sources.fake_kubernetes import TOKEN as K8S_TOKEN
+from tests.cardloop.integrations.sources.fake_kubernetes import FakeCluster
 
 
 @pytest.fixture
@@ -16,7 +20,11 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("CARDLOOP_STORE__URL", f"sqlite:///{tmp_path / 'store.sqlite'}")
     monkeypatch.setenv("CARDLOOP_TEMPORAL__ADDRESS", f"127.0.0.1:{free_port()}")  # nothing listens there
     monkeypatch.setenv("CARDLOOP_WORKSPACE__ROOT", str(tmp_path / "ws"))
+    monkeypatch.setenv("CARDLOOP_SOURCES__GITHUB__API_URL", f"http://127.0.0.1:{free_port()}")  # nothing there
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("CARDLOOP_GITHUB_TOKEN", raising=False)
     return tmp_path
 
 
@@ -101,3 +109,66 @@ def test_the_codec_keys_are_checked_never_printed(env: Path, capsys, monkeypatch
     monkeypatch.setenv("CARDLOOP_TEMPORAL__ENCRYPT_PAYLOADS", "false")
     main(["doctor", "--json"])
     assert checks(capsys)["codec"][0]["status"] == "warn"
+
+
+class _GitHub(BaseHTTPRequestHandler):
+    """GitHub's GET /rate_limit: 200 with the core resource for the right token, else 401."""
+
+    def do_GET(self) -> None:
+        ok = self.path == "/rate_limit" and self.headers.get("Authorization") in (None, f"Bearer {GH_TOKEN}")
+        body = ({"resources": {"core": {"limit": 5000, "remaining": 4990, "reset": 1, "used": 10}}} if ok
+                else {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"})
+        data = json.dumps(body).encode()
+        self.send_response(200 if ok else 401)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+GH_TOKEN = "ghp_DoctorToken000000000000000000000000"
+
+
+def test_github_access_is_checked_with_the_token(env: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _GitHub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("CARDLOOP_SOURCES__GITHUB__API_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        main(["doctor", "--json"])
+        assert checks(capsys)["github"][0]["status"] == "warn"  # no token: public repositories only
+        monkeypatch.setenv("CARDLOOP_GITHUB_TOKEN", GH_TOKEN)
+        main(["doctor", "--json"])
+        out = capsys.readouterr().out
+        github = next(c for c in json.loads(out) if c["name"] == "github")
+        assert github["status"] == "ok" and "4990 requests left" in github["detail"] and GH_TOKEN not in out
+        monkeypatch.setenv("CARDLOOP_GITHUB_TOKEN", "ghp_Revoked0000000000000000000000000000")
+        assert main(["doctor", "--json"]) == 1
+        assert checks(capsys)["github"][0]["status"] == "fail"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_kubernetes_access_is_checked_per_service(env: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    main(["doctor", "--json"])
+    assert checks(capsys)["kubernetes"][0]["status"] == "warn"  # no kubeconfig, not in a pod
+    with FakeCluster() as cluster:
+        kubeconfig = env / "kubeconfig"
+        kubeconfig.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "test",
+            "clusters": [{"name": "fake", "cluster": {"server": cluster.url}}],
+            "users": [{"name": "worker", "user": {"token": K8S_TOKEN}}],
+            "contexts": [{"name": "test", "context": {"cluster": "fake", "user": "worker"}}]}))
+        monkeypatch.setenv("CARDLOOP_SOURCES__KUBERNETES__KUBECONFIG", str(kubeconfig))
+        main(["doctor", "--json"])
+        ok = checks(capsys)["kubernetes"][0]
+        assert ok["status"] == "ok", ok
+        cluster.fail(r"/api/v1/namespaces/payments/pods", 403, {
+            "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+            "message": 'pods is forbidden: User "system:serviceaccount:cardloop:worker" cannot list resource'})
+        main(["doctor", "--json"])
+        found = checks(capsys)["kubernetes"][0]
+        assert found["status"] == "warn" and "answered 403" in found["detail"]
