@@ -3,9 +3,10 @@
 Each check says ok, warn or fail with one line of why: the configuration, the store, the model
 keys, Temporal (its port, then the namespace and cardloop's search attributes, changing nothing),
 the payload codec's keys (parsed, never printed), GitHub and Kubernetes access for the configured
-context sources (GitHub's rate limit with the token; listing each service's pods), git, the coding agent's workspace and sandbox (which protections
-`run_command` really gets here: process-group kill, rlimits, network and PID namespaces), and
-which boards get the cards' progress back (a board without its credential is skipped).
+context sources (GitHub's rate limit with the token; listing each service's pods), git, the
+coding agent's workspace and sandbox (which protections `run_command` really gets here:
+process-group kill, rlimits, network and PID namespaces), and which boards get the cards'
+progress back (a board without its credential is skipped).
 Exit 1 when a check fails, 0 otherwise (warnings included)."""
 
 from __future__ import annotations
