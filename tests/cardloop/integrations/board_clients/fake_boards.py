@@ -57,6 +57,11 @@ class Board:
     failures: list[Failure] = field(default_factory=list)
     url: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # A write matching `stall` is applied, then its answer waits for `release` (a worker killed
+    # while its request is in flight): `stalled` is set once the write has been applied.
+    stall: re.Pattern[str] | None = None
+    stalled: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
 
     def fail(self, pattern: str, status: int, body: Any = None, headers: dict[str, str] | None = None,
              times: int = 1, after: bool = False) -> None:
@@ -87,8 +92,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(raw)))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(raw)
+        try:
+            self.end_headers()
+            self.wfile.write(raw)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client is gone (a worker killed mid-request): as a real server, drop the answer
 
     def do_GET(self) -> None:
         self._handle("GET")
@@ -131,6 +139,11 @@ class _Handler(BaseHTTPRequestHandler):
             status, data, headers = self.server.answer(req)
             if failure is not None:
                 return self._reply(failure.status, failure.body, failure.headers)
+            hold = board.stall is not None and board.stall.search(what) and not board.stalled.is_set()
+            if hold:
+                board.stalled.set()
+        if hold:
+            board.release.wait(60)
         self._reply(status, data, headers)
 
 
