@@ -171,7 +171,9 @@ class CardService:
         try:
             return await handle.query(names.QUERY_STATE, result_type=CardState)
         except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
+            # NOT_FOUND: never started. FAILED_PRECONDITION: its run closed (terminated, cancelled)
+            # before it ran a single workflow task, so it has no state to answer with.
+            if err.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
                 return None
             raise
 

@@ -41,3 +41,21 @@ async def test_a_burst_on_a_finished_card_never_starts_a_run_without_its_state(s
     assert final.seen_deliveries.count("move-1") == 1
     assert all(f"c-{i}" in final.seen_deliveries for i in range(60))
     assert comments() == sorted(f"comment {i}" for i in range(60))  # each stored once
+
+
+async def test_a_card_whose_run_closed_before_it_ran_has_no_state(stack: Stack) -> None:
+    """Terminated before any worker took its first task (no worker on that queue): Temporal cannot
+    answer the state query for it ("closed before WorkflowTaskStarted"); the card has no state."""
+    from temporalio.client import Client
+
+    from cardloop.app.cards import CardService
+    from cardloop.contracts.payloads import CardRef
+
+    ref = CardRef(tenant="acme", board="generic", card_id="PAY-NEVER-RAN")
+    idle: Client = stack.client
+    cards = CardService(idle, stack.store, stack.config.model_copy(update={
+        "temporal": stack.config.temporal.model_copy(update={"task_queue": "nobody-listens-here"})}))
+    stack.cards.import_card(Card(id=ref.card_id, tenant="acme", board="generic", title="Never ran"))
+    handle = await cards.move(ref, "planning", delivery_id="never-1")
+    await idle.get_workflow_handle(handle.id).terminate("closed before any worker took it")
+    assert await cards.state(ref) is None
