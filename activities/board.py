@@ -21,7 +21,7 @@ from contextlib import closing
 from temporalio import activity
 
 from cardloop.activities.deps import ActivityDeps
-from cardloop.activities.errors import card_not_found, from_upstream
+from cardloop.activities.errors import from_upstream, stored_card
 from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.activities.once import recorded_once
 from cardloop.contracts import names
@@ -78,10 +78,7 @@ class BoardActivities:
         self.rt = rt
 
     def _card(self, card_key: str) -> Card:
-        card = self.rt.store.get_card(card_key)
-        if card is None:
-            raise card_not_found(card_key)
-        return card
+        return stored_card(self.rt.store, card_key)
 
     def _write(self, card_key: str, card: Card, key: str, kind: str, what: str, pr: str,
                do: Callable[[BoardClient, BoardCard], Written], *, column: str = "") -> BoardWrite:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from temporalio import activity
 
 from cardloop.activities.deps import ActivityDeps
-from cardloop.activities.errors import card_not_found, from_source, invalid_input
+from cardloop.activities.errors import from_source, invalid_input, stored_card
 from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.contracts import metrics
 from cardloop.contracts.payloads import GatherInput, GatherResult
@@ -40,9 +40,7 @@ class ContextActivities:
             stage = parse_stage(inp.stage)
         except ValueError as exc:
             raise invalid_input(str(exc)) from None
-        card = rt.store.get_card(inp.card_key)
-        if card is None:
-            raise card_not_found(inp.card_key)
+        card = stored_card(rt.store, inp.card_key)
         try:
             source = rt.source(inp.source)
             result: SourceResult = call_with_heartbeat(lambda: source.gather(SourceRequest(card, stage)),

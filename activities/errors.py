@@ -6,6 +6,7 @@ model call: see cardloop/contracts/retry.py)."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -15,12 +16,25 @@ from cardloop.contracts.limits import Refusal
 from cardloop.contracts.names import CARD_NOT_FOUND, CONFIG_ERROR, INVALID_INPUT, PROVIDER_REJECTED
 from cardloop.contracts.retry import RetryConfig, decide
 from cardloop.integrations.upstream import UpstreamError
+from cardloop.prompts.card import Card
 
 SOURCE_UNAVAILABLE = "SourceUnavailable"  # a context source that may answer on the next attempt
 
 
 def card_not_found(card_key: str) -> ApplicationError:
     return ApplicationError(f"card {card_key!r} is not in the store", type=CARD_NOT_FOUND, non_retryable=True)
+
+
+class CardReader(Protocol):
+    def get_card(self, card_key: str) -> Card | None: ...
+
+
+def stored_card(store: CardReader, card_key: str) -> Card:
+    """The card as the store holds it; a card that is not there is a non-retryable failure."""
+    card = store.get_card(card_key)
+    if card is None:
+        raise card_not_found(card_key)
+    return card
 
 
 def invalid_input(message: str) -> ApplicationError:

@@ -7,7 +7,7 @@ import json
 from temporalio import activity
 
 from cardloop.activities.deps import ActivityDeps
-from cardloop.activities.errors import card_not_found, config_error, invalid_input
+from cardloop.activities.errors import config_error, invalid_input, stored_card
 from cardloop.activities.workspace import tool_specs
 from cardloop.contracts import names
 from cardloop.contracts.config import WRITE_TOOLS, Config
@@ -41,9 +41,7 @@ class PromptActivities:
     @activity.defn(name=names.ASSEMBLE)
     def assemble(self, inp: AssembleInput) -> AssembleResult:
         rt = self.rt
-        card = rt.store.get_card(inp.card_key)
-        if card is None:
-            raise card_not_found(inp.card_key)
+        card = stored_card(rt.store, inp.card_key)
         # The tenant's prompt managed through the API (the store) wins over one a card file carries.
         stored = rt.store.current_tenant_prompt(card.tenant)
         try:

@@ -24,7 +24,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from cardloop.activities.deps import ActivityDeps
-from cardloop.activities.errors import card_not_found
+from cardloop.activities.errors import stored_card
 from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.activities.once import recorded_once
 from cardloop.contracts import names
@@ -82,10 +82,7 @@ class ResultsActivities:
     # --- what every GitHub result needs --------------------------------------------------------
 
     def _card(self, card_key: str) -> Card:
-        card = self.rt.store.get_card(card_key)
-        if card is None:
-            raise card_not_found(card_key)
-        return card
+        return stored_card(self.rt.store, card_key)
 
     def _token(self, card: Card, repo: str | None) -> Secret | str:
         """The tenant's GitHub token for `repo`, or a sentence saying why GitHub is not used."""

@@ -23,7 +23,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from cardloop.activities.deps import ActivityDeps
-from cardloop.activities.errors import card_not_found
+from cardloop.activities.errors import stored_card
 from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.activities.once import exactly_once
 from cardloop.contracts import names
@@ -86,10 +86,7 @@ class WorkspaceActivities:
     # --- helpers ---------------------------------------------------------------------------
 
     def _card(self, key: str) -> Card:
-        card = self.rt.store.get_card(key)
-        if card is None:
-            raise card_not_found(key)
-        return card
+        return stored_card(self.rt.store, key)
 
     def _workspace(self, card_key: str, card: Card) -> Workspace:
         """The worktree this worker holds for the card (made again if it vanished from disk)."""
