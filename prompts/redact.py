@@ -66,6 +66,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from cardloop.prompts.redaction_rule import RedactionRule
+from cardloop.prompts.rule_gates import RuleGates, gate_for
 from cardloop.prompts.secret_rules import GitleaksScanner, load_default
 from cardloop.prompts.secret_table import _SPACE, DEFAULT_RULES
 from cardloop.prompts.secret_values import shannon_entropy
@@ -175,9 +176,11 @@ def _anchor_starts(anchor: re.Pattern[str], t: _Text) -> dict[int, int]:
 
 class Redactor:
     def __init__(self, rules: Sequence[RedactionRule] = DEFAULT_RULES, *,
-                 catalog: GitleaksScanner | None = None) -> None:
+                 catalog: GitleaksScanner | None = None, gated: bool = True) -> None:
         """`rules`: our own rules, listed first (an equal span is named after them);
-        `catalog`: gitleaks' provider formats (prompts/secret_rules.py), scanned after them."""
+        `catalog`: gitleaks' provider formats (prompts/secret_rules.py), scanned after them;
+        `gated`: skip a rule none of whose leading literals occurs in the text
+        (prompts/rule_gates.py; False only to check that the gates change no finding)."""
         names = [r.name for r in rules] + ([r.name for r in catalog.rules] if catalog else [])
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate rule names in {names}")
@@ -190,6 +193,7 @@ class Redactor:
         self._names = tuple(names)
         self._tails = tuple(re.compile(r.tail) if r.tail else None for r in self.rules)
         self._tail_runs = tuple(re.compile(r.tail + "*") if r.tail else None for r in self.rules)
+        self._gates = RuleGates([gate_for(r) if gated else None for r in self.rules])
 
     def _candidates(self, rule: RedactionRule, t: _Text) -> Iterable[tuple[re.Match[str] | None, int, int]]:
         """(match or None when skipped, identifier start, identifier end) in start order."""
@@ -254,7 +258,7 @@ class Redactor:
         receives the work done."""
         t = _Text(text, stats if stats is not None else ScanStats())
         candidates: list[tuple[int, int, int]] = []  # (start, -end, rule index)
-        for index in range(len(self.rules)):
+        for index in self._gates.open_rules(text, t.lowered):
             self._collect(index, t, candidates)
         if self.catalog is not None:
             found, keyword_hits, searched = self.catalog.scan(text, t.lowered)

@@ -201,6 +201,9 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         validator=_not_placeholder(6, bound=_QUERY_VALUE_BOUND),
         # A hit is the `?`, `&` or `#` itself, which is where the pattern starts.
         anchors=(re.compile(rf"[?&#](?=(?:{_QUERY_KEYS})={_QUERY_VALUE})"),),
+        # Every query key above holds one of these: the rule is skipped for a text with none
+        # (its anchor starts with a class, which gives prompts/rule_gates.py no literal).
+        keywords=("token", "key", "sig", "credential", "secret", "passw"),
         # `?`, keyword, `=` and value are all `tail` characters, so a match that starts
         # inside an accepted value ends where that value's run ends: inside it.
         tail=_QUERY_VALUE,

@@ -1,0 +1,71 @@
+"""The literal gates skip our rules only where they would have found nothing: the gated
+redactor finds exactly what the ungated one finds, secret by secret and on benign text, in
+whole texts and line by line, and a rule whose first characters are not a plain literal
+always runs."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from cardloop.prompts.redact import DEFAULT_REDACTOR, DEFAULT_RULES, Redactor
+from cardloop.prompts.redaction_rule import RedactionRule
+from cardloop.prompts.rule_gates import RuleGates, gate_for, leading_literals
+from tests.prompts.benign_corpus import generated
+from tests.prompts.secret_corpus import samples
+
+UNGATED = Redactor(DEFAULT_RULES, catalog=DEFAULT_REDACTOR.catalog, gated=False)
+
+# Texts where a rule's literal sits at an edge, in another case, next to a lone surrogate,
+# or past the length where the gates switch from one automaton pass to substring checks.
+EDGES = [
+    "", "A", "x", "sk-", "Sk-ant-abc", "SECRET=hunter2hunter2", "Bearer abcdefghijklmnop1234",
+    "authorization: Basic dXNlcjpwYXNzd29yZDEyMzQ1Ng==", "https://u:p4ssw0rdp4ssw0rd@host/x",
+    "GET /cb?Access_Token=Zx81kPq0Lm2Rt5Yv7Wn3 HTTP/1.1", "İ password = 'Zx81kPq0Lm2Rt5Yv7Wn3'",
+    "\ud800 token=Zx81kPq0Lm2Rt5Yv7Wn3Bc9Df \udfff", "AKIA" + "Z" * 16,
+    "log line\n" * 600 + "export GITHUB_TOKEN=ghp_" + "a1B2c3D4e5" * 4 + "\n",
+]
+
+
+def test_each_sample_secret_is_found_the_same_with_and_without_gates() -> None:
+    for sample in samples(seed=3, per_family=2):
+        assert DEFAULT_REDACTOR.find(sample.text) == UNGATED.find(sample.text), (sample.family, sample.syntax)
+
+
+@pytest.mark.parametrize("text", EDGES)
+def test_edge_texts_are_found_the_same(text: str) -> None:
+    assert DEFAULT_REDACTOR.find(text) == UNGATED.find(text)
+
+
+def test_benign_text_is_found_the_same_whole_and_line_by_line() -> None:
+    for name, text in generated(200_000).items():
+        assert DEFAULT_REDACTOR.find(text) == UNGATED.find(text), name
+        for line in text.splitlines()[:400]:
+            assert DEFAULT_REDACTOR.find(line) == UNGATED.find(line), (name, line)
+
+
+def test_a_line_without_any_literal_runs_no_rule_of_ours() -> None:
+    line = "2026-11-20T10:01:02Z INFO worker started processing job 42 for queue default"
+    assert DEFAULT_REDACTOR._gates.open_rules(line, line.lower()) == []
+
+
+@pytest.mark.parametrize(("pattern", "expected"), [
+    (r"sk-ant-[a-z]+", ("sk-ant-",)),
+    (r"xa|yb", ("xa", "yb")),
+    (r"ghp_x|gho_y", ("gh",)),  # `re` factors a common prefix out of the alternatives
+    (r"(?:AKIA|ASIA)[A-Z0-9]{16}", ("A",)),
+    (r"[?&]token=", None),  # a class first
+    (r"(?<![a-z])key", None),  # a lookbehind first
+    (r"(?i:secret)=", None),  # case-insensitive letters
+    (r"abc|[xy]", None),  # one alternative without a literal
+])
+def test_leading_literals(pattern: str, expected: tuple[str, ...] | None) -> None:
+    assert leading_literals(re.compile(pattern)) == expected
+
+
+def test_a_case_insensitive_rule_is_never_gated() -> None:
+    rule = RedactionRule("loud", re.compile(r"secret=\S+", re.IGNORECASE))
+    assert gate_for(rule) is None
+    gates = RuleGates([gate_for(rule)])
+    assert gates.open_rules("nothing here", "nothing here") == [0]
