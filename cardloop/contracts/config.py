@@ -43,12 +43,12 @@ from cardloop.contracts.config_sections import (  # noqa: F401  (re-exported: on
     ProfileConfig,
     ProviderConfig,
     RepositorySourceConfig,
+    ResearchConfig,
     SandboxConfig,
     SourcesConfig,
     StageConfig,
     StageTarget,
     StoreConfig,
-    ResearchConfig,
     SummarizerConfig,
     TemporalConfig,
     TenantConfig,
@@ -60,6 +60,7 @@ from cardloop.contracts.config_sections import (  # noqa: F401  (re-exported: on
     _Section,
 )
 from cardloop.contracts.errors import ConfigError
+from cardloop.contracts.payloads import ResearchSettings
 from cardloop.contracts.retry import RetryConfig
 from cardloop.contracts.secrets import Secret, secret_from_env
 from cardloop.prompts.formats import resolve_format
@@ -446,3 +447,18 @@ def research_models(config: Config, analyst: str | None = None, synthesizer: str
     r = config.research
     return (analyst or r.analyst_model or config.profiles[r.analyst_profile].model,
             synthesizer or r.synthesizer_model or config.profiles[r.synthesizer_profile].model)
+
+
+def research_settings(config: Config, analyst: str | None = None, synthesizer: str | None = None) -> ResearchSettings:
+    """[research] as a workflow input, the models resolved (flags win over config over profiles)."""
+    r = config.research
+    analyst_model, synthesizer_model = research_models(config, analyst, synthesizer)
+    for role, model in (("analyst", analyst_model), ("synthesizer", synthesizer_model)):
+        if model not in config.models:
+            raise ConfigError(f"research {role} model {model!r}: no [models.{model!r}] table in {config.source} "
+                              f"(known: {', '.join(config.models) or 'none'})")
+    return ResearchSettings(
+        analyst_profile=r.analyst_profile, analyst_model=analyst_model, synthesizer_profile=r.synthesizer_profile,
+        synthesizer_model=synthesizer_model,
+        **r.model_dump(exclude={"analyst_profile", "analyst_model", "synthesizer_profile", "synthesizer_model",
+                                "stages", "auto_min_tokens"}))

@@ -29,8 +29,8 @@ from cardloop.store.deliveries import DeliveriesMixin
 from cardloop.store.engine import open_database
 from cardloop.store.ledger import LedgerMixin
 from cardloop.store.limits import LimitsMixin
-from cardloop.store.roles import provision, scram_sha256_verifier
 from cardloop.store.research import ResearchMixin
+from cardloop.store.roles import provision, scram_sha256_verifier
 from cardloop.store.summaries import SummariesMixin
 from cardloop.store.tenant_prompts import TenantPromptsMixin
 from cardloop.store.tokens import TOKEN_PREFIX, ApiTokensMixin

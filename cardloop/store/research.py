@@ -8,39 +8,13 @@ one research run over several files still has one id per chunk."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from sqlalchemy import func, select
 
-from cardloop.prompts.research.chunks import ChunkSpan
+from cardloop.prompts.research.chunks import Buffer, Chunk, ChunkSpan
 from cardloop.store import schema as s
 from cardloop.store.blobs import BlobsMixin
 from cardloop.store.values import MAX_KEY, StoreError
-
-
-@dataclass(frozen=True, slots=True)
-class Buffer:
-    buffer_id: int
-    name: str
-    blob_ref: str
-    size: int
-    lines: int
-    tokens: int
-    chunk_tokens: int
-    overlap_lines: int
-    first_chunk: int
-    chunks: int
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    chunk_id: int
-    buffer_id: int
-    first_line: int
-    last_line: int
-    start: int
-    end: int
-    tokens: int
 
 
 class ResearchMixin(BlobsMixin):
@@ -51,7 +25,7 @@ class ResearchMixin(BlobsMixin):
         tenant = self._card_tenant(card_key)
         if not name or len(name) > MAX_KEY:
             raise StoreError(f"buffer name {name[:80]!r}: expected 1 to {MAX_KEY} characters")
-        found = self._find_buffer(card_key, name, blob_ref, chunk_tokens, overlap_lines)
+        found = self.find_buffer(card_key, name, blob_ref, chunk_tokens, overlap_lines)
         if found is not None:
             return found
         b, c = s.research_buffers.c, s.research_chunks.c
@@ -70,11 +44,11 @@ class ResearchMixin(BlobsMixin):
                     {"tenant": tenant, "card_key": card_key, "chunk_id": first + i, "buffer_id": buffer_id,
                      "first_line": sp.first_line, "last_line": sp.last_line, "start_char": sp.start,
                      "end_char": sp.end, "tokens": sp.tokens} for i, sp in enumerate(spans)])
-        stored = self._find_buffer(card_key, name, blob_ref, chunk_tokens, overlap_lines)
+        stored = self.find_buffer(card_key, name, blob_ref, chunk_tokens, overlap_lines)
         assert stored is not None
         return stored
 
-    def _find_buffer(self, card_key: str, name: str, blob_ref: str, chunk_tokens: int,
+    def find_buffer(self, card_key: str, name: str, blob_ref: str, chunk_tokens: int,
                      overlap_lines: int) -> Buffer | None:
         for buf in self.buffers(card_key):
             if (buf.name, buf.blob_ref, buf.chunk_tokens, buf.overlap_lines) == (name, blob_ref, chunk_tokens,

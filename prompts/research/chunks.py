@@ -78,3 +78,32 @@ def split_chunks(text: str, count: Callable[[str], int], chunk_tokens: int, over
         # The next chunk repeats the last few lines, but always moves forward.
         first = max(first + 1, last - overlap_lines)
     return spans
+
+
+# What the store keeps of a buffer and its chunks (cardloop/store/research.py), as plain values
+# the index and the activities share.
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    buffer_id: int
+    name: str
+    blob_ref: str
+    size: int
+    lines: int
+    tokens: int
+    chunk_tokens: int
+    overlap_lines: int
+    first_chunk: int
+    chunks: int
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    chunk_id: int
+    buffer_id: int
+    first_line: int
+    last_line: int
+    start: int
+    end: int
+    tokens: int

@@ -24,9 +24,11 @@ from cardloop.prompts.research.findings import ChunkFindings, MergedFinding
 
 SCOPED = "You are synthesizing findings related to: {topic}. This is part of a larger analysis."
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{3,}")
-_DULL = frozenset("error errors failed failure with from that this have line lines the and for "
-                  "chunk chunks were when while into after before there which info debug warn "
-                  "warning log logs test tests".split())
+_DULL = frozenset((
+    "error", "errors", "failed", "failure", "with", "from", "that", "this", "have", "line", "lines", "the",
+    "and", "for", "chunk", "chunks", "were", "when", "while", "into", "after", "before", "there", "which",
+    "info", "debug", "warn", "warning", "log", "logs", "test", "tests",
+))
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +79,8 @@ def theme(group: Sequence[MergedFinding], limit: int = 4) -> str:
     return ", ".join(top) if top else "miscellaneous findings"
 
 
-def group_findings(merged: Sequence[MergedFinding], budget: int, count: Callable[[str], int]) -> list[list[MergedFinding]]:
+def group_findings(merged: Sequence[MergedFinding], budget: int,
+                   count: Callable[[str], int]) -> list[list[MergedFinding]]:
     """Findings in groups of at most `budget` tokens each, by chunk locality: ordered by the
     first chunk that reported them, cut where the next one would overflow the group."""
     ordered = sorted(merged, key=lambda f: (min(f.chunk_ids), f.text))

@@ -1,0 +1,107 @@
+"""ResearchWorkflow: a question over artifacts too large for any prompt (issue 14), as a child
+workflow whose activities the Temporal UI lists one by one: buffers, plan, one analyst
+activity per batch of chunks (at most `concurrency` at once), then the synthesizer.
+
+Deterministic: the batches are cut from the plan's stored chunk selection, every activity is
+keyed by this workflow's id, and large things (chunk text, findings, the report) stay in the
+store; the result carries the report's blob ref and the run's figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from cardloop.contracts import names
+    from cardloop.contracts.payloads import (
+        AnalyzeInput,
+        AnalyzeResult,
+        BufferInfo,
+        BuffersInput,
+        PlanInput,
+        PlanResult,
+        ResearchInput,
+        ResearchProgress,
+        ResearchResult,
+        SynthesizeInput,
+    )
+    from cardloop.workflows import policies
+
+
+@workflow.defn(name=names.RESEARCH_WORKFLOW)
+class ResearchWorkflow:
+    def __init__(self) -> None:
+        self.progress = ResearchProgress()
+
+    @workflow.query(name=names.QUERY_PROGRESS)
+    def get_progress(self) -> ResearchProgress:
+        return self.progress
+
+    @workflow.run
+    async def run(self, inp: ResearchInput) -> ResearchResult:
+        s, p = inp.settings, self.progress
+        wid = workflow.info().workflow_id
+        self._phase("storing and chunking the artifacts")
+        buffers = await workflow.execute_activity(
+            names.RESEARCH_BUFFERS,
+            BuffersInput(card_key=inp.card_key, blobs=inp.blobs, chunk_tokens=s.chunk_tokens,
+                         overlap_lines=s.overlap_lines),
+            result_type=list[BufferInfo], **policies.RESEARCH_PREPARE,
+            summary=f"buffers: {', '.join(b.name for b in inp.blobs)[:180]}")
+        buffer_ids = [b.buffer_id for b in buffers]
+        p.chunks_total = sum(b.chunks for b in buffers)
+        self._phase("planning the search")
+        plan = await workflow.execute_activity(
+            names.RESEARCH_PLAN,
+            PlanInput(card_key=inp.card_key, key=wid, question=inp.question, buffer_ids=buffer_ids, settings=s,
+                      stage=inp.stage),
+            result_type=PlanResult, **policies.LLM,
+            summary=f"plan: queries and chunk selection ({s.synthesizer_model})")
+        self._add(plan.input_tokens, plan.output_tokens)
+        batches = [plan.chunk_ids[i:i + s.batch_chunks] for i in range(0, len(plan.chunk_ids), s.batch_chunks)]
+        p.batches_total = len(batches)
+        self._phase(f"analysing {len(plan.chunk_ids)} of {plan.chunks_total} chunks in {len(batches)} batches")
+        gate = asyncio.Semaphore(s.concurrency)
+
+        async def analyst(n: int, chunk_ids: list[int]) -> AnalyzeResult:
+            async with gate:
+                done = await workflow.execute_activity(
+                    names.RESEARCH_ANALYZE,
+                    AnalyzeInput(card_key=inp.card_key, key=f"{wid}/batch-{n}", question=inp.question,
+                                 buffer_ids=buffer_ids, chunk_ids=chunk_ids, settings=s, stage=inp.stage),
+                    result_type=AnalyzeResult, **policies.LLM,
+                    summary=f"analyst batch {n + 1} of {len(batches)}: chunks {chunk_ids[0]}-{chunk_ids[-1]}")
+            p.batches_done += 1
+            p.batches_skipped += done.status == "skipped"
+            self._add(done.input_tokens, done.output_tokens)
+            return done
+
+        analysed = await asyncio.gather(*(analyst(n, ids) for n, ids in enumerate(batches)))
+        self._phase("synthesizing the report")
+        report = await workflow.execute_activity(
+            names.RESEARCH_SYNTHESIZE,
+            SynthesizeInput(card_key=inp.card_key, key=wid, question=inp.question, buffer_ids=buffer_ids,
+                            batch_keys=[f"{wid}/batch-{n}" for n, r in enumerate(analysed) if r.status == "ok"],
+                            chunks_total=plan.chunks_total, batches_skipped=p.batches_skipped, settings=s,
+                            stage=inp.stage, attach=inp.attach, workflow_id=wid),
+            result_type=ResearchResult, **policies.LLM, summary=f"synthesize the report ({s.synthesizer_model})")
+        self._add(report.input_tokens, report.output_tokens)
+        self._phase("done")
+        return report.model_copy(update={
+            "queries": plan.queries, "batches": len(batches), "analyst_calls": sum(r.calls for r in analysed),
+            "input_tokens": p.input_tokens, "output_tokens": p.output_tokens,
+            "cost_usd": plan.cost_usd + sum(r.cost_usd for r in analysed) + report.cost_usd})
+
+    def _add(self, tokens_in: int, tokens_out: int) -> None:
+        self.progress.input_tokens += tokens_in
+        self.progress.output_tokens += tokens_out
+
+    def _phase(self, doing: str) -> None:
+        p = self.progress
+        p.phase = doing
+        workflow.set_current_details(
+            f"**research**: {doing}. Analyst batches {p.batches_done} of {p.batches_total}"
+            + (f" ({p.batches_skipped} skipped)" if p.batches_skipped else "")
+            + f"; tokens {p.input_tokens:,} in, {p.output_tokens:,} out.")
