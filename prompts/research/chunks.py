@@ -16,8 +16,6 @@ from dataclasses import dataclass
 # A conservative guess of characters per token for logs (cl100k gives ~3.5-4.5 on log text);
 # only the first cut uses it, the exact count decides.
 CHARS_PER_TOKEN_GUESS = 4.0
-# A single line longer than this many tokens' worth of characters is cut (minified JSON, base64).
-MAX_LINE_FACTOR = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +50,11 @@ def split_chunks(text: str, count: Callable[[str], int], chunk_tokens: int, over
         return []
     starts = line_starts(text)
     n = len(starts)
-    target_chars = int(chunk_tokens * CHARS_PER_TOKEN_GUESS)
+    ratio = CHARS_PER_TOKEN_GUESS  # learnt from each chunk counted: the next guess is usually right
     spans: list[ChunkSpan] = []
     first = 0
     while first < n:
+        target_chars = max(16, int(chunk_tokens * ratio * 0.97))
         # Lines first..last-1 by the character estimate, at least one.
         last = first + 1
         begin = starts[first]
@@ -73,6 +72,8 @@ def split_chunks(text: str, count: Callable[[str], int], chunk_tokens: int, over
             end = begin + target_chars
             tokens = count(text[begin:end])
         spans.append(ChunkSpan(first + 1, last, begin, end, tokens))
+        if tokens:
+            ratio = (end - begin) / tokens
         if last >= n:
             break
         # The next chunk repeats the last few lines, but always moves forward.

@@ -31,7 +31,9 @@ MAX_FOLLOW_UPS = 5
 
 
 def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split()) if "\n" not in text.strip() else text.strip()
+    # Inner whitespace is kept as it is: an exact error string ("FATAL:  remaining ...") must
+    # reach the report byte for byte. Only the ends are trimmed.
+    text = text.strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -52,7 +52,7 @@ def findings_block(question: str, merged: Sequence[MergedFinding], verdicts: Seq
                  if coverage.batches_skipped else ""), ""]
     body = ["## Findings (deduplicated; xN = reported by N chunks; [chunks ...] only for get_chunks)"]
     for f in merged:
-        body.append(f"- [{f.relevance}] x{f.count} {f.text}  [chunks {', '.join(map(str, f.chunk_ids[:8]))}]")
+        body.append(f"- [{f.relevance}] x{f.count} {_one_line(f.text)}  [chunks {', '.join(map(str, f.chunk_ids[:8]))}]")
     summaries = [v for v in verdicts if v.summary]
     if summaries:
         body += ["", "## Chunk summaries"]
@@ -108,3 +108,8 @@ def partials_block(question: str, partials: Sequence[tuple[str, str]], coverage:
         lines += [f"### Part {i}: {neutralize(topic)}", neutralize(text), ""]
     lines += ["</findings>", "", "Write the merged report now: narrative markdown only."]
     return "\n".join(lines)
+
+
+def _one_line(text: str) -> str:
+    # One finding per list item: a multi-line quote keeps its lines, joined by a visible mark.
+    return " ⏎ ".join(text.splitlines()) if "\n" in text else text
