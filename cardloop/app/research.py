@@ -10,6 +10,7 @@ this process's worker takes it, and so may a `cardloop dev` worker on the same T
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -95,10 +96,9 @@ async def run(client: Client, task_queue: str, prepared: Prepared, question: str
     while not result_task.done():
         await asyncio.wait({result_task}, timeout=poll)
         if on_progress is not None and not result_task.done():
-            try:
+            # Progress is advisory: a query that times out must not end the run.
+            with contextlib.suppress(Exception):
                 on_progress(await handle.query(names.QUERY_PROGRESS, result_type=ResearchProgress))
-            except Exception:  # progress is advisory: a query that times out must not end the run
-                pass
     try:
         result = result_task.result()
     except WorkflowFailureError as err:

@@ -52,7 +52,8 @@ def findings_block(question: str, merged: Sequence[MergedFinding], verdicts: Seq
                  if coverage.batches_skipped else ""), ""]
     body = ["## Findings (deduplicated; xN = reported by N chunks; [chunks ...] only for get_chunks)"]
     for f in merged:
-        body.append(f"- [{f.relevance}] x{f.count} {_one_line(f.text)}  [chunks {', '.join(map(str, f.chunk_ids[:8]))}]")
+        chunks = ", ".join(map(str, f.chunk_ids[:8]))
+        body.append(f"- [{f.relevance}] x{f.count} {_one_line(f.text)}  [chunks {chunks}]")
     summaries = [v for v in verdicts if v.summary]
     if summaries:
         body += ["", "## Chunk summaries"]
