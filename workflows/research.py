@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
+from temporalio.exceptions import ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from cardloop.contracts import names
@@ -20,11 +21,13 @@ with workflow.unsafe.imports_passed_through():
         AnalyzeResult,
         BufferInfo,
         BuffersInput,
+        GatherResult,
         PlanInput,
         PlanResult,
         ResearchInput,
         ResearchProgress,
         ResearchResult,
+        StageInput,
         SynthesizeInput,
     )
     from cardloop.workflows import policies
@@ -105,3 +108,29 @@ class ResearchWorkflow:
             f"**research**: {doing}. Analyst batches {p.batches_done} of {p.batches_total}"
             + (f" ({p.batches_skipped} skipped)" if p.batches_skipped else "")
             + f"; tokens {p.input_tokens:,} in, {p.output_tokens:,} out.")
+
+
+# What error fixing asks of a log it cannot read whole. Fixed text, not the card's: the card is
+# in the prompt already, and a question built from it would carry untrusted text into a workflow input.
+ERROR_FIXING_QUESTION = ("Why did this build or deployment fail? Name each root cause with its exact error message, "
+                         "the failing step, test or component, and what would fix it.")
+
+
+async def research_large_logs(inp: StageInput, gathered: list[GatherResult]) -> ResearchResult | None:
+    """Research the gathered logs over the stage's threshold as a child workflow; its report
+    becomes the card's research context item. A failed research never fails the stage: the
+    prompt then has the logs' excerpts only, as before."""
+    s = inp.settings
+    logs = [log for g in gathered for log in g.logs if log.tokens > s.research_min_tokens]
+    if not logs or s.research is None:
+        return None
+    try:
+        return await workflow.execute_child_workflow(
+            names.RESEARCH_WORKFLOW,
+            ResearchInput(card_key=inp.ref.key, question=ERROR_FIXING_QUESTION, blobs=logs[:8], settings=s.research,
+                          stage=inp.stage, attach=True),
+            id=f"{workflow.info().workflow_id}/research", result_type=ResearchResult)
+    except ChildWorkflowError as err:
+        workflow.logger.warning("research over %d log(s) failed; the prompt keeps their excerpts: %s",
+                                len(logs), err.cause or err)
+        return None

@@ -10,6 +10,7 @@ this process's worker takes it, and so may a `cardloop dev` worker on the same T
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import hashlib
 from collections.abc import Callable, Sequence
@@ -19,7 +20,9 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.worker import Worker
 
+from cardloop.activities.deps import ActivityDeps
 from cardloop.contracts import names
 from cardloop.contracts.errors import InputError
 from cardloop.contracts.payloads import NamedBlob, ResearchInput, ResearchProgress, ResearchResult, ResearchSettings
@@ -82,7 +85,7 @@ async def run(client: Client, task_queue: str, prepared: Prepared, question: str
     The workflow id names the card and the settings (models, bounds): the same research again
     is the same id, so its stored model replies are reused (nothing is billed twice), and a run
     still going (a CLI that was interrupted) is joined instead of started twice."""
-    wid = f"{prepared.workflow_id}/{hashlib.sha256(settings.model_dump_json().encode()).hexdigest()[:8]}"
+    wid = workflow_id(prepared, settings)
     try:
         handle = await client.start_workflow(
             names.RESEARCH_WORKFLOW,
@@ -113,5 +116,23 @@ async def run(client: Client, task_queue: str, prepared: Prepared, question: str
     return result
 
 
+def workflow_id(prepared: Prepared, settings: ResearchSettings) -> str:
+    """The research card's workflow for these settings (models and bounds)."""
+    return f"{prepared.workflow_id}/{hashlib.sha256(settings.model_dump_json().encode()).hexdigest()[:8]}"
+
+
 class ResearchFailed(RuntimeError):
     """The research workflow failed: its root cause's message."""
+
+
+def worker(client: Client, runtime: ActivityDeps, task_queue: str) -> Worker:
+    """A worker for research alone: ResearchWorkflow and its activities on `task_queue`."""
+    from cardloop.activities.research import ResearchActivities
+    from cardloop.app.worker import WORKFLOW_RUNNER
+    from cardloop.workflows.research import ResearchWorkflow
+
+    acts = ResearchActivities(runtime)
+    return Worker(client, task_queue=task_queue, workflows=[ResearchWorkflow], workflow_runner=WORKFLOW_RUNNER,
+                  activities=[acts.buffers, acts.plan, acts.analyze, acts.synthesize],
+                  activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=16),
+                  max_concurrent_activities=16)
