@@ -115,8 +115,9 @@ async def _run(args: argparse.Namespace, config: Config, artifacts: list[tuple[s
             worker = research.worker(client, runtime, queue)
             task = asyncio.create_task(worker.run())
             try:
+                link = card_url(ui, config.temporal.namespace, research.workflow_id(prepared, settings))  # type: ignore[arg-type]
                 print(f"research: {len(artifacts)} file(s), card {prepared.card_key}; the workflow in the Temporal UI: "
-                      f"{card_url(ui, config.temporal.namespace, research.workflow_id(prepared, settings))}", file=sys.stderr)
+                      f"{link}", file=sys.stderr)
                 result = await research.run(client, queue, prepared, question, settings,  # type: ignore[arg-type]
                                             on_progress=Progress(sys.stderr))
             except research.ResearchFailed as exc:
