@@ -3,6 +3,8 @@ every line, and learning the characters-per-token ratio as it goes."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from cardloop.prompts.research.chunks import line_starts, split_chunks
@@ -23,7 +25,7 @@ def test_chunks_are_token_bounded_on_line_boundaries_and_overlap(counter: TokenC
         assert span.tokens == counter.count(text[span.start:span.end]) <= 500
         assert span.start in starts and (span.end in starts or span.end == len(text))
         assert text[span.start:span.end].endswith("\n")  # whole lines only
-    for a, b in zip(spans, spans[1:], strict=False):
+    for a, b in itertools.pairwise(spans):
         assert b.first_line == a.last_line - 3 + 1  # three lines repeated
         assert b.start < a.end
     assert spans[0].start == 0 and spans[-1].end == len(text)

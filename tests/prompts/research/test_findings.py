@@ -44,7 +44,8 @@ def test_strict_where_it_matters() -> None:
 
 def test_exact_strings_survive_and_sizes_are_bounded() -> None:
     long = "x" * 5_000
-    v = ChunkFindings.model_validate({"chunk_id": 1, "relevance": "low", "findings": ["  E   assert 1 == 2  ", long] * 10})
+    v = ChunkFindings.model_validate({"chunk_id": 1, "relevance": "low",
+                                      "findings": ["  E   assert 1 == 2  ", long] * 10})
     assert v.findings[0] == "E   assert 1 == 2"  # inner spacing kept, ends trimmed
     assert len(v.findings) == 12 and all(len(f) <= 600 for f in v.findings)
 

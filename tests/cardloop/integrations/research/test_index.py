@@ -39,7 +39,8 @@ def test_grep_reports_buffer_lines_once_with_context(index: ChunkIndex) -> None:
 def test_tools_answer_as_data_and_refuse_bad_arguments(index: ChunkIndex) -> None:
     tools = ResearchTools(index, frozenset({0, 1}))
     text, err = tools.run("get_chunks", {"chunk_ids": [0, 10_000]})
-    assert not err and text.startswith('<untrusted kind="log_chunk" source="ci.log lines 1-') and "(no chunk 10000)" in text
+    assert not err and text.startswith('<untrusted kind="log_chunk" source="ci.log lines 1-')
+    assert "(no chunk 10000)" in text
     assert tools.chunks_read == {0}
     text, err = tools.run("search", {"query": "OOMKilled", "top_k": 3})
     assert not err and "chunk " in text
@@ -53,4 +54,4 @@ def test_tools_answer_as_data_and_refuse_bad_arguments(index: ChunkIndex) -> Non
     assert tools.run("get_buffer", {"name_or_id": "ci.log"})[0].startswith("buffer 1 'ci.log'")
     assert tools.run("list_buffers", {})[0].startswith('buffer 1: "ci.log"')
     assert tools.run("delete_everything", {})[1] is True
-    assert NAMES == {"get_chunks", "search", "grep_chunks", "get_buffer", "list_buffers", "storage_stats"}
+    assert {"get_chunks", "search", "grep_chunks", "get_buffer", "list_buffers", "storage_stats"} == NAMES
