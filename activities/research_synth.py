@@ -38,6 +38,7 @@ class Synthesizer:
         self.rt, self.calls, self.index, self.inp = rt, calls, index, inp
         self.count = rt.assembler.counter.count
         self.passes = 0
+        self.question = inp.question
         self.input_tokens = self.output_tokens = 0
         self.cost = 0.0
 
@@ -51,7 +52,8 @@ class Synthesizer:
                             buffers=tuple(f"{b.name} (buffer {b.buffer_id}): {b.lines:,} lines, ~{b.tokens:,} tokens, "
                                           f"{b.chunks} chunks" for b in index.buffers.values()))
         system = self.rt.assembler.templates.load("synthesizer").render({})
-        block = findings_block(inp.question, merged, kept, coverage, where=index.where)
+        question = self.question = self.rt.assembler.scrubber.scrub(inp.question)
+        block = findings_block(question, merged, kept, coverage, where=index.where)
         groups: list[list[MergedFinding]] = []
         if self.count(block) <= inp.settings.synthesizer_window:
             report = self._pass(system, block, f"{inp.key}/s", tools)
@@ -61,11 +63,11 @@ class Synthesizer:
             for i, group in enumerate(groups):
                 ids = {cid for f in group for cid in f.chunk_ids}
                 topic = theme(group)
-                part = findings_block(inp.question, group, [v for v in kept if v.chunk_id in ids], coverage,
+                part = findings_block(question, group, [v for v in kept if v.chunk_id in ids], coverage,
                                       where=index.where)
                 partials.append((topic, self._pass(f"{system}\n\n{SCOPED.format(topic=topic)}", part,
                                                    f"{inp.key}/g{i}", tools)))
-            report = self._pass(system, self._fit(inp.question, partials, coverage), f"{inp.key}/meta", tools)
+            report = self._pass(system, self._fit(question, partials, coverage), f"{inp.key}/meta", tools)
         report = report.strip() or "The synthesizer returned no report."
         read = sorted(analysed | tools.chunks_read)
         ref = self.rt.store.put_blob(tenant, report, "research_report")
@@ -117,9 +119,9 @@ class Synthesizer:
         spans = ", ".join(index.where(cid) for cid in read[:30]) + (f", … ({len(read) - 30} more)" if len(read) > 30
                                                                     else "")
         buffers = "; ".join(f"{b.name} ({b.lines:,} lines, ~{b.tokens:,} tokens)" for b in index.buffers.values())
-        provenance = (f"\n\n---\nResearch provenance: question: {inp.question[:300]}\nBuffers: {buffers}\n"
+        provenance = (f"\n\n---\nResearch provenance: question: {self.question[:300]}\nBuffers: {buffers}\n"
                       f"Chunks read ({len(read)} of {len(index.chunks)}): {spans}"
                       + (f"\nAnalyst batches skipped (malformed replies): {inp.batches_skipped}"
                          if inp.batches_skipped else ""))
         return ContextItem(kind=ContextKind.RESEARCH, source=RESEARCH_SOURCE,
-                           title=f"Research report: {inp.question[:200]}", content=report + provenance)
+                           title=f"Research report: {self.question[:200]}", content=report + provenance)

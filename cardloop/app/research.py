@@ -27,6 +27,7 @@ from cardloop.contracts import names
 from cardloop.contracts.errors import InputError
 from cardloop.contracts.payloads import NamedBlob, ResearchInput, ResearchProgress, ResearchResult, ResearchSettings
 from cardloop.prompts.card import Card
+from cardloop.prompts.scrub import redact_text
 from cardloop.store import Store, card_key_for
 
 MAX_FILE_BYTES = 512 * 1024 * 1024
@@ -62,6 +63,7 @@ def read_artifacts(paths: Sequence[str]) -> list[tuple[str, str]]:
 
 def prepare(store: Store, tenant: str, artifacts: Sequence[tuple[str, str]], question: str) -> Prepared:
     """The research card and the artifacts as blobs (redacted on the way in)."""
+    question = redact_text(question)
     digest = hashlib.sha256(question.encode())
     for name, text in artifacts:
         digest.update(b"\0" + name.encode() + b"\0" + hashlib.sha256(text.encode()).digest())
@@ -86,6 +88,7 @@ async def run(client: Client, task_queue: str, prepared: Prepared, question: str
     is the same id, so its stored model replies are reused (nothing is billed twice), and a run
     still going (a CLI that was interrupted) is joined instead of started twice."""
     wid = workflow_id(prepared, settings)
+    question = redact_text(question)  # a secret pasted into the question stays out of histories and prompts
     try:
         handle = await client.start_workflow(
             names.RESEARCH_WORKFLOW,

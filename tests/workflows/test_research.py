@@ -9,6 +9,7 @@ import re
 import pytest
 
 from cardloop.contracts import names
+from tests.prompts.fake_secrets import GITHUB_PAT, STRIPE_LIVE
 from tests.research_log import ROOT_CAUSES, generate_log
 from tests.stack import Stack
 from tests.workflows.research_kit import run_research, scheduled_activities, synthesizer_requests
@@ -115,3 +116,17 @@ async def test_the_same_research_again_reuses_the_stored_replies(stack: Stack) -
     assert stack.model.request_count == calls  # nothing asked, nothing billed twice
     assert report2 == report and again.report_ref == first.report_ref
     assert len(stack.store.ledger(card_key)) == 1 + first.analyst_calls + first.synthesizer_calls
+
+
+async def test_secrets_in_the_artifact_never_reach_a_model(stack: Stack) -> None:
+    secret_lines = [f"ERROR [deploy] push failed: remote rejected; token {GITHUB_PAT} lacks write access",
+                    f"FATAL [billing] Stripe refused the key {STRIPE_LIVE}"]
+    log = generate_log(200_000, injected=secret_lines)
+    _, report, _, card_key = await run_research(stack, [("deploy.log", log)], question=(
+        f"Why did the deploy fail? (the token was {GITHUB_PAT})"), max_chunks=12)
+    sent = "\n".join(str(r.body) for r in stack.model.requests if r.body)
+    assert "push failed: remote rejected" in sent  # the line reached the analysts, its secret did not
+    for secret in (GITHUB_PAT, STRIPE_LIVE):
+        assert secret not in sent and secret not in report
+    buffer = stack.store.buffers(card_key)[0]
+    assert GITHUB_PAT not in stack.store.get_blob(buffer.blob_ref, tenant="acme")
