@@ -95,9 +95,11 @@ def _fold(needed: Fold | None) -> FoldNeeded | None:
 
 def _research_settings(config: Config, stage: Stage) -> dict[str, Any]:
     """A stage in [research] stages researches gathered logs over auto_min_tokens (0: over the
-    stage's context budget, i.e. a log no excerpt can do justice to)."""
+    stage's context budget, i.e. a log no excerpt can do justice to); a stage whose tools include
+    research answers the agent's questions. Either needs the research settings."""
     r = config.research
-    if stage not in r.stages:
+    auto = stage in r.stages
+    if not auto and "research" not in config.workspace.tools_for(stage):
         return {}
-    return {"research_min_tokens": r.auto_min_tokens or config.budget_for(stage).context,
+    return {"research_min_tokens": (r.auto_min_tokens or config.budget_for(stage).context) if auto else 0,
             "research": research_settings(config)}

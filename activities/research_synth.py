@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from cardloop.activities.research import ModelCalls
 
 RESEARCH_SOURCE = "cardloop:research"
+# The report travels in the result up to this size (the research tool's answer; well under a payload's limit).
+EXCERPT_CHARS = 16_000
 FINAL_NOTE = "Tools are no longer available: write the report now from what you have."
 
 
@@ -74,7 +76,8 @@ class Synthesizer:
         if inp.attach:
             self.rt.store.put_context_items(inp.card_key, [self._item(report, read)])
         return ResearchResult(
-            report_ref=ref, excerpt=report[:1_500], chunks_total=coverage.chunks_total, chunks_analysed=len(analysed),
+            report_ref=ref, excerpt=report[:EXCERPT_CHARS], chunks_total=coverage.chunks_total,
+            chunks_analysed=len(analysed),
             chunks_read=read[:2_000], buffers=[b.name for b in index.buffers.values()],
             batches_skipped=inp.batches_skipped, synthesizer_calls=self.passes, tool_calls=tools.calls,
             groups=len(groups), input_tokens=self.input_tokens, output_tokens=self.output_tokens, cost_usd=self.cost)

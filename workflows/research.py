@@ -19,9 +19,11 @@ with workflow.unsafe.imports_passed_through():
     from cardloop.contracts.payloads import (
         AnalyzeInput,
         AnalyzeResult,
+        AppendInput,
         BufferInfo,
         BuffersInput,
         GatherResult,
+        NamedBlob,
         PlanInput,
         PlanResult,
         ResearchInput,
@@ -29,6 +31,8 @@ with workflow.unsafe.imports_passed_through():
         ResearchResult,
         StageInput,
         SynthesizeInput,
+        ToolCallOut,
+        ToolOutcome,
     )
     from cardloop.workflows import policies
 
@@ -134,3 +138,32 @@ async def research_large_logs(inp: StageInput, gathered: list[GatherResult]) -> 
         workflow.logger.warning("research over %d log(s) failed; the prompt keeps their excerpts: %s",
                                 len(logs), err.cause or err)
         return None
+
+
+async def research_tool(inp: StageInput, logs: list[NamedBlob], call: ToolCallOut, iteration: int) -> ToolOutcome:
+    """The agent's research tool: its question over this run's gathered logs, as a child workflow;
+    the report (or why there is none) is the call's result in the card's history."""
+    question = str(call.input.get("question") or "").strip()[:4_000]
+    wid = workflow.info().workflow_id
+    text, is_error = "", True
+    if not question:
+        text = "research: give a question (the 'question' argument)"
+    elif not logs:
+        text = "research: this stage run gathered no logs to research (no build or pod logs were found)"
+    else:
+        try:
+            done = await workflow.execute_child_workflow(
+                names.RESEARCH_WORKFLOW,
+                ResearchInput(card_key=inp.ref.key, question=question, blobs=logs[:8], settings=inp.settings.research,
+                              stage=inp.stage),
+                id=f"{wid}/research-{iteration}-{call.id}", result_type=ResearchResult)
+            text, is_error = (done.excerpt + f"\n\n(research over {', '.join(done.buffers)}: {done.chunks_analysed} "
+                              f"of {done.chunks_total} chunks analysed)"), False
+        except ChildWorkflowError as err:
+            text = f"research failed: {err.cause or err}"[:2_000]
+    seq = await workflow.execute_activity(
+        names.APPEND,
+        AppendInput(card_key=inp.ref.key, role="tool", tool_call_id=call.id, is_error=is_error, stage=inp.stage,
+                    dedup_key=f"{wid}/tool-{iteration}-{call.id}", text=text[:32_000]),
+        result_type=int, **policies.STORE, summary=f"{inp.stage} turn {iteration}: research result")
+    return ToolOutcome(message_seq=seq, is_error=is_error, excerpt=text[:300])

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         CompleteResult,
         GatherInput,
         GatherResult,
+        NamedBlob,
         PullRequestInput,
         PullRequestOutcome,
         ReviewInput,
@@ -41,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from cardloop.workflows import policies
     from cardloop.workflows.failures import is_transient
-    from cardloop.workflows.research import research_large_logs
+    from cardloop.workflows.research import research_large_logs, research_tool
     from cardloop.workflows.workspace import Hands, StuckWatch, TurnActs
 
 
@@ -58,6 +59,7 @@ class StageWorkflow:
         self.progress = StageProgress()
         self._verification = ""  # the last verification's note: the pull request's evidence
         self._hands: Hands | None = None
+        self._logs: list[NamedBlob] = []  # the whole logs this run's context sources kept (research reads them)
 
     @workflow.query(name=names.QUERY_PROGRESS)
     def get_progress(self) -> StageProgress:
@@ -85,6 +87,7 @@ class StageWorkflow:
             if s.sources and workflow.patched("context-sources"):
                 self._details(inp, f"gathering context: {', '.join(s.sources)}")
                 gathered = await self._gather(inp)
+                self._logs = [log for g in gathered for log in g.logs]
                 # A log too large for any prompt is researched (a child workflow) and the report
                 # joins the card's context; histories from before research replay without it.
                 if s.research is not None and s.research_min_tokens and workflow.patched("research-large-logs"):
@@ -94,6 +97,8 @@ class StageWorkflow:
             if s.tools:
                 self._details(inp, "opening the workspace")
                 hands = self._hands = await Hands.open(inp)
+                if hands is not None and names.RESEARCH_TOOL in s.tools and s.research is not None:
+                    hands.research = lambda call, turn: research_tool(inp, self._logs, call, turn)
                 if hands is not None:
                     self._details(inp, f"workspace on {hands.where}; tests: {hands.info.test_command or 'none found'}; "
                                        f"sandbox: {'; '.join(hands.info.protections) or 'no protections'}")

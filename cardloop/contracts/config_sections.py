@@ -359,7 +359,7 @@ class TenantConfig(_Section):
 
 # The workspace tools (cardloop.integrations.workspace.tools names the same set; a test ties them).
 ToolName = Literal["read_file", "write_file", "edit_file", "list_files", "search", "run_command", "git_diff",
-                   "git_status", "finish", "block", "review_comment"]
+                   "git_status", "finish", "block", "review_comment", "research"]
 TOOL_NAMES: tuple[str, ...] = ToolName.__args__  # type: ignore[attr-defined]
 WRITE_TOOLS = frozenset({"write_file", "edit_file", "run_command"})
 READ_ONLY_STAGES = ("planning", "review")
@@ -417,7 +417,9 @@ class WorkspaceConfig(_Section):
     tools: dict[Stage, list[ToolName]] = Field(default_factory=lambda: {
         Stage.PLANNING: list(_READ_TOOLS), Stage.REVIEW: [*_READ_TOOLS, "review_comment"],
         **{s: [*_READ_TOOLS[:3], "write_file", "edit_file", "run_command", *_READ_TOOLS[3:]]
-           for s in (Stage.CODING, Stage.TESTING, Stage.ERROR_FIXING)}})
+           for s in (Stage.CODING, Stage.TESTING)},
+        Stage.ERROR_FIXING: [*_READ_TOOLS[:3], "write_file", "edit_file", "run_command", *_READ_TOOLS[3:],
+                             "research"]})
 
     def tools_for(self, stage: Stage) -> list[str]:
         return list(self.tools.get(stage, []))

@@ -43,6 +43,8 @@ RESEARCH_BUFFERS = "research.buffers"
 RESEARCH_PLAN = "research.plan"
 RESEARCH_ANALYZE = "research.analyze"
 RESEARCH_SYNTHESIZE = "research.synthesize"
+# The agent's research tool: the stage workflow answers it with a ResearchWorkflow child.
+RESEARCH_TOOL = "research"
 RESEARCH_ACTIVITIES = (RESEARCH_BUFFERS, RESEARCH_PLAN, RESEARCH_ANALYZE, RESEARCH_SYNTHESIZE)
 
 ACTIVITIES = (STAGE_SETTINGS, GATHER, ASSEMBLE, SUMMARIZE, COMPLETE, APPEND, LOAD_STATE, SAVE_STATE, WORKSPACE_OPEN,

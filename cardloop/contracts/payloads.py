@@ -528,11 +528,14 @@ class VerifyResult(_Value):
 
 class AppendInput(_Value):
     card_key: str
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "tool"]
     text: str = Field(max_length=32_000)
     author: str | None = None
     dedup_key: str
     stage: str | None = None
+    # role "tool": the call this answers (the research tool's report, answered by the workflow).
+    tool_call_id: str | None = None
+    is_error: bool = False
 
 
 # --- research over large artifacts (issue 14; workflows/research.py) ---------------------------

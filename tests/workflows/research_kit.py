@@ -3,8 +3,11 @@ workflow on the stack's worker, its histories for replay and for what the UI sho
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -13,7 +16,11 @@ from temporalio.worker import Replayer
 from cardloop.app import research
 from cardloop.contracts.config import research_settings
 from cardloop.contracts.payloads import ResearchResult
+from cardloop.integrations.sources import registry
+from cardloop.integrations.sources.base import SourceRequest, SourceResult
+from cardloop.prompts.card import ContextItem, ContextKind
 from cardloop.workflows.research import ResearchWorkflow
+from tests.research_log import generate_log
 from tests.stack import Stack
 
 QUESTION = "Why did this CI run fail? Name every root cause with its exact error message."
@@ -42,3 +49,27 @@ def scheduled_activities(history: WorkflowHistory) -> list[str]:
 def synthesizer_requests(stack: Stack) -> list[Any]:
     return [r.body for r in stack.model.requests
             if r.body and "# Research synthesizer" in str(r.body.get("system", ""))]
+
+
+LOG = generate_log(2 * 1024 * 1024)
+
+
+@dataclass
+class BigLogSource:
+    """A context source like GitHub Actions': an excerpt item, the whole log kept as a blob."""
+
+    name: str = "big_log"
+
+    def gather(self, request: SourceRequest) -> SourceResult:
+        head = "\n".join(LOG.split("\n")[:40])
+        item = ContextItem(kind=ContextKind.BUILD_LOG, source="https://ci.example/run/7",
+                           title="CI: build failed", content=f"{head}\n[... the whole log is stored as ci/run-7.log]")
+        return SourceResult(source=self.name, items=(item,), blobs={"ci/run-7.log": LOG})
+
+
+@pytest.fixture
+def big_log_source(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    entry = registry.SourceEntry("big_log", "CI build logs", (ContextKind.BUILD_LOG,),
+                                 lambda name, config: BigLogSource(), lambda card: ())
+    monkeypatch.setitem(registry.SOURCES, "big_log", entry)
+    yield

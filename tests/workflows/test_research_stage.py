@@ -4,43 +4,18 @@ as a child workflow of the stage run, whose activities are the fan-out."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
-
 import pytest
 
 from cardloop.contracts import names
 from cardloop.contracts.payloads import CardRef
-from cardloop.integrations.sources import registry
-from cardloop.integrations.sources.base import SourceRequest, SourceResult
-from cardloop.prompts.card import ContextItem, ContextKind
-from tests.research_log import ROOT_CAUSES, generate_log
+from cardloop.prompts.card import ContextKind
+from tests.research_log import ROOT_CAUSES
 from tests.stack import Stack, replay_all, small_card
-from tests.workflows.research_kit import scheduled_activities
+from tests.workflows.research_kit import big_log_source, scheduled_activities
+
+__all__ = ["big_log_source"]  # the fixture, used by name
 
 pytestmark = pytest.mark.timeout(300)
-LOG = generate_log(2 * 1024 * 1024)
-
-
-@dataclass
-class BigLogSource:
-    """A context source like GitHub Actions': an excerpt item, the whole log kept as a blob."""
-
-    name: str = "big_log"
-
-    def gather(self, request: SourceRequest) -> SourceResult:
-        head = "\n".join(LOG.split("\n")[:40])
-        item = ContextItem(kind=ContextKind.BUILD_LOG, source="https://ci.example/run/7",
-                           title="CI: build failed", content=f"{head}\n[... the whole log is stored as ci/run-7.log]")
-        return SourceResult(source=self.name, items=(item,), blobs={"ci/run-7.log": LOG})
-
-
-@pytest.fixture
-def big_log_source(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    entry = registry.SourceEntry("big_log", "CI build logs", (ContextKind.BUILD_LOG,),
-                                 lambda name, config: BigLogSource(), lambda card: ())
-    monkeypatch.setitem(registry.SOURCES, "big_log", entry)
-    yield
 
 
 @pytest.fixture
