@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import re
 import shutil
 import sys
 import tempfile
@@ -37,11 +38,13 @@ class Progress:
         if key == self.last:
             return
         self.last = key
-        total = max(p.batches_total, 1)
-        filled = BAR * p.batches_done // total if p.batches_total else 0
-        line = (f"analysts [{'#' * filled}{'.' * (BAR - filled)}] {p.batches_done}/{p.batches_total} batches"
-                + (f" ({p.batches_skipped} skipped)" if p.batches_skipped else "")
-                + f" · {p.input_tokens:,} tokens in, {p.output_tokens:,} out · {p.phase}")
+        if not p.batches_total:  # before the plan: no batches to count yet
+            line = f"research: {p.phase}"
+        else:
+            filled = BAR * p.batches_done // p.batches_total
+            line = (f"analysts [{'#' * filled}{'.' * (BAR - filled)}] {p.batches_done}/{p.batches_total} batches"
+                    + (f" ({p.batches_skipped} skipped)" if p.batches_skipped else "")
+                    + f" · {p.input_tokens:,} tokens in, {p.output_tokens:,} out · {p.phase}")
         if self.tty:
             self.out.write("\r\033[K" + line + ("\n" if p.phase == "done" else ""))
         else:
@@ -58,6 +61,8 @@ def cmd_research(args: argparse.Namespace, config: Config) -> int:
         raise InputError("--question: say what to find out (e.g. --question \"why did the build fail?\")")
     if len(question) > 4_000:
         raise InputError("--question: at most 4,000 characters")
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,99}", args.tenant):
+        raise InputError(f"--tenant {args.tenant!r}: use lowercase letters, digits, _ and - (as a card's tenant)")
     artifacts = read_artifacts(args.files)
     settings = research_settings(config, args.analyst_model, args.synthesizer_model)
     if args.max_chunks is not None:

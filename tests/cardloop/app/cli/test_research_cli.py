@@ -80,6 +80,7 @@ def test_research_prints_the_report_with_progress_and_figures(env: dict[str, str
     (["{log}", "--question", "why?"], {"ANTHROPIC_API_KEY": ""}, "set ANTHROPIC_API_KEY"),
     (["{log}", "--question", "why?", "--max-chunks", "0"], {}, "--max-chunks: at least 1"),
     (["{empty}", "--question", "why?"], {}, "empty"),
+    (["{log}", "--question", "why?", "--tenant", "Acme Corp"], {}, "--tenant 'Acme Corp'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(env: dict[str, str], log_file: Path, tmp_path: Path, args: list[str],
                                           extra_env: dict[str, str], message: str) -> None:
