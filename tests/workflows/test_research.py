@@ -130,3 +130,15 @@ async def test_secrets_in_the_artifact_never_reach_a_model(stack: Stack) -> None
         assert secret not in sent and secret not in report
     buffer = stack.store.buffers(card_key)[0]
     assert GITHUB_PAT not in stack.store.get_blob(buffer.blob_ref, tenant="acme")
+
+
+@pytest.mark.stack_env(CARDLOOP_RETRY__OVERLOAD_INITIAL="0.2s", CARDLOOP_RETRY__OVERLOAD_MAX_INTERVAL="0.5s")
+async def test_an_overloaded_model_is_retried_and_every_attempt_is_billed(stack: Stack) -> None:
+    stack.model.inject(529, times=2)  # the planner's first two attempts
+    result, report, _, card_key = await run_research(stack, [("ci.log", generate_log(150_000))], max_chunks=8)
+    assert ROOT_CAUSES[0] in report
+    ledger = stack.store.ledger(card_key)
+    failed = [r for r in ledger if r.status == "failed"]
+    assert len(failed) == 2 and all(r.call_key.endswith("/plan") for r in failed)
+    assert [r.attempt for r in ledger if r.call_key.endswith("/plan")] == [1, 2, 3]
+    assert len([r for r in ledger if r.status == "done"]) == 1 + result.analyst_calls + result.synthesizer_calls
