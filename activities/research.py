@@ -26,7 +26,7 @@ from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import invalid_input, stored_card
 from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.activities.ledger import billed_call, provider_for
-from cardloop.activities.once import exactly_once
+from cardloop.activities.once import exactly_once, recorded_once
 from cardloop.activities.research_synth import Synthesizer
 from cardloop.activities.retrying import bounded_attempts
 from cardloop.contracts import names
@@ -108,17 +108,6 @@ def load_index(rt: ActivityDeps, card_key: str, tenant: str, buffer_ids: Sequenc
                                 lambda: call_with_heartbeat(build, detail="indexing the research chunks"))
 
 
-def _recorded(rt: ActivityDeps, card_key: str, key: str, kind: str, result: type, act):  # type: ignore[no-untyped-def]
-    """The activity's own result, exactly once: looked up, else made, recorded, read back."""
-
-    def lookup():  # type: ignore[no-untyped-def]
-        found = rt.store.effect(card_key, key)
-        return None if found is None else result.model_validate_json(found.result)
-
-    return exactly_once(lookup, act, lambda made: rt.store.record_effect(card_key, key, kind, made.model_dump_json()),
-                        what=f"{kind} {key}").value
-
-
 class ResearchActivities:
     def __init__(self, rt: ActivityDeps) -> None:
         self.rt = rt
@@ -167,7 +156,7 @@ class ResearchActivities:
                               input_tokens=reply.input_tokens, output_tokens=reply.output_tokens,
                               cost_usd=reply.cost_usd)
 
-        return _recorded(rt, inp.card_key, f"{inp.key}/plan-result", "research_plan", PlanResult, act)
+        return recorded_once(rt.store, inp.card_key, f"{inp.key}/plan-result", "research_plan", PlanResult, act)
 
     @activity.defn(name=names.RESEARCH_ANALYZE)
     @bounded_attempts  # [retry] in config.toml decides when a failing model call stops
@@ -212,7 +201,7 @@ class ResearchActivities:
             return AnalyzeResult(status="ok", relevant=len(relevant), findings=sum(len(v.findings) for v in relevant),
                                  **tally)
 
-        return _recorded(rt, inp.card_key, f"{inp.key}/result", "research_batch", AnalyzeResult, act)
+        return recorded_once(rt.store, inp.card_key, f"{inp.key}/result", "research_batch", AnalyzeResult, act)
 
     @activity.defn(name=names.RESEARCH_SYNTHESIZE)
     @bounded_attempts  # [retry] in config.toml decides when a failing model call stops
@@ -230,5 +219,5 @@ class ResearchActivities:
             synth = Synthesizer(rt, ModelCalls(rt, inp.card_key, card.tenant, inp.stage), index, inp)
             return synth.run(verdicts, card.tenant)
 
-        return _recorded(rt, inp.card_key, f"{inp.key}/report", "research_report", ResearchResult, act)
+        return recorded_once(rt.store, inp.card_key, f"{inp.key}/report", "research_report", ResearchResult, act)
 

@@ -21,8 +21,11 @@ from typing import TYPE_CHECKING, TextIO
 from cardloop.contracts.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from cardloop.app.devserver import TemporalDevServer
     from cardloop.contracts.config import Config
-    from cardloop.contracts.payloads import ResearchProgress
+    from cardloop.contracts.payloads import ResearchProgress, ResearchSettings
 
 BAR = 30
 
@@ -97,7 +100,7 @@ def cmd_research(args: argparse.Namespace, config: Config) -> int:
 
 
 async def _run(args: argparse.Namespace, config: Config, artifacts: list[tuple[str, str]], question: str,
-               settings: object, base_urls: dict[str, str]) -> int:
+               settings: ResearchSettings, base_urls: dict[str, str]) -> int:
     from cardloop.activities.deps import ActivityDeps
     from cardloop.app import research
     from cardloop.app.local import card_url, open_store
@@ -120,10 +123,10 @@ async def _run(args: argparse.Namespace, config: Config, artifacts: list[tuple[s
             worker = research.worker(client, runtime, queue)
             task = asyncio.create_task(worker.run())
             try:
-                link = card_url(ui, config.temporal.namespace, research.workflow_id(prepared, settings))  # type: ignore[arg-type]
+                link = card_url(ui, config.temporal.namespace, research.workflow_id(prepared, settings))
                 print(f"research: {len(artifacts)} file(s), card {prepared.card_key}; the workflow in the Temporal UI: "
                       f"{link}", file=sys.stderr)
-                result = await research.run(client, queue, prepared, question, settings,  # type: ignore[arg-type]
+                result = await research.run(client, queue, prepared, question, settings,
                                             on_progress=Progress(sys.stderr))
             except research.ResearchFailed as exc:
                 print(f"cardloop: error: the research failed: {exc}", file=sys.stderr)
@@ -148,7 +151,7 @@ async def _run(args: argparse.Namespace, config: Config, artifacts: list[tuple[s
     return 0
 
 
-async def _temporary_server(config: Config, why: Exception):  # type: ignore[no-untyped-def]
+async def _temporary_server(config: Config, why: Exception) -> tuple[TemporalDevServer, Client, str]:
     from cardloop.app.devserver import TemporalDevServer, free_port
     from cardloop.app.temporal import connect
 
