@@ -15,7 +15,7 @@ from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import from_source, invalid_input, stored_card
 from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.contracts import metrics
-from cardloop.contracts.payloads import GatherInput, GatherResult
+from cardloop.contracts.payloads import GatherInput, GatherResult, NamedBlob
 from cardloop.integrations.sources.base import SourceRequest, SourceResult
 from cardloop.integrations.sources.registry import SOURCES, source_label
 from cardloop.integrations.upstream import UpstreamError
@@ -56,12 +56,17 @@ class ContextActivities:
             activity.logger.warning("context source %s unavailable for %s: %s", inp.source, inp.card_key, why)
             metrics.CONTEXT_SOURCE_FAILURES.labels(inp.source).inc()
             return GatherResult(source=inp.source, status="unavailable", reason=why[:500])
+        logs = []
         for label, text in result.blobs.items():
-            rt.store.put_blob(card.tenant, text, f"context:{label}")
+            ref = rt.store.put_blob(card.tenant, text, f"context:{label}"[:64])
+            # Exact counts cost a tokenizer pass; past 400,000 characters the size alone decides
+            # whether research is needed (logs run ~2.5-4 characters a token: this errs high).
+            tokens = rt.assembler.counter.count(text) if len(text) <= 400_000 else len(text) // 3
+            logs.append(NamedBlob(name=label[:500], ref=ref, tokens=tokens))
         found = f"{len(result.items)} item(s)" + (f"; {'; '.join(result.notes)}" if result.notes else "")
         items = [*result.items, status_item(inp.source, f"{source_label(inp.source)}: {found}"[:2000])]
         entry = SOURCES.get(inp.source)
         kinds = tuple(kind.value for kind in entry.kinds) if entry else ()
         rt.store.put_context_items(inp.card_key, items, replace_kinds=kinds)
         return GatherResult(source=inp.source, status="ok", items=len(result.items),
-                            reason="; ".join(result.notes)[:500])
+                            reason="; ".join(result.notes)[:500], logs=logs[:50])

@@ -86,7 +86,8 @@ class HistoryActivities:
 
         return exactly_once(
             lookup,
-            lambda: Message(role=inp.role, content=inp.text, author=inp.author, created_at=datetime.now(UTC)),
+            lambda: Message(role=inp.role, content=inp.text, author=inp.author, created_at=datetime.now(UTC),
+                            tool_call_id=inp.tool_call_id, is_error=inp.is_error),
             lambda m: store.append_message(inp.card_key, m, dedup_key=inp.dedup_key, stage=inp.stage),
             what=f"message {inp.dedup_key}").value
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from temporalio import activity
 
@@ -10,7 +11,7 @@ from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import config_error, invalid_input, stored_card
 from cardloop.activities.workspace import tool_specs
 from cardloop.contracts import names
-from cardloop.contracts.config import WRITE_TOOLS, Config
+from cardloop.contracts.config import WRITE_TOOLS, Config, research_settings
 from cardloop.contracts.errors import ConfigError
 from cardloop.contracts.payloads import AssembleInput, AssembleResult, FoldNeeded, StageSettings
 from cardloop.prompts.assemble import AssemblyError, AssemblyRequest
@@ -36,7 +37,8 @@ class PromptActivities:
                              next_stage=cfg.next, sources=self.rt.config.sources_for(st),
                              auto_retry_after=after, auto_retries=retry.auto_retries if after > 0 else 0,
                              assemble_timeout=self.rt.config.temporal.assemble_timeout,
-                             cost_budget_usd=cfg.cost_budget_usd, **_agent_settings(self.rt.config, st))
+                             cost_budget_usd=cfg.cost_budget_usd, **_agent_settings(self.rt.config, st),
+                             **_research_settings(self.rt.config, st))
 
     @activity.defn(name=names.ASSEMBLE)
     def assemble(self, inp: AssembleInput) -> AssembleResult:
@@ -89,3 +91,15 @@ def _agent_settings(config: Config, stage: Stage) -> dict[str, object]:
 
 def _fold(needed: Fold | None) -> FoldNeeded | None:
     return None if needed is None else FoldNeeded(first=needed.first, last=needed.last, max_tokens=needed.max_tokens)
+
+
+def _research_settings(config: Config, stage: Stage) -> dict[str, Any]:
+    """A stage in [research] stages researches gathered logs over auto_min_tokens (0: over the
+    stage's context budget, i.e. a log no excerpt can do justice to); a stage whose tools include
+    research answers the agent's questions. Either needs the research settings."""
+    r = config.research
+    auto = stage in r.stages
+    if not auto and "research" not in config.workspace.tools_for(stage):
+        return {}
+    return {"research_min_tokens": (r.auto_min_tokens or config.budget_for(stage).context) if auto else 0,
+            "research": research_settings(config)}

@@ -38,6 +38,8 @@ class ContextKind(StrEnum):
     LIBRARY_DOC = "library_doc"
     # A context source that could not answer, and why: the agent must know what it is missing.
     SOURCE_STATUS = "source_status"
+    # A research report over artifacts too large for any prompt (analysts + synthesizer), with provenance.
+    RESEARCH = "research"
 
 
 # Kinds whose text is a log: cut by keeping head, tail and the lines around errors.

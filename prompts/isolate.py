@@ -34,6 +34,8 @@ RESERVED_TAGS: tuple[str, ...] = (
     "stage",
     "tool_result",
     "tool_use",
+    # The synthesizer's block of analysts' findings (prompts/research/synthesis.py).
+    "findings",
     # Turn markers of the chat templates prompts/formats renders (Gemma); ChatML's
     # <|im_start|> family is covered by the special-token pattern below.
     "start_of_turn",

@@ -54,6 +54,7 @@ class HistorySettings:
 DEFAULT_PRIORITIES: Mapping[ContextKind, int] = {
     ContextKind.NOTES: 100,
     ContextKind.SOURCE_STATUS: 95,
+    ContextKind.RESEARCH: 92,
     ContextKind.BUILD_LOG: 90,
     ContextKind.REVIEW_COMMENT: 88,
     ContextKind.POD_LOG: 85,

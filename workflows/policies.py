@@ -86,6 +86,12 @@ BOARD: ActivityConfig = ActivityConfig(
     start_to_close_timeout=timedelta(minutes=2), heartbeat_timeout=timedelta(seconds=30),
     retry_policy=_retry(timedelta(seconds=2), timedelta(minutes=5), attempts=8))
 
+# Research: storing and chunking artifacts is CPU work on the store's blobs (a 40 MB log takes
+# seconds); retried like a store write, with heartbeats for a worker that dies meanwhile.
+RESEARCH_PREPARE: ActivityConfig = ActivityConfig(
+    start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=HEARTBEAT,
+    retry_policy=_retry(timedelta(seconds=1), timedelta(seconds=30), attempts=5))
+
 # Delivery ids remembered for dedup, carried across continue-as-new.
 MAX_SEEN_DELIVERIES = 500
 MAX_STAGE_RUNS_KEPT = 20

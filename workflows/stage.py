@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         CompleteResult,
         GatherInput,
         GatherResult,
+        NamedBlob,
         PullRequestInput,
         PullRequestOutcome,
         ReviewInput,
@@ -41,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from cardloop.workflows import policies
     from cardloop.workflows.failures import is_transient
+    from cardloop.workflows.research import research_large_logs, research_tool
     from cardloop.workflows.workspace import Hands, StuckWatch, TurnActs
 
 
@@ -57,6 +59,7 @@ class StageWorkflow:
         self.progress = StageProgress()
         self._verification = ""  # the last verification's note: the pull request's evidence
         self._hands: Hands | None = None
+        self._logs: list[NamedBlob] = []  # the whole logs this run's context sources kept (research reads them)
 
     @workflow.query(name=names.QUERY_PROGRESS)
     def get_progress(self) -> StageProgress:
@@ -83,11 +86,19 @@ class StageWorkflow:
             # Histories recorded before context sources existed replay without this step.
             if s.sources and workflow.patched("context-sources"):
                 self._details(inp, f"gathering context: {', '.join(s.sources)}")
-                await self._gather(inp)
+                gathered = await self._gather(inp)
+                self._logs = [log for g in gathered for log in g.logs]
+                # A log too large for any prompt is researched (a child workflow) and the report
+                # joins the card's context; histories from before research replay without it.
+                if s.research is not None and s.research_min_tokens and workflow.patched("research-large-logs"):
+                    self._details(inp, "researching logs too large for the prompt")
+                    await research_large_logs(inp, gathered)
             hands: Hands | None = None
             if s.tools:
                 self._details(inp, "opening the workspace")
                 hands = self._hands = await Hands.open(inp)
+                if hands is not None and names.RESEARCH_TOOL in s.tools and s.research is not None:
+                    hands.research = lambda call, turn: research_tool(inp, self._logs, call, turn)
                 if hands is not None:
                     self._details(inp, f"workspace on {hands.where}; tests: {hands.info.test_command or 'none found'}; "
                                        f"sandbox: {'; '.join(hands.info.protections) or 'no protections'}")
@@ -323,7 +334,7 @@ class StageWorkflow:
             return ""
         return f"; the work is kept on {hands.info.branch} at {p.last_commit[:12]}"
 
-    async def _gather(self, inp: StageInput) -> None:
+    async def _gather(self, inp: StageInput) -> list[GatherResult]:
         """All of the stage's sources at once; each one's failure is recorded, never fatal."""
         results = await asyncio.gather(*(
             workflow.execute_activity(
@@ -334,11 +345,15 @@ class StageWorkflow:
                 **policies.GATHER,
                 summary=f"gather context: {name}",
             ) for name in inp.settings.sources), return_exceptions=True)
+        done = []
         for name, result in zip(inp.settings.sources, results, strict=True):
             if isinstance(result, asyncio.CancelledError):
                 raise result
             if isinstance(result, BaseException):  # a deterministic failure (e.g. bad config): go on without it
                 workflow.logger.warning("context source %s failed: %s", name, result)
+            else:
+                done.append(result)
+        return done
 
     async def _report(self, inp: StageInput) -> None:
         """Tell the card workflow after each turn, so its state query and details are live."""

@@ -12,6 +12,7 @@ was not checkpointed is gone. Everything here is deterministic workflow code.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,6 +106,8 @@ class Hands:
         self.reopened = 0
         self.review_comments: list[LineComment] = []  # review_comment calls that succeeded, in order
         self._note_due = False
+        # The research tool, answered in the workflow (a child workflow), not on the workspace's worker.
+        self.research: Callable[[ToolCallOut, int], Awaitable[ToolOutcome]] | None = None
 
     @classmethod
     async def open(cls, inp: StageInput) -> Hands | None:
@@ -163,12 +166,16 @@ class Hands:
         acts = TurnActs()
         wf = workflow.info().workflow_id
         for call in calls:
-            outcome: ToolOutcome = await self._on_worker(
-                names.TOOL,
-                ToolInput(card_key=self.inp.ref.key, stage=self.inp.stage, call_id=call.id, name=call.name,
-                          input=call.input, dedup_key=f"{wf}/tool-{iteration}-{call.id}",
-                          tools=self.inp.settings.tools),
-                ToolOutcome, f"{self.inp.stage} turn {iteration}: {call.name} {brief(call.input)}".rstrip())
+            outcome: ToolOutcome
+            if call.name == names.RESEARCH_TOOL and self.research is not None and workflow.patched("research-tool"):
+                outcome = await self.research(call, iteration)
+            else:
+                outcome = await self._on_worker(
+                    names.TOOL,
+                    ToolInput(card_key=self.inp.ref.key, stage=self.inp.stage, call_id=call.id, name=call.name,
+                              input=call.input, dedup_key=f"{wf}/tool-{iteration}-{call.id}",
+                              tools=self.inp.settings.tools),
+                    ToolOutcome, f"{self.inp.stage} turn {iteration}: {call.name} {brief(call.input)}".rstrip())
             acts.calls += 1
             acts.errors += outcome.is_error
             watch.call(call, outcome)

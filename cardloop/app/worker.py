@@ -22,25 +22,28 @@ from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.history import HistoryActivities
 from cardloop.activities.llm import LlmActivities
 from cardloop.activities.prompt import PromptActivities
+from cardloop.activities.research import ResearchActivities
 from cardloop.activities.results import ResultsActivities
 from cardloop.activities.workspace import WorkspaceActivities
 from cardloop.app.metrics import StageOutcomes
 from cardloop.workflows.card import CardWorkflow
+from cardloop.workflows.research import ResearchWorkflow
 from cardloop.workflows.stage import StageWorkflow
 
 logger = logging.getLogger(__name__)
 
-WORKFLOWS: Sequence[type] = (CardWorkflow, StageWorkflow)
+WORKFLOWS: Sequence[type] = (CardWorkflow, StageWorkflow, ResearchWorkflow)
 
 
 def _activities(rt: ActivityDeps, ws: WorkspaceActivities) -> tuple[list[Any], list[Any]]:
     """(the shared queue's activities, this worker's own queue's)."""
     prompt, history = PromptActivities(rt), HistoryActivities(rt)
     llm, context, state = LlmActivities(rt), ContextActivities(rt), CardStateActivities(rt)
-    results, board = ResultsActivities(rt), BoardActivities(rt)
+    results, board, research = ResultsActivities(rt), BoardActivities(rt), ResearchActivities(rt)
     shared = [prompt.stage_settings, prompt.assemble, history.append, history.summarize, llm.complete,
               context.gather, state.load, state.save, ws.open, results.pull_request, results.comment,
-              results.ci_status, results.review, board.comment, board.move]
+              results.ci_status, results.review, board.comment, board.move,
+              research.buffers, research.plan, research.analyze, research.synthesize]
     return shared, [ws.tool, ws.checkpoint, ws.verify]
 
 

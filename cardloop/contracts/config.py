@@ -43,6 +43,7 @@ from cardloop.contracts.config_sections import (  # noqa: F401  (re-exported: on
     ProfileConfig,
     ProviderConfig,
     RepositorySourceConfig,
+    ResearchConfig,
     SandboxConfig,
     SourcesConfig,
     StageConfig,
@@ -59,6 +60,7 @@ from cardloop.contracts.config_sections import (  # noqa: F401  (re-exported: on
     _Section,
 )
 from cardloop.contracts.errors import ConfigError
+from cardloop.contracts.payloads import ResearchSettings
 from cardloop.contracts.retry import RetryConfig
 from cardloop.contracts.secrets import Secret, secret_from_env
 from cardloop.prompts.formats import resolve_format
@@ -89,6 +91,7 @@ class Config(_Section):
     store: StoreConfig = StoreConfig()
     dev: DevConfig = DevConfig()
     summarizer: SummarizerConfig = SummarizerConfig()
+    research: ResearchConfig = ResearchConfig()
     paths: PathsConfig = PathsConfig()
     tokens: TokensConfig = TokensConfig()
     budget: BudgetConfig = BudgetConfig()
@@ -289,6 +292,11 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         # The documented short form of CARDLOOP_API__PORT: messages name the one the user set.
         env["CARDLOOP_API__PORT"] = env["CARDLOOP_API_PORT"]
         aliases["CARDLOOP_API__PORT"] = "CARDLOOP_API_PORT"
+    for short, key in RESEARCH_MODEL_ENV.items():
+        # The issue's short names for the research models; the long form wins when both are set.
+        if env.get(short) and key not in env:
+            env[key] = _toml_string(env[short])
+            aliases[key] = short
     origins = {key: aliases.get(name, name) for key, name in apply_env_overrides(data, env).items()}
     try:
         config = Config.model_validate({**data, "source": str(file), "env": env})
@@ -329,6 +337,7 @@ def check_config(config: Config) -> list[str]:
     if config.gateway.profile not in config.profiles:
         problems.append(f"gateway.profile: unknown profile {config.gateway.profile!r} "
                         f"(configured: {', '.join(config.profiles) or 'none'})")
+    problems += _research_problems(config)
     if config.summarizer.profile not in config.profiles:
         problems.append(f"summarizer.profile: unknown profile {config.summarizer.profile!r} "
                         f"(configured: {', '.join(config.profiles) or 'none'})")
@@ -407,3 +416,49 @@ def _limit_problems(config: Config) -> list[str]:
                                 f"({whole:g}), so it would never apply; lower it or set 0 (no per-token limit)")
     return problems
 
+
+
+# Short environment names for the research models (issue 14), next to the generic overrides.
+RESEARCH_MODEL_ENV = {"CARDLOOP_ANALYST_MODEL": "CARDLOOP_RESEARCH__ANALYST_MODEL",
+                      "CARDLOOP_SYNTHESIZER_MODEL": "CARDLOOP_RESEARCH__SYNTHESIZER_MODEL"}
+
+
+def _toml_string(value: str) -> str:
+    # Overrides are read as TOML literals: a bare model name must be quoted to stay a string.
+    return value if value.startswith(('"', "'")) else '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _research_problems(config: Config) -> list[str]:
+    r = config.research
+    problems = []
+    for role in ("analyst", "synthesizer"):
+        profile, model = getattr(r, f"{role}_profile"), getattr(r, f"{role}_model")
+        if profile not in config.profiles:
+            problems.append(f"research.{role}_profile: unknown profile {profile!r} "
+                            f"(configured: {', '.join(config.profiles) or 'none'})")
+        if model and model not in config.models:
+            problems.append(f"research.{role}_model: no [models.{model!r}] table (context_window, calibration, "
+                            f"price); known: {', '.join(config.models) or 'none'}")
+    return problems
+
+
+def research_models(config: Config, analyst: str | None = None, synthesizer: str | None = None) -> tuple[str, str]:
+    """(analyst model, synthesizer model): a flag's value, else [research], else the profile's model."""
+    r = config.research
+    return (analyst or r.analyst_model or config.profiles[r.analyst_profile].model,
+            synthesizer or r.synthesizer_model or config.profiles[r.synthesizer_profile].model)
+
+
+def research_settings(config: Config, analyst: str | None = None, synthesizer: str | None = None) -> ResearchSettings:
+    """[research] as a workflow input, the models resolved (flags win over config over profiles)."""
+    r = config.research
+    analyst_model, synthesizer_model = research_models(config, analyst, synthesizer)
+    for role, model in (("analyst", analyst_model), ("synthesizer", synthesizer_model)):
+        if model not in config.models:
+            raise ConfigError(f"research {role} model {model!r}: no [models.{model!r}] table in {config.source} "
+                              f"(known: {', '.join(config.models) or 'none'})")
+    return ResearchSettings(
+        analyst_profile=r.analyst_profile, analyst_model=analyst_model, synthesizer_profile=r.synthesizer_profile,
+        synthesizer_model=synthesizer_model,
+        **r.model_dump(exclude={"analyst_profile", "analyst_model", "synthesizer_profile", "synthesizer_model",
+                                "stages", "auto_min_tokens"}))

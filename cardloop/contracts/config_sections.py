@@ -93,6 +93,38 @@ class SummarizerConfig(_Section):
     max_tokens: int = Field(default=2_000, ge=100)
 
 
+class ResearchConfig(_Section):
+    """Research over artifacts too large for any prompt (README "Research"): a planner turns the
+    question into search queries, analysts read the best chunks in parallel batches, a
+    synthesizer writes the cited report. Models per role: the profile's provider and key, the
+    model named here when set (CARDLOOP_ANALYST_MODEL / CARDLOOP_SYNTHESIZER_MODEL, --*-model)."""
+
+    analyst_profile: str = "claude-fast"
+    analyst_model: str = ""          # empty: the profile's model
+    synthesizer_profile: str = "claude"
+    synthesizer_model: str = ""
+    # Buffers and chunks: token-bounded chunks on line boundaries, a few lines repeated between them.
+    chunk_tokens: int = Field(default=2_000, ge=64, le=32_000)
+    overlap_lines: int = Field(default=3, ge=0, le=100)
+    # Plan and search: at most this many queries, at most this many chunks analysed.
+    max_queries: int = Field(default=8, ge=1, le=32)
+    max_chunks: int = Field(default=40, ge=1, le=2_000)
+    # Analysts: chunks per call, calls at once.
+    batch_chunks: int = Field(default=4, ge=1, le=32)
+    concurrency: int = Field(default=4, ge=1, le=64)
+    analyst_max_tokens: int = Field(default=2_000, ge=100)
+    analyst_temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    # Synthesizer: findings over synthesizer_window tokens are grouped and synthesized per group.
+    synthesizer_max_tokens: int = Field(default=4_096, ge=256)
+    synthesizer_temperature: float = Field(default=0.1, ge=0.0, le=2.0)
+    synthesizer_window: int = Field(default=24_000, ge=1_000)
+    max_tool_rounds: int = Field(default=4, ge=0, le=16)
+    # Stages that research a gathered log larger than this many tokens by themselves (0: the
+    # stage's context budget), and put the report into the prompt.
+    stages: list[Stage] = Field(default_factory=lambda: [Stage.ERROR_FIXING])
+    auto_min_tokens: int = Field(default=0, ge=0)
+
+
 class PriceConfig(_Section):
     """USD per million tokens."""
 
@@ -327,7 +359,7 @@ class TenantConfig(_Section):
 
 # The workspace tools (cardloop.integrations.workspace.tools names the same set; a test ties them).
 ToolName = Literal["read_file", "write_file", "edit_file", "list_files", "search", "run_command", "git_diff",
-                   "git_status", "finish", "block", "review_comment"]
+                   "git_status", "finish", "block", "review_comment", "research"]
 TOOL_NAMES: tuple[str, ...] = ToolName.__args__  # type: ignore[attr-defined]
 WRITE_TOOLS = frozenset({"write_file", "edit_file", "run_command"})
 READ_ONLY_STAGES = ("planning", "review")
@@ -385,7 +417,9 @@ class WorkspaceConfig(_Section):
     tools: dict[Stage, list[ToolName]] = Field(default_factory=lambda: {
         Stage.PLANNING: list(_READ_TOOLS), Stage.REVIEW: [*_READ_TOOLS, "review_comment"],
         **{s: [*_READ_TOOLS[:3], "write_file", "edit_file", "run_command", *_READ_TOOLS[3:]]
-           for s in (Stage.CODING, Stage.TESTING, Stage.ERROR_FIXING)}})
+           for s in (Stage.CODING, Stage.TESTING)},
+        Stage.ERROR_FIXING: [*_READ_TOOLS[:3], "write_file", "edit_file", "run_command", *_READ_TOOLS[3:],
+                             "research"]})
 
     def tools_for(self, stage: Stage) -> list[str]:
         return list(self.tools.get(stage, []))

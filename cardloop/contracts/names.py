@@ -37,12 +37,24 @@ CI_STATUS = "results.ci_status"  # GitHub Actions' verdict on a pushed commit (e
 BOARD_COMMENT = "board.comment"
 BOARD_MOVE = "board.move"
 
+# Research over large artifacts (workflows/research.py): buffers and chunks, the planner's
+# queries and chunk selection, one analyst batch, the synthesizer (with its tools).
+RESEARCH_BUFFERS = "research.buffers"
+RESEARCH_PLAN = "research.plan"
+RESEARCH_ANALYZE = "research.analyze"
+RESEARCH_SYNTHESIZE = "research.synthesize"
+# The agent's research tool: the stage workflow answers it with a ResearchWorkflow child.
+RESEARCH_TOOL = "research"
+RESEARCH_ACTIVITIES = (RESEARCH_BUFFERS, RESEARCH_PLAN, RESEARCH_ANALYZE, RESEARCH_SYNTHESIZE)
+
 ACTIVITIES = (STAGE_SETTINGS, GATHER, ASSEMBLE, SUMMARIZE, COMPLETE, APPEND, LOAD_STATE, SAVE_STATE, WORKSPACE_OPEN,
-              *WORKSPACE_ACTIVITIES, PULL_REQUEST, COMMENT, CI_STATUS, REVIEW, BOARD_COMMENT, BOARD_MOVE)
+              *WORKSPACE_ACTIVITIES, PULL_REQUEST, COMMENT, CI_STATUS, REVIEW, BOARD_COMMENT, BOARD_MOVE,
+              *RESEARCH_ACTIVITIES)
 
 # --- workflows, signals, queries -------------------------------------------------------------
 CARD_WORKFLOW = "CardWorkflow"
 STAGE_WORKFLOW = "StageWorkflow"
+RESEARCH_WORKFLOW = "ResearchWorkflow"
 
 SIGNAL_TRANSITION = "transition"
 SIGNAL_COMMENT = "comment"

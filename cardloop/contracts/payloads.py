@@ -244,6 +244,10 @@ class StageSettings(_Value):
     ci_poll_seconds: float = 30.0
     ci_none_grace_seconds: float = 120.0
     affinity_timeout: float = 60.0  # seconds a workspace activity may wait for its worker to pick it up
+    # A gathered log over this many tokens is researched (analysts + synthesizer) and the report
+    # put into the prompt ([research] stages, auto_min_tokens); 0: never. None: no research settings.
+    research_min_tokens: int = 0
+    research: ResearchSettings | None = None
 
 
 class GatherInput(_Value):
@@ -259,6 +263,8 @@ class GatherResult(_Value):
     status: Literal["ok", "unavailable", "skipped"]
     items: int = 0
     reason: str = ""
+    # The whole logs the source kept in the store (name, blob ref, tokens): what research reads.
+    logs: list[NamedBlob] = Field(default_factory=list)
 
 
 class StageInput(_Value):
@@ -522,8 +528,152 @@ class VerifyResult(_Value):
 
 class AppendInput(_Value):
     card_key: str
-    role: Literal["user", "assistant"]
+    role: Literal["user", "assistant", "tool"]
     text: str = Field(max_length=32_000)
     author: str | None = None
     dedup_key: str
     stage: str | None = None
+    # role "tool": the call this answers (the research tool's report, answered by the workflow).
+    tool_call_id: str | None = None
+    is_error: bool = False
+
+
+# --- research over large artifacts (issue 14; workflows/research.py) ---------------------------
+
+
+class NamedBlob(_Value):
+    """An artifact already in the store as a blob (its text redacted), to research under `name`."""
+
+    name: str = Field(min_length=1, max_length=500)
+    ref: str
+    tokens: int = 0  # its size in tokens (estimated for very large texts)
+
+
+class ResearchSettings(_Value):
+    """[research] as the workflow runs it: resolved once at the entry point, so a run's history
+    says which models and bounds it used."""
+
+    analyst_profile: str
+    analyst_model: str
+    synthesizer_profile: str
+    synthesizer_model: str
+    chunk_tokens: int = 2_000
+    overlap_lines: int = 3
+    max_queries: int = 8
+    max_chunks: int = 40
+    batch_chunks: int = 4
+    concurrency: int = 4
+    analyst_max_tokens: int = 2_000
+    analyst_temperature: float = 0.0
+    synthesizer_max_tokens: int = 4_096
+    synthesizer_temperature: float = 0.1
+    synthesizer_window: int = 24_000
+    max_tool_rounds: int = 4
+
+
+class ResearchInput(_Value):
+    card_key: str
+    question: str = Field(min_length=1, max_length=4_000)
+    blobs: list[NamedBlob] = Field(default_factory=list)
+    settings: ResearchSettings
+    stage: str = "research"  # the ledger's stage column for the research's model calls
+    # Put the report into the card's context (kind research) with its provenance.
+    attach: bool = False
+
+
+class BuffersInput(_Value):
+    card_key: str
+    blobs: list[NamedBlob]
+    chunk_tokens: int
+    overlap_lines: int
+
+
+class BufferInfo(_Value):
+    buffer_id: int
+    name: str
+    lines: int
+    tokens: int
+    chunks: int
+
+
+class PlanInput(_Value):
+    card_key: str
+    key: str  # the effect key (deterministic: the workflow id)
+    question: str
+    buffer_ids: list[int]
+    settings: ResearchSettings
+    stage: str = "research"
+
+
+class PlanResult(_Value):
+    queries: list[str] = Field(default_factory=list)
+    chunk_ids: list[int] = Field(default_factory=list)
+    chunks_total: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class AnalyzeInput(_Value):
+    card_key: str
+    key: str
+    question: str
+    buffer_ids: list[int]
+    chunk_ids: list[int]
+    settings: ResearchSettings
+    stage: str = "research"
+
+
+class AnalyzeResult(_Value):
+    status: Literal["ok", "skipped"]
+    calls: int = 0
+    chunks: int = 0
+    relevant: int = 0  # chunks whose relevance is not none
+    findings: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    reason: str = ""
+
+
+class SynthesizeInput(_Value):
+    card_key: str
+    key: str
+    question: str
+    buffer_ids: list[int]
+    batch_keys: list[str]  # the analyst batches' keys, whose findings are in the store
+    chunks_total: int = 0
+    batches_skipped: int = 0
+    settings: ResearchSettings
+    stage: str = "research"
+    attach: bool = False
+    workflow_id: str = ""
+
+
+class ResearchResult(_Value):
+    report_ref: str = ""
+    excerpt: str = ""
+    chunks_total: int = 0
+    chunks_analysed: int = 0
+    chunks_read: list[int] = Field(default_factory=list)  # analysed, plus read by the synthesizer's tools
+    buffers: list[str] = Field(default_factory=list)
+    queries: list[str] = Field(default_factory=list)
+    analyst_calls: int = 0
+    batches: int = 0
+    batches_skipped: int = 0
+    synthesizer_calls: int = 0
+    tool_calls: int = 0
+    groups: int = 0  # >0: the findings were synthesized in this many groups, then merged
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class ResearchProgress(BaseModel):
+    phase: str = "starting"
+    batches_total: int = 0
+    batches_done: int = 0
+    batches_skipped: int = 0
+    chunks_total: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0

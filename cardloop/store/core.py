@@ -29,6 +29,7 @@ from cardloop.store.deliveries import DeliveriesMixin
 from cardloop.store.engine import open_database
 from cardloop.store.ledger import LedgerMixin
 from cardloop.store.limits import LimitsMixin
+from cardloop.store.research import ResearchMixin
 from cardloop.store.roles import provision, scram_sha256_verifier
 from cardloop.store.summaries import SummariesMixin
 from cardloop.store.tenant_prompts import TenantPromptsMixin
@@ -45,6 +46,7 @@ class Store(
     LimitsMixin,
     CardsMixin,
     ContextMixin,
+    ResearchMixin,
     BlobsMixin,
     SummariesMixin,
     UsageMixin,

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, func, inspect, select, text
 
 from cardloop.store.engine import Database
 from cardloop.store.migration_ledger import V5
+from cardloop.store.migration_research import V8
 from cardloop.store.schema import TOKEN_LOOKUP_FUNCTION, schema_versions
 from cardloop.store.tenant_keys import scope_keys_by_tenant
 from cardloop.store.values import StoreError
@@ -286,6 +287,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE INDEX ix_llm_usage_token_time ON llm_usage (tenant, token_id, created_at)",
     )),
     Migration(7, "hourly sums of the ledger for the spend limits' day and month windows", _V7),
+    Migration(8, "research buffers and their chunks", V8),
 )
 
 _SCHEMA_TABLE_DDL = """CREATE TABLE IF NOT EXISTS cardloop_schema (
@@ -371,6 +373,8 @@ _APP_GRANTS: tuple[tuple[str, str], ...] = (
     ("tenant_prompt_heads", "SELECT, INSERT, UPDATE"),
     ("api_tokens", "SELECT, INSERT, UPDATE"),
     ("usage_hours", "SELECT, INSERT, UPDATE"),
+    ("research_buffers", "SELECT, INSERT"),
+    ("research_chunks", "SELECT, INSERT"),
 )
 
 

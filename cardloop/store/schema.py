@@ -258,6 +258,41 @@ effects = Table(
     PrimaryKeyConstraint("tenant", "card_key", "effect_key", name="pk_effects"),
 )
 
+research_buffers = Table(
+    "research_buffers",
+    metadata,
+    Column("tenant", String(100), nullable=False),
+    Column("card_key", String(500), nullable=False),
+    Column("buffer_id", Integer, nullable=False),
+    Column("name", String(500), nullable=False),
+    Column("blob_ref", String(80), nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("lines", BigInteger, nullable=False),
+    Column("tokens", BigInteger, nullable=False),
+    Column("chunk_tokens", Integer, nullable=False),
+    Column("overlap_lines", Integer, nullable=False),
+    Column("inserted_at", UTCDateTime, nullable=False, server_default=_now()),
+    PrimaryKeyConstraint("tenant", "card_key", "buffer_id", name="pk_research_buffers"),
+    UniqueConstraint("tenant", "card_key", "name", "blob_ref", "chunk_tokens", "overlap_lines",
+                     name="uq_research_buffers_content"),
+)
+
+research_chunks = Table(
+    "research_chunks",
+    metadata,
+    Column("tenant", String(100), nullable=False),
+    Column("card_key", String(500), nullable=False),
+    Column("chunk_id", Integer, nullable=False),
+    Column("buffer_id", Integer, nullable=False),
+    Column("first_line", BigInteger, nullable=False),
+    Column("last_line", BigInteger, nullable=False),
+    Column("start_char", BigInteger, nullable=False),
+    Column("end_char", BigInteger, nullable=False),
+    Column("tokens", Integer, nullable=False),
+    PrimaryKeyConstraint("tenant", "card_key", "chunk_id", name="pk_research_chunks"),
+    Index("ix_research_chunks_buffer", "tenant", "card_key", "buffer_id"),
+)
+
 deliveries = Table(
     "deliveries",
     metadata,
@@ -335,5 +370,7 @@ RLS_TABLES: tuple[str, ...] = (
     "tenant_prompt_heads",
     "effects",
     "usage_hours",
+    "research_buffers",
+    "research_chunks",
 )
 TOKEN_LOOKUP_FUNCTION = "cardloop_token_tenant"

@@ -137,7 +137,7 @@ class UsageRecord(_Value):
     profile: str = Field(default="", max_length=100)
     provider: str = Field(default="", max_length=64)
     model: str = Field(default="", max_length=200)
-    purpose: Literal["turn", "summary"] = "turn"
+    purpose: Literal["turn", "summary", "research"] = "turn"
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
     cache_read_tokens: int = Field(default=0, ge=0)

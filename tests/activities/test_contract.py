@@ -47,4 +47,4 @@ def test_the_worker_registers_exactly_the_activities_the_workflows_call() -> Non
 
 def test_workflow_names_come_from_the_contract() -> None:
     defined = {workflow._Definition.must_from_class(cls).name for cls in WORKFLOWS}
-    assert defined == {names.CARD_WORKFLOW, names.STAGE_WORKFLOW}
+    assert defined == {names.CARD_WORKFLOW, names.STAGE_WORKFLOW, names.RESEARCH_WORKFLOW}

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from cardloop.app.cli.context import add_context_command
 from cardloop.app.cli.doctor import add_doctor_command
 from cardloop.app.cli.operate import add_operate_commands
+from cardloop.app.cli.research import add_research_command
 from cardloop.app.cli.service import add_service_commands
 from cardloop.app.cli.tenant import add_tenant_commands
 from cardloop.contracts.errors import CardloopError, ConfigError, InputError, RejectedError
@@ -44,6 +45,7 @@ examples:
   cardloop prompt validate my-tenant-prompt.txt
   cardloop card schema > card.schema.json
   cardloop config check
+  cardloop research build.log --question "why did the build fail?"
   cardloop tenant set-prompt acme prompt.txt --mode append --language German
   cardloop tenant versions acme
 
@@ -315,6 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_context_command(sub, _stage)
     add_operate_commands(sub)
     add_doctor_command(sub)
+    add_research_command(sub)
 
     conf = sub.add_parser("config", help="configuration")
     fsub = conf.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cardloop.app.scripted_model.research import research_reply
 from cardloop.app.scripted_model.server import Server
 from cardloop.app.scripted_model.summary import SUMMARY_HEADING, summarize
 from cardloop.app.scripted_model.transcript import check_transcript, normalize_stage
@@ -279,7 +280,12 @@ class ScriptedModel:
         usage = self._usage(body)
         stop_reason = "end_turn"
         scripted: str | list[Any] | None = None
-        if content is None and not any(t.lstrip().startswith(SUMMARY_HEADING) for t in system_texts):
+        research = research_reply(system_texts, messages) if content is None else None
+        if research is not None:
+            scripted = research
+            if isinstance(research, list):
+                content = research
+        elif content is None and not any(t.lstrip().startswith(SUMMARY_HEADING) for t in system_texts):
             scripted = self._scripted_reply(system_texts)
             if isinstance(scripted, list):
                 content = scripted  # a transcript reply given as content blocks (tool_use turns)

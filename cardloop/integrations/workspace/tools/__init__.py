@@ -28,6 +28,7 @@ from cardloop.integrations.workspace.tools.edit import EditFile
 from cardloop.integrations.workspace.tools.git_tools import GitDiff, GitStatus
 from cardloop.integrations.workspace.tools.listing import ListFiles
 from cardloop.integrations.workspace.tools.read import ReadFile
+from cardloop.integrations.workspace.tools.research import Research
 from cardloop.integrations.workspace.tools.review import ReviewComment
 from cardloop.integrations.workspace.tools.search import Search
 from cardloop.integrations.workspace.tools.write import WriteFile
@@ -37,7 +38,7 @@ logger = logging.getLogger(__name__)
 
 TOOLS: dict[str, Tool] = {t.name: t for t in (
     ReadFile(), WriteFile(), EditFile(), ListFiles(), Search(), RunCommand(), GitDiff(), GitStatus(), Finish(), Block(),
-    ReviewComment(),
+    ReviewComment(), Research(),
 )}
 READ_ONLY: tuple[str, ...] = tuple(name for name, tool in TOOLS.items() if not tool.writes)
 

@@ -1,0 +1,46 @@
+"""Chunking a buffer: token-bounded, on line boundaries, overlapping by a few lines, covering
+every line, and learning the characters-per-token ratio as it goes."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from cardloop.prompts.research.chunks import line_starts, split_chunks
+from cardloop.prompts.tokens import TokenCounter
+
+
+def log(lines: int) -> str:
+    return "\n".join(f"2026-11-26T10:00:{i % 60:02d}Z INFO [worker] processed batch {i} with {i * 7} events"
+                     for i in range(lines)) + "\n"
+
+
+def test_chunks_are_token_bounded_on_line_boundaries_and_overlap(counter: TokenCounter) -> None:
+    text = log(3_000)
+    spans = split_chunks(text, counter.count, 500, 3)
+    assert len(spans) > 10
+    starts = set(line_starts(text))
+    for span in spans:
+        assert span.tokens == counter.count(text[span.start:span.end]) <= 500
+        assert span.start in starts and (span.end in starts or span.end == len(text))
+        assert text[span.start:span.end].endswith("\n")  # whole lines only
+    for a, b in itertools.pairwise(spans):
+        assert b.first_line == a.last_line - 3 + 1  # three lines repeated
+        assert b.start < a.end
+    assert spans[0].start == 0 and spans[-1].end == len(text)
+    assert spans[-1].last_line == len(starts)
+
+
+def test_no_overlap_and_a_line_longer_than_a_chunk(counter: TokenCounter) -> None:
+    text = "short line\n" + "x" * 20_000 + "\nlast line\n"
+    spans = split_chunks(text, counter.count, 200, 0)
+    assert all(s.tokens <= 200 for s in spans)
+    assert [s.first_line for s in spans] == sorted({s.first_line for s in spans})  # always moves forward
+    assert spans[-1].last_line == 3
+
+
+def test_empty_and_bad_settings(counter: TokenCounter) -> None:
+    assert split_chunks("", counter.count, 100, 2) == []
+    with pytest.raises(ValueError):
+        split_chunks("a\n", counter.count, 8, 0)

@@ -1,0 +1,53 @@
+"""error_fixing researches a gathered log too large for its prompt: the report joins the card's
+context as a research item with provenance, and the model's prompt has it. The research runs
+as a child workflow of the stage run, whose activities are the fan-out."""
+
+from __future__ import annotations
+
+import pytest
+
+from cardloop.contracts import names
+from cardloop.contracts.payloads import CardRef
+from cardloop.prompts.card import ContextKind
+from tests.research_log import ROOT_CAUSES
+from tests.stack import Stack, replay_all, small_card
+from tests.workflows.research_kit import big_log_source, scheduled_activities
+
+__all__ = ["big_log_source"]  # the fixture, used by name
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture
+def stack_overrides(big_log_source: None) -> dict[str, str]:
+    return {"CARDLOOP_CONTEXT__SOURCES__ERROR_FIXING": '["big_log"]',
+            "CARDLOOP_STAGES__ERROR_FIXING__AUTO_ADVANCE": "false"}
+
+
+async def test_error_fixing_researches_a_log_too_large_for_its_prompt(stack: Stack) -> None:
+    ref: CardRef = stack.cards.import_card(small_card("FIX-1", title="The nightly build fails"))
+    await stack.cards.move(ref, "error_fixing", delivery_id="f1")
+    state = await stack.wait_state(ref, lambda s: len(s.history) >= 1, timeout=240)
+    assert state.history[0].outcome == "completed", state.history[0].reason
+    items = {i.source: i for i in stack.store.context_items(ref.key)}
+    report = items["cardloop:research"]
+    assert report.kind == ContextKind.RESEARCH
+    for cause in ROOT_CAUSES:
+        assert cause in report.content
+    assert "Research provenance:" in report.content and "Buffers: ci/run-7.log" in report.content
+    assert "Chunks read (40 of" in report.content and "ci/run-7.log lines " in report.content
+    # The model's error-fixing turn saw the report.
+    turn = [r.body for r in stack.model.requests if r.body and "# Stage: error fixing" in str(r.body.get("system"))]
+    assert turn and ROOT_CAUSES[2] in str(turn[0]["messages"])
+    # The research is the stage run's child workflow; its activities are the fan-out.
+    stage = stack.client.get_workflow_handle(f"{ref.workflow_id}/1-error_fixing")
+    child = stack.client.get_workflow_handle(f"{ref.workflow_id}/1-error_fixing/research")
+    assert (await child.describe()).workflow_type == names.RESEARCH_WORKFLOW
+    acts = scheduled_activities(await child.fetch_history())
+    assert acts.count(names.RESEARCH_ANALYZE) == 10
+    assert any(e.HasField("start_child_workflow_execution_initiated_event_attributes")
+               for e in (await stage.fetch_history()).events)
+    # Billed to the card, under the stage.
+    research_rows = [r for r in stack.store.ledger(ref.key) if r.purpose == "research"]
+    assert len(research_rows) == 1 + 10 + 2 and {r.stage for r in research_rows} == {"error_fixing"}
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
