@@ -51,6 +51,7 @@ from cardloop.contracts.config_sections import (  # noqa: F401  (re-exported: on
     SummarizerConfig,
     TemporalConfig,
     TenantConfig,
+    TenantPromptsConfig,
     TokenLimits,
     TokensConfig,
     ToolName,
@@ -89,6 +90,7 @@ class Config(_Section):
     store: StoreConfig = StoreConfig()
     dev: DevConfig = DevConfig()
     summarizer: SummarizerConfig = SummarizerConfig()
+    tenant_prompts: TenantPromptsConfig = TenantPromptsConfig()
     paths: PathsConfig = PathsConfig()
     tokens: TokensConfig = TokensConfig()
     budget: BudgetConfig = BudgetConfig()
@@ -328,6 +330,10 @@ def check_config(config: Config) -> list[str]:
                             f"(configured: {', '.join(config.profiles) or 'none'})")
     if config.gateway.profile not in config.profiles:
         problems.append(f"gateway.profile: unknown profile {config.gateway.profile!r} "
+                        f"(configured: {', '.join(config.profiles) or 'none'})")
+    guard = config.tenant_prompts.guard_profile
+    if guard and guard not in config.profiles:
+        problems.append(f"tenant_prompts.guard_profile: unknown profile {guard!r} "
                         f"(configured: {', '.join(config.profiles) or 'none'})")
     if config.summarizer.profile not in config.profiles:
         problems.append(f"summarizer.profile: unknown profile {config.summarizer.profile!r} "

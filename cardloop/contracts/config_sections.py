@@ -115,6 +115,15 @@ class GatewayConfig(_Section):
     profile: str = "claude"
 
 
+class TenantPromptsConfig(_Section):
+    """The guard model, the third layer of tenant prompt validation (prompts/injection/guard.py):
+    empty guard_profile, none; a profile, every PUT that passes the offline layers is also read by
+    that model, and its verdict and reason are stored with the version."""
+
+    guard_profile: str = ""
+    guard_max_tokens: int = Field(default=300, ge=50, le=4_000)
+
+
 class BoardConfig(_Section):
     """One board's webhook settings; the board-specific keys are optional."""
 

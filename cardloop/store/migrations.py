@@ -286,6 +286,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         "CREATE INDEX ix_llm_usage_token_time ON llm_usage (tenant, token_id, created_at)",
     )),
     Migration(7, "hourly sums of the ledger for the spend limits' day and month windows", _V7),
+    Migration(8, "tenant prompts: the guard model's verdict and reason, when one read the prompt", (
+        "ALTER TABLE tenant_prompts ADD COLUMN guard_verdict VARCHAR(16)",
+        "ALTER TABLE tenant_prompts ADD COLUMN guard_reason VARCHAR(500)",
+        "ALTER TABLE tenant_prompts ADD COLUMN guard_model VARCHAR(200)",
+    )),
 )
 
 _SCHEMA_TABLE_DDL = """CREATE TABLE IF NOT EXISTS cardloop_schema (

@@ -1,0 +1,156 @@
+"""A small prompt-injection classifier: logistic regression over hashed n-grams.
+
+Features are read from the normalized text (normalize.py): character 3-5-grams of its UTF-8 bytes
+(robust to spelling, inflection and languages without spaces) and word 1-2-grams, hashed into
+`dims` buckets, log-scaled and L2-normalized. The weights come from `model.json` beside this file,
+written by bench/injection_train.py from public corpora; nothing is fetched or trained here.
+
+A long prompt is scored as a whole and window by window (windows of WINDOW words, half
+overlapping), and its score is the highest: an instruction buried in an otherwise harmless page
+is what indirect injection looks like, and averaging it into the page would hide it.
+
+Pure Python (zlib, base64, json, math): no numpy at inference, a few milliseconds per prompt.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import zlib
+from array import array
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from cardloop.prompts.injection.normalize import NEGATED, normalize
+
+MODEL_FORMAT = "cardloop-injection-lr/1"
+# Bumped whenever normalize() or features() change what they compute: weights trained on other
+# features load with a clear error instead of scoring garbage.
+FEATURES = "norm3-neg4-char345-word12"
+MODEL_PATH = Path(__file__).with_name("model.json")
+CHAR_NGRAMS = (3, 4, 5)
+WINDOW = 60  # words: about a paragraph
+MAX_WINDOWS = 64  # a hostile 8,000-character prompt costs a bounded number of windows
+
+
+class ModelError(ValueError):
+    """model.json is missing, of another format, or damaged."""
+
+
+def features(norm: str, dims: int) -> dict[int, float]:
+    """Hashed, log-scaled, L2-normalized n-gram counts of an already normalized text.
+
+    Words under a negation (NEGATED-marked) count as words only: their character n-grams would
+    be those of the plain word, and "never reveal" would read as "reveal"."""
+    counts: dict[int, int] = {}
+    plain = norm if NEGATED not in norm else " ".join(w for w in norm.split() if not w.startswith(NEGATED))
+    data = (" " + plain + " ").encode("utf-8")
+    crc = zlib.crc32
+    for n in CHAR_NGRAMS:
+        for i in range(len(data) - n + 1):
+            h = crc(data[i:i + n], n) % dims  # n as the seed: "abc" as a 3-gram is not a word
+            counts[h] = counts.get(h, 0) + 1
+    words = norm.split()
+    prev = ""
+    for w in words:
+        wb = w.encode("utf-8")
+        h = crc(wb, 1) % dims
+        counts[h] = counts.get(h, 0) + 1
+        if prev:
+            h = crc(wb, crc(prev.encode("utf-8"), 2)) % dims
+            counts[h] = counts.get(h, 0) + 1
+        prev = w
+    values = {k: 1.0 + math.log(c) for k, c in counts.items()}
+    norm2 = math.sqrt(sum(v * v for v in values.values())) or 1.0
+    return {k: v / norm2 for k, v in values.items()}
+
+
+def windows(norm: str) -> list[str]:
+    """The whole text, then half-overlapping windows of WINDOW words when it is longer."""
+    words = norm.split()
+    if len(words) <= WINDOW:
+        return [norm]
+    step = WINDOW // 2
+    starts = list(range(0, len(words) - step, step))[:MAX_WINDOWS]
+    return [norm] + [" ".join(words[s:s + WINDOW]) for s in starts]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    score: float  # probability-like, 0..1
+    attack: bool
+    start: int  # the highest-scoring window, as word offsets in the normalized text
+    end: int
+
+
+class InjectionClassifier:
+    def __init__(self, weights: array, bias: float, threshold: float, meta: dict[str, Any]) -> None:
+        self.weights = weights
+        self.dims = len(weights)
+        self.bias = bias
+        self.threshold = threshold
+        self.meta = meta
+
+    def _logit(self, norm: str) -> float:
+        w = self.weights
+        return self.bias + sum(w[k] * v for k, v in features(norm, self.dims).items())
+
+    def score_normalized(self, norm: str) -> tuple[float, int, int]:
+        best, span = -math.inf, (0, len(norm.split()))
+        for i, part in enumerate(windows(norm)):
+            z = self._logit(part)
+            if z > best:
+                start = 0 if i == 0 else (i - 1) * (WINDOW // 2)
+                best, span = z, (start, start + len(part.split()))
+        return 1.0 / (1.0 + math.exp(-max(min(best, 40.0), -40.0))), span[0], span[1]
+
+    def classify(self, text: str) -> Verdict:
+        score, start, end = self.score_normalized(normalize(text))
+        return Verdict(score, score >= self.threshold, start, end)
+
+    # ------------------------------------------------------------------ the file
+
+    def to_json(self) -> dict[str, Any]:
+        """Weights quantized to int8 with one scale: a few hundred KB instead of megabytes."""
+        top = max((abs(x) for x in self.weights), default=0.0) or 1.0
+        scale = top / 127.0
+        q = array("b", (max(-127, min(127, round(x / scale))) for x in self.weights))
+        return {"format": MODEL_FORMAT, "features": FEATURES, "dims": self.dims, "char_ngrams": list(CHAR_NGRAMS),
+                "window": WINDOW,
+                "bias": self.bias, "threshold": self.threshold, "scale": scale,
+                "weights": base64.b64encode(zlib.compress(q.tobytes(), 9)).decode("ascii"), "meta": self.meta}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> InjectionClassifier:
+        if doc.get("format") != MODEL_FORMAT:
+            raise ModelError(f"injection model: format {doc.get('format')!r}, expected {MODEL_FORMAT!r}")
+        if doc.get("features") != FEATURES or list(doc.get("char_ngrams", ())) != list(CHAR_NGRAMS) \
+                or doc.get("window") != WINDOW:
+            raise ModelError("injection model: trained with other features than this code computes; retrain it")
+        try:
+            q = array("b", zlib.decompress(base64.b64decode(doc["weights"])))
+            scale, bias, threshold = float(doc["scale"]), float(doc["bias"]), float(doc["threshold"])
+        except (KeyError, TypeError, ValueError, zlib.error) as exc:
+            raise ModelError(f"injection model: damaged ({exc})") from None
+        if len(q) != doc["dims"]:
+            raise ModelError(f"injection model: {len(q)} weights, header says {doc['dims']}")
+        return cls(array("d", (x * scale for x in q)), bias, threshold, dict(doc.get("meta", {})))
+
+
+def load(path: Path) -> InjectionClassifier:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ModelError(f"injection model {path} is missing; bench/injection_train.py writes it") from None
+    except json.JSONDecodeError as exc:
+        raise ModelError(f"injection model {path} is not JSON: {exc}") from None
+    return InjectionClassifier.from_json(doc)
+
+
+@lru_cache(maxsize=1)
+def default_classifier() -> InjectionClassifier:
+    """The shipped model, read once per process."""
+    return load(MODEL_PATH)
