@@ -78,6 +78,9 @@ class CodecServerConfig(_Section):
 
 class StoreConfig(_Section):
     url: str = "sqlite:///~/.local/share/cardloop/cardloop.sqlite"
+    # Blob contents (prompts, context, logs) encrypted at rest with the payload codec's keys, when
+    # those are configured (temporal.codec_keys_env's variable is set); false: never.
+    encrypt_blobs: bool = True
 
 
 class DevConfig(_Section):
