@@ -19,6 +19,8 @@ import json
 import math
 import zlib
 from array import array
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -63,9 +65,54 @@ def features(norm: str, dims: int) -> dict[int, float]:
             h = crc(wb, crc(prev.encode("utf-8"), 2)) % dims
             counts[h] = counts.get(h, 0) + 1
         prev = w
-    values = {k: 1.0 + math.log(c) for k, c in counts.items()}
+    return _weighted(counts)
+
+
+_LOG = [0.0] + [1.0 + math.log(c) for c in range(1, 256)]
+
+
+def _weighted(counts: Mapping[int, int]) -> dict[int, float]:
+    values = {k: _LOG[c] if c < 256 else 1.0 + math.log(c) for k, c in counts.items()}
     norm2 = math.sqrt(sum(v * v for v in values.values())) or 1.0
     return {k: v / norm2 for k, v in values.items()}
+
+
+class _Indexed:
+    """A long text's n-gram hashes, computed once, from which each window's features are counted:
+    the same features `features()` gives the window's text, without hashing each n-gram again for
+    every window that holds it (windows overlap by half, and there are up to MAX_WINDOWS)."""
+
+    def __init__(self, words: list[str], dims: int) -> None:
+        crc = zlib.crc32
+        self.words = words
+        encoded = [w.encode("utf-8") for w in words]
+        self.uni = [crc(b, 1) % dims for b in encoded]
+        self.bi = [0] + [crc(encoded[k], crc(encoded[k - 1], 2)) % dims for k in range(1, len(words))]
+        # Byte offsets of the plain (not negated) words inside " " + plain text + " ".
+        self.plain_before = [0]  # plain words among words[:k]
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        offset = 1
+        for w, b in zip(words, encoded, strict=True):
+            plain = not w.startswith(NEGATED)
+            if plain:
+                self.starts.append(offset)
+                self.ends.append(offset + len(b))
+                offset += len(b) + 1
+            self.plain_before.append(self.plain_before[-1] + plain)
+        data = b" " + b" ".join(b for w, b in zip(words, encoded, strict=True) if not w.startswith(NEGATED)) + b" "
+        self.grams = {n: [crc(data[i:i + n], n) % dims for i in range(len(data) - n + 1)] for n in CHAR_NGRAMS}
+
+    def features(self, a: int, b: int) -> dict[int, float]:
+        """features(" ".join(words[a:b]))."""
+        counts: Counter[int] = Counter(self.uni[a:b])
+        counts.update(self.bi[a + 1:b])  # Counter counts in C: most of a window's cost
+        p0, p1 = self.plain_before[a], self.plain_before[b]
+        if p1 > p0:
+            lo, hi = self.starts[p0] - 1, self.ends[p1 - 1] + 1
+            for n in CHAR_NGRAMS:
+                counts.update(self.grams[n][lo:max(lo, hi - n + 1)])
+        return _weighted(counts)
 
 
 def windows(norm: str) -> list[str]:
@@ -94,17 +141,25 @@ class InjectionClassifier:
         self.threshold = threshold
         self.meta = meta
 
-    def _logit(self, norm: str) -> float:
+    def _logit(self, feats: dict[int, float]) -> float:
         w = self.weights
-        return self.bias + sum(w[k] * v for k, v in features(norm, self.dims).items())
+        return self.bias + sum(w[k] * v for k, v in feats.items())
 
     def score_normalized(self, norm: str) -> tuple[float, int, int]:
-        best, span = -math.inf, (0, len(norm.split()))
-        for i, part in enumerate(windows(norm)):
-            z = self._logit(part)
-            if z > best:
-                start = 0 if i == 0 else (i - 1) * (WINDOW // 2)
-                best, span = z, (start, start + len(part.split()))
+        """(score, first word, end word) of the highest-scoring of windows(norm)."""
+        words = norm.split()
+        if len(words) <= WINDOW:
+            best, span = self._logit(features(norm, self.dims)), (0, len(words))
+        else:
+            indexed = _Indexed(words, self.dims)
+            step = WINDOW // 2
+            spans = [(0, len(words))] + [(s, min(s + WINDOW, len(words)))
+                                         for s in list(range(0, len(words) - step, step))[:MAX_WINDOWS]]
+            best, span = -math.inf, spans[0]
+            for a, b in spans:
+                z = self._logit(indexed.features(a, b))
+                if z > best:
+                    best, span = z, (a, b)
         return 1.0 / (1.0 + math.exp(-max(min(best, 40.0), -40.0))), span[0], span[1]
 
     def classify(self, text: str) -> Verdict:

@@ -199,7 +199,8 @@ def _surface(text: str) -> str:
         text = text.replace(upper, lower)
     text = unicodedata.normalize("NFKC", text).casefold()
     text = _WORD.sub(_delookalike, text)
-    text = "".join(c for c in unicodedata.normalize("NFD", text) if not unicodedata.combining(c))
+    if not text.isascii():  # accents off ("é" reads as "e"); ASCII has none to take off
+        text = "".join(c for c in unicodedata.normalize("NFD", text) if not unicodedata.combining(c))
     text = _LEET_WORD.sub(lambda m: m.group(0) if _NAME_NUMBER.fullmatch(m.group(0)) else m.group(0).translate(_LEET),
                           text)
     text = _SPACED.sub(lambda m: re.sub(r"[ .\-_*]", "", m.group(0)), text)

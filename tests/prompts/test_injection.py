@@ -7,16 +7,22 @@ from __future__ import annotations
 import base64
 import codecs
 import json
+import random
 from pathlib import Path
 
 import pytest
 
 from cardloop.prompts.injection.classifier import (
+    MAX_WINDOWS,
     MODEL_PATH,
+    WINDOW,
     InjectionClassifier,
     ModelError,
+    _Indexed,
     default_classifier,
+    features,
     load,
+    windows,
 )
 from cardloop.prompts.injection.guard import GuardReplyError, guard_conversation, parse_guard_reply
 from cardloop.prompts.injection.normalize import DECODED_MARKER, NEGATED, normalize
@@ -123,6 +129,32 @@ def test_short_values_are_left_to_the_patterns() -> None:
     # A tone value or a language name is too short to judge; the patterns still see "DAN".
     assert validate_tenant_prompt("terse").status is ValidationStatus.VALID
     assert validate_tenant_prompt("DAN").status is ValidationStatus.REJECTED
+
+
+def test_long_texts_are_scored_window_by_window_with_the_features_of_each_window() -> None:
+    # The windows of a long text are counted from hashes computed once (_Indexed); each must equal
+    # what features() gives the window's own text, or the shipped weights would score other inputs.
+    rng = random.Random(7)
+    vocab = ["ignore", "never", "the", "previous", "instructions", "do", "not", "reveal", "system", "prompt",
+             "ты", "код", "élan", "日本語", "a"]
+    for _ in range(30):
+        norm = normalize(" ".join(rng.choice(vocab) for _ in range(rng.randint(WINDOW + 1, 400))))
+        words = norm.split()
+        indexed = _Indexed(words, 1 << 12)
+        step = WINDOW // 2
+        spans = [(0, len(words))] + [(s, min(s + WINDOW, len(words))) for s in range(0, len(words) - step, step)]
+        for (a, b), part in zip(spans[:MAX_WINDOWS + 1], windows(norm), strict=True):
+            fast, plain = indexed.features(a, b), features(part, 1 << 12)
+            assert fast.keys() == plain.keys()
+            assert all(fast[k] == pytest.approx(plain[k], abs=1e-12) for k in fast)
+
+
+def test_an_instruction_buried_in_a_long_page_is_found_in_its_window() -> None:
+    page = " ".join(f"Line {i}: the quarterly figures for region {i % 7} are within the forecast." for i in range(60))
+    buried = page + " " + CLASSIFIER_ONLY + " " + page
+    verdict = default_classifier().classify(buried)
+    assert verdict.attack and 0 < verdict.start < verdict.end < len(normalize(buried).split())
+    assert not default_classifier().classify(page + " " + page).attack
 
 
 def test_classification_is_deterministic_across_loads() -> None:
