@@ -105,6 +105,10 @@ class _Indexed:
 
     def features(self, a: int, b: int) -> dict[int, float]:
         """features(" ".join(words[a:b]))."""
+        return _weighted(self.counts(a, b))
+
+    def counts(self, a: int, b: int) -> Counter[int]:
+        """The raw n-gram counts of " ".join(words[a:b])."""
         counts: Counter[int] = Counter(self.uni[a:b])
         counts.update(self.bi[a + 1:b])  # Counter counts in C: most of a window's cost
         p0, p1 = self.plain_before[a], self.plain_before[b]
@@ -112,7 +116,7 @@ class _Indexed:
             lo, hi = self.starts[p0] - 1, self.ends[p1 - 1] + 1
             for n in CHAR_NGRAMS:
                 counts.update(self.grams[n][lo:max(lo, hi - n + 1)])
-        return _weighted(counts)
+        return counts
 
 
 def windows(norm: str) -> list[str]:
@@ -145,6 +149,15 @@ class InjectionClassifier:
         w = self.weights
         return self.bias + sum(w[k] * v for k, v in feats.items())
 
+    def _counts_logit(self, counts: Mapping[int, int]) -> float:
+        """_logit(_weighted(counts)) in one pass: the windows of a long prompt are most of its cost."""
+        w, dot, sq = self.weights, 0.0, 0.0
+        for k, c in counts.items():
+            v = _LOG[c] if c < 256 else 1.0 + math.log(c)
+            dot += w[k] * v
+            sq += v * v
+        return self.bias + dot / (math.sqrt(sq) or 1.0)
+
     def score_normalized(self, norm: str) -> tuple[float, int, int]:
         """(score, first word, end word) of the highest-scoring of windows(norm)."""
         words = norm.split()
@@ -157,7 +170,7 @@ class InjectionClassifier:
                                          for s in list(range(0, len(words) - step, step))[:MAX_WINDOWS]]
             best, span = -math.inf, spans[0]
             for a, b in spans:
-                z = self._logit(indexed.features(a, b))
+                z = self._counts_logit(indexed.counts(a, b))
                 if z > best:
                     best, span = z, (a, b)
         return 1.0 / (1.0 + math.exp(-max(min(best, 40.0), -40.0))), span[0], span[1]

@@ -80,7 +80,12 @@ def _invisible(ch: str) -> bool:
     return unicodedata.category(ch) in ("Cf", "Cc") or 0xFE00 <= cp <= 0xFE0F or 0xE0100 <= cp <= 0xE01EF
 
 
+_ASCII_CONTROLS = {c: None for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F]}
+
+
 def _visible(text: str) -> str:
+    if text.isascii():  # the common case: only control characters to drop, in C
+        return text.translate(_ASCII_CONTROLS)
     out = []
     for ch in text:
         cp = ord(ch)
