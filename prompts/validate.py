@@ -442,10 +442,12 @@ def _cut(text: str, issues: list[ValidationIssue]) -> str:
 
 
 def validate_request_system(text: str) -> ValidationResult:
-    """A request's own system text (the prompt gateway's callers): the tenant prompt's rules,
-    without its length limit (the caller's system prompt is its application's; the prompt
-    budget bounds it)."""
-    return validate_tenant_prompt(text, max_chars=max(len(text), 1))
+    """A request's own system text (the prompt gateway's callers): the tenant prompt's phrase
+    rules, without its length limit (the caller's system prompt is its application's; the prompt
+    budget bounds it) and without the classifier: it runs on every gateway call, whose system
+    text is an application's own prompt of any kind, where a few percent of false rejects would
+    break callers; a tenant prompt is checked once, at PUT time, by a person who can rephrase."""
+    return validate_tenant_prompt(text, max_chars=max(len(text), 1), classifier=False)
 
 
 # Fewer words than this carry no instruction the classifier could judge (a tone value, a language
