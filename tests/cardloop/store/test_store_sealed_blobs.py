@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
 
 from cardloop.app.local import blob_keys, open_store
 from cardloop.contracts.config import REPO_CONFIG, load_config
@@ -17,6 +18,7 @@ from cardloop.contracts.errors import ConfigError
 from cardloop.contracts.keyring import KeyRing
 from cardloop.prompts.card import Card, ContextItem, ContextKind
 from cardloop.store import Store, StoreError
+from tests.postgres import deployment, schema_url
 
 KEY = "acme/github/PAY-7"
 # Plain text no redactor touches: what must not be readable from a copied file.
@@ -142,3 +144,21 @@ def test_open_store_encrypts_only_when_the_codec_keys_are_configured(tmp_path: P
     broken = load_config(REPO_CONFIG, env=base | {"CARDLOOP_CODEC_KEYS": "k1:not-base64!"})
     with pytest.raises(ConfigError, match="CARDLOOP_CODEC_KEYS: key 'k1' is not valid base64"):
         blob_keys(broken)
+
+
+@pytest.mark.postgres
+def test_sealed_blobs_on_postgresql_as_the_application_role(postgres_admin: Engine) -> None:
+    # BYTEA holds the sealed bytes; row-level security and the seal's tenant binding agree.
+    ring = KeyRing.generate("pg-1")
+    with deployment(postgres_admin, "sealed") as (schema, owner, app_role):
+        Store.provision_postgres_role(schema_url(schema, owner), app_role)
+        store = Store.open(schema_url(schema, app_role), blob_keys=ring)
+        try:
+            ref = _fill(store)
+            assert store.for_tenant("acme").get_blob(ref) == PLAIN
+            assert [c.content for c in store.context_items(KEY)] == [LOG]
+        finally:
+            store.close()
+        with postgres_admin.connect() as conn:
+            raw = conn.exec_driver_sql(f"SELECT data FROM {schema}.blobs").scalars().all()
+        assert raw and all(bytes(d).startswith(b"\x00\xff") and PLAIN.encode() not in bytes(d) for d in raw)
