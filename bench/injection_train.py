@@ -134,7 +134,10 @@ def main() -> None:
     threshold = pick_threshold(scores, args.max_false_rejects)
     clf = InjectionClassifier(clf.weights, bias, threshold, meta)
     doc = clf.to_json()
-    args.out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    # Written aside and renamed: a process loading the model meanwhile reads the old file or the new one.
+    partial = args.out.with_suffix(".json.partial")
+    partial.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    partial.replace(args.out)
     shipped = InjectionClassifier.from_json(doc)
     for name, side in (("train", train_side), ("validation", validation)):
         recall, fr = rates(shipped, side)
