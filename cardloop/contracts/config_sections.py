@@ -125,6 +125,8 @@ class TenantPromptsConfig(_Section):
 
     guard_profile: str = ""
     guard_max_tokens: int = Field(default=300, ge=50, le=4_000)
+    # A PUT waits for the guard: a stalled model answers 503 after this, not after the stages' 600 s.
+    guard_timeout_seconds: float = Field(default=30.0, ge=1.0, le=300.0)
 
 
 class BoardConfig(_Section):

@@ -37,9 +37,10 @@ class Guarded:
         self.model.inject(content=[{"type": "text", "text": text}])
 
 
-def _app(tmp_path: Path, model: ScriptedModel | None, guard: str) -> tuple[TestClient, Store, Any]:
+def _app(tmp_path: Path, model: ScriptedModel | None, guard: str,
+         extra: dict[str, str] | None = None) -> tuple[TestClient, Store, Any]:
     store = Store.open(f"sqlite:///{tmp_path}/store.sqlite")
-    env = {"CARDLOOP_TENANT_PROMPTS__GUARD_PROFILE": guard, "ANTHROPIC_API_KEY": API_KEY}
+    env = {"CARDLOOP_TENANT_PROMPTS__GUARD_PROFILE": guard, "ANTHROPIC_API_KEY": API_KEY, **(extra or {})}
     app, _, runtime = build_app(tmp_path, store, env=env)
     if model is not None:
         runtime.base_urls["claude-fast"] = model.url
@@ -119,6 +120,41 @@ def test_a_guard_that_cannot_be_asked_answers_503_and_stores_nothing(guarded: Gu
     assert guarded.store.tenant_prompt_versions("acme") == []
     guarded.answer('{"verdict": "allow", "reason": "Fine."}')
     assert guarded.put("Prefer small pull requests.").status_code == 200  # the next PUT is asked again
+
+
+def test_a_stalled_guard_answers_503_after_its_own_timeout(tmp_path: Path) -> None:
+    with ScriptedModel(api_key=API_KEY) as model:
+        client, store, app = _app(tmp_path, model, "claude-fast",
+                                  {"CARDLOOP_TENANT_PROMPTS__GUARD_TIMEOUT_SECONDS": "1"})
+        try:
+            with client:
+                token = client.post("/tenants/acme/tokens", json={"name": "ci"},
+                                    headers={"authorization": f"Bearer {ADMIN}"}).json()["token"]
+                # The answer would allow, 5 s late: a 503 means the guard's 1 s timeout ended the wait.
+                model.inject(content=[{"type": "text", "text": '{"verdict": "allow", "reason": "late"}'}], delay=5)
+                r = client.put("/tenants/acme/prompt", json={"custom_system_prompt": "Prefer small PRs."},
+                               headers={"authorization": f"Bearer {token}"})
+                assert r.status_code == 503, r.text
+                assert "could not be asked" in r.json()["detail"]
+                assert store.tenant_prompt_versions("acme") == []
+        finally:
+            close_app(app)
+
+
+def test_a_guard_profile_without_its_key_answers_503_naming_the_variable(tmp_path: Path) -> None:
+    with ScriptedModel(api_key=API_KEY) as model:
+        client, store, app = _app(tmp_path, model, "claude-fast", {"ANTHROPIC_API_KEY": ""})
+        try:
+            with client:
+                token = client.post("/tenants/acme/tokens", json={"name": "ci"},
+                                    headers={"authorization": f"Bearer {ADMIN}"}).json()["token"]
+                r = client.put("/tenants/acme/prompt", json={"custom_system_prompt": "Prefer small PRs."},
+                               headers={"authorization": f"Bearer {token}"})
+                assert r.status_code == 503, r.text
+                assert "(set ANTHROPIC_API_KEY)" in r.json()["detail"]
+                assert model.request_count == 0 and store.tenant_prompt_versions("acme") == []
+        finally:
+            close_app(app)
 
 
 def test_a_rollback_keeps_the_verdict_of_the_text_it_copies(guarded: Guarded) -> None:
