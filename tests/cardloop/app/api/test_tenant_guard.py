@@ -153,6 +153,33 @@ def test_a_guard_profile_without_its_key_answers_503_naming_the_variable(tmp_pat
                 assert r.status_code == 503, r.text
                 assert "(set ANTHROPIC_API_KEY)" in r.json()["detail"]
                 assert model.request_count == 0 and store.tenant_prompt_versions("acme") == []
+                assert [x.status for x in store.ledger("acme/prompt-guard/-")] == ["failed"]
+        finally:
+            close_app(app)
+
+
+def test_guard_calls_are_in_the_ledger_and_pass_the_tenants_limits(tmp_path: Path) -> None:
+    with ScriptedModel(api_key=API_KEY) as model:
+        client, store, app = _app(tmp_path, model, "claude-fast", {"CARDLOOP_LIMITS__REQUESTS_PER_MINUTE": "1"})
+        try:
+            with client:
+                token = client.post("/tenants/acme/tokens", json={"name": "ci"},
+                                    headers={"authorization": f"Bearer {ADMIN}"}).json()["token"]
+                headers = {"authorization": f"Bearer {token}"}
+                model.inject(content=[{"type": "text", "text": '{"verdict": "allow", "reason": "Fine."}'}])
+                assert client.put("/tenants/acme/prompt", json={"custom_system_prompt": "Prefer small PRs."},
+                                  headers=headers).status_code == 200
+                (row,) = store.ledger("acme/prompt-guard/-")
+                assert (row.status, row.stage, row.profile) == ("done", "prompt-guard", "claude-fast")
+                assert row.input_tokens > 0 and row.output_tokens > 0
+                # The second PUT within the minute is over the tenant's requests_per_minute: refused
+                # before the model is asked, nothing stored.
+                r = client.put("/tenants/acme/prompt", json={"custom_system_prompt": "Prefer tiny PRs."},
+                               headers=headers)
+                assert r.status_code == 429, r.text
+                assert int(r.headers["retry-after"]) >= 1 and "nothing was stored" in r.json()["detail"]
+                assert model.request_count == 1 and len(store.tenant_prompt_versions("acme")) == 1
+                assert sorted(x.status for x in store.ledger("acme/prompt-guard/-")) == ["done", "refused"]
         finally:
             close_app(app)
 
