@@ -58,6 +58,26 @@ def _encoded(samples: list[Sample]) -> list[Sample]:
     return out
 
 
+def _embedded(samples: list[Sample]) -> list[Sample]:
+    """Short attacks set inside benign text, and benign texts joined with each other: a tenant
+    prompt that smuggles an injection wraps it in ordinary instructions, and a classifier that
+    has only seen attacks alone learns that ordinary instructions around one mean "benign"."""
+    attacks = [s for s in samples if s.attack and len(s.text) < 400]
+    benign = [s for s in samples if not s.attack and len(s.text) < 600]
+    out: list[Sample] = []
+    if not benign:
+        return out
+    for i, a in enumerate(attacks):
+        host = benign[(i * 7) % len(benign)].text
+        cut = host.find(". ", len(host) // 2)
+        text = f"{host}\n\n{a.text}" if cut < 0 else f"{host[:cut + 1]} {a.text} {host[cut + 2:]}"
+        out.append(Sample(text, True, a.source, a.family, a.category + "+embedded", a.lang))
+    for i, b in enumerate(benign[: len(attacks)]):
+        other = benign[(i * 11 + 3) % len(benign)].text
+        out.append(Sample(f"{b.text}\n\n{other}", False, b.source, b.family, b.category + "+joined", b.lang))
+    return out
+
+
 def _vectors(samples: list[Sample]) -> list[tuple[dict[int, float], float]]:
     return [(features(normalize(s.text), DIMS), 1.0 if s.attack else 0.0) for s in samples]
 
@@ -114,6 +134,8 @@ def main() -> None:
     ap.add_argument("--l2", type=float, default=1e-4)
     ap.add_argument("--rate", type=float, default=0.3)
     ap.add_argument("--max-false-rejects", type=float, default=0.04)
+    ap.add_argument("--embed", action=argparse.BooleanOptionalAction, default=True,
+                    help="also train on short attacks set inside benign text (and benign texts joined)")
     args = ap.parse_args()
 
     train_side, validation, test = split(load(args.cache))
@@ -122,6 +144,8 @@ def main() -> None:
           f"test {len(test)} held out (bench/injection.py)")
     fitted = _capped(train_side)
     fitted += _encoded(fitted)
+    if args.embed:
+        fitted += _embedded(fitted)
     print(f"fitted on {len(fitted)} ({sum(s.attack for s in fitted)} attacks) after the family cap and encodings")
     w, bias = train(fitted, epochs=args.epochs, l2=args.l2, rate=args.rate)
     families = sorted({s.family for s in train_side})
