@@ -52,6 +52,9 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
+from cardloop.prompts.injection.classifier import default_classifier
+from cardloop.prompts.lookalikes import LOOKALIKES as _LOOKALIKES
+from cardloop.prompts.lookalikes import UPPER_LOOKALIKES as _UPPER_LOOKALIKES
 from cardloop.prompts.redact import DEFAULT_REDACTOR
 from cardloop.prompts.surrogates import describe, lone_surrogate, printable
 
@@ -65,6 +68,7 @@ CATEGORIES: tuple[str, ...] = (
     "role_reassignment",
     "encoding",
     "guardrail_impersonation",
+    "classifier",
 )
 
 
@@ -109,28 +113,7 @@ class ValidationResult:
 
 # --------------------------------------------------------------------------- folding
 
-# Letters that render like Latin ones. Applied after NFKD and casefold, so one lowercase
-# entry covers both cases; Greek capitals whose lowercase looks different come first.
-_UPPER_LOOKALIKES = {
-    "Α": "a", "Β": "b", "Ε": "e", "Ζ": "z", "Η": "h", "Ι": "i", "Κ": "k", "Μ": "m",
-    "Ν": "n", "Ο": "o", "Ρ": "p", "Τ": "t", "Υ": "y", "Χ": "x",
-}
-_LOOKALIKES = {
-    # Cyrillic
-    "а": "a", "в": "b", "г": "r", "е": "e", "к": "k", "м": "m", "н": "h", "о": "o",
-    "п": "n", "р": "p", "с": "c", "т": "t", "у": "y", "х": "x", "і": "i", "ј": "j",
-    "ѕ": "s", "ԁ": "d", "һ": "h", "ӏ": "l", "ԛ": "q", "ԝ": "w", "ь": "b",
-    # Greek
-    "α": "a", "β": "b", "γ": "y", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v",
-    "ο": "o", "ρ": "p", "τ": "t", "υ": "u", "χ": "x", "ω": "w", "ϲ": "c", "ϳ": "j",
-    # Armenian
-    "օ": "o", "ս": "u", "ո": "n", "հ": "h", "ց": "g", "զ": "q",
-    # Latin variants NFKD leaves alone: dotless i, small capitals, script a / g
-    "ı": "i", "ȷ": "j", "ɑ": "a", "ɡ": "g", "ɪ": "i", "ʟ": "l", "ʀ": "r", "ᴀ": "a",
-    "ʙ": "b", "ᴄ": "c", "ᴅ": "d", "ᴇ": "e", "ɢ": "g", "ʜ": "h", "ᴊ": "j", "ᴋ": "k",
-    "ᴍ": "m", "ɴ": "n", "ᴏ": "o", "ᴘ": "p", "ꜱ": "s", "ᴛ": "t", "ᴜ": "u", "ᴠ": "v",
-    "ᴡ": "w", "ʏ": "y", "ᴢ": "z",
-}
+# Letters that render like Latin ones: prompts/lookalikes.py.
 _TAG_CHARS = range(0xE0020, 0xE007F)  # Unicode tags: invisible copies of ASCII
 _ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
@@ -459,10 +442,30 @@ def _cut(text: str, issues: list[ValidationIssue]) -> str:
 
 
 def validate_request_system(text: str) -> ValidationResult:
-    """A request's own system text (the prompt gateway's callers): the tenant prompt's rules,
-    without its length limit (the caller's system prompt is its application's; the prompt
-    budget bounds it)."""
-    return validate_tenant_prompt(text, max_chars=max(len(text), 1))
+    """A request's own system text (the prompt gateway's callers): the tenant prompt's phrase
+    rules, without its length limit (the caller's system prompt is its application's; the prompt
+    budget bounds it) and without the classifier: it runs on every gateway call, whose system
+    text is an application's own prompt of any kind, where a few percent of false rejects would
+    break callers; a tenant prompt is checked once, at PUT time, by a person who can rephrase."""
+    return validate_tenant_prompt(text, max_chars=max(len(text), 1), classifier=False)
+
+
+# Fewer words than this carry no instruction the classifier could judge (a tone value, a language
+# name); the phrase patterns still see them.
+_CLASSIFIER_MIN_WORDS = 3
+
+
+def _classified(text: str) -> list[ValidationIssue]:
+    """The second layer: the trained classifier (prompts/injection), for what no phrase matched."""
+    if len(text.split()) < _CLASSIFIER_MIN_WORDS:
+        return []
+    model = default_classifier()
+    verdict = model.classify(text)
+    if not verdict.attack:
+        return []
+    return [ValidationIssue("classifier", f"reads as a prompt injection to the trained classifier "
+                                          f"(score {verdict.score:.2f}, threshold {model.threshold:.2f})",
+                            0, len(text))]
 
 
 def validate_tenant_prompt(
@@ -470,8 +473,13 @@ def validate_tenant_prompt(
     *,
     max_chars: int = MAX_TENANT_PROMPT_CHARS,
     policy: ViolationPolicy = ViolationPolicy.REJECT,
+    classifier: bool = True,
 ) -> ValidationResult:
-    """Check a tenant prompt; the sanitized prompt is returned whatever the status."""
+    """Check a tenant prompt; the sanitized prompt is returned whatever the status.
+
+    Two offline layers: the phrase patterns, then (when they find nothing, and unless
+    `classifier=False`) the trained injection classifier, whose issue spans the whole text:
+    it judges the prompt, not a phrase, so SANITIZE has nothing to cut and rejects."""
     issues: list[ValidationIssue] = []
     too_long = len(text) > max_chars
     if too_long:
@@ -483,18 +491,20 @@ def validate_tenant_prompt(
         issues.append(ValidationIssue("encoding", describe(text, broken), broken, broken + 1))
     # A prompt far over the limit is rejected anyway; folding all of it would only cost time.
     violations = _violations(text[: max(max_chars, 0) * 2 + 1000])
+    if not violations and not too_long and broken is None and classifier:
+        violations = _classified(text)
     issues.extend(violations)
     unusable = too_long or broken is not None  # rejected whatever the policy
     issues.sort(key=lambda i: (i.start, i.end, i.category))
 
-    if violations and policy == ViolationPolicy.SANITIZE:
+    if violations and policy == ViolationPolicy.SANITIZE and violations[0].category != "classifier":
         kept = text
         for _ in range(5):  # cutting can join two halves into a new phrase; repeat
             kept = _cut(kept, _violations(kept))
             if not _violations(kept):
                 break
         sanitized = sanitize(kept)
-        rejected = unusable or bool(_violations(sanitized))
+        rejected = unusable or bool(_violations(sanitized)) or (classifier and bool(_classified(sanitized)))
         status = ValidationStatus.REJECTED if rejected else ValidationStatus.SANITIZED
         return ValidationResult(status, sanitized, tuple(issues))
 

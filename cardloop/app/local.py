@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 from cardloop.app.private import private_dir, private_files
 from cardloop.contracts.config import Config
+from cardloop.contracts.keyring import KeyRing
 from cardloop.store import Store
 
 
@@ -16,13 +17,26 @@ def data_dir(config: Config) -> Path:
     return private_dir(Path(config.dev.data_dir).expanduser())
 
 
+def blob_keys(config: Config) -> KeyRing | None:
+    """The keys blob contents are encrypted with at rest: the payload codec's, from the variable
+    `temporal.codec_keys_env` names; None (blobs in plain text) when it is unset or
+    `store.encrypt_blobs` is false. Only configured keys count: the dev stack's own key file
+    (app/codec.py) stays the dev Temporal server's, so a store never depends on a file beside it."""
+    env = config.temporal.codec_keys_env
+    if not config.store.encrypt_blobs or not env:
+        return None
+    secret = config.secret(env)
+    return KeyRing.parse(secret.reveal(), source=env) if secret is not None else None
+
+
 def open_store(config: Config) -> Store:
     url = config.store_url()
+    keys = blob_keys(config)
     if not url.startswith("sqlite:///"):
-        return Store.open(url)
+        return Store.open(url, blob_keys=keys)
     file = Path(url.removeprefix("sqlite:///")).expanduser()
     private_dir(file.parent)
-    store = Store.open(url)
+    store = Store.open(url, blob_keys=keys)
     private_files(file)
     return store
 
@@ -32,4 +46,4 @@ def card_url(ui_url: str, namespace: str, workflow_id: str) -> str:
     return f"{ui_url}/namespaces/{namespace}/workflows/{quote(workflow_id, safe='')}"
 
 
-__all__ = ["card_url", "data_dir", "open_store"]
+__all__ = ["blob_keys", "card_url", "data_dir", "open_store"]

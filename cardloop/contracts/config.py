@@ -52,6 +52,7 @@ from cardloop.contracts.config_sections import (  # noqa: F401  (re-exported: on
     SummarizerConfig,
     TemporalConfig,
     TenantConfig,
+    TenantPromptsConfig,
     TokenLimits,
     TokensConfig,
     ToolName,
@@ -92,6 +93,7 @@ class Config(_Section):
     dev: DevConfig = DevConfig()
     summarizer: SummarizerConfig = SummarizerConfig()
     research: ResearchConfig = ResearchConfig()
+    tenant_prompts: TenantPromptsConfig = TenantPromptsConfig()
     paths: PathsConfig = PathsConfig()
     tokens: TokensConfig = TokensConfig()
     budget: BudgetConfig = BudgetConfig()
@@ -338,6 +340,10 @@ def check_config(config: Config) -> list[str]:
         problems.append(f"gateway.profile: unknown profile {config.gateway.profile!r} "
                         f"(configured: {', '.join(config.profiles) or 'none'})")
     problems += _research_problems(config)
+    guard = config.tenant_prompts.guard_profile
+    if guard and guard not in config.profiles:
+        problems.append(f"tenant_prompts.guard_profile: unknown profile {guard!r} "
+                        f"(configured: {', '.join(config.profiles) or 'none'})")
     if config.summarizer.profile not in config.profiles:
         problems.append(f"summarizer.profile: unknown profile {config.summarizer.profile!r} "
                         f"(configured: {', '.join(config.profiles) or 'none'})")

@@ -78,6 +78,9 @@ class CodecServerConfig(_Section):
 
 class StoreConfig(_Section):
     url: str = "sqlite:///~/.local/share/cardloop/cardloop.sqlite"
+    # Blob contents (prompts, context, logs) encrypted at rest with the payload codec's keys, when
+    # those are configured (temporal.codec_keys_env's variable is set); false: never.
+    encrypt_blobs: bool = True
 
 
 class DevConfig(_Section):
@@ -145,6 +148,17 @@ class ApiConfig(_Section):
 
 class GatewayConfig(_Section):
     profile: str = "claude"
+
+
+class TenantPromptsConfig(_Section):
+    """The guard model, the third layer of tenant prompt validation (prompts/injection/guard.py):
+    empty guard_profile, none; a profile, every PUT that passes the offline layers is also read by
+    that model, and its verdict and reason are stored with the version."""
+
+    guard_profile: str = ""
+    guard_max_tokens: int = Field(default=300, ge=50, le=4_000)
+    # A PUT waits for the guard: a stalled model answers 503 after this, not after the stages' 600 s.
+    guard_timeout_seconds: float = Field(default=30.0, ge=1.0, le=300.0)
 
 
 class BoardConfig(_Section):

@@ -41,6 +41,7 @@ PostgreSQL deployment (two roles; superusers and BYPASSRLS roles are never isola
 from cardloop.store.core import TOKEN_PREFIX, Store, scram_sha256_verifier
 from cardloop.store.migrations import MIGRATIONS, Migration
 from cardloop.store.schema import RLS_TABLES
+from cardloop.store.tenant_prompts import GuardRecord
 from cardloop.store.values import (
     ApiToken,
     IssuedApiToken,
@@ -65,6 +66,7 @@ __all__ = [
     "RLS_TABLES",
     "TOKEN_PREFIX",
     "ApiToken",
+    "GuardRecord",
     "IssuedApiToken",
     "Migration",
     "NotFoundError",

@@ -16,6 +16,7 @@ from sqlalchemy.sql.dml import Insert
 
 from cardloop.store import schema as s
 from cardloop.store.engine import Database
+from cardloop.store.sealing import BlobSealer
 from cardloop.store.values import StoreError, TenantScopeError, tenant_of
 
 
@@ -24,6 +25,7 @@ class StoreBase:
 
     _db: Database
     _scope: str | None  # set on the views for_tenant returns
+    _sealer: BlobSealer | None  # blob contents encrypted at rest (store/sealing.py); None: plain
     # The time written to tenant prompt versions and tokens; tests move it.
     clock: Callable[[], datetime]
 

@@ -5,7 +5,8 @@ Blobs hold only what is ever needed redacted (rendered prompts, context items, w
 pod logs), so they are redacted here, on the way in, with the prompt core's redactor: a secret
 in a log never reaches the database file, and the ref is the address of the redacted text
 (`stored_text` says what a text becomes). The raw card as the board sent it is kept elsewhere
-(see README, "Secrets at rest")."""
+(see README, "Secrets at rest"). With the codec keys configured, each blob's bytes are also
+encrypted (store/sealing.py); blobs written before that are still read as they are."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from sqlalchemy import Connection, select
 from cardloop.prompts.redact import DEFAULT_REDACTOR
 from cardloop.store import schema as s
 from cardloop.store.base import StoreBase, check_text
+from cardloop.store.sealing import open_blob
 from cardloop.store.values import (
     NotFoundError,
     StoreError,
@@ -61,7 +63,7 @@ class BlobsMixin(StoreBase):
             data = conn.execute(query).scalar_one_or_none()
         if data is None:
             raise NotFoundError(f"blob {ref} is not in the store")
-        return decode_text(bytes(data))
+        return decode_text(open_blob(self._sealer, tenant, ref, bytes(data)))
 
     def _put_blobs(self, conn: Connection, tenant: str, contents: Mapping[str, tuple[str, str]]) -> None:
         """`contents`: ref -> (text, kind) of texts already through `stored_text`."""
@@ -70,5 +72,7 @@ class BlobsMixin(StoreBase):
         for ref in sorted(contents):
             text, kind = contents[ref]
             data = encode_text(text)
-            row = {"ref": ref, "tenant": tenant, "kind": kind, "size": len(data), "data": data}
+            # size: the text's bytes, whether or not they are sealed (what quotas and reports mean).
+            sealed = self._sealer.seal(tenant, ref, data) if self._sealer is not None else data
+            row = {"ref": ref, "tenant": tenant, "kind": kind, "size": len(data), "data": sealed}
             self._insert_new(conn, s.blobs, row)

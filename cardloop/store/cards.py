@@ -70,7 +70,7 @@ class CardsMixin(StoreBase):
                 select(m.body).where(m.card_key == card_key, m.tenant == tenant).order_by(m.seq)
             ).scalars()
             history = [json.loads(body) for body in bodies]
-            context = [context_dict(row) for row in context_rows(conn, card_key, tenant)]
+            context = [context_dict(row, self._sealer) for row in context_rows(conn, card_key, tenant)]
         data = json.loads(fields) | {"history": history, "context": context}
         try:
             return Card.model_validate(data)

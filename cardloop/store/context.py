@@ -13,6 +13,7 @@ from sqlalchemy import Connection, Row, delete, or_, select, update
 from cardloop.prompts.card import ContextItem
 from cardloop.store import schema as s
 from cardloop.store.blobs import BlobsMixin, stored_text
+from cardloop.store.sealing import BlobSealer, open_blob
 from cardloop.store.values import blob_ref, decode_text
 
 
@@ -70,7 +71,7 @@ class ContextMixin(BlobsMixin):
         tenant = self._card_tenant(card_key)
         with self._db.read(tenant) as conn:
             rows = context_rows(conn, card_key, tenant)
-        return [ContextItem.model_validate(context_dict(row)) for row in rows]
+        return [ContextItem.model_validate(context_dict(row, self._sealer)) for row in rows]
 
 
 def stored_item(item: ContextItem) -> ContextItem:
@@ -85,7 +86,7 @@ def stored_item(item: ContextItem) -> ContextItem:
 def context_rows(conn: Connection, card_key: str, tenant: str) -> list[Row[Any]]:
     c, b = s.context_items.c, s.blobs.c
     query = (
-        select(c.meta, b.data)
+        select(c.meta, b.ref, b.tenant, b.data)
         .join_from(s.context_items, s.blobs, (b.ref == c.content_ref) & (b.tenant == c.tenant))
         .where(c.card_key == card_key, c.tenant == tenant)
         .order_by(c.ord)
@@ -93,5 +94,6 @@ def context_rows(conn: Connection, card_key: str, tenant: str) -> list[Row[Any]]
     return list(conn.execute(query))
 
 
-def context_dict(row: Row[Any]) -> dict[str, Any]:
-    return json.loads(row.meta) | {"content": decode_text(bytes(row.data))}
+def context_dict(row: Row[Any], sealer: BlobSealer | None) -> dict[str, Any]:
+    data = open_blob(sealer, row.tenant, row.ref, bytes(row.data))
+    return json.loads(row.meta) | {"content": decode_text(data)}

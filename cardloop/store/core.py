@@ -21,6 +21,7 @@ from types import TracebackType
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
+from cardloop.contracts.keyring import KeyRing
 from cardloop.store import migrations
 from cardloop.store.blobs import BlobsMixin
 from cardloop.store.cards import CardsMixin
@@ -31,6 +32,7 @@ from cardloop.store.ledger import LedgerMixin
 from cardloop.store.limits import LimitsMixin
 from cardloop.store.research import ResearchMixin
 from cardloop.store.roles import provision, scram_sha256_verifier
+from cardloop.store.sealing import BlobSealer
 from cardloop.store.summaries import SummariesMixin
 from cardloop.store.tenant_prompts import TenantPromptsMixin
 from cardloop.store.tokens import TOKEN_PREFIX, ApiTokensMixin
@@ -62,16 +64,20 @@ class Store(
     `dedup_key`, usage by `call_key`, blobs by content, summaries by range, deliveries by id.
     """
 
-    def __init__(self, url: str) -> None:
-        """Create the engine without touching the schema; `Store.open` also migrates."""
+    def __init__(self, url: str, *, blob_keys: KeyRing | None = None) -> None:
+        """Create the engine without touching the schema; `Store.open` also migrates.
+
+        `blob_keys`: the codec's key ring; given, blob contents are encrypted at rest with it
+        (store/sealing.py). Blobs stored before, in plain text, are read either way."""
         self._db = open_database(url)
+        self._sealer = BlobSealer(blob_keys) if blob_keys is not None else None
         self._scope = None  # set on the views for_tenant returns
         self._owns_db = True
         self.clock = lambda: datetime.now(UTC)
 
     @classmethod
-    def open(cls, url: str) -> Store:
-        store = cls(url)
+    def open(cls, url: str, *, blob_keys: KeyRing | None = None) -> Store:
+        store = cls(url, blob_keys=blob_keys)
         try:
             store.migrate()
         except (OperationalError, StoreUnavailable) as exc:
@@ -106,6 +112,12 @@ class Store(
             self._db.dispose()
 
     # -- tenant scope ---------------------------------------------------------------------------
+
+    @property
+    def blob_key_ids(self) -> tuple[str, ...]:
+        """The ids of the keys blobs are encrypted with at rest, the sealing one first; empty when
+        blobs are written in plain text (`cardloop doctor` says which)."""
+        return self._sealer.ring.ids if self._sealer is not None else ()
 
     def for_tenant(self, tenant: str) -> Store:
         """A view of this store for one tenant: every transaction is scoped to `tenant` (row-level

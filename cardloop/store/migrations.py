@@ -288,6 +288,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     )),
     Migration(7, "hourly sums of the ledger for the spend limits' day and month windows", _V7),
     Migration(8, "research buffers and their chunks", V8),
+    Migration(9, "tenant prompts: the guard model's verdict and reason, when one read the prompt", (
+        "ALTER TABLE tenant_prompts ADD COLUMN guard_verdict VARCHAR(16)",
+        "ALTER TABLE tenant_prompts ADD COLUMN guard_reason VARCHAR(500)",
+        "ALTER TABLE tenant_prompts ADD COLUMN guard_model VARCHAR(200)",
+    )),
 )
 
 _SCHEMA_TABLE_DDL = """CREATE TABLE IF NOT EXISTS cardloop_schema (

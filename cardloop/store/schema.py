@@ -324,6 +324,11 @@ tenant_prompts = Table(
     Column("issues", Text, nullable=False),  # JSON list of {category, message, start, end}
     Column("submitted_sha256", String(64)),
     Column("restored_from", Integer),  # the version a rollback copied
+    # The guard model's reading at PUT time ("allow" and why, and which model); NULL when no guard
+    # profile was configured. A "reject" is answered 400 and never stored, like a REJECTED prompt.
+    Column("guard_verdict", String(16)),
+    Column("guard_reason", String(500)),
+    Column("guard_model", String(200)),
     Column("created_by", String(200), nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     PrimaryKeyConstraint("tenant", "version", name="pk_tenant_prompts"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, Row, select, update
@@ -20,20 +21,36 @@ from cardloop.store.base import StoreBase, check_text
 from cardloop.store.values import NotFoundError, StoreError, TenantPromptVersion, check_tenant, encode_text
 
 
+@dataclass(frozen=True)
+class GuardRecord:
+    """What the guard model said about a prompt at PUT time (prompts/injection/guard.py)."""
+
+    verdict: str  # "allow"; "reject" is refused by put_tenant_prompt
+    reason: str
+    model: str
+
+
 class TenantPromptsMixin(StoreBase):
     def put_tenant_prompt(
-        self, tenant: str, prompt: TenantPrompt, validation: ValidationResult, created_by: str
+        self, tenant: str, prompt: TenantPrompt, validation: ValidationResult, created_by: str,
+        guard: GuardRecord | None = None,
     ) -> TenantPromptVersion:
         """Store `prompt` as the tenant's new current version and return it.
 
         `validation` is `validate_tenant_prompt(prompt.custom_system_prompt)`: REJECTED is refused
         (StoreError, nothing stored; the database refuses it too); what is stored and used is its
-        sanitized prompt. `created_by` says who did it (an API token id, "cli", ...).
+        sanitized prompt. `created_by` says who did it (an API token id, "cli", ...). `guard` is the
+        guard model's reading when one was asked; a "reject" is refused like a REJECTED prompt.
         """
         self._tenant(check_tenant(tenant))
         if validation.status == ValidationStatus.REJECTED:
             raise StoreError(f"tenant {tenant!r}: a REJECTED prompt is never stored")
         check_text("created_by", created_by, 200, required=True)
+        if guard is not None:
+            if guard.verdict != "allow":
+                raise StoreError(f"tenant {tenant!r}: a prompt the guard model rejected is never stored")
+            check_text("guard reason", guard.reason, 500, required=True)
+            check_text("guard model", guard.model, 200, required=True)
         values = {
             "deleted": False,
             "custom_system_prompt": validation.sanitized_prompt,
@@ -44,6 +61,9 @@ class TenantPromptsMixin(StoreBase):
             "issues": json.dumps(validation.to_dict()["issues"], ensure_ascii=False),
             "submitted_sha256": hashlib.sha256(encode_text(prompt.custom_system_prompt)).hexdigest(),
             "restored_from": None,
+            "guard_verdict": guard.verdict if guard else None,
+            "guard_reason": guard.reason if guard else None,
+            "guard_model": guard.model if guard else None,
             "created_by": created_by,
         }
         with self._db.write(tenant) as conn:
@@ -93,6 +113,9 @@ class TenantPromptsMixin(StoreBase):
             "issues": "[]",
             "submitted_sha256": None,
             "restored_from": None,
+            "guard_verdict": None,
+            "guard_reason": None,
+            "guard_model": None,
             "created_by": created_by,
         }
         with self._db.write(tenant) as conn:
@@ -119,7 +142,9 @@ class TenantPromptsMixin(StoreBase):
             if source["deleted"]:
                 raise StoreError(f"tenant {tenant!r}: version {version} records a deletion; it holds no prompt")
             copied = ("custom_system_prompt", "override_mode", "language_preference", "tone_profile",
-                      "validation_status", "issues", "submitted_sha256")
+                      "validation_status", "issues", "submitted_sha256",
+                      # The copied text is the text that guard read: its verdict goes with it.
+                      "guard_verdict", "guard_reason", "guard_model")
             values = {name: source[name] for name in copied} | {
                 "deleted": False, "restored_from": version, "created_by": created_by,
             }
@@ -173,6 +198,9 @@ def _prompt_version(row: Mapping[str, Any]) -> TenantPromptVersion:
         issues=tuple(json.loads(row["issues"])),
         submitted_sha256=row["submitted_sha256"],
         restored_from=row["restored_from"],
+        guard_verdict=row.get("guard_verdict"),
+        guard_reason=row.get("guard_reason"),
+        guard_model=row.get("guard_model"),
         created_by=row["created_by"],
         created_at=row["created_at"],
     )

@@ -218,6 +218,11 @@ class TenantPromptVersion(_Value):
     issues: tuple[dict[str, Any], ...] = ()
     submitted_sha256: str | None = None
     restored_from: int | None = None
+    # The guard model's verdict ("allow"; a rejected prompt is never stored), its reason and the
+    # model; None when no guard profile was configured for the PUT.
+    guard_verdict: Literal["allow"] | None = None
+    guard_reason: str | None = None
+    guard_model: str | None = None
     created_by: str
     created_at: AwareDatetime
 

@@ -16,10 +16,13 @@ whatever is asked, so tenants cannot be probed. Every store call goes through
 `store.for_tenant(tenant)`, so on PostgreSQL row-level security holds the request to its tenant
 even if a query here were wrong.
 
-Validation is the prompt core's (`cardloop.prompts.validate`), applied to what the prompt core will see:
+Validation is the prompt core's (`cardloop.prompts.validate`: phrase patterns, then the trained injection
+classifier of `cardloop.prompts.injection`), applied to what the prompt core will see:
 the custom prompt, the language and tone values, and their combination (`cardloop.prompts.layers.tenant_text`,
 which the core validates again on every turn). A REJECTED prompt answers 400 with its issues and
-stores nothing; the stored text is the sanitized one.
+stores nothing; the stored text is the sanitized one. When `[tenant_prompts] guard_profile` is set, a
+guard model then reads the combination (app/api/prompt_guard.py): its "reject" answers 400 (category
+guard_model), its "allow" is stored with the version together with its reason and model.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cardloop.app.api.auth import ADMIN_TOKEN_ENV, bearer_token, require_admin_path, require_tenant, require_tenant_path
+from cardloop.app.api.prompt_guard import guard_check
 from cardloop.app.api.services import Services, services
 from cardloop.contracts.config import Config
 from cardloop.contracts.limits import limits_for, windows
@@ -115,7 +119,9 @@ class Issue(BaseModel):
     field: str = Field(description="custom_system_prompt, language_preference, tone_profile.<key>, or "
                                    "combined (the prompt with its language and tone, as the prompt core sees it)")
     category: str = Field(description="length, meta_override, safety_bypass, system_prompt_disclosure, "
-                                      "role_reassignment, guardrail_impersonation or encoding")
+                                      "role_reassignment, guardrail_impersonation, encoding, classifier "
+                                      "(the trained injection classifier) or guard_model (the guard model, "
+                                      "when one is configured)")
     message: str
     start: int = Field(description="Offset of the issue in the field's text (end exclusive).")
     end: int
@@ -138,6 +144,10 @@ class PromptVersionOut(BaseModel):
     validation_status: Literal["VALID", "SANITIZED"] | None = Field(description="None on a deletion.")
     issues: list[dict[str, Any]]
     restored_from: int | None = Field(description="The version a rollback copied.")
+    guard_verdict: Literal["allow"] | None = Field(
+        default=None, description="The guard model's verdict at PUT time; None when no guard model is configured.")
+    guard_reason: str | None = Field(default=None, description="The guard model's reason for its verdict.")
+    guard_model: str | None = Field(default=None, description="The model that gave the verdict.")
     created_by: str
     created_at: datetime
 
@@ -263,8 +273,15 @@ def put_prompt(body: PromptIn, tenant: TenantDep, request: Request, svc: SvcDep)
     prompt, verdict, issues = check_prompt(body)
     if verdict.status == ValidationStatus.REJECTED:
         return _rejected(issues)
+    guarded = guard_check(svc, tenant, tenant_text(prompt))
+    if guarded is not None and not guarded[0].allowed:
+        text = tenant_text(prompt)
+        return _rejected([Issue(field="combined", category="guard_model",
+                                message=f"the guard model rejected the prompt: {guarded[0].reason}",
+                                start=0, end=len(text))])
     store = svc.store.for_tenant(tenant)
-    stored = store.put_tenant_prompt(tenant, prompt, verdict, _actor(request, svc, tenant))
+    stored = store.put_tenant_prompt(tenant, prompt, verdict, _actor(request, svc, tenant),
+                                     guarded[1] if guarded else None)
     return _out(svc, stored)
 
 

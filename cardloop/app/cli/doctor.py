@@ -55,8 +55,15 @@ def _store(config: Config) -> Check:
         store = open_store(config)
     except Exception as exc:  # any driver error is the answer here
         return Check("store", "fail", f"{type(exc).__name__}: {exc}"[:300])
+    ids = store.blob_key_ids
     store.close()
-    return Check("store", "ok", "opened and migrated: " + config.store_url().split("://")[0])
+    if ids:
+        blobs = f"blobs encrypted at rest (AES-GCM, key ids {', '.join(ids)} from {config.temporal.codec_keys_env})"
+    elif not config.store.encrypt_blobs:
+        blobs = "blobs in plain text (store.encrypt_blobs = false)"
+    else:
+        blobs = f"blobs in plain text ({config.temporal.codec_keys_env or 'temporal.codec_keys_env'} is not set)"
+    return Check("store", "ok", "opened and migrated: " + config.store_url().split("://")[0] + "; " + blobs)
 
 
 def _keys(config: Config) -> list[Check]:

@@ -54,8 +54,9 @@ class Api:
         return self.client.put(f"/tenants/{tenant}/prompt", json=body, headers=self.auth(tenant))
 
 
-def build_app(tmp_path: Path, store: Store, *, admin: bool = True) -> tuple[FastAPI, Config, ActivityDeps]:
-    env = {"CARDLOOP_PATHS__PROMPT_OVERRIDES": str(tmp_path / "no-overrides")}
+def build_app(tmp_path: Path, store: Store, *, admin: bool = True,
+              env: dict[str, str] | None = None) -> tuple[FastAPI, Config, ActivityDeps]:
+    env = {"CARDLOOP_PATHS__PROMPT_OVERRIDES": str(tmp_path / "no-overrides"), **(env or {})}
     if admin:
         env["CARDLOOP_ADMIN_TOKEN"] = ADMIN
     config = load_config(REPO_CONFIG, env=env)

@@ -111,6 +111,25 @@ def test_the_codec_keys_are_checked_never_printed(env: Path, capsys, monkeypatch
     assert checks(capsys)["codec"][0]["status"] == "warn"
 
 
+def test_the_store_check_says_whether_blobs_are_encrypted_at_rest(env: Path, capsys,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from cardloop.contracts.keyring import KeyRing
+
+    monkeypatch.delenv("CARDLOOP_CODEC_KEYS", raising=False)
+    main(["doctor", "--json"])
+    assert "blobs in plain text (CARDLOOP_CODEC_KEYS is not set)" in checks(capsys)["store"][0]["detail"]
+    keys = KeyRing.generate("prod-2026").to_text()
+    monkeypatch.setenv("CARDLOOP_CODEC_KEYS", keys)
+    main(["doctor", "--json"])
+    out = capsys.readouterr().out
+    store = next(c for c in json.loads(out) if c["name"] == "store")
+    assert store["status"] == "ok" and "blobs encrypted at rest (AES-GCM, key ids prod-2026" in store["detail"]
+    assert keys.split(":", 1)[1] not in out
+    monkeypatch.setenv("CARDLOOP_STORE__ENCRYPT_BLOBS", "false")
+    main(["doctor", "--json"])
+    assert "blobs in plain text (store.encrypt_blobs = false)" in checks(capsys)["store"][0]["detail"]
+
+
 class _GitHub(BaseHTTPRequestHandler):
     """GitHub's GET /rate_limit: 200 with the core resource for the right token, else 401."""
 
