@@ -26,6 +26,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, ProgrammingError
 
 from cardloop.contracts.limits import EffectiveLimits, Limits
 from cardloop.prompts.card import ContextItem, ContextKind, Message, TenantPrompt
+from cardloop.prompts.research.chunks import ChunkSpan
 from cardloop.prompts.validate import ValidationStatus, validate_tenant_prompt
 from cardloop.store import (
     MIGRATIONS,
@@ -298,6 +299,10 @@ def _fill(store: Store) -> dict[str, str]:
                                             created_at=earlier + timedelta(hours=4)),
                                 EffectiveLimits(tenant=Limits(tokens_per_day=100))) is None
         store.record_delivery(tenant, "board", "delivery-1")
+        log = f"{tenant} research log"
+        store.put_buffer(key, "build.log", store.put_blob(tenant, log, "research"),
+                         [ChunkSpan(first_line=1, last_line=1, start=0, end=len(log), tokens=4)],
+                         size=len(log), lines=1, chunk_tokens=400, overlap_lines=0)
         store.put_tenant_prompt(tenant, *accepted(f"{tenant} prompt."), created_by="test")
         tokens[tenant] = store.create_api_token(tenant, "ci").token
     return tokens
