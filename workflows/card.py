@@ -4,7 +4,8 @@ Transitions and comments arrive as signals (signal-with-start creates the workfl
 first one). A transition to another stage while one runs cancels the running StageWorkflow
 (its work is already in the store) and starts the new one; a repeated delivery id is
 applied once, also across continue-as-new. Search attributes (CardId, CardStage, Repo,
-Tenant), the memo and the current details keep the Temporal UI the operator's view.
+Tenant, CardStatus, StageOutcome; stage runs get the first four and their outcome), the memo
+and the current details keep the Temporal UI the operator's view.
 """
 
 from __future__ import annotations
@@ -41,13 +42,19 @@ CARD_ID = SearchAttributeKey.for_keyword(names.SA_CARD_ID)
 CARD_STAGE = SearchAttributeKey.for_keyword(names.SA_CARD_STAGE)
 REPO = SearchAttributeKey.for_keyword(names.SA_REPO)
 TENANT = SearchAttributeKey.for_keyword(names.SA_TENANT)
+CARD_STATUS = SearchAttributeKey.for_keyword(names.SA_CARD_STATUS)
+STAGE_OUTCOME = SearchAttributeKey.for_keyword(names.SA_STAGE_OUTCOME)
 
 
-def search_attributes(start: CardStart, stage: str) -> TypedSearchAttributes:
+def search_attributes(start: CardStart, stage: str, status: str | None = None) -> TypedSearchAttributes:
+    """The card's attributes at its start (status "new"), or a stage run's (status None: a stage
+    run's status is its execution status; its outcome is upserted when it ends)."""
     pairs = [SearchAttributePair(CARD_ID, start.ref.key), SearchAttributePair(CARD_STAGE, stage),
              SearchAttributePair(TENANT, start.ref.tenant)]
     if start.repo:
         pairs.append(SearchAttributePair(REPO, start.repo))
+    if status is not None:
+        pairs.append(SearchAttributePair(CARD_STATUS, status))
     return TypedSearchAttributes(pairs)
 
 
@@ -55,6 +62,9 @@ def search_attributes(start: CardStart, stage: str) -> TypedSearchAttributes:
 _STATE_IN_STORE = "card-state-in-store"
 # Runs recorded before automatic retries of transiently failed stages wait without a timer.
 _AUTO_RETRY = "auto-retry"
+# Runs recorded before CardStatus/StageOutcome existed replay without their upserts, and start
+# their stage runs without search attributes (and stage runs that failed returned normally).
+STATUS_ATTRIBUTES = "status-search-attributes"
 
 
 def _card_cancelled() -> bool:
@@ -260,6 +270,7 @@ class CardWorkflow:
             id=f"{workflow.info().workflow_id}/{run}-{stage}",
             static_summary=f"{stage} run {run} of card {start.ref.key}",
             execution_timeout=timedelta(days=7),
+            search_attributes=search_attributes(start, stage) if workflow.patched(STATUS_ATTRIBUTES) else None,
         )
         if opening is not None:
             on_board, self.state.board = await opening
@@ -274,7 +285,8 @@ class CardWorkflow:
             result: StageRun = await handle
         except ChildWorkflowError as err:
             cancelled = isinstance(err.cause, CancelledError)
-            result = StageRun(stage=stage, run=run, outcome="cancelled" if cancelled else "failed",
+            failed = _failed_run(err)
+            result = failed or StageRun(stage=stage, run=run, outcome="cancelled" if cancelled else "failed",
                               reason="the card moved to another stage" if cancelled else str(err.cause or err)[:500])
         except asyncio.CancelledError:
             if not self.pending or _card_cancelled():
@@ -304,6 +316,8 @@ class CardWorkflow:
                                                   keep_runs=policies.MAX_STAGE_RUNS_KEPT)
         if self.state.status == "blocked":
             self._set_stage(start, result.stage, "blocked")
+        else:
+            self._publish([])
         if auto is not None:
             self.pending.append(auto)
         elif not self.pending:
@@ -327,8 +341,24 @@ class CardWorkflow:
         self.state.stage = stage
         self.state.status = status  # type: ignore[assignment]
         shown = "blocked" if status == "blocked" else stage
-        if workflow.info().typed_search_attributes.get(CARD_STAGE) != shown:  # each upsert is an event
-            workflow.upsert_search_attributes([CARD_STAGE.value_set(shown)])
+        self._publish([CARD_STAGE.value_set(shown)] if self._attribute(CARD_STAGE) != shown else [])
+
+    def _publish(self, updates: list) -> None:
+        """One upsert (each is an event) of `updates` and, on runs that keep them, the card's
+        status and last outcome where they changed."""
+        if workflow.patched(STATUS_ATTRIBUTES):
+            status = transitions.card_status(self.state)
+            if self._attribute(CARD_STATUS) != status:
+                updates.append(CARD_STATUS.value_set(status))
+            outcome = self.state.history[-1].outcome if self.state.history else None
+            if outcome and self._attribute(STAGE_OUTCOME) != outcome:
+                updates.append(STAGE_OUTCOME.value_set(outcome))
+        if updates:
+            workflow.upsert_search_attributes(updates)
+
+    @staticmethod
+    def _attribute(key: SearchAttributeKey[str]) -> str | None:
+        return workflow.info().typed_search_attributes.get(key)
 
     def _details(self) -> None:
         st = self.state
@@ -347,6 +377,13 @@ class CardWorkflow:
         elif transitions.failed_run(st, moves_queued=bool(self.pending)) is not None:
             extra += " Failed: `cardloop card retry` runs the stage again."
         last = cur.last_result if cur and cur.last_result else st.last_result
+        if st.status == "running" and not (cur and cur.last_result):
+            # No reply of this run yet: the model call may be waiting for a retry, which only the
+            # stage run's pending activity shows (an empty "Last: " read as if nothing happened).
+            last = (f"no reply yet in this run; the stage run {workflow.info().workflow_id}/{st.stage_runs}-"
+                    f"{st.stage} shows what it waits for (a retrying model call: its pending activity)")
+        elif not last:
+            last = "nothing yet"
         on_board = f"\nBoard: {st.board[:500]}" if st.board else ""
         workflow.set_current_details(
             f"{self.title}\n\n{doing} **{st.stage or 'no stage yet'}** (stage run {st.stage_runs}{turn}). "
@@ -360,3 +397,11 @@ class CardWorkflow:
 
     def _continue_as_new(self, start: CardStart) -> None:
         workflow.continue_as_new(start.model_copy(update={"state": self.state, "pending": self.pending}))
+
+
+def _failed_run(err: ChildWorkflowError) -> StageRun | None:
+    """The run a StageWorkflow recorded before it failed itself (names.STAGE_FAILED), else None."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError) and cause.type == names.STAGE_FAILED and cause.details:
+        return StageRun.model_validate(cause.details[0])
+    return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
+from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 from temporalio.exceptions import TimeoutError as TemporalTimeout
 
@@ -44,6 +45,11 @@ with workflow.unsafe.imports_passed_through():
     from cardloop.workflows.workspace import Hands, StuckWatch, TurnActs
 
 
+STAGE_OUTCOME = SearchAttributeKey.for_keyword(names.SA_STAGE_OUTCOME)
+# Runs recorded before the outcome was a search attribute (and a failed run failed the
+# workflow) replay without the upsert and return their failed run normally.
+OUTCOME_ATTRIBUTE = "outcome-search-attribute"
+
 # The first words of the note that refuses a claim because of CI.
 NOT_ACCEPTED_CI = "COMPLETE was not accepted: CI of"
 
@@ -74,6 +80,13 @@ class StageWorkflow:
         if self._hands is not None and inp.settings.comment and done.outcome in COMMENTED \
                 and not inp.board_comments and workflow.patched("outcome-comment"):
             done = await self._comment(inp, done)
+        if workflow.patched(OUTCOME_ATTRIBUTE):
+            # The outcome for operators' filters (StageOutcome = 'failed'); a failed run also fails
+            # the workflow, so the Temporal UI lists it as Failed, carrying the run for the card.
+            workflow.upsert_search_attributes([STAGE_OUTCOME.value_set(done.outcome)])
+            if done.outcome == "failed":
+                raise ApplicationError(f"{inp.stage} run {inp.run} failed: {done.reason}",
+                                       done.model_dump(mode="json"), type=names.STAGE_FAILED, non_retryable=True)
         return done
 
     async def _run(self, inp: StageInput) -> StageRun:

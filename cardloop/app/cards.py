@@ -93,7 +93,7 @@ class CardService:
         return await self.link.call("the workflow start", lambda client: client.start_workflow(
             CardWorkflow.run, start, id=ref.workflow_id, task_queue=self.config.temporal.task_queue,
             start_signal=signal, start_signal_args=[arg],
-            search_attributes=search_attributes(start, "new"),
+            search_attributes=search_attributes(start, "new", status="new"),
             static_summary=f"card {ref.key}: {start.title[:200]}",
             memo={"title": start.title, "url": start.url or ""},
         ), timeout=max(deadline - loop.time(), 0.5))
