@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from cardloop.contracts.payloads import (
         DEFAULT_MAX_HISTORY_EVENTS,
         AppendInput,
+        CancelRequest,
         CardComment,
         CardStart,
         CardState,
@@ -85,6 +86,8 @@ class CardWorkflow:
         # Signals that arrive before the state is loaded wait here: dedup needs the state.
         self.loaded = False
         self.inbox: list[Transition | CardComment] = []
+        # `card cancel` asked to stop the running stage (None: nobody did).
+        self.stop: CancelRequest | None = None
 
     # --- signals and queries -------------------------------------------------------------
 
@@ -126,6 +129,34 @@ class CardWorkflow:
             raise ValueError("the card's workflow is starting; try again in a moment")
         if transitions.failed_run(self.state, moves_queued=bool(self.pending)) is None:
             raise ValueError(f"nothing to retry: {self._not_failed()}")
+
+    @workflow.update(name=names.UPDATE_CANCEL)
+    async def cancel_stage(self, req: CancelRequest) -> StageRun:
+        """Stop the running stage; answers its run as recorded once it stopped (its messages,
+        ledger rows and pushed commits stay; the card waits, idle, for the next move)."""
+        run = self.state.stage_runs
+        if self.stop is None:
+            self.stop = req
+        await workflow.wait_condition(lambda: bool(self.state.history) and self.state.history[-1].run >= run)
+        return self.state.history[-1]
+
+    @cancel_stage.validator
+    def _cancel_allowed(self, req: CancelRequest) -> None:
+        if not self.loaded:
+            raise ValueError("the card's workflow is starting; try again in a moment")
+        if self.state.status != "running":
+            raise ValueError(f"nothing to cancel: {self._not_running()}")
+
+    def _not_running(self) -> str:
+        st = self.state
+        if st.status == "blocked":
+            return f"the card is blocked in {st.stage}, no stage runs"
+        if st.status == "done":
+            return "the card is done"
+        if not st.history:
+            return "the card has run no stage yet"
+        last = st.history[-1]
+        return f"no stage runs; the last run ({last.stage} run {last.run}) ended {last.outcome}"
 
     @workflow.query(name=names.QUERY_STATE)
     def get_state(self) -> CardState:
@@ -276,9 +307,10 @@ class CardWorkflow:
             on_board, self.state.board = await opening
             self._details()
         while not handle.done():
-            await workflow.wait_condition(lambda: handle.done() or bool(self.pending or self.comments))
+            await workflow.wait_condition(lambda: handle.done() or bool(self.pending or self.comments)
+                                          or self.stop is not None)
             await self._flush_comments()
-            if self.pending and not handle.done():
+            if (self.pending or self.stop is not None) and not handle.done():
                 handle.cancel()  # the stage returns "cancelled"; its messages are in the store
                 break
         try:
@@ -297,6 +329,11 @@ class CardWorkflow:
             # the stage, which returned normally ("cancelled"), so nothing raised here. A cancel
             # of the card is not a move: end the card instead of running the next stage.
             raise asyncio.CancelledError("the card workflow was cancelled")
+        if self.stop is not None:
+            if result.outcome == "cancelled" and not self.pending:
+                result = result.model_copy(update={"reason": f"cancelled by {self.stop.actor or 'someone'} "
+                                                             "(card cancel); its work is kept"})
+            self.stop = None
         self._record(start, result, settings)
         if on_board and result.outcome != "cancelled":
             await self._board_ended(start, result)

@@ -48,6 +48,7 @@ SIGNAL_TRANSITION = "transition"
 SIGNAL_COMMENT = "comment"
 SIGNAL_STAGE_PROGRESS = "stage_progress"
 UPDATE_RETRY = "retry"  # run the card's failed stage again; refused unless the last run failed
+UPDATE_CANCEL = "cancel_stage"  # stop the running stage, its work kept; refused unless one runs
 QUERY_STATE = "state"
 QUERY_PROGRESS = "progress"
 

@@ -157,6 +157,12 @@ class RetryRequest(_Value):
     actor: str | None = Field(default=None, max_length=200)
 
 
+class CancelRequest(_Value):
+    """`cardloop card cancel` / POST /cards/{board}/{card}/cancel: stop the card's running stage."""
+
+    actor: str | None = Field(default=None, max_length=200)
+
+
 class StageProgress(BaseModel):
     iteration: int = 0
     input_tokens: int = 0

@@ -121,14 +121,22 @@ def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
         try:
             return CardRef.for_board(card.tenant, card.board, card.id), card
         except ValueError as exc:
-            raise InputError(f"{arg}: {exc}") from None
+            raise InputError(f"{arg}: {_said(exc)}") from None
     try:
         ref = CardRef.parse(arg)
     except ValueError as exc:
-        raise InputError(str(exc)) from None
+        raise InputError(_said(exc)) from None
     if args.tenant or args.board:
         ref = ref.model_copy(update={k: v for k, v in (("tenant", args.tenant), ("board", args.board)) if v})
     return ref, None
+
+
+def _said(exc: ValueError) -> str:
+    """A bad key's reason in one line: pydantic's ValidationError prints a report of several."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        return "; ".join(str(e.get("msg", "")).removeprefix("Value error, ") for e in errors())
+    return str(exc)
 
 
 def load_card_arg(arg: str, config: Config) -> Card:
@@ -376,6 +384,15 @@ class _DevHelp(argparse.Action):
         parser.exit()
 
 
+def _lazy(module: str, name: str):
+    """A command function imported when the command runs (its module imports this one)."""
+    def run(args: argparse.Namespace, config: Config) -> int:
+        import importlib
+
+        return getattr(importlib.import_module(module), name)(args, config)
+    return run
+
+
 def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("worker", help="run a worker against the configured Temporal (cluster, Cloud or dev)",
                        description="Run CardWorkflow, StageWorkflow and the activities on temporal.task_queue. "
@@ -432,6 +449,13 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
     card_arg(p)
     p.add_argument("--actor", default=None, help="who asked for the retry (recorded with the move)")
     p.set_defaults(func=cmd_card_retry)
+    p = card_sub.add_parser("cancel", help="stop a card's running stage; its work is kept",
+                            description="Cancel the stage run in progress: its chat history, ledger rows and pushed "
+                                        "commits stay, the run is recorded as cancelled and the card waits (idle) "
+                                        "for its next move. Refused (exit 1) when no stage runs.")
+    card_arg(p)
+    p.add_argument("--actor", default=None, help="who cancelled (recorded in the run's reason)")
+    p.set_defaults(func=_lazy("cardloop.app.cli.card_run", "cmd_card_cancel"))
     p = card_sub.add_parser("list", help="the stored cards with stage, status, stage runs and cost",
                             description="Every card in the store, newest change first, with its stage, status "
                                         "(live from Temporal when it answers, else as its last closed run saved "
