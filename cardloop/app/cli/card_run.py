@@ -12,7 +12,7 @@ from cardloop.app.cli.service import _card_command
 if TYPE_CHECKING:
     from cardloop.app.cards import CardService
     from cardloop.contracts.config import Config
-    from cardloop.contracts.payloads import CardRef, StageRun
+    from cardloop.contracts.payloads import CardRef, CardState, StageRun
 
 
 def cmd_card_cancel(args: argparse.Namespace, config: Config) -> int:
@@ -22,6 +22,22 @@ def cmd_card_cancel(args: argparse.Namespace, config: Config) -> int:
         return 0
 
     return _card_command(args, config, action)
+
+
+async def watch(svc: CardService, ref: CardRef, args: argparse.Namespace, before: CardState | None,
+                messages_from: int) -> int:
+    """`card move --wait/--follow`: the moved-to stage's run until it ends; its outcome's exit code."""
+    from cardloop.app.follow import OUTCOME_EXIT, follow, followed_run, until_done
+
+    if args.to == "done":
+        await until_done(svc, ref, timeout=args.timeout)
+        print(f"  ✓ card {ref.key} is done")
+        return 0
+    run = followed_run(before, args.to)
+    print(f"following {args.to} run {run} until it ends (Ctrl-C stops following, not the stage)", flush=True)
+    ended = await follow(svc, ref, args.to, run, out=lambda line: print(line, flush=True), verbose=args.follow,
+                         timeout=args.timeout, messages_from=messages_from)
+    return OUTCOME_EXIT.get(ended.outcome, 1)
 
 
 def cancelled_line(svc: CardService, ref: CardRef, run: StageRun) -> str:

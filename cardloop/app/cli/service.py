@@ -185,11 +185,22 @@ class TemporalRefused(CardloopError):
 def cmd_card_move(args: argparse.Namespace, config: Config) -> int:
     from cardloop.app.local import card_url
 
+    watching = args.wait or args.follow
+    if args.timeout is not None and not watching:
+        raise InputError("--timeout limits --wait or --follow: give one of them too")
+
     async def action(svc: CardService, ref: CardRef) -> int:
+        # Where the card stands before the move tells which stage run the move leads to.
+        before = await svc.state(ref) if watching else None
+        messages_from = len(svc.store.messages(ref.key)) if watching else 0
         await svc.move(ref, args.to, delivery_id=args.delivery_id, actor=args.actor)
         link = card_url(config.temporal.ui_url, config.temporal.namespace, ref.workflow_id)
-        print(f"card {ref.key} -> {args.to}\n  {link}")
-        return 0
+        print(f"card {ref.key} -> {args.to}\n  {link}", flush=True)
+        if not watching:
+            return 0
+        from cardloop.app.cli.card_run import watch
+
+        return await watch(svc, ref, args, before, messages_from)
 
     return _card_command(args, config, action)
 
@@ -355,6 +366,16 @@ def _count(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
+
+
 class _DevHelp(argparse.Action):
     """`dev --help` with the ports and data dir this configuration gives (config.toml and the
     environment), loaded for this help only: `cardloop --help` stays quick."""
@@ -436,6 +457,13 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
                    help="the column the card moves to: a stage runs there; done ends the card")
     p.add_argument("--delivery-id", help="idempotency key: a repeated delivery id is applied once")
     p.add_argument("--actor", default=None, help="who moved the card (recorded with the move)")
+    p.add_argument("--wait", action="store_true",
+                   help="wait until the stage run the move leads to ends; print its outcome, exit with it "
+                        "(0 completed, 1 failed, 3 blocked, 4 budget_exhausted, 5 cancelled)")
+    p.add_argument("--follow", action="store_true",
+                   help="as --wait, printing the run's turns, tool calls, replies and retries as they happen")
+    p.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
+                   help="with --wait/--follow: stop waiting after this long (exit 124; the stage goes on)")
     p.set_defaults(func=cmd_card_move)
     p = card_sub.add_parser("say", help="post a comment on a card: it joins the card's chat history")
     card_arg(p)
