@@ -396,6 +396,7 @@ class StageWorkflow:
 
     def _details(self, inp: StageInput, doing: str) -> None:
         p = self.progress
+        p.doing, p.max_iterations = doing, inp.settings.max_iterations  # for the progress query; no command
         workflow.set_current_details(
             f"**{inp.stage}** run {inp.run}, iteration {p.iteration} of {inp.settings.max_iterations}: {doing}. "
             f"Tokens so far: {p.input_tokens:,} in, {p.output_tokens:,} out; cost ${p.cost_usd:.4f}."

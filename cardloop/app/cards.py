@@ -13,6 +13,7 @@ from typing import Any
 from temporalio.client import (
     Client,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.service import RPCError, RPCStatusCode
@@ -28,6 +29,7 @@ from cardloop.contracts.payloads import (
     CardStart,
     CardState,
     RetryRequest,
+    StageProgress,
     StageRun,
     Transition,
 )
@@ -169,6 +171,18 @@ class CardService:
                 text += f" [attempt {pending.attempt} " + (f"starts in {words(left)}]" if left > 0 else "running]")
             return text
         return None
+
+    async def running_turn(self, ref: CardRef, state: CardState) -> StageProgress | None:
+        """The running stage run's progress, from the run itself: the card's copy (state.current)
+        arrives after each turn, so it is empty during the first and a turn behind later."""
+        if state.status != "running" or not state.stage:
+            return None
+        stage = self.client.get_workflow_handle(f"{ref.workflow_id}/{state.stage_runs}-{state.stage}")
+        try:
+            return await self.link.call("the progress query", lambda _: stage.query(
+                names.QUERY_PROGRESS, result_type=StageProgress))
+        except (RPCError, WorkflowQueryFailedError):  # not started yet, or closed meanwhile
+            return None
 
     async def _failure_message(self, failure: Any) -> str:
         """The failure's own message: with payload encryption on, the server holds only

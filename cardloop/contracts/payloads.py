@@ -178,6 +178,10 @@ class StageProgress(BaseModel):
     verified: bool = False      # the last claim of COMPLETE passed the repository's tests
     ci: str = ""                # the pushed commit's CI, when the stage waits for it
     refused_claims: int = 0     # claims of COMPLETE the tests refused
+    # What the run is doing now, in words ("waiting for the model (1,234 prompt tokens)"), and of
+    # how many turns: `card show` says it while the card's own copy is one turn behind.
+    doing: str = ""
+    max_iterations: int = 0
 
 
 class CardState(BaseModel):

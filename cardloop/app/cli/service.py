@@ -14,7 +14,7 @@ from cardloop.contracts.errors import CardloopError, InputError
 if TYPE_CHECKING:
     from cardloop.app.cards import CardService
     from cardloop.contracts.config import Config
-    from cardloop.contracts.payloads import CardRef
+    from cardloop.contracts.payloads import CardRef, CardState, StageProgress
     from cardloop.prompts.card import Card
 
 # The service modules (temporalio, anthropic, uvicorn) take seconds to import: each command
@@ -232,6 +232,9 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
             raise InputError(f"card {ref.key!r} is not known to the store {svc.store.url}")
         state = await svc.state(ref)
         retrying = await svc.retrying(ref, state) if state is not None else None
+        turn = await svc.running_turn(ref, state) if state is not None else None
+        if state is not None and turn is not None:
+            state.current = turn  # the run's own progress: the card's copy is a turn behind
         messages = svc.store.messages(ref.key)
         recent = messages[len(messages) - args.last:] if args.last else []  # [-0:] would be all of them
         usage = svc.store.usage_totals(ref.key)
@@ -240,6 +243,7 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
                 "card": ref.key, "title": redact_text(card.title),
                 "state": state.model_dump(mode="json") if state else None,
                 "retrying": retrying,
+                "now": now_line(state, turn) if state is not None and turn is not None else None,
                 "messages": [m.model_dump(mode="json") for m in recent],
                 "usage": usage.model_dump(mode="json"),
             }, indent=2))
@@ -250,6 +254,8 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
         else:
             print(f"  stage {state.stage} · {state.status} · stage runs {state.stage_runs}"
                   + (f" · blocked: {state.blocked_reason}" if state.status == "blocked" else ""))
+            if turn is not None:
+                print(f"  now: {now_line(state, turn)}")
             if retrying:
                 print(f"  now: {retrying}")
             for run in state.history[-10:]:
@@ -276,6 +282,14 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
         return 0
 
     return _card_command(args, config, action)
+
+
+def now_line(state: CardState, p: StageProgress) -> str:
+    """The running turn in one line: which, doing what, and the run's totals so far."""
+    of = f" of {p.max_iterations}" if p.max_iterations else ""
+    work = f", {p.tool_calls} tool call(s), {p.commits} commit(s)" if p.tool_calls or p.commits else ""
+    return (f"{state.stage} run {state.stage_runs}, turn {p.iteration}{of}: {p.doing or 'starting'}; so far "
+            f"{p.input_tokens:,} in, {p.output_tokens:,} out, ${p.cost_usd:.4f}{work}")
 
 
 def cmd_card_list(args: argparse.Namespace, config: Config) -> int:
