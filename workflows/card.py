@@ -2,7 +2,8 @@
 
 Transitions and comments arrive as signals (signal-with-start creates the workflow on the
 first one). A transition to another stage while one runs cancels the running StageWorkflow
-(its work is already in the store) and starts the new one; a repeated delivery id is
+(its work is already in the store) and starts the new one; one to the running stage leaves it
+running; a repeated delivery id is
 applied once, also across continue-as-new. Search attributes (CardId, CardStage, Repo,
 Tenant, CardStatus, StageOutcome; stage runs get the first four and their outcome), the memo
 and the current details keep the Temporal UI the operator's view.
@@ -66,6 +67,8 @@ _AUTO_RETRY = "auto-retry"
 # Runs recorded before CardStatus/StageOutcome existed replay without their upserts, and start
 # their stage runs without search attributes (and stage runs that failed returned normally).
 STATUS_ATTRIBUTES = "status-search-attributes"
+# Runs recorded before a move to the running stage left it running replay cancelling it.
+SAME_STAGE_KEEPS_RUNNING = "same-stage-keeps-running"
 
 
 def _card_cancelled() -> bool:
@@ -310,6 +313,10 @@ class CardWorkflow:
             await workflow.wait_condition(lambda: handle.done() or bool(self.pending or self.comments)
                                           or self.stop is not None)
             await self._flush_comments()
+            if self.pending and transitions.pick_move(self.pending).to == stage and not handle.done() \
+                    and self.stop is None and workflow.patched(SAME_STAGE_KEEPS_RUNNING):
+                self.pending.clear()  # the card is already there (a board echo, a second click): go on
+                continue
             if (self.pending or self.stop is not None) and not handle.done():
                 handle.cancel()  # the stage returns "cancelled"; its messages are in the store
                 break
