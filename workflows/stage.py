@@ -392,6 +392,8 @@ class StageWorkflow:
             self.progress.truncated_turns += 1
             return False
         self.progress.cost_usd += done.cost_usd
+        self.progress.summary_input_tokens += done.input_tokens
+        self.progress.summary_output_tokens += done.output_tokens
         return True
 
     def _details(self, inp: StageInput, doing: str) -> None:
@@ -415,7 +417,8 @@ class StageWorkflow:
         return StageRun(stage=inp.stage, run=inp.run, outcome=outcome, reason=reason, iterations=p.iteration,
                         input_tokens=p.input_tokens, output_tokens=p.output_tokens, cost_usd=p.cost_usd,
                         truncated_turns=p.truncated_turns, tool_calls=p.tool_calls, commits=p.commits,
-                        last_commit=p.last_commit)
+                        last_commit=p.last_commit, summary_input_tokens=p.summary_input_tokens,
+                        summary_output_tokens=p.summary_output_tokens)
 
 
 def _root_cause(err: BaseException) -> BaseException:

@@ -19,7 +19,7 @@ from pathlib import Path
 from temporalio.service import RPCError
 
 from cardloop.app.cards import CardService
-from cardloop.app.follow import agent_lines
+from cardloop.app.follow import agent_lines, tokens_said
 from cardloop.app.lifecycle import StackLock, data_dir_lock
 from cardloop.app.local import card_url
 from cardloop.app.logs import log_to_data_dir
@@ -146,7 +146,7 @@ async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, 
             for line in agent_lines(svc.store.messages(ref.key)[seen_messages:]):
                 out(line)
             out(f"  {mark} {stage}: {r.outcome} after {r.iterations} turn(s), "
-                f"{r.input_tokens + r.output_tokens:,} tokens, ${r.cost_usd:.4f}: {r.reason}")
+                f"{tokens_said(r)}, ${r.cost_usd:.4f}: {r.reason}")
             if r.commits:
                 out(f"  ⎇ {r.commits} commit(s) pushed to the card's branch, last {r.last_commit[:12]}")
             return state

@@ -58,9 +58,16 @@ def agent_lines(messages: list[Message], *, replies: bool = False) -> list[str]:
     return lines
 
 
+def tokens_said(r: StageRun) -> str:
+    """The run's tokens as its cost counts them: the turns' and the summarizer's."""
+    summary = r.summary_input_tokens + r.summary_output_tokens
+    total = r.input_tokens + r.output_tokens + summary
+    return f"{total:,} tokens" + (f" ({summary:,} of them the summarizer's)" if summary else "")
+
+
 def outcome_line(r: StageRun) -> str:
     return (f"  {MARKS.get(r.outcome, '✗')} {r.stage} run {r.run}: {r.outcome} after {r.iterations} turn(s), "
-            f"{r.input_tokens + r.output_tokens:,} tokens, ${r.cost_usd:.4f}: {r.reason}")
+            f"{tokens_said(r)}, ${r.cost_usd:.4f}: {r.reason}")
 
 
 async def _progress(svc: CardService, ref: CardRef, stage: str, run: int) -> StageProgress | None:
