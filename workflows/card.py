@@ -198,6 +198,8 @@ class CardWorkflow:
         self.title = start.title
         self.max_events = start.max_history_events
         await self._load_state(start)
+        if self.state.stage_runs and start.state is None:
+            self._publish([])  # a card reopened by a move or comment: its status, not "new"
         self.pending = list(start.pending) + self.pending
         if start.state is None and workflow.info().continued_run_id is None and not workflow.memo():
             # Started by something other than CardService (which sets the memo at start).

@@ -65,6 +65,11 @@ async def test_a_failed_stage_is_failed_in_the_list_and_the_card_is_filterable_b
     attrs = _attributes(await card.describe())
     assert (attrs["CardStatus"], attrs["StageOutcome"]) == ("done", "completed")
     await replay_all(stack.client, card, "status-attributes")
+    # A comment on the done card opens a run that records it and closes: still "done", not "new".
+    reopened = await stack.cards.say(ref, "Thanks!", delivery_id="thanks")
+    await asyncio.wait_for(reopened.result(), 30)
+    attrs = _attributes(await reopened.describe())
+    assert (attrs["CardStatus"], attrs["StageOutcome"]) == ("done", "completed")
 
 
 async def test_a_running_card_is_running_and_its_details_say_what_it_waits_for(stack: Stack) -> None:

@@ -192,6 +192,10 @@ def cmd_card_move(args: argparse.Namespace, config: Config) -> int:
     async def action(svc: CardService, ref: CardRef) -> int:
         # Where the card stands before the move tells which stage run the move leads to.
         before = await svc.state(ref) if watching else None
+        if watching and before is None and (saved := svc.store.workflow_state(ref.key)):
+            from cardloop.contracts.payloads import CardState
+
+            before = CardState.model_validate_json(saved)  # its run closed: the next one goes on from here
         messages_from = len(svc.store.messages(ref.key)) if watching else 0
         await svc.move(ref, args.to, delivery_id=args.delivery_id, actor=args.actor)
         link = card_url(config.temporal.ui_url, config.temporal.namespace, ref.workflow_id)

@@ -48,6 +48,11 @@ async def test_follow_streams_the_run_and_exits_with_its_outcome(stack: Stack, t
     assert state.history[-1].outcome == "completed"
     done = await cardloop(env, "card", "move", ref.key, "--to", "done", "--wait")
     assert done.returncode == 0 and done.stdout.splitlines()[-1] == f"  ✓ card {ref.key} is done"
+    await stack.wait_state(ref, lambda s: s.status == "done")
+    # The card's run has closed: a move opens the next one, which goes on from run 5.
+    reopened = await cardloop(env, "card", "move", ref.key, "--to", "testing", "--wait")
+    assert reopened.returncode == 0, reopened.stdout + reopened.stderr
+    assert reopened.stdout.splitlines()[-1].startswith("  ✓ testing run 6: completed")
     await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
 
 
