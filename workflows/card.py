@@ -216,7 +216,7 @@ class CardWorkflow:
                 if then == "wait":
                     self._details()
                     if self._should_continue_as_new():
-                        self._continue_as_new(start)
+                        await self._continue_as_new(start)
                     continue
                 self.pending.append(then)
             target = transitions.pick_move(self.pending)
@@ -229,7 +229,7 @@ class CardWorkflow:
                 continue
             await self._run_stage(start, target)
             if not self.pending and self._should_continue_as_new():
-                self._continue_as_new(start)
+                await self._continue_as_new(start)
 
     async def _wait_for_work(self) -> None:
         """Until a move or comment arrives, or a planned automatic retry is due (a durable
@@ -441,7 +441,10 @@ class CardWorkflow:
         info = workflow.info()
         return info.is_continue_as_new_suggested() or info.get_current_history_length() > self.max_events
 
-    def _continue_as_new(self, start: CardStart) -> None:
+    async def _continue_as_new(self, start: CardStart) -> None:
+        # `card cancel` answers once its run is recorded, which may be just before this: let it
+        # answer (no command; when no handler runs this resolves in the same workflow task).
+        await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(start.model_copy(update={"state": self.state, "pending": self.pending}))
 
 
