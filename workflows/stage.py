@@ -49,6 +49,7 @@ STAGE_OUTCOME = SearchAttributeKey.for_keyword(names.SA_STAGE_OUTCOME)
 # Runs recorded before the outcome was a search attribute (and a failed run failed the
 # workflow) replay without the upsert and return their failed run normally.
 OUTCOME_ATTRIBUTE = "outcome-search-attribute"
+CANCEL_DURING_REPORT = "cancel-during-progress-report"
 
 # The first words of the note that refuses a claim because of CI.
 NOT_ACCEPTED_CI = "COMPLETE was not accepted: CI of"
@@ -363,6 +364,11 @@ class StageWorkflow:
             await handle.signal(names.SIGNAL_STAGE_PROGRESS, self.progress)
         except Exception as err:  # the card workflow moved on (continued as new); progress is advisory
             workflow.logger.info("progress not delivered: %s", err)
+        # A cancel (a move, `card cancel`) that lands while this signal is in flight is taken by
+        # the signal's await: the SDK lets the signal finish and clears the task's cancel, and the
+        # stage ran on to its budget. Honour it here; runs recorded so replay without it.
+        if workflow.cancellation_reason() is not None and workflow.patched(CANCEL_DURING_REPORT):
+            raise asyncio.CancelledError("cancelled while reporting progress")
 
     async def _assemble(self, inp: StageInput, iteration: int, tools: list[str]) -> AssembleResult:
         return await workflow.execute_local_activity(
