@@ -3,6 +3,7 @@ the command's exit code is its outcome; run as a user runs it, against a real st
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,23 @@ async def test_bad_follow_options_are_usage_errors(stack: Stack, tmp_path: Path)
         out = await cardloop(env, "card", "move", "acme/github/NOPE-1", "--to", "planning", *args)
         assert out.returncode == 2, (args, out.stdout, out.stderr)
         assert said in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.stack_env(CARDLOOP_RETRY__UNREACHABLE_INITIAL="1s", CARDLOOP_RETRY__UNREACHABLE_MAX_INTERVAL="2s",
+                       CARDLOOP_STAGES__TESTING__AUTO_ADVANCE="false")
+async def test_follow_says_when_a_model_call_waits_for_its_next_attempt(stack: Stack, tmp_path: Path) -> None:
+    env = cli_env(stack, tmp_path)
+    ref = stack.cards.import_card(small_card("FOLLOW-2"))
+    stack.model.stop()  # connection refused until it starts again on the same port
+    following = asyncio.create_task(cardloop(env, "card", "move", ref.key, "--to", "testing", "--follow"))
+    for _ in range(300):  # the first attempt failed: the call waits for its next one
+        state = await stack.cards.state(ref)
+        if state is not None and await stack.cards.retrying(ref, state):
+            break
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(1.0)  # the follower polls every 0.25 s: it has seen the retry
+    stack.model.start()
+    out = await following
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "  ⟳ retrying: cannot reach the model (attempt 2 of 8" in out.stdout
+    assert out.stdout.splitlines()[-1].startswith("  ✓ testing run 1: completed")
