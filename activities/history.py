@@ -52,6 +52,8 @@ def transcript_line(seq: int, m: Message, text: str) -> str:
 class _Tally:
     calls: int = 0
     cost: float = 0.0
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 def _final_attempt(exc: BaseException) -> bool:
@@ -117,7 +119,8 @@ class HistoryActivities:
             return SummarizeResult(tokens=stored.value.tokens, method="cached")
         metrics.SUMMARIES.labels(stored.value.method).inc()
         return SummarizeResult(tokens=stored.value.tokens, method=stored.value.method, calls=tally.calls,
-                               cost_usd=tally.cost)
+                               cost_usd=tally.cost, input_tokens=tally.input_tokens,
+                               output_tokens=tally.output_tokens)
 
     def _summarize(self, inp: SummarizeInput, card: Card, profile: str, model: str,
                    tally: _Tally) -> tuple[str, int, str]:
@@ -209,5 +212,8 @@ class HistoryActivities:
             metrics.SUMMARIZER_CALLS.labels(model).inc()
         stored = once.value
         tally.calls += 1
-        tally.cost += float(stored.usage.cost_usd) if stored.usage is not None else 0.0
+        if stored.usage is not None:
+            tally.cost += float(stored.usage.cost_usd)
+            tally.input_tokens += stored.usage.input_tokens
+            tally.output_tokens += stored.usage.output_tokens
         return stored.result

@@ -24,7 +24,7 @@ from cardloop.prompts.formats import render
 from cardloop.prompts.history import Fold, HistoryFitter, Summarizer, truncate_tokens
 from cardloop.prompts.layers import GLOBAL_TEMPLATE, GUARDRAILS_TEMPLATE, resolve_behaviour
 from cardloop.prompts.logs import Excerpt
-from cardloop.prompts.scrub import Scrubber
+from cardloop.prompts.scrub import Found, Scrubber, in_item
 from cardloop.prompts.settings import AssemblySettings, PromptSource
 from cardloop.prompts.stages import Stage
 from cardloop.prompts.templates import TemplateStore
@@ -70,6 +70,8 @@ class AssembledPrompt:
     stage: Stage | None
     history_mode: str
     redactions: dict[str, int] = field(default_factory=dict)
+    # Which item held each redacted secret: ({"item", "rule", "count"}, ...).
+    redacted_in: tuple[dict[str, Any], ...] = ()
     # The history fold this prompt needed and the summarizer had no summary for (it was truncated).
     fold_needed: Fold | None = None
     # Where the cache breakpoints are, and which candidates were dropped (below the minimum, over 4).
@@ -102,6 +104,7 @@ class AssembledPrompt:
             "budget": self.budget,
             "calibration_note": "tokens are cl100k_base counts times the model's calibration factor",
             "redactions": self.redactions,
+            "redacted_in": list(self.redacted_in),
             "cache_breakpoints": [m.to_dict() for m in self.cache],
             "rows": [r.to_dict() for r in self.rows],
         }
@@ -149,7 +152,7 @@ class PromptAssembler:
         counter = self.counter.with_calibration(settings.calibration)
         budget = settings.budget
         overhead = settings.message_overhead
-        found: Counter[str] = Counter()
+        found = Found()
         rows: list[ExplainRow] = []
         card = request.card
 
@@ -168,7 +171,9 @@ class PromptAssembler:
             g = self.templates.load(GLOBAL_TEMPLATE)
             global_prompt = PromptSource(g.text, _where(g))
         tenant = request.tenant_prompt or card.tenant_prompt
+        in_item(found, "request system prompt")
         request_system = self.scrubber.scrub(request.request_system or "", found) or None
+        in_item(found, "tenant prompt")
         if tenant is not None:
             tenant = tenant.model_copy(update={
                 "custom_system_prompt": self.scrubber.scrub(tenant.custom_system_prompt, found)})
@@ -233,6 +238,7 @@ class PromptAssembler:
                 "stage": request.stage.value if request.stage else "general",
                 "iteration": request.iteration, "max_iterations": settings.max_iterations})
         else:
+            in_item(found, "current turn")
             turn_text = self.scrubber.scrub(turn_text, found)
         left = budget.total - used_system - agent_cost
         # Tool definitions are sent with every request: they count against the total first.
@@ -316,7 +322,8 @@ class PromptAssembler:
             budget={"system": budget.system, "agent": budget.agent, "history": budget.history,
                     "context": budget.context, "total": budget.total},
             settings=settings, stage=request.stage, history_mode=history.mode,
-            redactions=dict(found), fold_needed=history.fold_needed, cache=cache_marks,
+            redactions=dict(found), redacted_in=tuple(found.items_list()), fold_needed=history.fold_needed,
+            cache=cache_marks,
         )
 
 

@@ -19,7 +19,7 @@ from cardloop.prompts.card import LOG_KINDS, Card, ContextItem, ContextKind
 from cardloop.prompts.explain import ExplainRow
 from cardloop.prompts.isolate import untrusted_frame, wrap_untrusted
 from cardloop.prompts.logs import Excerpt, excerpt_log, excerpt_text
-from cardloop.prompts.scrub import Scrubber
+from cardloop.prompts.scrub import Found, Scrubber, in_item
 from cardloop.prompts.settings import ContextSettings
 from cardloop.prompts.stages import Stage
 from cardloop.prompts.tokens import TokenCounter, digest
@@ -127,12 +127,14 @@ class ContextFitter:
         attributes) and explain (rows) as much as the text does."""
         scrub = self.scrubber.scrub
         top = max(self.settings.priorities.values(), default=100) + 1
+        in_item(found, "card (id, url)")
         out = [_Candidate("card", "card", scrub(card.url or f"{card.board}:{card.id}", found), _card_text(card),
                           top + 1, True, False, (("id", scrub(card.id, found)),))]
         notes = _notes_text(card)
         if notes:
             out.append(_Candidate("notes", "card notes", "card", notes, top, True, False))
         for index, item in enumerate(card.context):
+            in_item(found, f"context item {index + 1} ({item.kind.value}: title, source)")
             title = scrub(item.title, found) if item.title else None
             source = scrub(item.source, found)
             label = f"{item.kind.value}: {title or source}"
@@ -170,7 +172,7 @@ class ContextFitter:
         key = self._fit_key(card, stage, budget)
         hit = self._fits.get(key)
         if hit is None:
-            rules: Counter[str] = Counter()
+            rules = Found()  # cached with the fit: a warm fit still says which item held what
             hit = self._fits[key] = (self._fit(card, stage, budget, rules), rules)
             if len(self._fits) > MAX_FITS:
                 self._fits.popitem(last=False)
@@ -192,6 +194,7 @@ class ContextFitter:
         remaining = budget - header_cost
         blocks: list[str] = [CONTEXT_HEADER]
         for c in candidates:
+            in_item(found, c.label if c.label in ("card", "card notes") else f"context {c.label}")
             text = self.scrubber.scrub(c.text, found)
             attrs = dict(c.attrs)
             # Provenance can carry a secret too (a URL with a token in it).

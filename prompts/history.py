@@ -27,7 +27,7 @@ from cardloop.prompts.conversation import ToolOutput, ToolUse, Turn
 from cardloop.prompts.explain import ExplainRow
 from cardloop.prompts.isolate import neutralize, wrap_untrusted
 from cardloop.prompts.logs import excerpt_log, excerpt_text, find_error_lines
-from cardloop.prompts.scrub import Scrubber
+from cardloop.prompts.scrub import Scrubber, in_item
 from cardloop.prompts.settings import HistorySettings
 from cardloop.prompts.tokens import TokenCounter, digest
 
@@ -207,7 +207,7 @@ class HistoryFitter:
     def _cost(self, turn: Turn) -> int:
         return self.counter.count(turn.counted_text()) + self.overhead
 
-    def _render(self, m: Message, found: Counter[str] | None) -> _Rendered:
+    def _render(self, m: Message, found: Counter[str] | None, index: int = 0) -> _Rendered:
         key = _message_key(m)
         rec = self.cache.get(key)
         if rec is None:
@@ -220,6 +220,8 @@ class HistoryFitter:
             if len(self.cache) > 200_000:
                 self.cache.pop(next(iter(self.cache)))
         if found is not None and rec.rules:
+            shown = rec.message or self.scrubber.scrub_message(m)  # the label is shown: the redacted author
+            in_item(found, f"history message {index + 1} ({shown.author or m.role})")
             found.update(rec.rules)
         return rec
 
@@ -258,7 +260,7 @@ class HistoryFitter:
             return HistoryFit((), 0, "empty", (row,))
         budget = max(0, budget)
         n = len(messages)
-        recs = [self._render(m, found) for m in messages]
+        recs = [self._render(m, found, i) for i, m in enumerate(messages)]
         texts = [r.text for r in recs]
         turns: list[Turn] = [r.turn for r in recs]
         costs: list[int | None] = [None] * n
@@ -384,6 +386,7 @@ class HistoryFitter:
                 if found_summary is None:
                     needed = Fold(first, last, room)
                     failure = f"no summary of messages {first + 1}-{last + 1} yet"
+                in_item(found, f"summary of history messages {first + 1}-{last + 1}")
                 summary_text = self.scrubber.scrub(summary_text, found)
                 if not summary_text and not failure:
                     failure = "summarizer returned nothing"

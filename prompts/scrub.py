@@ -17,6 +17,37 @@ def redact_text(text: str) -> str:
     return DEFAULT_REDACTOR.redact(text).text if text else text
 
 
+class Found(Counter[str]):
+    """The redaction rules that fired, counted, and the item each fired in (`where`: item ->
+    rule -> count), for explain's "which item held each secret". Callers name the item they
+    are about to scrub with `in_item`; a plain Counter still works and just keeps no items."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.item = "other"
+        self.where: dict[str, Counter[str]] = {}
+
+    def update(self, iterable: Any = None, /, **kwds: int) -> None:  # type: ignore[override]
+        fired = Counter(iterable or ()) if not isinstance(iterable, Found) else Counter(dict(iterable))
+        super().update(fired, **kwds)
+        if isinstance(iterable, Found):  # a cached sub-result that named its own items
+            for item, rules in iterable.where.items():
+                self.where.setdefault(item, Counter()).update(rules)
+        elif fired:
+            self.where.setdefault(self.item, Counter()).update(fired)
+
+    def items_list(self) -> list[dict[str, Any]]:
+        """[{"item", "rule", "count"}], in the order the items were met."""
+        return [{"item": item, "rule": rule, "count": n} for item, rules in self.where.items()
+                for rule, n in sorted(rules.items())]
+
+
+def in_item(found: Counter[str] | None, item: str) -> None:
+    """Name the item the next redactions belong to (no-op unless `found` is a Found)."""
+    if isinstance(found, Found):
+        found.item = item
+
+
 class Scrubber:
     def __init__(self, redactor: Redactor = DEFAULT_REDACTOR, *, max_entries: int = 50_000) -> None:
         self._redactor = redactor

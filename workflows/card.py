@@ -2,9 +2,11 @@
 
 Transitions and comments arrive as signals (signal-with-start creates the workflow on the
 first one). A transition to another stage while one runs cancels the running StageWorkflow
-(its work is already in the store) and starts the new one; a repeated delivery id is
+(its work is already in the store) and starts the new one; one to the running stage leaves it
+running; a repeated delivery id is
 applied once, also across continue-as-new. Search attributes (CardId, CardStage, Repo,
-Tenant), the memo and the current details keep the Temporal UI the operator's view.
+Tenant, CardStatus, StageOutcome; stage runs get the first four and their outcome), the memo
+and the current details keep the Temporal UI the operator's view.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from cardloop.contracts.payloads import (
         DEFAULT_MAX_HISTORY_EVENTS,
         AppendInput,
+        CancelRequest,
         CardComment,
         CardStart,
         CardState,
@@ -41,13 +44,19 @@ CARD_ID = SearchAttributeKey.for_keyword(names.SA_CARD_ID)
 CARD_STAGE = SearchAttributeKey.for_keyword(names.SA_CARD_STAGE)
 REPO = SearchAttributeKey.for_keyword(names.SA_REPO)
 TENANT = SearchAttributeKey.for_keyword(names.SA_TENANT)
+CARD_STATUS = SearchAttributeKey.for_keyword(names.SA_CARD_STATUS)
+STAGE_OUTCOME = SearchAttributeKey.for_keyword(names.SA_STAGE_OUTCOME)
 
 
-def search_attributes(start: CardStart, stage: str) -> TypedSearchAttributes:
+def search_attributes(start: CardStart, stage: str, status: str | None = None) -> TypedSearchAttributes:
+    """The card's attributes at its start (status "new"), or a stage run's (status None: a stage
+    run's status is its execution status; its outcome is upserted when it ends)."""
     pairs = [SearchAttributePair(CARD_ID, start.ref.key), SearchAttributePair(CARD_STAGE, stage),
              SearchAttributePair(TENANT, start.ref.tenant)]
     if start.repo:
         pairs.append(SearchAttributePair(REPO, start.repo))
+    if status is not None:
+        pairs.append(SearchAttributePair(CARD_STATUS, status))
     return TypedSearchAttributes(pairs)
 
 
@@ -55,6 +64,11 @@ def search_attributes(start: CardStart, stage: str) -> TypedSearchAttributes:
 _STATE_IN_STORE = "card-state-in-store"
 # Runs recorded before automatic retries of transiently failed stages wait without a timer.
 _AUTO_RETRY = "auto-retry"
+# Runs recorded before CardStatus/StageOutcome existed replay without their upserts, and start
+# their stage runs without search attributes (and stage runs that failed returned normally).
+STATUS_ATTRIBUTES = "status-search-attributes"
+# Runs recorded before a move to the running stage left it running replay cancelling it.
+SAME_STAGE_KEEPS_RUNNING = "same-stage-keeps-running"
 
 
 def _card_cancelled() -> bool:
@@ -75,6 +89,8 @@ class CardWorkflow:
         # Signals that arrive before the state is loaded wait here: dedup needs the state.
         self.loaded = False
         self.inbox: list[Transition | CardComment] = []
+        # `card cancel` asked to stop the running stage (None: nobody did).
+        self.stop: CancelRequest | None = None
 
     # --- signals and queries -------------------------------------------------------------
 
@@ -117,6 +133,34 @@ class CardWorkflow:
         if transitions.failed_run(self.state, moves_queued=bool(self.pending)) is None:
             raise ValueError(f"nothing to retry: {self._not_failed()}")
 
+    @workflow.update(name=names.UPDATE_CANCEL)
+    async def cancel_stage(self, req: CancelRequest) -> StageRun:
+        """Stop the running stage; answers its run as recorded once it stopped (its messages,
+        ledger rows and pushed commits stay; the card waits, idle, for the next move)."""
+        run = self.state.stage_runs
+        if self.stop is None:
+            self.stop = req
+        await workflow.wait_condition(lambda: bool(self.state.history) and self.state.history[-1].run >= run)
+        return self.state.history[-1]
+
+    @cancel_stage.validator
+    def _cancel_allowed(self, req: CancelRequest) -> None:
+        if not self.loaded:
+            raise ValueError("the card's workflow is starting; try again in a moment")
+        if self.state.status != "running":
+            raise ValueError(f"nothing to cancel: {self._not_running()}")
+
+    def _not_running(self) -> str:
+        st = self.state
+        if st.status == "blocked":
+            return f"the card is blocked in {st.stage}, no stage runs"
+        if st.status == "done":
+            return "the card is done"
+        if not st.history:
+            return "the card has run no stage yet"
+        last = st.history[-1]
+        return f"no stage runs; the last run ({last.stage} run {last.run}) ended {last.outcome}"
+
     @workflow.query(name=names.QUERY_STATE)
     def get_state(self) -> CardState:
         return self.state
@@ -154,6 +198,8 @@ class CardWorkflow:
         self.title = start.title
         self.max_events = start.max_history_events
         await self._load_state(start)
+        if self.state.stage_runs and start.state is None:
+            self._publish([])  # a card reopened by a move or comment: its status, not "new"
         self.pending = list(start.pending) + self.pending
         if start.state is None and workflow.info().continued_run_id is None and not workflow.memo():
             # Started by something other than CardService (which sets the memo at start).
@@ -170,7 +216,7 @@ class CardWorkflow:
                 if then == "wait":
                     self._details()
                     if self._should_continue_as_new():
-                        self._continue_as_new(start)
+                        await self._continue_as_new(start)
                     continue
                 self.pending.append(then)
             target = transitions.pick_move(self.pending)
@@ -183,7 +229,7 @@ class CardWorkflow:
                 continue
             await self._run_stage(start, target)
             if not self.pending and self._should_continue_as_new():
-                self._continue_as_new(start)
+                await self._continue_as_new(start)
 
     async def _wait_for_work(self) -> None:
         """Until a move or comment arrives, or a planned automatic retry is due (a durable
@@ -260,21 +306,28 @@ class CardWorkflow:
             id=f"{workflow.info().workflow_id}/{run}-{stage}",
             static_summary=f"{stage} run {run} of card {start.ref.key}",
             execution_timeout=timedelta(days=7),
+            search_attributes=search_attributes(start, stage) if workflow.patched(STATUS_ATTRIBUTES) else None,
         )
         if opening is not None:
             on_board, self.state.board = await opening
             self._details()
         while not handle.done():
-            await workflow.wait_condition(lambda: handle.done() or bool(self.pending or self.comments))
+            await workflow.wait_condition(lambda: handle.done() or bool(self.pending or self.comments)
+                                          or self.stop is not None)
             await self._flush_comments()
-            if self.pending and not handle.done():
+            if self.pending and transitions.pick_move(self.pending).to == stage and not handle.done() \
+                    and self.stop is None and workflow.patched(SAME_STAGE_KEEPS_RUNNING):
+                self.pending.clear()  # the card is already there (a board echo, a second click): go on
+                continue
+            if (self.pending or self.stop is not None) and not handle.done():
                 handle.cancel()  # the stage returns "cancelled"; its messages are in the store
                 break
         try:
             result: StageRun = await handle
         except ChildWorkflowError as err:
             cancelled = isinstance(err.cause, CancelledError)
-            result = StageRun(stage=stage, run=run, outcome="cancelled" if cancelled else "failed",
+            failed = _failed_run(err)
+            result = failed or StageRun(stage=stage, run=run, outcome="cancelled" if cancelled else "failed",
                               reason="the card moved to another stage" if cancelled else str(err.cause or err)[:500])
         except asyncio.CancelledError:
             if not self.pending or _card_cancelled():
@@ -285,6 +338,11 @@ class CardWorkflow:
             # the stage, which returned normally ("cancelled"), so nothing raised here. A cancel
             # of the card is not a move: end the card instead of running the next stage.
             raise asyncio.CancelledError("the card workflow was cancelled")
+        if self.stop is not None:
+            if result.outcome == "cancelled" and not self.pending:
+                result = result.model_copy(update={"reason": f"cancelled by {self.stop.actor or 'someone'} "
+                                                             "(card cancel); its work is kept"})
+            self.stop = None
         self._record(start, result, settings)
         if on_board and result.outcome != "cancelled":
             await self._board_ended(start, result)
@@ -304,6 +362,8 @@ class CardWorkflow:
                                                   keep_runs=policies.MAX_STAGE_RUNS_KEPT)
         if self.state.status == "blocked":
             self._set_stage(start, result.stage, "blocked")
+        else:
+            self._publish([])
         if auto is not None:
             self.pending.append(auto)
         elif not self.pending:
@@ -327,8 +387,24 @@ class CardWorkflow:
         self.state.stage = stage
         self.state.status = status  # type: ignore[assignment]
         shown = "blocked" if status == "blocked" else stage
-        if workflow.info().typed_search_attributes.get(CARD_STAGE) != shown:  # each upsert is an event
-            workflow.upsert_search_attributes([CARD_STAGE.value_set(shown)])
+        self._publish([CARD_STAGE.value_set(shown)] if self._attribute(CARD_STAGE) != shown else [])
+
+    def _publish(self, updates: list) -> None:
+        """One upsert (each is an event) of `updates` and, on runs that keep them, the card's
+        status and last outcome where they changed."""
+        if workflow.patched(STATUS_ATTRIBUTES):
+            status = transitions.card_status(self.state)
+            if self._attribute(CARD_STATUS) != status:
+                updates.append(CARD_STATUS.value_set(status))
+            outcome = self.state.history[-1].outcome if self.state.history else None
+            if outcome and self._attribute(STAGE_OUTCOME) != outcome:
+                updates.append(STAGE_OUTCOME.value_set(outcome))
+        if updates:
+            workflow.upsert_search_attributes(updates)
+
+    @staticmethod
+    def _attribute(key: SearchAttributeKey[str]) -> str | None:
+        return workflow.info().typed_search_attributes.get(key)
 
     def _details(self) -> None:
         st = self.state
@@ -347,6 +423,13 @@ class CardWorkflow:
         elif transitions.failed_run(st, moves_queued=bool(self.pending)) is not None:
             extra += " Failed: `cardloop card retry` runs the stage again."
         last = cur.last_result if cur and cur.last_result else st.last_result
+        if st.status == "running" and not (cur and cur.last_result):
+            # No reply of this run yet: the model call may be waiting for a retry, which only the
+            # stage run's pending activity shows (an empty "Last: " read as if nothing happened).
+            last = (f"no reply yet in this run; the stage run {workflow.info().workflow_id}/{st.stage_runs}-"
+                    f"{st.stage} shows what it waits for (a retrying model call: its pending activity)")
+        elif not last:
+            last = "nothing yet"
         on_board = f"\nBoard: {st.board[:500]}" if st.board else ""
         workflow.set_current_details(
             f"{self.title}\n\n{doing} **{st.stage or 'no stage yet'}** (stage run {st.stage_runs}{turn}). "
@@ -358,5 +441,16 @@ class CardWorkflow:
         info = workflow.info()
         return info.is_continue_as_new_suggested() or info.get_current_history_length() > self.max_events
 
-    def _continue_as_new(self, start: CardStart) -> None:
+    async def _continue_as_new(self, start: CardStart) -> None:
+        # `card cancel` answers once its run is recorded, which may be just before this: let it
+        # answer (no command; when no handler runs this resolves in the same workflow task).
+        await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(start.model_copy(update={"state": self.state, "pending": self.pending}))
+
+
+def _failed_run(err: ChildWorkflowError) -> StageRun | None:
+    """The run a StageWorkflow recorded before it failed itself (names.STAGE_FAILED), else None."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError) and cause.type == names.STAGE_FAILED and cause.details:
+        return StageRun.model_validate(cause.details[0])
+    return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
+from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 from temporalio.exceptions import TimeoutError as TemporalTimeout
 
@@ -46,6 +47,12 @@ with workflow.unsafe.imports_passed_through():
     from cardloop.workflows.workspace import Hands, StuckWatch, TurnActs
 
 
+STAGE_OUTCOME = SearchAttributeKey.for_keyword(names.SA_STAGE_OUTCOME)
+# Runs recorded before the outcome was a search attribute (and a failed run failed the
+# workflow) replay without the upsert and return their failed run normally.
+OUTCOME_ATTRIBUTE = "outcome-search-attribute"
+CANCEL_DURING_REPORT = "cancel-during-progress-report"
+
 # The first words of the note that refuses a claim because of CI.
 NOT_ACCEPTED_CI = "COMPLETE was not accepted: CI of"
 
@@ -77,6 +84,13 @@ class StageWorkflow:
         if self._hands is not None and inp.settings.comment and done.outcome in COMMENTED \
                 and not inp.board_comments and workflow.patched("outcome-comment"):
             done = await self._comment(inp, done)
+        if workflow.patched(OUTCOME_ATTRIBUTE):
+            # The outcome for operators' filters (StageOutcome = 'failed'); a failed run also fails
+            # the workflow, so the Temporal UI lists it as Failed, carrying the run for the card.
+            workflow.upsert_search_attributes([STAGE_OUTCOME.value_set(done.outcome)])
+            if done.outcome == "failed":
+                raise ApplicationError(f"{inp.stage} run {inp.run} failed: {done.reason}",
+                                       done.model_dump(mode="json"), type=names.STAGE_FAILED, non_retryable=True)
         return done
 
     async def _run(self, inp: StageInput) -> StageRun:
@@ -365,6 +379,11 @@ class StageWorkflow:
             await handle.signal(names.SIGNAL_STAGE_PROGRESS, self.progress)
         except Exception as err:  # the card workflow moved on (continued as new); progress is advisory
             workflow.logger.info("progress not delivered: %s", err)
+        # A cancel (a move, `card cancel`) that lands while this signal is in flight is taken by
+        # the signal's await: the SDK lets the signal finish and clears the task's cancel, and the
+        # stage ran on to its budget. Honour it here; runs recorded so replay without it.
+        if workflow.cancellation_reason() is not None and workflow.patched(CANCEL_DURING_REPORT):
+            raise asyncio.CancelledError("cancelled while reporting progress")
 
     async def _assemble(self, inp: StageInput, iteration: int, tools: list[str]) -> AssembleResult:
         return await workflow.execute_local_activity(
@@ -394,10 +413,13 @@ class StageWorkflow:
             self.progress.truncated_turns += 1
             return False
         self.progress.cost_usd += done.cost_usd
+        self.progress.summary_input_tokens += done.input_tokens
+        self.progress.summary_output_tokens += done.output_tokens
         return True
 
     def _details(self, inp: StageInput, doing: str) -> None:
         p = self.progress
+        p.doing, p.max_iterations = doing, inp.settings.max_iterations  # for the progress query; no command
         workflow.set_current_details(
             f"**{inp.stage}** run {inp.run}, iteration {p.iteration} of {inp.settings.max_iterations}: {doing}. "
             f"Tokens so far: {p.input_tokens:,} in, {p.output_tokens:,} out; cost ${p.cost_usd:.4f}."
@@ -416,7 +438,8 @@ class StageWorkflow:
         return StageRun(stage=inp.stage, run=inp.run, outcome=outcome, reason=reason, iterations=p.iteration,
                         input_tokens=p.input_tokens, output_tokens=p.output_tokens, cost_usd=p.cost_usd,
                         truncated_turns=p.truncated_turns, tool_calls=p.tool_calls, commits=p.commits,
-                        last_commit=p.last_commit)
+                        last_commit=p.last_commit, summary_input_tokens=p.summary_input_tokens,
+                        summary_output_tokens=p.summary_output_tokens)
 
 
 def _root_cause(err: BaseException) -> BaseException:

@@ -94,3 +94,11 @@ def plan_auto_retry(state: CardState, result: StageRun, settings: StageSettings,
 def auto_retry_transition(plan: AutoRetry) -> Transition:
     return Transition(to=plan.stage, delivery_id=f"auto-retry/{plan.run}", actor="cardloop",  # type: ignore[arg-type]
                       reason=f"automatic retry {plan.attempt} of {plan.of} after a transient failure")
+
+
+def card_status(state: CardState) -> str:
+    """The card's status as operators filter on it (search attribute CardStatus): the state's
+    status, except that a card standing on a failed run is "failed", not merely "idle"."""
+    if state.status == "idle" and state.history and state.history[-1].outcome == "failed":
+        return "failed"
+    return state.status

@@ -13,6 +13,7 @@ from typing import Any
 from temporalio.client import (
     Client,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.service import RPCError, RPCStatusCode
@@ -21,7 +22,17 @@ from cardloop.app.temporal import TemporalLink, TemporalUnavailable
 from cardloop.contracts import names
 from cardloop.contracts.config import Config
 from cardloop.contracts.errors import InputError, RejectedError
-from cardloop.contracts.payloads import CardComment, CardRef, CardStart, CardState, RetryRequest, Transition
+from cardloop.contracts.payloads import (
+    CancelRequest,
+    CardComment,
+    CardRef,
+    CardStart,
+    CardState,
+    RetryRequest,
+    StageProgress,
+    StageRun,
+    Transition,
+)
 from cardloop.contracts.retry import words
 from cardloop.prompts.card import Card
 from cardloop.prompts.scrub import redact_text
@@ -93,7 +104,7 @@ class CardService:
         return await self.link.call("the workflow start", lambda client: client.start_workflow(
             CardWorkflow.run, start, id=ref.workflow_id, task_queue=self.config.temporal.task_queue,
             start_signal=signal, start_signal_args=[arg],
-            search_attributes=search_attributes(start, "new"),
+            search_attributes=search_attributes(start, "new", status="new"),
             static_summary=f"card {ref.key}: {start.title[:200]}",
             memo={"title": start.title, "url": start.url or ""},
         ), timeout=max(deadline - loop.time(), 0.5))
@@ -111,16 +122,24 @@ class CardService:
     async def retry(self, ref: CardRef, *, actor: str | None = None, timeout: float = RETRY_TIMEOUT) -> str:
         """Run the card's failed stage again on its workflow (history kept); the stage's name.
         RejectedError when the card has not failed (the workflow says why)."""
+        return await self._update(ref, "retry", names.UPDATE_RETRY, RetryRequest(actor=actor), str, timeout)
+
+    async def cancel(self, ref: CardRef, *, actor: str | None = None, timeout: float = RETRY_TIMEOUT) -> StageRun:
+        """Stop the card's running stage; its run as recorded once it stopped (messages, ledger
+        rows and pushed commits are kept). RejectedError when no stage runs (the workflow says why)."""
+        return await self._update(ref, "cancel", names.UPDATE_CANCEL, CancelRequest(actor=actor), StageRun, timeout)
+
+    async def _update(self, ref: CardRef, what: str, name: str, arg: Any, result_type: type, timeout: float) -> Any:
         handle = self.client.get_workflow_handle(ref.workflow_id)
         try:
-            return await self.link.call("the retry", lambda _: handle.execute_update(
-                names.UPDATE_RETRY, RetryRequest(actor=actor), result_type=str), timeout=timeout)
+            return await self.link.call(f"the {what}", lambda _: handle.execute_update(
+                name, arg, result_type=result_type), timeout=timeout)
         except WorkflowUpdateFailedError as err:
             reason = getattr(err.cause, "message", None) or str(err.cause or err)
             raise RejectedError(f"card {ref.key}: {reason}") from None
         except RPCError as err:
             if err.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
-                raise RejectedError(f"card {ref.key}: nothing to retry: it has no running workflow "
+                raise RejectedError(f"card {ref.key}: nothing to {what}: it has no running workflow "
                                     f"({err.message})") from None
             raise
         except TemporalUnavailable as err:
@@ -152,6 +171,18 @@ class CardService:
                 text += f" [attempt {pending.attempt} " + (f"starts in {words(left)}]" if left > 0 else "running]")
             return text
         return None
+
+    async def running_turn(self, ref: CardRef, state: CardState) -> StageProgress | None:
+        """The running stage run's progress, from the run itself: the card's copy (state.current)
+        arrives after each turn, so it is empty during the first and a turn behind later."""
+        if state.status != "running" or not state.stage:
+            return None
+        stage = self.client.get_workflow_handle(f"{ref.workflow_id}/{state.stage_runs}-{state.stage}")
+        try:
+            return await self.link.call("the progress query", lambda _: stage.query(
+                names.QUERY_PROGRESS, result_type=StageProgress))
+        except (RPCError, WorkflowQueryFailedError):  # not started yet, or closed meanwhile
+            return None
 
     async def _failure_message(self, failure: Any) -> str:
         """The failure's own message: with payload encryption on, the server holds only

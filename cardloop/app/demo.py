@@ -19,6 +19,7 @@ from pathlib import Path
 from temporalio.service import RPCError
 
 from cardloop.app.cards import CardService
+from cardloop.app.follow import agent_lines, tokens_said
 from cardloop.app.lifecycle import StackLock, data_dir_lock
 from cardloop.app.local import card_url
 from cardloop.app.logs import log_to_data_dir
@@ -32,7 +33,7 @@ from cardloop.contracts.config import Config
 from cardloop.contracts.errors import ConfigError
 from cardloop.contracts.payloads import CardRef, CardState, StageProgress
 from cardloop.integrations.workspace import default_branch_name
-from cardloop.prompts.card import Card, Message
+from cardloop.prompts.card import Card
 from cardloop.prompts.stages import STAGE_NAMES
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -145,7 +146,7 @@ async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, 
             for line in agent_lines(svc.store.messages(ref.key)[seen_messages:]):
                 out(line)
             out(f"  {mark} {stage}: {r.outcome} after {r.iterations} turn(s), "
-                f"{r.input_tokens + r.output_tokens:,} tokens, ${r.cost_usd:.4f}: {r.reason}")
+                f"{tokens_said(r)}, ${r.cost_usd:.4f}: {r.reason}")
             if r.commits:
                 out(f"  ⎇ {r.commits} commit(s) pushed to the card's branch, last {r.last_commit[:12]}")
             return state
@@ -161,22 +162,6 @@ async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, 
         if loop.time() > deadline:
             raise TimeoutError(f"stage {stage} did not finish within {timeout:.0f}s")
         await asyncio.sleep(0.2)
-
-
-def agent_lines(messages: list[Message]) -> list[str]:
-    """The agent's tool calls of a stage and the first line of what each returned."""
-    lines: list[str] = []
-    for m in messages:
-        for call in m.tool_calls:
-            arg = next((str(call.input[k]) for k in ("command", "path", "pattern") if k in call.input), "")
-            lines.append(f"    ⚙ {call.name} {arg[:100]}".rstrip())
-        if m.role == "tool":
-            first = next((ln for ln in m.content.splitlines() if ln.strip()), "")
-            tail = [ln for ln in m.content.splitlines() if " passed" in ln or " failed" in ln]
-            lines.append(f"      {'✗' if m.is_error else '→'} {(tail[-1] if tail else first)[:110]}")
-        elif m.author == "cardloop" and m.content:
-            lines.append(f"    ☑ {m.content.splitlines()[0][:110]}")
-    return lines
 
 
 async def run_demo(config_path: str | None, *, keep_running: bool | None, out=print) -> int:

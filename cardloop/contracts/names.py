@@ -60,6 +60,7 @@ SIGNAL_TRANSITION = "transition"
 SIGNAL_COMMENT = "comment"
 SIGNAL_STAGE_PROGRESS = "stage_progress"
 UPDATE_RETRY = "retry"  # run the card's failed stage again; refused unless the last run failed
+UPDATE_CANCEL = "cancel_stage"  # stop the running stage, its work kept; refused unless one runs
 QUERY_STATE = "state"
 QUERY_PROGRESS = "progress"
 
@@ -68,7 +69,13 @@ SA_CARD_ID = "CardId"
 SA_CARD_STAGE = "CardStage"
 SA_REPO = "Repo"
 SA_TENANT = "Tenant"
-SEARCH_ATTRIBUTE_TYPES = {SA_CARD_ID: "Keyword", SA_CARD_STAGE: "Keyword", SA_REPO: "Keyword", SA_TENANT: "Keyword"}
+# What operators filter on: a card's status (new, running, blocked, failed, idle, done) and the
+# outcome of a stage run (on the card: of its last run). Stage runs carry CardId, CardStage,
+# Repo and Tenant too, so `CardId = '...'` lists a card with its stage runs.
+SA_CARD_STATUS = "CardStatus"
+SA_STAGE_OUTCOME = "StageOutcome"
+SEARCH_ATTRIBUTE_TYPES = {SA_CARD_ID: "Keyword", SA_CARD_STAGE: "Keyword", SA_REPO: "Keyword", SA_TENANT: "Keyword",
+                          SA_CARD_STATUS: "Keyword", SA_STAGE_OUTCOME: "Keyword"}
 
 # --- error types -----------------------------------------------------------------------------
 # Deterministic failures: retrying cannot help, so the activity fails at once and the
@@ -84,6 +91,9 @@ NON_RETRYABLE = (CONFIG_ERROR, CARD_NOT_FOUND, INVALID_INPUT, PROVIDER_REJECTED,
 # The tenant's token or cost cap ([limits], cardloop/contracts/limits.py) refused a model call
 # before it was made (non-retryable): the stage ends "blocked" with the reason, its work kept.
 TENANT_LIMIT = "TenantLimit"
+# A StageWorkflow whose run failed fails itself with this type, so the Temporal UI lists the run
+# as Failed; the error's first detail is the run's StageRun, which the card workflow records.
+STAGE_FAILED = "StageFailed"
 
 # Failures whose cause passes: the model stayed overloaded or unreachable past its retry
 # schedule ([retry] in config.toml). The stage fails, the run is marked transient, and the card

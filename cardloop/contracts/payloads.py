@@ -138,6 +138,10 @@ class StageRun(_Value):
     pull_request: str = ""  # its URL, once the stage's work is on one
     comment: str = ""       # where the run's outcome was commented (owner/name#number)
     review: str = ""        # the pull request review the review stage posted its line comments in
+    # The summarizer's tokens: in cost_usd already, kept out of input/output_tokens (which the
+    # token budget counts), so a line showing the run's cost can show the tokens it paid for.
+    summary_input_tokens: int = 0
+    summary_output_tokens: int = 0
 
 
 class AutoRetry(_Value):
@@ -157,6 +161,12 @@ class RetryRequest(_Value):
     actor: str | None = Field(default=None, max_length=200)
 
 
+class CancelRequest(_Value):
+    """`cardloop card cancel` / POST /cards/{board}/{card}/cancel: stop the card's running stage."""
+
+    actor: str | None = Field(default=None, max_length=200)
+
+
 class StageProgress(BaseModel):
     iteration: int = 0
     input_tokens: int = 0
@@ -172,6 +182,12 @@ class StageProgress(BaseModel):
     verified: bool = False      # the last claim of COMPLETE passed the repository's tests
     ci: str = ""                # the pushed commit's CI, when the stage waits for it
     refused_claims: int = 0     # claims of COMPLETE the tests refused
+    # What the run is doing now, in words ("waiting for the model (1,234 prompt tokens)"), and of
+    # how many turns: `card show` says it while the card's own copy is one turn behind.
+    doing: str = ""
+    max_iterations: int = 0
+    summary_input_tokens: int = 0   # the summarizer's (its cost is in cost_usd)
+    summary_output_tokens: int = 0
 
 
 class CardState(BaseModel):
@@ -319,6 +335,9 @@ class SummarizeResult(_Value):
     method: str  # "cached" | "llm" | "incremental" | "recursive"
     calls: int = 0
     cost_usd: float = 0.0
+    # What the summarizer's calls used (0 for a cached summary, which cost nothing either).
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 class CompleteInput(_Value):

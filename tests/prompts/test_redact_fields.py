@@ -104,3 +104,22 @@ def test_explain_text_and_json_never_print_a_secret(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stderr
         assert not _leaks(out.stdout, GITHUB), extra
         assert "[REDACTED:github-token]" in out.stdout
+
+
+def test_explain_names_the_item_each_secret_was_in_also_when_assembled_again(counter) -> None:
+    from cardloop.prompts.assemble import AssemblyRequest
+    from tests.prompts.helpers import assembler, item, settings
+
+    c = Card(id="PAY-9", tenant="acme", title="Rotate the key", history=(
+        Message(role="user", content="Plan it.", author="maria"),
+        Message(role="assistant", content=f"I will use {GITHUB} for now."),
+    ), context=(item(ContextKind.BUILD_LOG, f"export AWS_ACCESS_KEY_ID={AWS_KEY_ID}", source="ci run 7"),))
+    asm = assembler(counter=counter)
+    request = AssemblyRequest(card=c, stage=Stage.ERROR_FIXING, request_system=f"key {ANTHROPIC}")
+    cold = asm.assemble(request, settings()).explain()
+    warm = asm.assemble(request, settings()).explain()  # served from the caches: same answer
+    assert cold["redacted_in"] == warm["redacted_in"]
+    where = {(h["item"], h["count"]) for h in cold["redacted_in"]}
+    assert where == {("request system prompt", 1), ("history message 2 (assistant)", 1),
+                     ("context build_log: ci run 7", 1)}
+    assert sum(h["count"] for h in cold["redacted_in"]) == sum(cold["redactions"].values())

@@ -36,3 +36,19 @@ async def test_a_cancel_that_arrives_with_a_move_cancels_the_card(stack: Stack) 
                 if e.HasField("start_child_workflow_execution_initiated_event_attributes")]
     assert children == [f"{ref.workflow_id}/1-planning"]
     await replay_all(stack.client, run)
+
+
+@pytest.mark.stack_env(CARDLOOP_TEMPORAL__CONTINUE_AS_NEW_AFTER_EVENTS="10")
+async def test_card_cancel_answers_even_when_the_card_continues_as_new_right_after(stack: Stack) -> None:
+    stack.model.inject(delay=10.0)  # planning waits for the model while it is cancelled
+    ref = stack.cards.import_card(card("PAY-CANCEL-CAN"))
+    first = await stack.cards.move(ref, "planning", delivery_id="p")
+    await stack.wait_state(ref, lambda s: s.status == "running")
+    run = await stack.cards.cancel(ref, actor="ops")  # the run is recorded, then the card continues as new
+    assert (run.stage, run.run, run.outcome) == ("planning", 1, "cancelled")
+    assert run.reason.startswith("cancelled by ops (card cancel)")
+    old = stack.client.get_workflow_handle(ref.workflow_id, run_id=first.result_run_id)
+    assert (await old.describe()).status == WorkflowExecutionStatus.CONTINUED_AS_NEW
+    state = await stack.wait_state(ref, lambda s: s.status == "idle")
+    assert [(r.stage, r.outcome) for r in state.history] == [("planning", "cancelled")]
+    await replay_all(stack.client, old)

@@ -1,5 +1,6 @@
 """A tenant's cards: GET /cards/{card}/prompt, the prompt core's explain for one of them;
-POST /cards/{card}/retry, its failed stage run again (as `cardloop card retry` does)."""
+POST /cards/{card}/retry, its failed stage run again (as `cardloop card retry` does);
+POST /cards/{card}/cancel, its running stage stopped with its work kept (`cardloop card cancel`)."""
 
 from __future__ import annotations
 
@@ -61,14 +62,7 @@ async def retry_card(
 ) -> Any:
     """`card` is BOARD/CARD_ID. The stage whose run failed (e.g. the model stayed overloaded
     past its retry schedule) runs again on the card's workflow, its history kept."""
-    key = f"{tenant}/{card}"
-    try:
-        ref = CardRef.parse(key) if card.count("/") == 1 else None
-    except ValueError:
-        ref = None
-    store = svc.store.for_tenant(tenant)
-    if ref is None or await run_in_threadpool(store.card_fields, key) is None:
-        raise HTTPException(404, "not found")
+    ref = await _tenant_card(svc, tenant, card)
     if svc.cards is None:
         return JSONResponse({"detail": "Temporal is not configured for this API"}, status_code=503)
     try:
@@ -77,4 +71,41 @@ async def retry_card(
         return JSONResponse({"detail": str(err)}, status_code=409)
     except (RPCError, RuntimeError, ConfigError) as err:
         return JSONResponse({"detail": f"not retried, try again later: {err}"}, status_code=503)
-    return {"card": key, "stage": stage, "status": "retrying"}
+    return {"card": ref.key, "stage": stage, "status": "retrying"}
+
+
+@router.post("/cards/{card:path}/cancel", summary="Stop a card's running stage, keeping its work",
+             responses={200: {"description": "the stage run stopped; the run as recorded"},
+                        401: {"description": "no valid token"}, 404: {"description": "not the tenant's card"},
+                        409: {"description": "no stage of the card runs (the reason says why)"},
+                        503: {"description": "Temporal or a worker did not answer: try again later"}})
+async def cancel_card(
+    card: str,
+    tenant: Annotated[str, Depends(require_tenant)],
+    svc: Annotated[Services, Depends(services)],
+) -> Any:
+    """`card` is BOARD/CARD_ID. The running stage run stops; its chat history, ledger rows and
+    pushed commits stay, and the card waits (idle) for its next move."""
+    ref = await _tenant_card(svc, tenant, card)
+    if svc.cards is None:
+        return JSONResponse({"detail": "Temporal is not configured for this API"}, status_code=503)
+    try:
+        run = await svc.cards.cancel(ref, actor=f"api:{tenant}", timeout=svc.config.temporal.rpc_timeout * 3)
+    except RejectedError as err:
+        return JSONResponse({"detail": str(err)}, status_code=409)
+    except (RPCError, RuntimeError, ConfigError) as err:
+        return JSONResponse({"detail": f"not cancelled, try again later: {err}"}, status_code=503)
+    return {"card": ref.key, "run": run.model_dump(mode="json")}
+
+
+async def _tenant_card(svc: Services, tenant: str, card: str) -> CardRef:
+    """The tenant's card BOARD/CARD_ID, or 404 (also for another tenant's: nothing is revealed)."""
+    key = f"{tenant}/{card}"
+    try:
+        ref = CardRef.parse(key) if card.count("/") == 1 else None
+    except ValueError:
+        ref = None
+    store = svc.store.for_tenant(tenant)
+    if ref is None or await run_in_threadpool(store.card_fields, key) is None:
+        raise HTTPException(404, "not found")
+    return ref

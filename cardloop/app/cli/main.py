@@ -163,6 +163,8 @@ def cmd_prompt_explain(args: argparse.Namespace, config: Config) -> int:
     if e["redactions"]:
         found = ", ".join(f"{k} x{v}" for k, v in sorted(e["redactions"].items()))
         out.write(f"\nsecrets redacted before assembly: {found}\n")
+        for hit in e["redacted_in"]:  # which item held each: where to clean it up at the source
+            out.write(f"  {hit['rule']} x{hit['count']} in {hit['item']}\n")
     for fmt, payload in payloads.items():
         out.write(f"\n=== rendered payload: {fmt} ===\n")
         out.write(payload if isinstance(payload, str) else json.dumps(payload, indent=2, ensure_ascii=False))

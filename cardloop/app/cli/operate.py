@@ -65,7 +65,8 @@ def add_operate_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_codec_key, needs_config=False)
     p = sub.add_parser("temporal-setup", help="create the Temporal namespace and cardloop's search attributes",
                        description="Idempotent: registers temporal.namespace when it does not exist and adds the "
-                                   "search attributes CardId, CardStage, Repo and Tenant (Keyword) that are missing.")
+                                   "search attributes CardId, CardStage, Repo, Tenant, CardStatus and "
+                                   "StageOutcome (Keyword) that are missing.")
     p.add_argument("--retention", help="closed workflows are kept this long (default: dev.retention, 720h)")
     p.set_defaults(func=cmd_temporal_setup)
 

@@ -14,7 +14,7 @@ from cardloop.contracts.errors import CardloopError, InputError
 if TYPE_CHECKING:
     from cardloop.app.cards import CardService
     from cardloop.contracts.config import Config
-    from cardloop.contracts.payloads import CardRef
+    from cardloop.contracts.payloads import CardRef, CardState, StageProgress
     from cardloop.prompts.card import Card
 
 # The service modules (temporalio, anthropic, uvicorn) take seconds to import: each command
@@ -121,14 +121,22 @@ def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
         try:
             return CardRef.for_board(card.tenant, card.board, card.id), card
         except ValueError as exc:
-            raise InputError(f"{arg}: {exc}") from None
+            raise InputError(f"{arg}: {_said(exc)}") from None
     try:
         ref = CardRef.parse(arg)
     except ValueError as exc:
-        raise InputError(str(exc)) from None
+        raise InputError(_said(exc)) from None
     if args.tenant or args.board:
         ref = ref.model_copy(update={k: v for k, v in (("tenant", args.tenant), ("board", args.board)) if v})
     return ref, None
+
+
+def _said(exc: ValueError) -> str:
+    """A bad key's reason in one line: pydantic's ValidationError prints a report of several."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        return "; ".join(str(e.get("msg", "")).removeprefix("Value error, ") for e in errors())
+    return str(exc)
 
 
 def load_card_arg(arg: str, config: Config) -> Card:
@@ -177,11 +185,26 @@ class TemporalRefused(CardloopError):
 def cmd_card_move(args: argparse.Namespace, config: Config) -> int:
     from cardloop.app.local import card_url
 
+    watching = args.wait or args.follow
+    if args.timeout is not None and not watching:
+        raise InputError("--timeout limits --wait or --follow: give one of them too")
+
     async def action(svc: CardService, ref: CardRef) -> int:
+        # Where the card stands before the move tells which stage run the move leads to.
+        before = await svc.state(ref) if watching else None
+        if watching and before is None and (saved := svc.store.workflow_state(ref.key)):
+            from cardloop.contracts.payloads import CardState
+
+            before = CardState.model_validate_json(saved)  # its run closed: the next one goes on from here
+        messages_from = len(svc.store.messages(ref.key)) if watching else 0
         await svc.move(ref, args.to, delivery_id=args.delivery_id, actor=args.actor)
         link = card_url(config.temporal.ui_url, config.temporal.namespace, ref.workflow_id)
-        print(f"card {ref.key} -> {args.to}\n  {link}")
-        return 0
+        print(f"card {ref.key} -> {args.to}\n  {link}", flush=True)
+        if not watching:
+            return 0
+        from cardloop.app.cli.card_run import watch
+
+        return await watch(svc, ref, args, before, messages_from)
 
     return _card_command(args, config, action)
 
@@ -213,6 +236,9 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
             raise InputError(f"card {ref.key!r} is not known to the store {svc.store.url}")
         state = await svc.state(ref)
         retrying = await svc.retrying(ref, state) if state is not None else None
+        turn = await svc.running_turn(ref, state) if state is not None else None
+        if state is not None and turn is not None:
+            state.current = turn  # the run's own progress: the card's copy is a turn behind
         messages = svc.store.messages(ref.key)
         recent = messages[len(messages) - args.last:] if args.last else []  # [-0:] would be all of them
         usage = svc.store.usage_totals(ref.key)
@@ -221,6 +247,7 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
                 "card": ref.key, "title": redact_text(card.title),
                 "state": state.model_dump(mode="json") if state else None,
                 "retrying": retrying,
+                "now": now_line(state, turn) if state is not None and turn is not None else None,
                 "messages": [m.model_dump(mode="json") for m in recent],
                 "usage": usage.model_dump(mode="json"),
             }, indent=2))
@@ -231,6 +258,8 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
         else:
             print(f"  stage {state.stage} · {state.status} · stage runs {state.stage_runs}"
                   + (f" · blocked: {state.blocked_reason}" if state.status == "blocked" else ""))
+            if turn is not None:
+                print(f"  now: {now_line(state, turn)}")
             if retrying:
                 print(f"  now: {retrying}")
             for run in state.history[-10:]:
@@ -257,6 +286,14 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
         return 0
 
     return _card_command(args, config, action)
+
+
+def now_line(state: CardState, p: StageProgress) -> str:
+    """The running turn in one line: which, doing what, and the run's totals so far."""
+    of = f" of {p.max_iterations}" if p.max_iterations else ""
+    work = f", {p.tool_calls} tool call(s), {p.commits} commit(s)" if p.tool_calls or p.commits else ""
+    return (f"{state.stage} run {state.stage_runs}, turn {p.iteration}{of}: {p.doing or 'starting'}; so far "
+            f"{p.input_tokens:,} in, {p.output_tokens:,} out, ${p.cost_usd:.4f}{work}")
 
 
 def cmd_card_list(args: argparse.Namespace, config: Config) -> int:
@@ -347,6 +384,16 @@ def _count(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
+
+
 class _DevHelp(argparse.Action):
     """`dev --help` with the ports and data dir this configuration gives (config.toml and the
     environment), loaded for this help only: `cardloop --help` stays quick."""
@@ -374,6 +421,15 @@ class _DevHelp(argparse.Action):
               f"  data dir             {d.data_dir}  (dev.data_dir, CARDLOOP_DEV__DATA_DIR): the SQLite files,\n"
               "                       cardloop.log (everything, tracebacks included) and temporal.log")
         parser.exit()
+
+
+def _lazy(module: str, name: str):
+    """A command function imported when the command runs (its module imports this one)."""
+    def run(args: argparse.Namespace, config: Config) -> int:
+        import importlib
+
+        return getattr(importlib.import_module(module), name)(args, config)
+    return run
 
 
 def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._SubParsersAction) -> None:
@@ -419,6 +475,13 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
                    help="the column the card moves to: a stage runs there; done ends the card")
     p.add_argument("--delivery-id", help="idempotency key: a repeated delivery id is applied once")
     p.add_argument("--actor", default=None, help="who moved the card (recorded with the move)")
+    p.add_argument("--wait", action="store_true",
+                   help="wait until the stage run the move leads to ends; print its outcome, exit with it "
+                        "(0 completed, 1 failed, 3 blocked, 4 budget_exhausted, 5 cancelled)")
+    p.add_argument("--follow", action="store_true",
+                   help="as --wait, printing the run's turns, tool calls, replies and retries as they happen")
+    p.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
+                   help="with --wait/--follow: stop waiting after this long (exit 124; the stage goes on)")
     p.set_defaults(func=cmd_card_move)
     p = card_sub.add_parser("say", help="post a comment on a card: it joins the card's chat history")
     card_arg(p)
@@ -432,6 +495,13 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
     card_arg(p)
     p.add_argument("--actor", default=None, help="who asked for the retry (recorded with the move)")
     p.set_defaults(func=cmd_card_retry)
+    p = card_sub.add_parser("cancel", help="stop a card's running stage; its work is kept",
+                            description="Cancel the stage run in progress: its chat history, ledger rows and pushed "
+                                        "commits stay, the run is recorded as cancelled and the card waits (idle) "
+                                        "for its next move. Refused (exit 1) when no stage runs.")
+    card_arg(p)
+    p.add_argument("--actor", default=None, help="who cancelled (recorded in the run's reason)")
+    p.set_defaults(func=_lazy("cardloop.app.cli.card_run", "cmd_card_cancel"))
     p = card_sub.add_parser("list", help="the stored cards with stage, status, stage runs and cost",
                             description="Every card in the store, newest change first, with its stage, status "
                                         "(live from Temporal when it answers, else as its last closed run saved "

@@ -69,3 +69,32 @@ async def test_a_tenant_retries_its_failed_card_and_only_its_own(stack: Stack) -
             assert r.json() == {"card": "acme/github/API-RETRY-1", "stage": "testing", "status": "retrying"}
             state = await stack.wait_state(ref, lambda s: s.status == "done")
             assert [r.outcome for r in state.history] == ["failed", "completed"]
+
+
+async def test_a_tenant_cancels_its_cards_running_stage_and_only_its_own(stack: Stack) -> None:
+    acme = stack.store.create_api_token("acme", "t").token
+    globex = stack.store.create_api_token("globex", "t").token
+    stack.model.inject(delay=10.0)  # planning waits for the model while it is cancelled
+    ref = stack.cards.import_card(small_card("API-CANCEL-1"))
+    async with httpx.AsyncClient() as out_http:
+        svc = Services(config=stack.config, store=stack.store, runtime=stack.runtime, cards=stack.cards,
+                       http=out_http)
+        transport = httpx.ASGITransport(app=create_app(svc))
+        async with httpx.AsyncClient(transport=transport, base_url="http://cardloop") as api:
+            url = "/cards/github/API-CANCEL-1/cancel"
+            assert (await api.post(url)).status_code == 401
+            assert (await api.post(url, headers={"authorization": f"Bearer {globex}"})).status_code == 404
+            early = await api.post(url, headers={"authorization": f"Bearer {acme}"})
+            assert early.status_code == 409 and "nothing to cancel" in early.json()["detail"]
+            await stack.cards.move(ref, "planning", delivery_id="p")
+            await stack.wait_state(ref, lambda s: s.status == "running")
+            r = await api.post(url, headers={"authorization": f"Bearer {acme}"})
+            assert r.status_code == 200, r.text
+            run = r.json()["run"]
+            assert r.json()["card"] == ref.key and (run["stage"], run["run"], run["outcome"]) == \
+                ("planning", 1, "cancelled")
+            assert run["reason"].startswith("cancelled by api:acme")
+            state = await stack.cards.state(ref)
+            assert state is not None and state.status == "idle"
+            again = await api.post(url, headers={"authorization": f"Bearer {acme}"})
+            assert again.status_code == 409 and "no stage runs" in again.json()["detail"]

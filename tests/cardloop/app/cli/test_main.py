@@ -116,3 +116,25 @@ def test_help_lists_the_commands() -> None:
     assert out.returncode == 0
     for word in ("prompt", "card", "config", "planning, coding, review, testing, error_fixing"):
         assert word in out.stdout
+
+
+def test_explain_says_which_item_held_each_redacted_secret(tmp_path: Path) -> None:
+    from tests.prompts.fake_secrets import ANTHROPIC, AWS_KEY_ID, GITHUB_PAT
+
+    card = json.loads(EXAMPLE_CARD.read_text())
+    card["history"] = [{"role": "user", "author": "maria", "content": "Please plan this."},
+                       {"role": "user", "author": "priya", "content": f"Use this key: {ANTHROPIC}"}]
+    card["context"] = [{"kind": "notes", "source": "runbook", "title": "deploy notes",
+                        "content": f"token {GITHUB_PAT} and {AWS_KEY_ID}"}]
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(card))
+    out = run("prompt", "explain", "--card", str(path), "--stage", "planning", "--json", "--no-payload")
+    assert out.returncode == 0, out.stderr
+    where = {(h["item"], h["rule"]): h["count"] for h in json.loads(out.stdout)["explain"]["redacted_in"]}
+    assert where[("history message 2 (priya)", "anthropic-api-key")] == 1
+    notes = {rule for item, rule in where if item == "context notes: deploy notes"}
+    assert len(notes) == 2  # the GitHub token and the AWS key id, each by its own rule
+    assert not any(item.startswith("history message 1") for item, _ in where)
+    text = run("prompt", "explain", "--card", str(path), "--stage", "planning", "--no-payload")
+    assert "  anthropic-api-key x1 in history message 2 (priya)\n" in text.stdout
+    assert ANTHROPIC not in text.stdout and GITHUB_PAT not in text.stdout

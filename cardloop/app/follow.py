@@ -1,0 +1,122 @@
+"""Following one stage run of a card until it ends (`cardloop card move --wait/--follow`):
+its turns, the agent's tool calls and their results as they join the history, a model call
+waiting for its next attempt, then the outcome, which becomes the command's exit code.
+
+Polling, not a stream from Temporal: the card's state query and the store answer what a
+person wants to see, and neither needs a worker of the follower's own."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from temporalio.service import RPCError
+
+from cardloop.app.cards import CardService
+from cardloop.contracts import names
+from cardloop.contracts.errors import CardloopError
+from cardloop.contracts.payloads import CardRef, CardState, StageProgress, StageRun
+from cardloop.prompts.card import Message
+
+# The command's exit code per outcome: scripts tell a finished stage from one that needs a person.
+OUTCOME_EXIT = {"completed": 0, "failed": 1, "blocked": 3, "budget_exhausted": 4, "cancelled": 5}
+MARKS = {"completed": "✓", "blocked": "⏸", "cancelled": "↷"}
+
+
+class StoppedWaiting(CardloopError):
+    """--timeout passed before the run ended; the run goes on (as timeout(1) says it: 124)."""
+
+    exit_code = 124
+
+
+def followed_run(before: CardState | None, to: str) -> int:
+    """The stage run a move to `to` leads to: the running one when the card already runs that
+    stage (the move leaves it running), else the next one."""
+    if before is None:
+        return 1
+    if before.status == "running" and before.stage == to:
+        return before.stage_runs
+    return before.stage_runs + 1
+
+
+def agent_lines(messages: list[Message], *, replies: bool = False) -> list[str]:
+    """The agent's tool calls of a stage and the first line of what each returned (with
+    `replies`, also each reply's first line: stages without tools show their answers)."""
+    lines: list[str] = []
+    for m in messages:
+        if replies and m.role == "assistant" and m.content.strip():
+            lines.append(f"    ◆ {next(ln for ln in m.content.splitlines() if ln.strip())[:110]}")
+        for call in m.tool_calls:
+            arg = next((str(call.input[k]) for k in ("command", "path", "pattern") if k in call.input), "")
+            lines.append(f"    ⚙ {call.name} {arg[:100]}".rstrip())
+        if m.role == "tool":
+            first = next((ln for ln in m.content.splitlines() if ln.strip()), "")
+            tail = [ln for ln in m.content.splitlines() if " passed" in ln or " failed" in ln]
+            lines.append(f"      {'✗' if m.is_error else '→'} {(tail[-1] if tail else first)[:110]}")
+        elif m.author == "cardloop" and m.content:
+            lines.append(f"    ☑ {m.content.splitlines()[0][:110]}")
+    return lines
+
+
+def tokens_said(r: StageRun) -> str:
+    """The run's tokens as its cost counts them: the turns' and the summarizer's."""
+    summary = r.summary_input_tokens + r.summary_output_tokens
+    total = r.input_tokens + r.output_tokens + summary
+    return f"{total:,} tokens" + (f" ({summary:,} of them the summarizer's)" if summary else "")
+
+
+def outcome_line(r: StageRun) -> str:
+    return (f"  {MARKS.get(r.outcome, '✗')} {r.stage} run {r.run}: {r.outcome} after {r.iterations} turn(s), "
+            f"{tokens_said(r)}, ${r.cost_usd:.4f}: {r.reason}")
+
+
+async def _progress(svc: CardService, ref: CardRef, stage: str, run: int) -> StageProgress | None:
+    handle = svc.client.get_workflow_handle(f"{ref.workflow_id}/{run}-{stage}")
+    try:
+        return await handle.query(names.QUERY_PROGRESS, result_type=StageProgress)
+    except RPCError:  # not started yet, or closed with no worker to replay it
+        return None
+
+
+async def follow(svc: CardService, ref: CardRef, stage: str, run: int, *, out: Callable[[str], None],
+                 verbose: bool, timeout: float | None, messages_from: int, poll: float = 0.25) -> StageRun:
+    """Until run `run` of `stage` is in the card's history: its record. With `verbose`, what it
+    does meanwhile, line by line. StoppedWaiting after `timeout` seconds (None: no limit)."""
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    shown_messages, turn, retry = messages_from, 0, ""
+    while True:
+        state = await svc.state(ref)
+        ended = next((r for r in reversed(state.history) if r.run == run), None) if state else None
+        if verbose:
+            fresh = svc.store.messages(ref.key, start=shown_messages)
+            shown_messages += len(fresh)
+            for line in agent_lines(fresh, replies=True):
+                out(line)
+        if ended is not None:
+            out(outcome_line(ended))
+            if ended.commits:
+                out(f"  ⎇ {ended.commits} commit(s) pushed to the card's branch, last {ended.last_commit[:12]}")
+            return ended
+        if verbose and state is not None and state.status == "running" and state.stage_runs == run:
+            progress = await _progress(svc, ref, stage, run)
+            if progress is not None and progress.iteration != turn:
+                turn = progress.iteration
+                out(f"  … turn {turn}: asking the model ({progress.input_tokens + progress.output_tokens:,} "
+                    f"tokens, ${progress.cost_usd:.4f} so far)")
+            said = await svc.retrying(ref, state)
+            if said and said.split(" [attempt")[0] != retry:
+                retry = said.split(" [attempt")[0]
+                out(f"  ⟳ {retry}")
+        if deadline is not None and loop.time() > deadline:
+            raise StoppedWaiting(f"stopped waiting after {timeout:g} s: {stage} run {run} of card {ref.key} "
+                                 f"goes on (`cardloop card show {ref.key}`)")
+        await asyncio.sleep(poll)
+
+
+async def until_done(svc: CardService, ref: CardRef, *, timeout: float | None, poll: float = 0.25) -> CardState:
+    """A move to done: until the card says so."""
+    try:
+        return await svc.wait_for(ref, lambda s: s.status == "done", timeout=timeout or float("inf"), poll=poll)
+    except TimeoutError:
+        raise StoppedWaiting(f"stopped waiting after {timeout:g} s: card {ref.key} is not done yet") from None

@@ -1,0 +1,87 @@
+"""`cardloop card move --wait/--follow`: the moved-to stage's run is followed until it ends and
+the command's exit code is its outcome; run as a user runs it, against a real stack."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from tests.cardloop.app.cli.stack_cli import cardloop, cli_env
+from tests.stack import Stack, replay_all, small_card
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.mark.stack_env(CARDLOOP_RETRY__OVERLOAD_DEADLINE="0",
+                       CARDLOOP_STAGES__TESTING__AUTO_ADVANCE="false")
+async def test_follow_streams_the_run_and_exits_with_its_outcome(stack: Stack, tmp_path: Path) -> None:
+    env = cli_env(stack, tmp_path)
+    ref = stack.cards.import_card(small_card("FOLLOW-1"))
+    stack.model.transcript["planning"] = ["Step 1: read the retry policy.\nStep 2: cap it.\n\n"
+                                          "<promise>COMPLETE</promise>"]
+    stack.model.transcript["coding"] = ["Which cap applies?\n<promise>BLOCKED</promise> 30s or 60s?"]
+    out = await cardloop(env, "card", "move", ref.key, "--to", "planning", "--follow")
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"card {ref.key} -> planning"
+    assert lines[2] == "following planning run 1 until it ends (Ctrl-C stops following, not the stage)"
+    assert "    ◆ Step 1: read the retry policy." in lines
+    assert lines[-1].startswith("  ✓ planning run 1: completed after 1 turn(s), ")
+    # planning auto-advances to coding, which the scripted model leaves blocked: a move back
+    # to coding while it is blocked runs it again, and --wait says only the outcome.
+    await stack.wait_state(ref, lambda s: s.status == "blocked")
+    blocked = await cardloop(env, "card", "move", ref.key, "--to", "coding", "--wait")
+    assert blocked.returncode == 3, blocked.stdout + blocked.stderr
+    assert blocked.stdout.splitlines()[-1].startswith("  ⏸ coding run 3: blocked after 1 turn(s)")
+    assert "◆" not in blocked.stdout
+    stack.model.inject(status=529)  # the next model call gives up at once
+    failed = await cardloop(env, "card", "move", ref.key, "--to", "testing", "--wait")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "  ✗ testing run 4: failed after 1 turn(s)" in failed.stdout
+    assert "gave up: the model is overloaded" in failed.stdout and "Traceback" not in failed.stderr
+    stack.model.inject(delay=8.0)
+    slow = await cardloop(env, "card", "move", ref.key, "--to", "testing", "--follow", "--timeout", "1")
+    assert slow.returncode == 124
+    assert f"stopped waiting after 1 s: testing run 5 of card {ref.key} goes on" in slow.stderr
+    state = await stack.wait_state(ref, lambda s: len(s.history) == 5 and s.status != "running")
+    assert state.history[-1].outcome == "completed"
+    done = await cardloop(env, "card", "move", ref.key, "--to", "done", "--wait")
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == f"  ✓ card {ref.key} is done"
+    await stack.wait_state(ref, lambda s: s.status == "done")
+    # The card's run has closed: a move opens the next one, which goes on from run 5.
+    reopened = await cardloop(env, "card", "move", ref.key, "--to", "testing", "--wait")
+    assert reopened.returncode == 0, reopened.stdout + reopened.stderr
+    assert reopened.stdout.splitlines()[-1].startswith("  ✓ testing run 6: completed")
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
+
+
+async def test_bad_follow_options_are_usage_errors(stack: Stack, tmp_path: Path) -> None:
+    env = cli_env(stack, tmp_path)
+    for args, said in ((("--timeout", "5"), "--timeout limits --wait or --follow"),
+                       (("--wait", "--timeout", "-3"), "-3 is not a positive number of seconds"),
+                       (("--follow", "--timeout", "soon"), "'soon' is not a number of seconds")):
+        out = await cardloop(env, "card", "move", "acme/github/NOPE-1", "--to", "planning", *args)
+        assert out.returncode == 2, (args, out.stdout, out.stderr)
+        assert said in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.stack_env(CARDLOOP_RETRY__UNREACHABLE_INITIAL="1s", CARDLOOP_RETRY__UNREACHABLE_MAX_INTERVAL="2s",
+                       CARDLOOP_STAGES__TESTING__AUTO_ADVANCE="false")
+async def test_follow_says_when_a_model_call_waits_for_its_next_attempt(stack: Stack, tmp_path: Path) -> None:
+    env = cli_env(stack, tmp_path)
+    ref = stack.cards.import_card(small_card("FOLLOW-2"))
+    stack.model.stop()  # connection refused until it starts again on the same port
+    following = asyncio.create_task(cardloop(env, "card", "move", ref.key, "--to", "testing", "--follow"))
+    for _ in range(300):  # the first attempt failed: the call waits for its next one
+        state = await stack.cards.state(ref)
+        if state is not None and await stack.cards.retrying(ref, state):
+            break
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(1.0)  # the follower polls every 0.25 s: it has seen the retry
+    stack.model.start()
+    out = await following
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "  ⟳ retrying: cannot reach the model (attempt 2 of 8" in out.stdout
+    assert out.stdout.splitlines()[-1].startswith("  ✓ testing run 1: completed")

@@ -1,0 +1,42 @@
+"""`cardloop card show` on a card whose stage is running: the turn in progress and what it does,
+from the stage run itself (the card's own copy, state.current, arrives only after a turn)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cardloop.app.cli.stack_cli import cardloop, cli_env
+from tests.stack import Stack, small_card
+
+pytestmark = pytest.mark.timeout(180)
+
+
+async def test_card_show_says_which_turn_runs_and_what_it_does(stack: Stack, tmp_path: Path) -> None:
+    env = cli_env(stack, tmp_path)
+    stack.model.inject(delay=15.0)  # planning's first model call: the turn in progress while we look
+    ref = stack.cards.import_card(small_card("SHOW-RUN-1"))
+    await stack.cards.move(ref, "planning", delivery_id="p")
+    for _ in range(200):
+        state = await stack.cards.state(ref)
+        turn = await stack.cards.running_turn(ref, state) if state else None
+        if turn is not None and turn.doing.startswith("waiting for the model"):
+            break
+        await asyncio.sleep(0.1)
+    shown = await cardloop(env, "card", "show", ref.key)
+    assert shown.returncode == 0, shown.stderr
+    now = next(ln for ln in shown.stdout.splitlines() if ln.startswith("  now: "))
+    max_turns = stack.config.stages["planning"].max_iterations
+    assert now.startswith(f"  now: planning run 1, turn 1 of {max_turns}: waiting for the model (")
+    assert now.endswith("prompt tokens); so far 0 in, 0 out, $0.0000")
+    as_json = await cardloop(env, "card", "show", ref.key, "--json")
+    data = json.loads(as_json.stdout)
+    assert data["state"]["status"] == "running"
+    assert data["state"]["current"]["iteration"] == 1  # was null until the first turn ended
+    assert data["state"]["current"]["doing"].startswith("waiting for the model")
+    assert data["now"] == now.removeprefix("  now: ")
+    idle = await cardloop(env, "card", "show", "acme/github/SHOW-RUN-1", "--last", "-1")
+    assert idle.returncode == 2 and "Traceback" not in idle.stderr
