@@ -111,7 +111,9 @@ _NEGATION = re.compile(
     r"(?<!\w)(?:never|not|no|don't|dont|doesn't|didn't|cannot|can't|won't|mustn't|shouldn't|refuse to|refuse"
     r"|decline|avoid|forbidden to|nicht|nie|niemals|kein|keine|ne|n'|jamais|nunca|non|mai|asla|не|никогда)"
     r"(?!\w)")
-_SCOPE_END = re.compile(r"[.,;:!?)\]]$")
+# `\n?\Z` rather than `$` (the same match, said explicitly): the trained model's features were
+# computed with a word's closing punctuation counted before a final newline too.
+_SCOPE_END = re.compile(r"[.,;:!?)\]]\n?\Z")
 
 
 def _mark_negations(text: str) -> str:
