@@ -111,6 +111,8 @@ def load_index(rt: ActivityDeps, card_key: str, tenant: str, buffer_ids: Sequenc
 class ResearchActivities:
     def __init__(self, rt: ActivityDeps) -> None:
         self.rt = rt
+        # The worker's memory bound for the indexes it keeps between a run's activities.
+        INDEXES.resize(max_bytes=rt.config.research.index_cache_mb * 2**20)
 
     @activity.defn(name=names.RESEARCH_BUFFERS)
     def buffers(self, inp: BuffersInput) -> list[BufferInfo]:

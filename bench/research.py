@@ -8,8 +8,9 @@ lines verbatim, the synthesizer quotes them and calls grep_chunks and storage_st
 Prints: log size, chunks (total, analysed, read), analyst batches and calls, synthesizer calls
 and tool calls, tokens in/out (as the scripted model counts them: ~4 characters a token),
 wall time (files stored -> report), the wall time of chunking and indexing alone (the CPU floor
-measured in the same run), and whether the report names all three root causes with their
-exact error strings (exit 1 if not).
+measured in the same run), the process's peak RSS after the run and what the index cache holds
+(entries and estimated bytes, against [research] index_cache_mb), and whether the report names
+all three root causes with their exact error strings (exit 1 if not).
 
 Run: .venv/bin/python bench/research.py [--mb 10] [--latency 0.0]
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import resource
 import sys
 import tempfile
 import time
@@ -35,7 +37,7 @@ from cardloop.app.scripted_model import ScriptedModel
 from cardloop.app.startup import load_config
 from cardloop.app.worker import build_worker
 from cardloop.contracts.config import REPO_CONFIG, research_settings
-from cardloop.integrations.research.index import ChunkIndex
+from cardloop.integrations.research.index import INDEXES, ChunkIndex
 from cardloop.prompts.research.chunks import Buffer, Chunk, split_chunks
 from cardloop.store import Store
 from tests.research_log import ROOT_CAUSES, generate_log
@@ -45,6 +47,7 @@ QUESTION = "Why did this CI run fail? Name every root cause with its exact error
 
 async def main(mb: float, latency: float) -> int:
     log = generate_log(int(mb * 1024 * 1024))
+    rss_log = peak_rss_mb()  # the generated log and the interpreter, before anything of ours runs
     with tempfile.TemporaryDirectory() as tmp, \
             TemporalDevServer(port=free_port(), ui_port=None, retention=None, log_file=Path(tmp) / "t.log") as server, \
             ScriptedModel(latency=latency) as model:
@@ -62,6 +65,8 @@ async def main(mb: float, latency: float) -> int:
             result = await research.run(client, "bench-research", prepared, QUESTION, research_settings(config))
             wall = time.perf_counter() - t0
             report = store.get_blob(result.report_ref, tenant="bench")
+            # Read before the floor below builds a second index in this process.
+            rss_run, cached, cached_bytes = peak_rss_mb(), len(INDEXES), INDEXES.nbytes
         finally:
             await worker.shutdown()
             await asyncio.gather(task, return_exceptions=True)
@@ -91,8 +96,16 @@ async def main(mb: float, latency: float) -> int:
           f"out {ledger.total.output_tokens:,})")
     print(f"wall_seconds           {wall:.2f}")
     print(f"floor_chunk_index_s    {floor:.2f}  (chunking + indexing + selection alone, same run)")
+    print(f"peak_rss_mb            {rss_run:.0f} (before the run: {rss_log:.0f}; worker, CLI and bench in one process)")
+    print(f"index_cache            {cached} entries, {cached_bytes / 2**20:.0f} MB "
+          f"(bound: {config.research.index_cache_mb} MB)")
     print(f"root_causes_named      {sum(named)} of {len(ROOT_CAUSES)}")
     return 0 if all(named) else 1
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set so far (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 if __name__ == "__main__":

