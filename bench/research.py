@@ -12,7 +12,7 @@ measured in the same run), the process's peak RSS after the run and what the ind
 (entries and estimated bytes, against [research] index_cache_mb), and whether the report names
 all three root causes with their exact error strings (exit 1 if not).
 
-Run: .venv/bin/python bench/research.py [--mb 10] [--latency 0.0]
+Run: .venv/bin/python bench/research.py [--mb 10] [--latency 0.0] [--runs 1] [--cache-mb 256]
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from tests.research_log import ROOT_CAUSES, generate_log
 QUESTION = "Why did this CI run fail? Name every root cause with its exact error message."
 
 
-async def main(mb: float, latency: float) -> int:
+async def main(mb: float, latency: float, runs: int, cache_mb: int | None) -> int:
     log = generate_log(int(mb * 1024 * 1024))
     rss_log = peak_rss_mb()  # the generated log and the interpreter, before anything of ours runs
     with tempfile.TemporaryDirectory() as tmp, \
@@ -53,7 +53,8 @@ async def main(mb: float, latency: float) -> int:
             ScriptedModel(latency=latency) as model:
         config = load_config(REPO_CONFIG, env={
             "ANTHROPIC_API_KEY": "sk-ant-bench-0123456789", "CARDLOOP_TEMPORAL__ADDRESS": server.address,
-            "CARDLOOP_TEMPORAL__TASK_QUEUE": "bench-research", "CARDLOOP_PATHS__PROMPT_OVERRIDES": "/nonexistent"})
+            "CARDLOOP_TEMPORAL__TASK_QUEUE": "bench-research", "CARDLOOP_PATHS__PROMPT_OVERRIDES": "/nonexistent",
+            **({"CARDLOOP_RESEARCH__INDEX_CACHE_MB": str(cache_mb)} if cache_mb else {})})
         store = Store.open(f"sqlite:///{tmp}/store.sqlite")
         runtime = ActivityDeps.build(config, store, base_urls={name: model.url for name in config.profiles})
         client = await Client.connect(server.address, data_converter=pydantic_data_converter)
@@ -65,12 +66,17 @@ async def main(mb: float, latency: float) -> int:
             result = await research.run(client, "bench-research", prepared, QUESTION, research_settings(config))
             wall = time.perf_counter() - t0
             report = store.get_blob(result.report_ref, tenant="bench")
+            calls = [r for r in model.requests if r.path.startswith("/v1/messages")]
+            # The same log for other tenants: other cards, so other indexes, which the cache
+            # keeps or evicts as a worker serving several research runs would.
+            for n in range(1, runs):
+                again = research.prepare(store, f"bench{n}", [("ci.log", log)], QUESTION)
+                await research.run(client, "bench-research", again, QUESTION, research_settings(config))
             # Read before the floor below builds a second index in this process.
             rss_run, cached, cached_bytes = peak_rss_mb(), len(INDEXES), INDEXES.nbytes
         finally:
             await worker.shutdown()
             await asyncio.gather(task, return_exceptions=True)
-        calls = [r for r in model.requests if r.path.startswith("/v1/messages")]
         # The CPU floor: chunking and indexing the same text, no Temporal, store or model.
         counter = runtime.assembler.counter
         t1 = time.perf_counter()
@@ -96,7 +102,8 @@ async def main(mb: float, latency: float) -> int:
           f"out {ledger.total.output_tokens:,})")
     print(f"wall_seconds           {wall:.2f}")
     print(f"floor_chunk_index_s    {floor:.2f}  (chunking + indexing + selection alone, same run)")
-    print(f"peak_rss_mb            {rss_run:.0f} (before the run: {rss_log:.0f}; worker, CLI and bench in one process)")
+    print(f"peak_rss_mb            {rss_run:.0f} after {runs} run(s) (before: {rss_log:.0f}; worker, CLI and bench "
+          "in one process)")
     print(f"index_cache            {cached} entries, {cached_bytes / 2**20:.0f} MB "
           f"(bound: {config.research.index_cache_mb} MB)")
     print(f"root_causes_named      {sum(named)} of {len(ROOT_CAUSES)}")
@@ -112,5 +119,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=10.0, help="size of the generated log (MB)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds the scripted model waits per answer")
+    parser.add_argument("--runs", type=int, default=1, help="research runs on the same worker (other cards' "
+                        "indexes: what the index cache keeps); the figures above are the first run's")
+    parser.add_argument("--cache-mb", type=int, default=None, help="[research] index_cache_mb for this run")
     args = parser.parse_args()
-    sys.exit(asyncio.run(main(args.mb, args.latency)))
+    sys.exit(asyncio.run(main(args.mb, args.latency, args.runs, args.cache_mb)))
