@@ -41,6 +41,12 @@ def line_starts(text: str) -> list[int]:
     return starts
 
 
+def line_count(text: str) -> int:
+    """len(line_starts(text)) without the list: a 40 MB log's 500,000 offsets are not needed
+    to know how many lines it has (a final newline ends the last line, it starts none)."""
+    return text.count("\n") + (0 if text.endswith("\n") else 1) if text else 0
+
+
 def split_chunks(text: str, count: Callable[[str], int], chunk_tokens: int, overlap_lines: int) -> list[ChunkSpan]:
     """Chunks of at most `chunk_tokens` tokens (a single overlong line is cut at its own
     chunk's end), each starting `overlap_lines` lines before the previous one ended."""

@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from cardloop.prompts.research.chunks import line_starts, split_chunks
+from cardloop.prompts.research.chunks import line_count, line_starts, split_chunks
 from cardloop.prompts.tokens import TokenCounter
 
 
@@ -44,3 +44,8 @@ def test_empty_and_bad_settings(counter: TokenCounter) -> None:
     assert split_chunks("", counter.count, 100, 2) == []
     with pytest.raises(ValueError):
         split_chunks("a\n", counter.count, 8, 0)
+
+
+@pytest.mark.parametrize("text", ["", "a", "a\n", "a\nb", "\n", "\n\n", "a\n\nb\n", "x\n\n\ny"])
+def test_line_count_is_the_number_of_line_starts(text: str) -> None:
+    assert line_count(text) == (len(line_starts(text)) if text else 0)
