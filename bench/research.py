@@ -27,7 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from temporalio.client import Client
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from cardloop.activities.deps import ActivityDeps
@@ -63,8 +64,12 @@ async def main(mb: float, latency: float, runs: int, cache_mb: int | None) -> in
         try:
             t0 = time.perf_counter()
             prepared = research.prepare(store, "bench", [("ci.log", log)], QUESTION)
+            t_prepared = time.perf_counter() - t0
             result = await research.run(client, "bench-research", prepared, QUESTION, research_settings(config))
             wall = time.perf_counter() - t0
+            history = await client.get_workflow_handle(
+                research.workflow_id(prepared, research_settings(config))).fetch_history()
+            phases = {"prepare": t_prepared, **activity_spans(history)}
             report = store.get_blob(result.report_ref, tenant="bench")
             calls = [r for r in model.requests if r.path.startswith("/v1/messages")]
             # The same log for other tenants: other cards, so other indexes, which the cache
@@ -101,6 +106,7 @@ async def main(mb: float, latency: float, runs: int, cache_mb: int | None) -> in
     print(f"ledger_calls           {ledger.total.calls} (tokens in {ledger.total.input_tokens:,}, "
           f"out {ledger.total.output_tokens:,})")
     print(f"wall_seconds           {wall:.2f}")
+    print("phases_s               " + ", ".join(f"{k} {v:.2f}" for k, v in phases.items()))
     print(f"floor_chunk_index_s    {floor:.2f}  (chunking + indexing + selection alone, same run)")
     print(f"peak_rss_mb            {rss_run:.0f} after {runs} run(s) (before: {rss_log:.0f}; worker, CLI and bench "
           "in one process)")
@@ -108,6 +114,22 @@ async def main(mb: float, latency: float, runs: int, cache_mb: int | None) -> in
           f"(bound: {config.research.index_cache_mb} MB)")
     print(f"root_causes_named      {sum(named)} of {len(ROOT_CAUSES)}")
     return 0 if all(named) else 1
+
+
+def activity_spans(history: WorkflowHistory) -> dict[str, float]:
+    """Seconds from the first scheduling to the last completion, per activity type (the
+    analysts overlap, so theirs is the fan-out's span, not a sum)."""
+    scheduled: dict[int, tuple[str, float]] = {}
+    spans: dict[str, list[float]] = {}
+    for e in history.events:
+        at = e.event_time.ToDatetime().timestamp()
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            scheduled[e.event_id] = (e.activity_task_scheduled_event_attributes.activity_type.name, at)
+        elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            name, began = scheduled[e.activity_task_completed_event_attributes.scheduled_event_id]
+            first_last = spans.setdefault(name.removeprefix("research."), [began, at])
+            first_last[0], first_last[1] = min(first_last[0], began), max(first_last[1], at)
+    return {name: last - first for name, (first, last) in spans.items()}
 
 
 def peak_rss_mb() -> float:
