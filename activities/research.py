@@ -41,7 +41,7 @@ from cardloop.contracts.payloads import (
     ResearchResult,
     SynthesizeInput,
 )
-from cardloop.integrations.research.index import INDEXES, ChunkIndex, index_key
+from cardloop.integrations.research.index import INDEX_BYTES_PER_TEXT_BYTE, INDEXES, ChunkIndex, index_key
 from cardloop.prompts.conversation import Conversation, SystemBlock, ToolUse, Turn
 from cardloop.prompts.isolate import wrap_untrusted
 from cardloop.prompts.research.chunks import Buffer, line_count, split_chunks
@@ -109,7 +109,10 @@ def index_of(rt: ActivityDeps, card_key: str, tenant: str, buffers: Sequence[Buf
         texts = {b.buffer_id: rt.store.get_blob(b.blob_ref, tenant=tenant) for b in buffers}
         return ChunkIndex(buffers, rt.store.chunks(card_key, sorted(b.buffer_id for b in buffers)), texts)
 
-    return INDEXES.get_or_build(index_key(tenant, card_key, buffers), build)
+    # A log's index weighs about twice its text and more for a small one (index.nbytes):
+    # room for that is made before the build.
+    return INDEXES.get_or_build(index_key(tenant, card_key, buffers), build,
+                                expected_bytes=INDEX_BYTES_PER_TEXT_BYTE * sum(b.size for b in buffers))
 
 
 def load_index(rt: ActivityDeps, card_key: str, tenant: str, buffer_ids: Sequence[int]) -> ChunkIndex:

@@ -472,9 +472,16 @@ class IndexCache(Generic[K, V]):
             key, _ = self._entries.popitem(last=False)
             self._bytes -= self._sizes.pop(key)
 
-    def get_or_build(self, key: K, build: Callable[[], V]) -> V:
+    def get_or_build(self, key: K, build: Callable[[], V], *, expected_bytes: int = 0) -> V:
+        """`expected_bytes`: what the built value will weigh, roughly; entries are evicted for
+        it before the build, so the old ones and the new one are not in memory together."""
         value = self.get(key)
         if value is None:
+            if expected_bytes and self._max_bytes is not None:
+                with self._lock:
+                    while self._entries and self._bytes + expected_bytes > self._max_bytes:
+                        old, _ = self._entries.popitem(last=False)
+                        self._bytes -= self._sizes.pop(old)
             value = build()
             self.put(key, value)
         return value

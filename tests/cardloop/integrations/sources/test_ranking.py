@@ -189,3 +189,19 @@ def test_index_cache_shrinks_when_its_bound_is_lowered() -> None:
     assert [k for k in "abcd" if cache.get(k) is not None] == ["c", "d"] and cache.nbytes == 60
     with pytest.raises(ValueError):
         IndexCache(max_bytes=1)  # bytes cannot be counted without size_of
+
+
+def test_index_cache_makes_room_before_a_build() -> None:
+    """An old index and the new one are not in memory together when the bound has no room for both."""
+    cache: IndexCache[str, bytes] = IndexCache(max_entries=4, max_bytes=100, size_of=len)
+    cache.put("a", b"x" * 40)
+    cache.put("b", b"x" * 40)
+    seen_during_build: list[int] = []
+
+    def build() -> bytes:
+        seen_during_build.append(len(cache))
+        return b"x" * 50
+
+    cache.get_or_build("c", build, expected_bytes=50)
+    assert seen_during_build == [1]  # a (least recent) went before c was built; b stayed
+    assert cache.get("a") is None and cache.get("b") is not None and cache.nbytes == 90
