@@ -135,13 +135,15 @@ class ResearchActivities:
     def buffers(self, inp: BuffersInput) -> list[BufferInfo]:
         rt = self.rt
         card = stored_card(rt.store, inp.card_key)
-        count = rt.assembler.counter.count
+        counter = rt.assembler.counter
         out = []
         for blob in inp.blobs:
             found = rt.store.find_buffer(inp.card_key, blob.name, blob.ref, inp.chunk_tokens, inp.overlap_lines)
             if found is None:
                 text = rt.store.get_blob(blob.ref, tenant=card.tenant)
-                spans = call_with_heartbeat(lambda t=text: split_chunks(t, count, inp.chunk_tokens, inp.overlap_lines),
+                spans = call_with_heartbeat(lambda t=text: split_chunks(t, counter.count, inp.chunk_tokens,
+                                                                        inp.overlap_lines,
+                                                                        splits_at_lines=counter.splits_at_lines),
                                             detail=f"chunking {blob.name}")
                 found = rt.store.put_buffer(inp.card_key, blob.name, blob.ref, spans, size=len(text.encode()),
                                             lines=line_count(text),

@@ -85,7 +85,8 @@ async def main(mb: float, latency: float, runs: int, cache_mb: int | None) -> in
         # The CPU floor: chunking and indexing the same text, no Temporal, store or model.
         counter = runtime.assembler.counter
         t1 = time.perf_counter()
-        spans = split_chunks(log, counter.count, config.research.chunk_tokens, config.research.overlap_lines)
+        spans = split_chunks(log, counter.count, config.research.chunk_tokens, config.research.overlap_lines,
+                             splits_at_lines=counter.splits_at_lines)
         ChunkIndex([Buffer(1, "ci.log", "", len(log), 0, 0, 0, 0, 0, len(spans))],
                    [Chunk(i, 1, s.first_line, s.last_line, s.start, s.end, s.tokens) for i, s in enumerate(spans)],
                    {1: log}).select(result.queries, config.research.max_chunks)
