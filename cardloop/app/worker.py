@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -107,6 +108,8 @@ def build_worker(client: Client, rt: ActivityDeps, *, task_queue: str | None = N
     """`graceful_shutdown`: how long running activities may go on after shutdown() before they are
     cancelled (`cardloop worker` uses worker.graceful_shutdown_seconds; tests and the dev stack 0)."""
     size = rt.config.temporal.max_concurrent_activities
+    # In the background: the worker polls at once, and the first model call finds its client built.
+    threading.Thread(target=rt.warm_providers, name="cardloop-provider-warmup", daemon=True).start()
     workspaces = WorkspaceActivities(rt)
     shared_activities, own_activities = _activities(rt, workspaces)
     executor = concurrent.futures.ThreadPoolExecutor(max_workers=2 * size, thread_name_prefix="cardloop-activity")

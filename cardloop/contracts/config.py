@@ -467,4 +467,4 @@ def research_settings(config: Config, analyst: str | None = None, synthesizer: s
         analyst_profile=r.analyst_profile, analyst_model=analyst_model, synthesizer_profile=r.synthesizer_profile,
         synthesizer_model=synthesizer_model,
         **r.model_dump(exclude={"analyst_profile", "analyst_model", "synthesizer_profile", "synthesizer_model",
-                                "stages", "auto_min_tokens"}))
+                                "stages", "auto_min_tokens", "index_cache_mb"}))

@@ -126,6 +126,10 @@ class ResearchConfig(_Section):
     # stage's context budget), and put the report into the prompt.
     stages: list[Stage] = Field(default_factory=lambda: [Stage.ERROR_FIXING])
     auto_min_tokens: int = Field(default=0, ge=0)
+    # A worker keeps the research indexes it built (the logs' text and BM25 postings) for the
+    # run's later activities, least recently used evicted beyond this many MB. A worker setting,
+    # not a workflow input: it changes memory, never a result.
+    index_cache_mb: int = Field(default=256, ge=1)
 
 
 class PriceConfig(_Section):

@@ -160,3 +160,48 @@ def test_index_cache_is_a_small_lru() -> None:
     cache.get_or_build("c", lambda: build("c"))  # evicts b
     assert cache.get("b") is None and cache.get("a") == 1
     assert built == ["a", "b", "c"]
+
+
+def test_index_cache_bounded_by_bytes_evicts_the_least_recently_used() -> None:
+    cache: IndexCache[str, bytes] = IndexCache(max_entries=10, max_bytes=100, size_of=len)
+    cache.put("a", b"x" * 40)
+    cache.put("b", b"x" * 40)
+    assert cache.get("a") is not None  # a is now the most recent
+    cache.put("c", b"x" * 40)  # 120 bytes: b, the least recently used, goes
+    assert cache.get("b") is None and cache.get("a") is not None and cache.get("c") is not None
+    assert cache.nbytes == 80 and len(cache) == 2
+    cache.put("a", b"x" * 10)  # replacing an entry charges its new size only
+    assert cache.nbytes == 50
+    # One entry over the bound by itself stays (the run using it would rebuild it every
+    # activity otherwise), alone.
+    cache.put("huge", b"x" * 500)
+    assert len(cache) == 1 and cache.get("huge") is not None and cache.nbytes == 500
+    cache.put("d", b"x" * 10)
+    assert cache.get("huge") is None and cache.nbytes == 10
+
+
+def test_index_cache_shrinks_when_its_bound_is_lowered() -> None:
+    cache: IndexCache[str, bytes] = IndexCache(max_entries=4, size_of=len)
+    for key in "abcd":
+        cache.put(key, b"x" * 30)
+    assert cache.nbytes == 120
+    cache.resize(max_bytes=70)
+    assert [k for k in "abcd" if cache.get(k) is not None] == ["c", "d"] and cache.nbytes == 60
+    with pytest.raises(ValueError):
+        IndexCache(max_bytes=1)  # bytes cannot be counted without size_of
+
+
+def test_index_cache_makes_room_before_a_build() -> None:
+    """An old index and the new one are not in memory together when the bound has no room for both."""
+    cache: IndexCache[str, bytes] = IndexCache(max_entries=4, max_bytes=100, size_of=len)
+    cache.put("a", b"x" * 40)
+    cache.put("b", b"x" * 40)
+    seen_during_build: list[int] = []
+
+    def build() -> bytes:
+        seen_during_build.append(len(cache))
+        return b"x" * 50
+
+    cache.get_or_build("c", build, expected_bytes=50)
+    assert seen_during_build == [1]  # a (least recent) went before c was built; b stayed
+    assert cache.get("a") is None and cache.get("b") is not None and cache.nbytes == 90
