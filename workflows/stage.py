@@ -52,6 +52,9 @@ STAGE_OUTCOME = SearchAttributeKey.for_keyword(names.SA_STAGE_OUTCOME)
 # workflow) replay without the upsert and return their failed run normally.
 OUTCOME_ATTRIBUTE = "outcome-search-attribute"
 CANCEL_DURING_REPORT = "cancel-during-progress-report"
+# A turn that ends the run sends no progress signal: the run's result carries the same figures,
+# and the signal cost the stage and the card a workflow task each (per-card overhead, issue 10).
+QUIET_LAST_TURN = "no-progress-signal-on-the-last-turn"
 
 # The first words of the note that refuses a claim because of CI.
 NOT_ACCEPTED_CI = "COMPLETE was not accepted: CI of"
@@ -140,7 +143,9 @@ class StageWorkflow:
                 p.output_tokens += reply.output_tokens
                 p.cost_usd += reply.cost_usd
                 p.last_result = reply.excerpt[:300]
-                await self._report(inp)
+                ends_now = hands is None and reply.promise in ("COMPLETE", "BLOCKED")
+                if not (ends_now and workflow.patched(QUIET_LAST_TURN)):
+                    await self._report(inp)
                 promise, reason = reply.promise, reply.reason
                 if hands is not None:
                     ended, promise, reason = await self._act(inp, hands, reply, iteration, watch)
