@@ -1,0 +1,85 @@
+"""Which chunks the analysts read: coverage of distinct errors first, then score.
+
+Ranking alone lets near-identical chunks fill the budget: a 40 MB log repeats the same benign
+error thousands of times, each repeat scores alike, and a root cause that appears once loses
+its place to the hundredth copy. So every error line gets a signature (its text with numbers,
+hex, ids and timestamps masked: the same error from another request, pod or minute is one
+signature), and selection takes, best score first, each chunk that holds a signature no chosen
+chunk holds yet; then the rest round-robin over chunks' signature sets (the second copy of each
+kind of chunk before the third of any), best score first within a round. The bound on chunks
+is the caller's, as before. Pure: scores and signatures in, chunk ids out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from cardloop.prompts.log_errors import line_body
+
+# Longer error lines are cut before masking: the masks' token pattern is linear on short
+# lines, and what tells two errors apart sits at their start.
+_MAX_LINE = 300
+_MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"), "<ts>"),
+    (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<id>"),
+    (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<hex>"),
+    # Digests and commit ids, even the rare ones with no digit in them.
+    (re.compile(r"\b[0-9a-fA-F]{12,}\b"), "<hex>"),
+    # Any token holding a digit: counts, ports, IPs, durations, versions, pod and job suffixes
+    # ("payments-worker-7d9f8"), request ids, file names numbered by a generator.
+    (re.compile(r"[\w.:/-]*\d[\w.:/-]*"), "<n>"),
+    (re.compile(r"\s+"), " "),
+)
+
+
+def error_signature(line: str) -> str:
+    """The error line as a kind of error: prefix gone, variable parts masked."""
+    text = line_body(line)[:_MAX_LINE]
+    for pattern, mask in _MASKS:
+        text = pattern.sub(mask, text)
+    return text.strip()
+
+
+def select_diverse(scores: Mapping[int, float], signatures: Mapping[int, frozenset[str]], limit: int) -> list[int]:
+    """At most `limit` chunk ids: one per uncovered error signature first (best score first,
+    chunks holding errors but no score count as 0), then round-robin by signature set.
+
+    `scores`: chunk id -> fused query and error score; `signatures`: chunk id -> its error
+    lines' signatures (empty or absent for a chunk without error lines).
+    """
+    if limit <= 0:
+        return []
+    candidates = set(scores) | {cid for cid, sigs in signatures.items() if sigs}
+    ranked = sorted(candidates, key=lambda cid: (-scores.get(cid, 0.0), cid))
+    chosen: list[int] = []
+    covered: set[str] = set()
+    for cid in ranked:
+        sigs = signatures.get(cid, frozenset())
+        if sigs and not sigs <= covered:
+            chosen.append(cid)
+            covered |= sigs
+            if len(chosen) == limit:
+                return chosen
+    taken = set(chosen)
+    # Copies already taken per signature set: a set seen in pass one starts its round later.
+    rounds: dict[frozenset[str], int] = {}
+    for cid in chosen:
+        key = signatures.get(cid, frozenset())
+        rounds[key] = rounds.get(key, 0) + 1
+    # A chunk without error lines is a kind of its own (nothing says two of them are alike).
+    rest = [(_next_round(rounds, signatures.get(cid, frozenset())) if signatures.get(cid) else 0, i, cid)
+            for i, cid in enumerate(c for c in ranked if c not in taken and c in scores)]
+    rest.sort()
+    chosen += [cid for _, _, cid in rest[: limit - len(chosen)]]
+    return chosen
+
+
+def _next_round(rounds: dict[frozenset[str], int], key: frozenset[str]) -> int:
+    n = rounds.get(key, 0)
+    rounds[key] = n + 1
+    return n
+
+
+def signatures_of(lines: Iterable[str]) -> frozenset[str]:
+    return frozenset(error_signature(line) for line in lines)
