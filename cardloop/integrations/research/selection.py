@@ -4,10 +4,10 @@ Ranking alone lets near-identical chunks fill the budget: a 40 MB log repeats th
 error thousands of times, each repeat scores alike, and a root cause that appears once loses
 its place to the hundredth copy. So every error line gets a signature (its text with numbers,
 hex, ids and timestamps masked: the same error from another request, pod or minute is one
-signature), and selection takes, best score first, each chunk that holds a signature no chosen
-chunk holds yet; then the rest round-robin over chunks' signature sets (the second copy of each
-kind of chunk before the third of any), best score first within a round. The bound on chunks
-is the caller's, as before. Pure: scores and signatures in, chunk ids out.
+signature), and selection first takes each chunk that holds a signature no chosen chunk holds
+yet (rarest signatures first, then best score); then the rest round-robin over chunks'
+signature sets (the second copy of each kind of chunk before the third of any), best score
+first within a round. The bound on chunks is the caller's, as before. Pure: scores and signatures in, chunk ids out.
 """
 
 from __future__ import annotations
@@ -42,21 +42,29 @@ def error_signature(line: str) -> str:
 
 
 def select_diverse(scores: Mapping[int, float], signatures: Mapping[int, frozenset[str]], limit: int) -> list[int]:
-    """At most `limit` chunk ids: one per uncovered error signature first (best score first,
-    chunks holding errors but no score count as 0), then round-robin by signature set.
+    """At most `limit` chunk ids: one per uncovered error signature first, then round-robin by
+    signature set, best score first within a round.
 
-    `scores`: chunk id -> fused query and error score; `signatures`: chunk id -> its error
-    lines' signatures (empty or absent for a chunk without error lines).
+    `scores`: chunk id -> fused query and error score (a chunk holding errors but no score
+    counts as 0); `signatures`: chunk id -> its error lines' signatures (empty or absent for a
+    chunk without error lines).
     """
     if limit <= 0:
         return []
     candidates = set(scores) | {cid for cid, sigs in signatures.items() if sigs}
     ranked = sorted(candidates, key=lambda cid: (-scores.get(cid, 0.0), cid))
+    held: dict[str, int] = {}  # signature -> how many chunks hold it
+    for sigs in signatures.values():
+        for sig in sigs:
+            held[sig] = held.get(sig, 0) + 1
     chosen: list[int] = []
     covered: set[str] = set()
-    for cid in ranked:
-        sigs = signatures.get(cid, frozenset())
-        if sigs and not sigs <= covered:
+    # Rarest first when there are more signatures than room: an error seen once or twice (the
+    # overlap repeats a line in two chunks) is likelier the cause than one repeated a thousand
+    # times, which still gets its one chunk when there is room. Score orders within a rarity.
+    for cid in sorted((c for c in ranked if signatures.get(c)), key=lambda c: _rarity(held, signatures[c])):
+        sigs = signatures[cid]
+        if not sigs <= covered:
             chosen.append(cid)
             covered |= sigs
             if len(chosen) == limit:
@@ -65,14 +73,18 @@ def select_diverse(scores: Mapping[int, float], signatures: Mapping[int, frozens
     # Copies already taken per signature set: a set seen in pass one starts its round later.
     rounds: dict[frozenset[str], int] = {}
     for cid in chosen:
-        key = signatures.get(cid, frozenset())
-        rounds[key] = rounds.get(key, 0) + 1
+        rounds[signatures[cid]] = rounds.get(signatures[cid], 0) + 1
     # A chunk without error lines is a kind of its own (nothing says two of them are alike).
-    rest = [(_next_round(rounds, signatures.get(cid, frozenset())) if signatures.get(cid) else 0, i, cid)
+    rest = [(_next_round(rounds, signatures[cid]) if signatures.get(cid) else 0, i, cid)
             for i, cid in enumerate(c for c in ranked if c not in taken and c in scores)]
     rest.sort()
     chosen += [cid for _, _, cid in rest[: limit - len(chosen)]]
     return chosen
+
+
+def _rarity(held: Mapping[str, int], sigs: frozenset[str]) -> int:
+    """How often the chunk's rarest error recurs, by powers of two (1-2 chunks, 3-4, 5-8, ...)."""
+    return (min(held[s] for s in sigs) - 1).bit_length()
 
 
 def _next_round(rounds: dict[frozenset[str], int], key: frozenset[str]) -> int:

@@ -48,11 +48,12 @@ def test_each_signature_gets_a_chunk_before_any_repeat() -> None:
     scores = {cid: 1.0 - cid / 1000 for cid in range(100)}  # the noise outscores everything
     sigs = {cid: noise for cid in range(100)} | {500: frozenset({"FATAL disk full"}), 900: frozenset({"panic: nil"})}
     scores[500] = 0.001  # ranked, but last
-    chosen = select_diverse(scores, sigs, 3)
-    assert chosen == [0, 500, 900]  # 900 has errors but no score: still a chance before a repeat
+    # The rare errors first (900 has no score: still a chance), then the noise's best chunk.
+    assert select_diverse(scores, sigs, 3) == [500, 900, 0]
+    assert select_diverse(scores, sigs, 2) == [500, 900]  # no room for all: the rarest win
     # Past the distinct signatures, the best of what is left, one copy per kind a round.
     more = select_diverse(scores | {200: 0.5, 201: 0.4}, sigs, 6)
-    assert more[:3] == [0, 500, 900] and more[3:] == [200, 201, 1]
+    assert more[:3] == [500, 900, 0] and more[3:] == [200, 201, 1]
     assert len(select_diverse(scores, sigs, 40)) == 40 and select_diverse(scores, sigs, 0) == []
 
 
