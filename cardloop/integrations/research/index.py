@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cardloop.integrations.research.selection import select_diverse, signatures_of
+from cardloop.integrations.research.selection import chunk_shape, select_diverse, signatures_of
 from cardloop.integrations.sources.ranking import BM25Index, BM25Params, IndexCache
 from cardloop.prompts.log_errors import find_error_lines
 from cardloop.prompts.research.chunks import Buffer, Chunk
@@ -112,7 +112,11 @@ class ChunkIndex:
         for cid, n in self.error_lines().items():
             if n:
                 fused[cid] = fused.get(cid, 0.0) + ERROR_WEIGHT * min(n, ERROR_CAP)
-        return select_diverse(fused, self.error_signatures(), limit)
+        signatures = self.error_signatures()
+        # Shapes only for the query hits without error lines (per_query per query at most): a
+        # template pass over every chunk would cost seconds on a large log.
+        shapes = {cid: chunk_shape(self.text(cid)) for cid in fused if cid not in signatures}
+        return select_diverse(fused, signatures, limit, shapes)
 
     def grep(self, pattern: str, chunk_ids: Sequence[int] | None = None, buffer_id: int | None = None,
              context_lines: int = 0) -> list[tuple[int, int, list[str]]]:

@@ -41,13 +41,15 @@ def error_signature(line: str) -> str:
     return text.strip()
 
 
-def select_diverse(scores: Mapping[int, float], signatures: Mapping[int, frozenset[str]], limit: int) -> list[int]:
+def select_diverse(scores: Mapping[int, float], signatures: Mapping[int, frozenset[str]], limit: int,
+                   shapes: Mapping[int, frozenset[str]] | None = None) -> list[int]:
     """At most `limit` chunk ids: one per uncovered error signature first, then round-robin by
     signature set, best score first within a round.
 
     `scores`: chunk id -> fused query and error score (a chunk holding errors but no score
     counts as 0); `signatures`: chunk id -> its error lines' signatures (empty or absent for a
-    chunk without error lines).
+    chunk without error lines); `shapes`: for chunks without error lines, their line templates
+    (chunk_shape), so that copies of one noise template take turns too.
     """
     if limit <= 0:
         return []
@@ -71,12 +73,21 @@ def select_diverse(scores: Mapping[int, float], signatures: Mapping[int, frozens
                 return chosen
     taken = set(chosen)
     # Copies already taken per signature set: a set seen in pass one starts its round later.
-    rounds: dict[frozenset[str], int] = {}
+    rounds: dict[tuple[str, frozenset[str]], int] = {}
     for cid in chosen:
-        rounds[signatures[cid]] = rounds.get(signatures[cid], 0) + 1
-    # A chunk without error lines is a kind of its own (nothing says two of them are alike).
-    rest = [(_next_round(rounds, signatures[cid]) if signatures.get(cid) else 0, i, cid)
-            for i, cid in enumerate(c for c in ranked if c not in taken and c in scores)]
+        rounds[("errors", signatures[cid])] = rounds.get(("errors", signatures[cid]), 0) + 1
+    shapes = shapes or {}
+
+    def kind(cid: int) -> tuple[str, frozenset[str]] | None:
+        if signatures.get(cid):
+            return ("errors", signatures[cid])
+        # Without error lines or a shape, a chunk is a kind of its own: nothing says two are alike.
+        return ("shape", shapes[cid]) if shapes.get(cid) else None
+
+    rest = []
+    for i, cid in enumerate(c for c in ranked if c not in taken and c in scores):
+        k = kind(cid)
+        rest.append((_next_round(rounds, k) if k else 0, i, cid))
     rest.sort()
     chosen += [cid for _, _, cid in rest[: limit - len(chosen)]]
     return chosen
@@ -87,7 +98,7 @@ def _rarity(held: Mapping[str, int], sigs: frozenset[str]) -> int:
     return (min(held[s] for s in sigs) - 1).bit_length()
 
 
-def _next_round(rounds: dict[frozenset[str], int], key: frozenset[str]) -> int:
+def _next_round(rounds: dict[tuple[str, frozenset[str]], int], key: tuple[str, frozenset[str]]) -> int:
     n = rounds.get(key, 0)
     rounds[key] = n + 1
     return n
@@ -95,3 +106,10 @@ def _next_round(rounds: dict[frozenset[str], int], key: frozenset[str]) -> int:
 
 def signatures_of(lines: Iterable[str]) -> frozenset[str]:
     return frozenset(error_signature(line) for line in lines)
+
+
+def chunk_shape(text: str) -> frozenset[str]:
+    """A chunk as the set of its lines' templates (masked as error lines are). A log's noise is
+    a few templates filled with numbers and ids, so two chunks of the same noise have one shape
+    and a chunk holding one line unlike the rest has its own."""
+    return frozenset(error_signature(line) for line in text.split("\n") if line.strip())

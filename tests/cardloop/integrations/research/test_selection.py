@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from cardloop.integrations.research.index import ChunkIndex
-from cardloop.integrations.research.selection import error_signature, select_diverse
+from cardloop.integrations.research.selection import chunk_shape, error_signature, select_diverse
 from cardloop.prompts.research.chunks import Buffer, Chunk, split_chunks
 from cardloop.prompts.tokens import TokenCounter
 from tests.research_log import ROOT_CAUSES, generate_log
@@ -78,3 +78,16 @@ def test_the_bench_log_at_40_mb_proportions_names_all_three_causes() -> None:
     assert len(index.chunks) > 1_500
     chosen = index.select(["error exception traceback", "FATAL", "why did this CI run fail"], 8)
     assert not _named(index, chosen, ROOT_CAUSES)
+
+
+def test_copies_of_one_noise_template_take_turns() -> None:
+    def noise(step: int) -> str:
+        return "\n".join(f"2026-11-26T10:00:{s:02d}Z INFO [worker] migration ok, shard {s * step}" for s in range(40))
+
+    odd = noise(7) + "\n2026-11-26T10:01:00Z WARN [migrate] migration 0042_add_index skipped: lock not acquired"
+    assert chunk_shape(noise(7)) == chunk_shape(noise(13)) != chunk_shape(odd)
+    # Twenty copies of the noise outscore the odd chunk, which has no error line either.
+    scores = {cid: 1.0 - cid / 100 for cid in range(20)} | {50: 0.1}
+    shapes = {cid: chunk_shape(noise(cid + 1)) for cid in range(20)} | {50: chunk_shape(odd)}
+    assert select_diverse(scores, {}, 3, shapes) == [0, 50, 1]
+    assert select_diverse(scores, {}, 3) == [0, 1, 2]  # without shapes: by score alone
