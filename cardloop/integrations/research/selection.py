@@ -84,7 +84,7 @@ def select_diverse(scores: Mapping[int, float], signatures: Mapping[int, frozens
         # Without error lines or a shape, a chunk is a kind of its own: nothing says two are alike.
         return ("shape", shapes[cid]) if shapes.get(cid) else None
 
-    rest = []
+    rest: list[tuple[int, int, int]] = []  # (round, rank by score, chunk id)
     for i, cid in enumerate(c for c in ranked if c not in taken and c in scores):
         k = kind(cid)
         rest.append((_next_round(rounds, k) if k else 0, i, cid))
