@@ -68,8 +68,11 @@ def _analyse(text: str, *, retry: bool) -> str:
             return "I looked at the chunks and they look bad, here is my analysis: (no JSON, sorry)"
         lines = body.split("\n")
         found = list(dict.fromkeys(line_body(lines[i]).strip() for i in find_error_lines(lines)))
-        found = [f for f in found if f][:8]
-        strong = [f for f in found if _STRONG.search(f)]
+        found = [f for f in found if f]
+        # The strong lines among all of them, as a reader of the whole chunk would report: a
+        # chunk of many distinct weak lines (request ids) must not hide its one exception.
+        strong = [f for f in found if _STRONG.search(f)][:8]
+        found = found[:8]
         relevance = "high" if strong else "low" if found else "none"
         verdicts.append({"chunk_id": int(cid), "relevance": relevance, "findings": strong or found,
                          "summary": f"{len(found)} error line(s); first: {found[0][:120]}" if found else None,

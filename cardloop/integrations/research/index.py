@@ -4,7 +4,8 @@ BM25 (the repository ranking's index, one document per chunk, no passages or pat
 the planner's queries; a regex scan answers grep. Chunk selection fuses the queries' rankings
 (reciprocal rank fusion: a chunk high in several lists beats one top in a single list) with
 an error-line prior (prompts/log_errors.py), because a failing log's root cause sits on lines
-that look like errors whatever words the question used. Built once per card and buffer set
+that look like errors whatever words the question used; and selection covers every distinct
+error (masked signature) before repeats of one (selection.py). Built once per card and buffer set
 and kept in a small LRU: the synthesizer's tools search the same index many times.
 """
 
@@ -15,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cardloop.integrations.research.selection import chunk_shape, select_diverse, signatures_of
 from cardloop.integrations.sources.ranking import BM25Index, BM25Params, IndexCache
 from cardloop.prompts.log_errors import find_error_lines
 from cardloop.prompts.research.chunks import Buffer, Chunk
@@ -47,6 +49,7 @@ class ChunkIndex:
         self._bm25 = BM25Index(((str(c.chunk_id), self.text(c.chunk_id)) for c in chunks),
                                BM25Params.content_only())
         self._errors: dict[int, int] | None = None
+        self._signatures: dict[int, frozenset[str]] = {}
         # What the index cache charges for this index: the buffers' text (held whole), the chunk
         # spans and the BM25 postings. Computed once; the index does not grow afterwards but for
         # the error-line counts (a small int per chunk).
@@ -66,8 +69,23 @@ class ChunkIndex:
     def error_lines(self) -> dict[int, int]:
         """Chunk id -> how many error lines it holds (computed once)."""
         if self._errors is None:
-            self._errors = {cid: len(find_error_lines(self.text(cid).split("\n"))) for cid in self.chunks}
+            # The signatures come from the same detector pass: kept only for chunks with errors,
+            # and one string per distinct signature (interned), so thousands of repeats of one
+            # error cost a pointer each.
+            errors: dict[int, int] = {}
+            for cid in self.chunks:
+                lines = self.text(cid).split("\n")
+                found = find_error_lines(lines)
+                errors[cid] = len(found)
+                if found:
+                    self._signatures[cid] = frozenset(sys.intern(s) for s in signatures_of(lines[k] for k in found))
+            self._errors = errors
         return self._errors
+
+    def error_signatures(self) -> dict[int, frozenset[str]]:
+        """Chunk id -> the masked signatures of its error lines (chunks without any left out)."""
+        self.error_lines()
+        return self._signatures
 
     def search(self, query: str, top_k: int = 10) -> list[Hit]:
         return [Hit(int(path), score) for path, score in self._bm25.rank(query, top_k)]
@@ -85,7 +103,8 @@ class ChunkIndex:
         return counts[:top_k]
 
     def select(self, queries: Sequence[str], limit: int, per_query: int = 30) -> list[int]:
-        """At most `limit` chunk ids: fused query rankings plus the error-line prior, best first."""
+        """At most `limit` chunk ids: fused query rankings plus the error-line prior, each distinct
+        error signature's best chunk first, then repeats round-robin (selection.py)."""
         fused: dict[int, float] = {}
         for q in queries:
             for rank, hit in enumerate(self.search(q, per_query)):
@@ -93,8 +112,11 @@ class ChunkIndex:
         for cid, n in self.error_lines().items():
             if n:
                 fused[cid] = fused.get(cid, 0.0) + ERROR_WEIGHT * min(n, ERROR_CAP)
-        best = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
-        return [cid for cid, _ in best]
+        signatures = self.error_signatures()
+        # Shapes only for the query hits without error lines (per_query per query at most): a
+        # template pass over every chunk would cost seconds on a large log.
+        shapes = {cid: chunk_shape(self.text(cid)) for cid in fused if cid not in signatures}
+        return select_diverse(fused, signatures, limit, shapes)
 
     def grep(self, pattern: str, chunk_ids: Sequence[int] | None = None, buffer_id: int | None = None,
              context_lines: int = 0) -> list[tuple[int, int, list[str]]]:
