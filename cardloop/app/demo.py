@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import shutil
 import sys
 from collections.abc import Mapping
@@ -109,17 +110,28 @@ async def _progress(svc: CardService, ref: CardRef, stage: str, run: int) -> Sta
         return None
 
 
-def _board_lines(state: CardState | None, shown: str, out) -> str:
+_SKIPPED = re.compile(r" \(skipped: (?P<why>[^()]*(?:\([^()]*\)[^()]*)*)\)$")
+
+
+def _board_lines(state: CardState | None, shown: str, out, said: set[str]) -> str:
     """What the card's board was told (the demo has no board: what it would have been told),
-    once per change; returns what is now shown."""
+    once per change; returns what is now shown. Why a write was skipped is said the first time
+    only (`said` keeps the reasons given): the same sentence on every line reads like an error."""
     if state is None or not state.board or state.board == shown:
         return shown
     for part in state.board.split("; "):
+        skipped = _SKIPPED.search(part)
+        if skipped is not None and skipped["why"] in said:
+            part = part[:skipped.start()] + " (skipped, as above)"
+        elif skipped is not None:
+            said.add(skipped["why"])
         out(f"  board: {part}")
     return state.board
 
 
-async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, out) -> CardState:
+async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, out,
+                    said: set[str] | None = None) -> CardState:
+    said = set() if said is None else said
     before = await svc.state(ref)
     seen = len(before.history) if before else 0
     run = (before.stage_runs if before else 0) + 1
@@ -133,14 +145,14 @@ async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, 
     deadline = loop.time() + timeout
     while True:
         state = await svc.state(ref)
-        board = _board_lines(state, board, out)
+        board = _board_lines(state, board, out, said)
         if state and len(state.history) > seen:
             # The board hears of the outcome right after the run ends (a comment, the next column).
             settle = loop.time() + 5
             while state is not None and state.board and state.board == board and loop.time() < settle:
                 await asyncio.sleep(0.1)
                 state = await svc.state(ref) or state
-            _board_lines(state, board, out)
+            _board_lines(state, board, out, said)
             r = state.history[-1]
             mark = {"completed": "✓", "blocked": "⏸", "cancelled": "↷"}.get(r.outcome, "✗")
             for line in agent_lines(svc.store.messages(ref.key)[seen_messages:]):
@@ -211,8 +223,9 @@ async def _demo(config: Config, lock: StackLock, remote: Remote, scripted: bool,
         ref = svc.import_card(card)
         link = card_url(stack.ui_url or config.temporal.ui_url, config.temporal.namespace, ref.workflow_id)
         out(f"card {ref.key}: {card.title}\n  Temporal UI: {link}")
+        board_reasons: set[str] = set()
         for stage in STAGE_NAMES:
-            state = await run_stage(svc, ref, stage, timeout, out)
+            state = await run_stage(svc, ref, stage, timeout, out, board_reasons)
             last = state.history[-1]
             if last.outcome != "completed":
                 out(f"\n✗ the demo stops: {stage} ended {last.outcome}: {last.reason}\n"

@@ -101,6 +101,9 @@ def test_demo_runs_offline_and_says_so(tmp_path: Path) -> None:
     # No board to write to: the demo says what each stage would have told it (issue 13).
     for n, stage in enumerate(("planning", "coding", "review", "testing", "error_fixing"), 1):
         assert f"board: would comment: cardloop · {stage} (run {n}) completed." in out.stdout
+    # Why nothing was sent is said once; the later lines point back to it.
+    assert out.stdout.count("cardloop has no client to write to it") == 1
+    assert "(skipped, as above)" in out.stdout
     assert "/namespaces/default/workflows/card%2Facme%2Fgithub-projects%2FPAY-142-demo-" in out.stdout
     # The coding agent fixed the sample repository's failing test: the failing run, the edit, the
     # passing run, the verified finish and the commit on the card's branch in the local remote.
