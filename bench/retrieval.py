@@ -6,7 +6,8 @@ files the commit changed that already existed in its parent are the answer. The 
 PARENT tree are ranked the way RepositorySource ranks them (`choose_files`: files the message
 names first, then BM25 over 60-line passages plus a path and name score) and, in the same run,
 by plain BM25 over whole files' content (no passages, no path or name, no mentions): the
-baseline. The steps in between are printed too. Not measured here: the boost for files a
+baseline. The steps in between are printed too (the last, ours: files defining the names the
+card writes as code rank up). Not measured here: the boost for files a
 feature branch changed (this history is one line of commits on main).
 
     recall_at_5 / recall_at_10   share of the answer files in the top 5 / 10, mean over commits
@@ -38,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cardloop.integrations.sources.ranking import BM25Index, BM25Params
 from cardloop.integrations.sources.repository import PathResolver, card_query, choose_files, decode_text, indexable
-from cardloop.integrations.sources.repository.history_prior import RecentHistory, recent_history
+from cardloop.integrations.sources.repository.definitions import Definitions, definition_boosts
+from cardloop.integrations.sources.repository.history_prior import RecentHistory, combine, recent_history
 from cardloop.prompts.card import Card
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,7 +123,7 @@ def recall(ranked: list[str], answer: frozenset[str], k: int) -> float:
 def evaluate(all_cases: list[Case], verbose: bool) -> dict[str, tuple[float, float]]:
     variants: dict[str, list[tuple[float, float]]] = {
         "bm25 (content only)": [], "+ passages": [], "+ path and name": [], "+ mentions": [],
-        "+ change history": [], "+ co-change (ours)": [],
+        "+ change history": [], "+ co-change": [], "+ definitions (ours)": [],
     }
     for case in all_cases:
         card = Card(id=f"bench-{case.sha[:8]}", title=case.subject or "(no subject)", body=case.body)
@@ -141,8 +143,15 @@ def evaluate(all_cases: list[Case], verbose: bool) -> dict[str, tuple[float, flo
         }
         # As RepositorySource does: the best three matches anchor a second pass with co-change boosts.
         anchors = runs["+ change history"][:3]
-        runs["+ co-change (ours)"] = [c.path for c in choose_files(
+        runs["+ co-change"] = [c.path for c in choose_files(
             card, index, resolver, max_files=10, query=query, boosts=case.history.with_anchors(anchors))[0]]
+        # As RepositorySource does: files defining the names the card writes as code rank up, in both passes.
+        defined = definition_boosts(Definitions.of(docs), (card.title, card.body))
+        first = [c.path for c in choose_files(card, index, resolver, max_files=3, query=query,
+                                              boosts=combine(case.history.boosts, defined))[0]]
+        runs["+ definitions (ours)"] = [c.path for c in choose_files(
+            card, index, resolver, max_files=10, query=query,
+            boosts=combine(case.history.with_anchors(first), defined))[0]]
         for name, ranked in runs.items():
             variants[name].append((recall(ranked, case.answer, 5), recall(ranked, case.answer, 10)))
         if verbose:
@@ -214,7 +223,7 @@ def main() -> None:
     print(f"index_seconds_{args.files}: {index_s:.3f}")
     print(f"query_ms_{args.files}: {query_s * 1000:.2f}")
     print(f"total bench time: {time.perf_counter() - started:.1f} s")
-    ours = results["+ co-change (ours)"]
+    ours = results["+ definitions (ours)"]
     print(f"recall_at_5: {ours[0]:.3f}")
     print(f"recall_at_10: {ours[1]:.3f}")
     print(f"bm25_recall_at_5: {results['bm25 (content only)'][0]:.3f}")

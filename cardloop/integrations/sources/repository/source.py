@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from cardloop.contracts.secrets import Secret
 from cardloop.integrations.sources.base import SourceRequest, SourceResult, default_counter
 from cardloop.integrations.sources.ranking import BM25Index, IndexCache
+from cardloop.integrations.sources.repository.definitions import Definitions, definition_boosts
 from cardloop.integrations.sources.repository.files import (
     DEFAULT_ADR_GLOBS,
     DEFAULT_DOC_GLOBS,
@@ -182,13 +183,14 @@ class RepositorySource:
             notes.append(why)
         history = self._history.get_or_build((co.repo, co.sha), lambda: self._history_prior(co))
         branch = dict.fromkeys(changed, self.branch_boost) if changed else None
+        defined = definition_boosts(snap.definitions, (card.title, card.body))
         # The best three matches anchor a second pass that also boosts what changes with them.
         anchors, _ = choose_files(card, snap.index, snap.resolver, max_files=3, query=query, exclude=not_source,
-                                  boosts=combine(branch, history.boosts))
+                                  boosts=combine(branch, history.boosts, defined))
         # A few spare candidates stand in for chosen files that turn out binary or too large.
         chosen, mentions = choose_files(
             card, snap.index, snap.resolver, max_files=self.max_files + 3, query=query, exclude=not_source,
-            boosts=combine(branch, history.with_anchors(c.path for c in anchors)),
+            boosts=combine(branch, history.with_anchors(c.path for c in anchors), defined),
         )
         if mentions:
             shown = ", ".join(m.path + (f" (line {m.lines[0]})" if m.lines else "") for m in mentions[:10])
@@ -285,8 +287,15 @@ class RepositorySource:
         if truncated:
             # Shallow paths first: top-level code says more about a repository than deep fixtures.
             candidates = sorted(candidates, key=lambda p: (p.count("/"), p))[: self.max_index_files]
-        docs = ((p, text) for p in candidates if (text := self._read(co, p)) is not None)
-        index = BM25Index(docs)
+        definitions = Definitions()
+
+        def docs() -> Iterator[tuple[str, str]]:
+            for p in candidates:
+                if (text := self._read(co, p)) is not None:
+                    definitions.add(p, text)  # in the same read as the index: each file read once
+                    yield p, text
+
+        index = BM25Index(docs())
         superseded = set()
         for p in files:
             if any(r.match(p) for r in self._adr_res):
@@ -296,6 +305,7 @@ class RepositorySource:
         return _Snapshot(
             files=tuple(files),
             index=index,
+            definitions=definitions,
             resolver=PathResolver(files),
             superseded=frozenset(superseded),
             truncated=truncated,
@@ -362,6 +372,7 @@ class _Snapshot:
 
     files: tuple[str, ...]
     index: BM25Index
+    definitions: Definitions
     resolver: PathResolver
     superseded: frozenset[str]
     truncated: bool
