@@ -110,7 +110,7 @@ async def _progress(svc: CardService, ref: CardRef, stage: str, run: int) -> Sta
         return None
 
 
-_SKIPPED = re.compile(r" \(skipped: (?P<why>[^()]*(?:\([^()]*\)[^()]*)*)\)$")
+_SKIPPED = re.compile(r" \(skipped: (?P<why>[^()]*(?:\([^()]*\)[^()]*)*)\)\Z")
 
 
 def _board_lines(state: CardState | None, shown: str, out, said: set[str]) -> str:
