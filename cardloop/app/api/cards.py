@@ -4,6 +4,7 @@ POST /cards/{card}/cancel, its running stage stopped with its work kept (`cardlo
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query
@@ -63,14 +64,9 @@ async def retry_card(
     """`card` is BOARD/CARD_ID. The stage whose run failed (e.g. the model stayed overloaded
     past its retry schedule) runs again on the card's workflow, its history kept."""
     ref = await _tenant_card(svc, tenant, card)
-    if svc.cards is None:
-        return JSONResponse({"detail": "Temporal is not configured for this API"}, status_code=503)
-    try:
-        stage = await svc.cards.retry(ref, actor=f"api:{tenant}", timeout=svc.config.temporal.rpc_timeout * 3)
-    except RejectedError as err:
-        return JSONResponse({"detail": str(err)}, status_code=409)
-    except (RPCError, RuntimeError, ConfigError) as err:
-        return JSONResponse({"detail": f"not retried, try again later: {err}"}, status_code=503)
+    stage = await _card_action(svc, tenant, "retried", lambda cards, **kw: cards.retry(ref, **kw))
+    if isinstance(stage, JSONResponse):
+        return stage
     return {"card": ref.key, "stage": stage, "status": "retrying"}
 
 
@@ -87,15 +83,24 @@ async def cancel_card(
     """`card` is BOARD/CARD_ID. The running stage run stops; its chat history, ledger rows and
     pushed commits stay, and the card waits (idle) for its next move."""
     ref = await _tenant_card(svc, tenant, card)
+    run = await _card_action(svc, tenant, "cancelled", lambda cards, **kw: cards.cancel(ref, **kw))
+    if isinstance(run, JSONResponse):
+        return run
+    return {"card": ref.key, "run": run.model_dump(mode="json")}
+
+
+async def _card_action(svc: Services, tenant: str, done: str,
+                       act: Callable[..., Awaitable[Any]]) -> Any:
+    """What `act(cards, actor=..., timeout=...)` answers, or the error response: 503 without
+    Temporal or when it does not answer in time, 409 when the card's workflow refuses."""
     if svc.cards is None:
         return JSONResponse({"detail": "Temporal is not configured for this API"}, status_code=503)
     try:
-        run = await svc.cards.cancel(ref, actor=f"api:{tenant}", timeout=svc.config.temporal.rpc_timeout * 3)
+        return await act(svc.cards, actor=f"api:{tenant}", timeout=svc.config.temporal.rpc_timeout * 3)
     except RejectedError as err:
         return JSONResponse({"detail": str(err)}, status_code=409)
     except (RPCError, RuntimeError, ConfigError) as err:
-        return JSONResponse({"detail": f"not cancelled, try again later: {err}"}, status_code=503)
-    return {"card": ref.key, "run": run.model_dump(mode="json")}
+        return JSONResponse({"detail": f"not {done}, try again later: {err}"}, status_code=503)
 
 
 async def _tenant_card(svc: Services, tenant: str, card: str) -> CardRef:
