@@ -205,7 +205,9 @@ async def test_github_projects_move_resolves_through_graphql_and_starts_the_stag
         event = r.json()["events"][0]
         assert event["stage"] == "coding" and event["status"] == "accepted"
         ref = CardRef.parse(event["card"])
-        await stack.cards.wait_for(ref, lambda s: s.stage == "coding" and s.stage_runs >= 1, timeout=60)
+        # Coding ran (a fast run may already have moved on through review and testing to done).
+        await stack.cards.wait_for(ref, lambda s: (s.stage == "coding" and s.stage_runs >= 1)
+                                   or any(r.stage == "coding" for r in s.history), timeout=60)
         card = stack.store.card_fields(ref.key)
         assert card is not None and card.title == ISSUE["title"] and card.repo == "Octocoders/payments"
     finally:
