@@ -239,7 +239,10 @@ class SlowStore:
 
 @pytest.mark.stack_env(**ENV)
 async def test_a_slow_store_under_a_webhook_never_stalls_the_other_requests(stack: Stack) -> None:
-    slow = SlowStore(stack.store, delay=1.0)
+    # A blocked loop shows as a gap of at least the delay; a loaded machine (xdist workers beside
+    # this one) stretches a gap by a few hundred ms at most. The margin between the two is what
+    # the assertion below tells apart.
+    slow = SlowStore(stack.store, delay=1.5)
     async with httpx.AsyncClient() as http:
         svc = Services(config=stack.config, store=slow, runtime=stack.runtime,  # type: ignore[arg-type]
                        cards=CardService(stack.client, slow, stack.config),  # type: ignore[arg-type]
@@ -250,7 +253,7 @@ async def test_a_slow_store_under_a_webhook_never_stalls_the_other_requests(stac
             delivery = asyncio.create_task(post(api, "generic", body, sign(body)))
             # The app runs on this test's event loop: a store call blocking the loop would hold the
             # probe (or the pause before it) until its sleep ends. Probe until the delivery (4 slow
-            # calls, about 4 s) is answered; each gap spans a pause and one probe's answer.
+            # calls, about 6 s) is answered; each gap spans a pause and one probe's answer.
             gaps = []
             while not delivery.done():
                 started = time.monotonic()
@@ -262,4 +265,4 @@ async def test_a_slow_store_under_a_webhook_never_stalls_the_other_requests(stac
     assert r.json()["events"][0]["status"] == "accepted"
     # card_fields (webhook), upsert_card (import), card_fields (start the workflow), record_delivery
     assert slow.slow_calls == 4
-    assert len(gaps) >= 10 and max(gaps) < 0.5, [round(g, 3) for g in gaps]
+    assert len(gaps) >= 10 and max(gaps) < 1.0, [round(g, 3) for g in gaps]
