@@ -97,8 +97,6 @@ def auto_retry_transition(plan: AutoRetry) -> Transition:
 
 
 def card_status(state: CardState) -> str:
-    """The card's status as operators filter on it (search attribute CardStatus): the state's
-    status, except that a card standing on a failed run is "failed", not merely "idle"."""
-    if state.status == "idle" and state.history and state.history[-1].outcome == "failed":
-        return "failed"
-    return state.status
+    """The card's status as operators filter on it (search attribute CardStatus); one definition,
+    shared with `card list --status`."""
+    return state.filter_status

@@ -210,6 +210,14 @@ class CardState(BaseModel):
     auto_retry: AutoRetry | None = None   # a transiently failed stage waiting to run again
     board: str = ""                       # what the last board writes did, skipped or failed, in words
 
+    @property
+    def filter_status(self) -> str:
+        """The status operators filter on (search attribute CardStatus, `card list --status`): the
+        state's status, except that a card standing on a failed run is "failed", not merely "idle"."""
+        if self.status == "idle" and self.history and self.history[-1].outcome == "failed":
+            return "failed"
+        return self.status
+
 
 class SaveStateInput(_Value):
     card_key: str

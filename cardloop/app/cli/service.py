@@ -331,7 +331,7 @@ def cmd_card_list(args: argparse.Namespace, config: Config) -> int:
             for row, live in zip(rows, states, strict=True):
                 saved = row["workflow_state"]
                 state = live or (CardState.model_validate_json(saved) if saved else None)
-                status = state.status if state else "new"
+                status = state.filter_status if state else "new"
                 if args.status and status != args.status:
                     continue
                 cost = store.usage_totals(row["card"]).total.cost_usd
@@ -508,8 +508,9 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
                                         "it; 'new': never moved), stage runs and billed cost.")
     p.add_argument("--tenant", help="only this tenant's cards (required on PostgreSQL)")
     p.add_argument("--board", help="only cards of this board (github, linear, jira, trello, generic, ...)")
-    p.add_argument("--status", choices=("new", "idle", "running", "blocked", "done"),
-                   help="only cards in this status")
+    p.add_argument("--status", choices=("new", "idle", "running", "blocked", "failed", "done"),
+                   help="only cards in this status ('failed': idle on a failed stage run, as the "
+                        "CardStatus search attribute says)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_card_list)
     p = card_sub.add_parser("show", help="a card's state, stage runs, usage and recent history")

@@ -73,3 +73,32 @@ async def test_card_list_shows_stage_status_and_cost_and_filters(stack: Stack, t
     offline_cards = {c["card"]: c for c in data["cards"]}
     assert offline_cards[moved.key]["live"] is False and offline_cards[moved.key]["status"] == "done"
     assert offline_cards[moved.key]["cost_usd"] == done["cost_usd"]
+
+
+@pytest.mark.stack_env(CARDLOOP_RETRY__OVERLOAD_DEADLINE="0")
+async def test_card_list_status_failed_is_a_card_standing_on_a_failed_run(stack: Stack, tmp_path: Path) -> None:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CARDLOOP_")},
+           "HOME": str(tmp_path), "ANTHROPIC_API_KEY": "sk-ant-test", **NO_SOURCES,
+           "CARDLOOP_TEMPORAL__ADDRESS": stack.config.temporal.address,
+           "CARDLOOP_TEMPORAL__TASK_QUEUE": stack.task_queue, "DATABASE_URL": stack.store.url,
+           "CARDLOOP_TEMPORAL__ENCRYPT_PAYLOADS": "false"}
+
+    async def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return await asyncio.to_thread(subprocess.run, [str(CLI), "card", "list", *args], capture_output=True,
+                                       text=True, cwd=ROOT, env=env, timeout=60)
+
+    stack.model.inject(status=529)  # the first call gives up at once: the testing run fails
+    failed = stack.cards.import_card(small_card("LIST-FAIL-1"))
+    idle = stack.cards.import_card(small_card("LIST-FAIL-2"))
+    await stack.cards.move(failed, "testing", delivery_id="f1")
+    await stack.wait_state(failed, lambda s: bool(s.history) and s.history[-1].outcome == "failed")
+
+    listed = await cli("--status", "failed", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [(c["card"], c["status"]) for c in json.loads(listed.stdout)["cards"]] == [(failed.key, "failed")]
+    # The failed card is not also "idle"; the never-moved one is "new", not idle either.
+    plain_idle = await cli("--status", "idle", "--json")
+    assert json.loads(plain_idle.stdout)["cards"] == []
+    assert idle.key in {c["card"] for c in json.loads((await cli("--status", "new", "--json")).stdout)["cards"]}
+    bad = await cli("--status", "broken")
+    assert bad.returncode == 2 and "invalid choice: 'broken'" in bad.stderr
