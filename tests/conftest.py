@@ -131,7 +131,8 @@ async def stack(temporal_server: TemporalDevServer, tmp_path: Path, request: pyt
     store = Store.open(f"sqlite:///{tmp_path / 'store.sqlite'}")
     model = ScriptedModel(load_transcript(TRANSCRIPT)).start()
     runtime = ActivityDeps.build(config, store, base_urls={name: model.url for name in config.profiles})
-    runtime.timeout = 5.0
+    timeout = request.node.get_closest_marker("model_timeout")
+    runtime.timeout = float(timeout.args[0]) if timeout else 5.0
     client = await Client.connect(temporal_server.address, data_converter=pydantic_data_converter)
     worker = build_worker(client, runtime)
     task = asyncio.create_task(worker.run())
@@ -147,3 +148,4 @@ async def stack(temporal_server: TemporalDevServer, tmp_path: Path, request: pyt
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "stack_env(**env): config environment overrides for the stack fixture")
+    config.addinivalue_line("markers", "model_timeout(seconds): the stack's model request timeout (default 5)")

@@ -15,9 +15,12 @@ pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.mark.stack_env(CARDLOOP_STAGES__PLANNING__AUTO_ADVANCE="false")
+@pytest.mark.model_timeout(20)  # the answer is held 10 s (below)
 async def test_a_move_to_the_running_stage_does_not_cancel_it(stack: Stack, tmp_path: Path) -> None:
     env = cli_env(stack, tmp_path)
-    stack.model.inject(delay=4.0)  # planning's only turn is still waiting for the model on the second move
+    # Planning's only turn is still waiting for the model when the CLI's move arrives: the CLI
+    # process takes a second or two to start, several on a loaded machine (4 s was once too few).
+    stack.model.inject(delay=10.0)
     ref = stack.cards.import_card(small_card("SAME-1"))
     await stack.cards.move(ref, "planning", delivery_id="p-1")
     await stack.wait_state(ref, lambda s: s.status == "running" and s.stage == "planning")
