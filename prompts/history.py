@@ -21,11 +21,13 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from cardloop.prompts.card import Message
 from cardloop.prompts.conversation import ToolOutput, ToolUse, Turn
 from cardloop.prompts.explain import ExplainRow
 from cardloop.prompts.isolate import neutralize, wrap_untrusted
+from cardloop.prompts.log_errors import may_have_errors
 from cardloop.prompts.logs import excerpt_log, excerpt_text, find_error_lines
 from cardloop.prompts.scrub import Scrubber, in_item
 from cardloop.prompts.settings import HistorySettings
@@ -93,6 +95,8 @@ def render_message(message: Message, text: str) -> Turn:
 
 def group_units(messages: Sequence[Message]) -> list[tuple[int, int]]:
     """Inclusive index ranges that must be kept or folded together."""
+    if not any(m.tool_calls for m in messages):  # the usual chat: every message is its own unit
+        return [(i, i) for i in range(len(messages))]
     answer_at: dict[str, int] = {}
     for i, m in enumerate(messages):
         if m.role == "tool" and m.tool_call_id is not None:
@@ -124,14 +128,17 @@ def extract_pinned_facts(messages: Sequence[Message], texts: Sequence[str]) -> d
     paths: dict[str, None] = {}
     commands: dict[str, None] = {}
     for message, text in zip(messages, texts, strict=True):
-        lines = text.splitlines()
-        for idx in find_error_lines(lines):
-            line = lines[idx].strip()
-            if 3 < len(line) <= 300:
-                errors[line] = None
-        for match in _PATH.finditer(text):
-            if "://" not in text[max(0, match.start() - 8): match.start()]:
-                paths[match.group(0)] = None
+        # Both checks are exact shortcuts: every error rule needs its gate, every path a slash.
+        if may_have_errors(text):
+            lines = text.splitlines()
+            for idx in find_error_lines(lines):
+                line = lines[idx].strip()
+                if 3 < len(line) <= 300:
+                    errors[line] = None
+        if "/" in text:
+            for match in _PATH.finditer(text):
+                if "://" not in text[max(0, match.start() - 8): match.start()]:
+                    paths[match.group(0)] = None
         for match in _COMMAND.finditer(text):
             cmd = (match.group(1) or match.group(2) or "").strip()
             if cmd:
@@ -184,7 +191,9 @@ class _Rendered:
 def _message_key(m: Message) -> bytes:
     calls = "".join(c.model_dump_json() for c in m.tool_calls) if m.tool_calls else ""
     error = "\x00error" if m.is_error else ""
-    return digest(f"{m.role}\x00{m.id}\x00{m.author}\x00{m.created_at}\x00{m.tool_call_id}\x00{calls}"
+    # repr, not str, of the time: a third of the cost, and equal reprs still render equal times.
+    at = repr(m.created_at) if m.created_at is not None else ""
+    return digest(f"{m.role}\x00{m.id}\x00{m.author}\x00{at}\x00{m.tool_call_id}\x00{calls}"
                   f"\x00{m.content}{error}")
 
 
@@ -316,10 +325,7 @@ class HistoryFitter:
 
         def step_boundary(minimal: int, step: int) -> int:
             if not running:
-                acc = 0
-                for u in units:
-                    acc += sum(self._rec_cost(recs[i]) for i in range(u[0], u[1] + 1))
-                    running.append(acc)
+                running.extend(accumulate(sum(map(self._rec_cost, recs[a: b + 1])) for a, b in units))
             return _step_boundary(running, minimal, step)
 
         def cut_rows(us: Sequence[tuple[int, int]]) -> None:
