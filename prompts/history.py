@@ -189,12 +189,14 @@ class _Rendered:
 
 
 def _message_key(m: Message) -> bytes:
+    # Every message of the history is keyed on every assembly (the warm path's main cost): one
+    # string, one hash. repr, not str, of the time: a third of the cost, and equal reprs render
+    # equal times.
     calls = "".join(c.model_dump_json() for c in m.tool_calls) if m.tool_calls else ""
-    error = "\x00error" if m.is_error else ""
-    # repr, not str, of the time: a third of the cost, and equal reprs still render equal times.
     at = repr(m.created_at) if m.created_at is not None else ""
-    return digest(f"{m.role}\x00{m.id}\x00{m.author}\x00{at}\x00{m.tool_call_id}\x00{calls}"
-                  f"\x00{m.content}{error}")
+    error = "\x00error" if m.is_error else ""
+    text = f"{m.role}\x00{m.id}\x00{m.author}\x00{at}\x00{m.tool_call_id}\x00{calls}\x00{m.content}{error}"
+    return digest(text)
 
 
 class HistoryFitter:
@@ -306,12 +308,26 @@ class HistoryFitter:
         def measure_unit(u: tuple[int, int]) -> int:
             # A message larger than its share of the tail budget is excerpted so the tail can hold it.
             cap = max(0, tail_budget // (u[1] - u[0] + 1) - self.overhead)
+            total = 0
             for i in range(u[0], u[1] + 1):
-                if i not in cut_at and cost(i) - self.overhead > cap:
+                c = cost(i)
+                if i not in cut_at and c - self.overhead > cap:
                     clean = recs[i].message or messages[i]
                     turns[i] = render_message(clean, self._shrink(clean, texts[i], cap))
-                    costs[i] = cut_at[i] = self._cost(turns[i])
-            return sum(cost(i) for i in range(u[0], u[1] + 1))
+                    c = costs[i] = cut_at[i] = self._cost(turns[i])
+                total += c
+            return total
+
+        def take_newest(end: int, used: int, limit: int) -> tuple[int, int]:
+            """The units before `end`, newest first, while their sum stays within `limit`:
+            (the first unit taken, the sum)."""
+            while end > 0:
+                c = unit_cost(units[end - 1])
+                if used + c > limit:
+                    break
+                end -= 1
+                used += c
+            return end, used
 
         def kept_turns(us: Sequence[tuple[int, int]]) -> list[Turn]:
             return [turns[i] for u in us for i in range(u[0], u[1] + 1)]
@@ -325,7 +341,8 @@ class HistoryFitter:
 
         def step_boundary(minimal: int, step: int) -> int:
             if not running:
-                running.extend(accumulate(sum(map(self._rec_cost, recs[a: b + 1])) for a, b in units))
+                full = list(map(self._rec_cost, recs))
+                running.extend(accumulate(full[a] if a == b else sum(full[a: b + 1]) for a, b in units))
             return _step_boundary(running, minimal, step)
 
         def cut_rows(us: Sequence[tuple[int, int]]) -> None:
@@ -337,11 +354,7 @@ class HistoryFitter:
                                                f"({tail_budget:,} tokens)"))
 
         # Recent tail: newest units while they fit in about half the budget.
-        tail_start = len(units)
-        used = 0
-        while tail_start > 0 and used + unit_cost(units[tail_start - 1]) <= tail_budget:
-            tail_start -= 1
-            used += unit_cost(units[tail_start])
+        tail_start, used = take_newest(len(units), 0, tail_budget)
         if tail_start == 0:  # after cutting oversized messages, everything fits
             cut_rows(units)
             rows.append(ExplainRow("history", f"{n} messages", "card history", "verbatim", used,
@@ -442,16 +455,10 @@ class HistoryFitter:
         # in a block whose size is reserved up front so the sum can never exceed the budget.
         pinned_cap = int(budget * self.settings.pinned_fraction)
         room = budget - pinned_cap - self.overhead
-        keep_from = len(units)
-        kept = 0
-        while keep_from > 0 and kept + unit_cost(units[keep_from - 1]) <= room:
-            keep_from -= 1
-            kept += unit_cost(units[keep_from])
+        keep_from, kept = take_newest(len(units), 0, room)
         if keep_from == len(units):  # not even the newest unit fits beside the pinned block
             pinned_cap, room = 0, budget
-            while keep_from > 0 and kept + unit_cost(units[keep_from - 1]) <= room:
-                keep_from -= 1
-                kept += unit_cost(units[keep_from])
+            keep_from, kept = take_newest(keep_from, kept, room)
         elif keep_from > 0:  # truncation moves in the same steps as the fold
             step_end = step_boundary(keep_from - 1, int(room * self.settings.fold_step_fraction))
             if step_end >= keep_from:
