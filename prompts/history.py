@@ -115,6 +115,32 @@ def group_units(messages: Sequence[Message]) -> list[tuple[int, int]]:
 
 
 _PATH = re.compile(r"(?<![\w/.-])(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,8}(?::\d+)?(?![\w/])")
+# The characters a _PATH match can hold ("\w" is exactly str.isalnum() or "_" in Python's re).
+_PATH_CHARS = re.compile(r"[\w.:/-]*")
+_PATH_RUN_MAX = 1_000
+
+
+def find_paths(text: str) -> list[re.Match[str]]:
+    """The matches of _PATH in `text`, in order: the regex run only over the runs of path
+    characters that hold a slash. A match needs a slash and never crosses a run's edge, so the
+    result is the same, and str.find skips the rest many times faster than the regex engine
+    trying every position of a chat message."""
+    found: list[re.Match[str]] = []
+    pos = text.find("/")
+    while pos != -1:
+        start = pos
+        while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_.:/-"):
+            start -= 1
+            if pos - start > _PATH_RUN_MAX:  # a runaway run (a minified blob): the plain scan
+                return list(_PATH.finditer(text))
+        end = _PATH_CHARS.match(text, pos).end()  # type: ignore[union-attr]
+        # endpos ends the string there: the lookahead then sees what the real next character
+        # (not a path character) would give it.
+        found.extend(_PATH.finditer(text, start, end))
+        pos = text.find("/", end)
+    return found
+
+
 _COMMAND = re.compile(
     r"^\s*(?:\$|>>>|#\s*run:)\s+(.{3,200})$|"
     r"^\s*((?:pytest|python|pip|uv|npm|npx|yarn|pnpm|go|cargo|make|git|kubectl|docker|ruff|mypy|tox|alembic)\s.{1,200})$",
@@ -128,7 +154,7 @@ def extract_pinned_facts(messages: Sequence[Message], texts: Sequence[str]) -> d
     paths: dict[str, None] = {}
     commands: dict[str, None] = {}
     for message, text in zip(messages, texts, strict=True):
-        # Both checks are exact shortcuts: every error rule needs its gate, every path a slash.
+        # Exact shortcuts: every error rule needs its gate, every path a slash (find_paths).
         if may_have_errors(text):
             lines = text.splitlines()
             for idx in find_error_lines(lines):
@@ -136,7 +162,7 @@ def extract_pinned_facts(messages: Sequence[Message], texts: Sequence[str]) -> d
                 if 3 < len(line) <= 300:
                     errors[line] = None
         if "/" in text:
-            for match in _PATH.finditer(text):
+            for match in find_paths(text):
                 if "://" not in text[max(0, match.start() - 8): match.start()]:
                     paths[match.group(0)] = None
         for match in _COMMAND.finditer(text):
