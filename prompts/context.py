@@ -47,11 +47,38 @@ class LineSumCounter:
 
     def __init__(self, counter: TokenCounter) -> None:
         self.counter = counter
+        # Line -> raw count for this fit: the candidates re-measure the same lines dozens of
+        # times, and a dict lookup by the line costs far less than the counter's digest and lock.
+        # One per fit (ContextFitter._fit), so it keeps no text alive beyond the card being fitted.
+        self._lines: dict[str, int] = {}
 
     def __call__(self, text: str) -> int:
-        raw = sum(self.counter.raw(line) for line in text.split("\n")) + text.count("\n")
+        lines, raw_count = self._lines, self.counter.raw
+        raw = text.count("\n")
+        for line in text.split("\n"):
+            n = lines.get(line)
+            if n is None:
+                n = lines[line] = raw_count(line)
+            raw += n
         cal = self.counter.calibration
         return raw if cal == 1.0 else math.ceil(raw * cal)
+
+    def over(self, text: str, limit: int) -> bool:
+        """Whether self(text) > limit, summing lines from the end and stopping once over: a log
+        is excerpted from its tail anyway, and the lines before need never be tokenized when no
+        candidate keeps them. The sum only grows, so stopping early gives the same answer."""
+        lines, raw_count, cal = self._lines, self.counter.raw, self.counter.calibration
+        raw = text.count("\n")
+        if (raw if cal == 1.0 else math.ceil(raw * cal)) > limit:
+            return True
+        for line in reversed(text.split("\n")):
+            n = lines.get(line)
+            if n is None:
+                n = lines[line] = raw_count(line)
+            raw += n
+            if (raw if cal == 1.0 else math.ceil(raw * cal)) > limit:
+                return True
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +211,7 @@ class ContextFitter:
 
     def _fit(self, card: Card, stage: Stage | None, budget: int, found: Counter[str]) -> ContextFit:
         rows: list[ExplainRow] = []
+        self._line_counter = LineSumCounter(self.counter)  # its memo serves one fit, then goes
         candidates = self._candidates(card, stage, rows, found)
         header_cost = self.counter.count(CONTEXT_HEADER) + SEAM_TOKENS
         if budget < header_cost + self.settings.min_item_tokens:
@@ -216,10 +244,10 @@ class ContextFitter:
                 cost = cap + 1
             elif len(block) > cap * LIKELY_OVER_CHARS:
                 # Probably over: measure by lines, which the excerpt then reuses, instead of
-                # tokenizing the whole text once here and its lines again there.
-                cost = self._line_counter(text) + frame_cost
-                if cost <= cap:
-                    cost = self.counter.count(block)
+                # tokenizing the whole text once here and its lines again there. Only the
+                # comparison matters (an excerpt is counted afresh), so the sum stops once over.
+                over = self._line_counter.over(text, cap - frame_cost)
+                cost = cap + 1 if over else self.counter.count(block)
             else:
                 cost = self.counter.count(block)
             status, reason = "used", ""

@@ -21,11 +21,13 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from cardloop.prompts.card import Message
 from cardloop.prompts.conversation import ToolOutput, ToolUse, Turn
 from cardloop.prompts.explain import ExplainRow
 from cardloop.prompts.isolate import neutralize, wrap_untrusted
+from cardloop.prompts.log_errors import may_have_errors
 from cardloop.prompts.logs import excerpt_log, excerpt_text, find_error_lines
 from cardloop.prompts.scrub import Scrubber, in_item
 from cardloop.prompts.settings import HistorySettings
@@ -93,6 +95,8 @@ def render_message(message: Message, text: str) -> Turn:
 
 def group_units(messages: Sequence[Message]) -> list[tuple[int, int]]:
     """Inclusive index ranges that must be kept or folded together."""
+    if not any(m.tool_calls for m in messages):  # the usual chat: every message is its own unit
+        return [(i, i) for i in range(len(messages))]
     answer_at: dict[str, int] = {}
     for i, m in enumerate(messages):
         if m.role == "tool" and m.tool_call_id is not None:
@@ -111,6 +115,32 @@ def group_units(messages: Sequence[Message]) -> list[tuple[int, int]]:
 
 
 _PATH = re.compile(r"(?<![\w/.-])(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,8}(?::\d+)?(?![\w/])")
+# The characters a _PATH match can hold ("\w" is exactly str.isalnum() or "_" in Python's re).
+_PATH_CHARS = re.compile(r"[\w.:/-]*")
+_PATH_RUN_MAX = 1_000
+
+
+def find_paths(text: str) -> list[re.Match[str]]:
+    """The matches of _PATH in `text`, in order: the regex run only over the runs of path
+    characters that hold a slash. A match needs a slash and never crosses a run's edge, so the
+    result is the same, and str.find skips the rest many times faster than the regex engine
+    trying every position of a chat message."""
+    found: list[re.Match[str]] = []
+    pos = text.find("/")
+    while pos != -1:
+        start = pos
+        while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_.:/-"):
+            start -= 1
+            if pos - start > _PATH_RUN_MAX:  # a runaway run (a minified blob): the plain scan
+                return list(_PATH.finditer(text))
+        end = _PATH_CHARS.match(text, pos).end()  # type: ignore[union-attr]
+        # endpos ends the string there: the lookahead then sees what the real next character
+        # (not a path character) would give it.
+        found.extend(_PATH.finditer(text, start, end))
+        pos = text.find("/", end)
+    return found
+
+
 _COMMAND = re.compile(
     r"^\s*(?:\$|>>>|#\s*run:)\s+(.{3,200})$|"
     r"^\s*((?:pytest|python|pip|uv|npm|npx|yarn|pnpm|go|cargo|make|git|kubectl|docker|ruff|mypy|tox|alembic)\s.{1,200})$",
@@ -124,14 +154,17 @@ def extract_pinned_facts(messages: Sequence[Message], texts: Sequence[str]) -> d
     paths: dict[str, None] = {}
     commands: dict[str, None] = {}
     for message, text in zip(messages, texts, strict=True):
-        lines = text.splitlines()
-        for idx in find_error_lines(lines):
-            line = lines[idx].strip()
-            if 3 < len(line) <= 300:
-                errors[line] = None
-        for match in _PATH.finditer(text):
-            if "://" not in text[max(0, match.start() - 8): match.start()]:
-                paths[match.group(0)] = None
+        # Exact shortcuts: every error rule needs its gate, every path a slash (find_paths).
+        if may_have_errors(text):
+            lines = text.splitlines()
+            for idx in find_error_lines(lines):
+                line = lines[idx].strip()
+                if 3 < len(line) <= 300:
+                    errors[line] = None
+        if "/" in text:
+            for match in find_paths(text):
+                if "://" not in text[max(0, match.start() - 8): match.start()]:
+                    paths[match.group(0)] = None
         for match in _COMMAND.finditer(text):
             cmd = (match.group(1) or match.group(2) or "").strip()
             if cmd:
@@ -182,10 +215,14 @@ class _Rendered:
 
 
 def _message_key(m: Message) -> bytes:
+    # Every message of the history is keyed on every assembly (the warm path's main cost): one
+    # string, one hash. repr, not str, of the time: a third of the cost, and equal reprs render
+    # equal times.
     calls = "".join(c.model_dump_json() for c in m.tool_calls) if m.tool_calls else ""
+    at = repr(m.created_at) if m.created_at is not None else ""
     error = "\x00error" if m.is_error else ""
-    return digest(f"{m.role}\x00{m.id}\x00{m.author}\x00{m.created_at}\x00{m.tool_call_id}\x00{calls}"
-                  f"\x00{m.content}{error}")
+    text = f"{m.role}\x00{m.id}\x00{m.author}\x00{at}\x00{m.tool_call_id}\x00{calls}\x00{m.content}{error}"
+    return digest(text)
 
 
 class HistoryFitter:
@@ -297,12 +334,26 @@ class HistoryFitter:
         def measure_unit(u: tuple[int, int]) -> int:
             # A message larger than its share of the tail budget is excerpted so the tail can hold it.
             cap = max(0, tail_budget // (u[1] - u[0] + 1) - self.overhead)
+            total = 0
             for i in range(u[0], u[1] + 1):
-                if i not in cut_at and cost(i) - self.overhead > cap:
+                c = cost(i)
+                if i not in cut_at and c - self.overhead > cap:
                     clean = recs[i].message or messages[i]
                     turns[i] = render_message(clean, self._shrink(clean, texts[i], cap))
-                    costs[i] = cut_at[i] = self._cost(turns[i])
-            return sum(cost(i) for i in range(u[0], u[1] + 1))
+                    c = costs[i] = cut_at[i] = self._cost(turns[i])
+                total += c
+            return total
+
+        def take_newest(end: int, used: int, limit: int) -> tuple[int, int]:
+            """The units before `end`, newest first, while their sum stays within `limit`:
+            (the first unit taken, the sum)."""
+            while end > 0:
+                c = unit_cost(units[end - 1])
+                if used + c > limit:
+                    break
+                end -= 1
+                used += c
+            return end, used
 
         def kept_turns(us: Sequence[tuple[int, int]]) -> list[Turn]:
             return [turns[i] for u in us for i in range(u[0], u[1] + 1)]
@@ -316,10 +367,8 @@ class HistoryFitter:
 
         def step_boundary(minimal: int, step: int) -> int:
             if not running:
-                acc = 0
-                for u in units:
-                    acc += sum(self._rec_cost(recs[i]) for i in range(u[0], u[1] + 1))
-                    running.append(acc)
+                full = list(map(self._rec_cost, recs))
+                running.extend(accumulate(full[a] if a == b else sum(full[a: b + 1]) for a, b in units))
             return _step_boundary(running, minimal, step)
 
         def cut_rows(us: Sequence[tuple[int, int]]) -> None:
@@ -331,11 +380,7 @@ class HistoryFitter:
                                                f"({tail_budget:,} tokens)"))
 
         # Recent tail: newest units while they fit in about half the budget.
-        tail_start = len(units)
-        used = 0
-        while tail_start > 0 and used + unit_cost(units[tail_start - 1]) <= tail_budget:
-            tail_start -= 1
-            used += unit_cost(units[tail_start])
+        tail_start, used = take_newest(len(units), 0, tail_budget)
         if tail_start == 0:  # after cutting oversized messages, everything fits
             cut_rows(units)
             rows.append(ExplainRow("history", f"{n} messages", "card history", "verbatim", used,
@@ -436,16 +481,10 @@ class HistoryFitter:
         # in a block whose size is reserved up front so the sum can never exceed the budget.
         pinned_cap = int(budget * self.settings.pinned_fraction)
         room = budget - pinned_cap - self.overhead
-        keep_from = len(units)
-        kept = 0
-        while keep_from > 0 and kept + unit_cost(units[keep_from - 1]) <= room:
-            keep_from -= 1
-            kept += unit_cost(units[keep_from])
+        keep_from, kept = take_newest(len(units), 0, room)
         if keep_from == len(units):  # not even the newest unit fits beside the pinned block
             pinned_cap, room = 0, budget
-            while keep_from > 0 and kept + unit_cost(units[keep_from - 1]) <= room:
-                keep_from -= 1
-                kept += unit_cost(units[keep_from])
+            keep_from, kept = take_newest(keep_from, kept, room)
         elif keep_from > 0:  # truncation moves in the same steps as the fold
             step_end = step_boundary(keep_from - 1, int(room * self.settings.fold_step_fraction))
             if step_end >= keep_from:

@@ -324,6 +324,13 @@ def error_spans(lines: Sequence[str]) -> list[Span]:
     return spans
 
 
+def may_have_errors(text: str) -> bool:
+    """False only when no line of `text` can be an error line (no rule's gate occurs in it):
+    a quick look that lets a caller skip splitting and scanning the text."""
+    lower = text.lower()
+    return any(gate in lower for gate in _CANDIDATE_GATES)
+
+
 def find_error_lines(lines: Sequence[str]) -> list[int]:
     """0-based indexes of the lines that state an error, in order.
 

@@ -97,6 +97,9 @@ def chars_per_token(text: str, count: Counter) -> float:
 def fits_unchanged(text: str, max_tokens: int, count: Counter) -> bool:
     if len(text) > max_tokens * MAX_CHARS_PER_TOKEN:
         return False
+    over = getattr(count, "over", None)
+    if over is not None:  # a counter that stops once over (context.LineSumCounter): no probe needed
+        return not over(text, max_tokens)
     # A prefix that is already over budget settles it without counting megabytes. A prefix
     # can count a little more than the whole (its last word split differently), never more
     # than one token's worth of bytes, hence the margin.
