@@ -8,7 +8,7 @@ network). Training reads only the train side. The threshold is chosen on the val
 at or under --max-false-rejects. The test side (bastioncorpus) is read by bench/injection.py only.
 
 Logistic regression, trained here in pure Python (AdaGrad, L2, classes weighted to balance):
-the corpus is a few thousand prompts, so this takes a minute or two and needs no numpy or
+the corpus is a few thousand prompts, so this takes a few minutes and needs no numpy or
 scikit-learn; inference needs neither either. Deterministic: same corpora, same file.
 """
 

@@ -24,8 +24,6 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import repeat
-from operator import mul
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +32,7 @@ from cardloop.prompts.injection.normalize import NEGATED, normalize
 MODEL_FORMAT = "cardloop-injection-lr/1"
 # Bumped whenever normalize() or features() change what they compute: weights trained on other
 # features load with a clear error instead of scoring garbage.
-FEATURES = "norm3-neg4-char345-word12-short12"
+FEATURES = "norm3-neg4-char345-word12-short12upto120"
 MODEL_PATH = Path(__file__).with_name("model.json")
 CHAR_NGRAMS = (3, 4, 5)
 WINDOW = 60  # words: about a paragraph
@@ -44,6 +42,9 @@ MAX_WINDOWS = 64  # a hostile 8,000-character prompt costs a bounded number of w
 # indirect injection (raginject), 12 against 20 and 30 words (bench/injection_train.py).
 SHORT_WINDOW = 12
 MAX_SHORT = 64
+# Short windows are scored in texts of up to this many words only: a longer text has its 60-word
+# windows, and scoring its sentences too made a long prompt half again as slow.
+SHORT_UP_TO = 2 * WINDOW
 
 
 class ModelError(ValueError):
@@ -109,12 +110,7 @@ class _Indexed:
                 offset += len(b) + 1
             self.plain_before.append(self.plain_before[-1] + plain)
         data = b" " + b" ".join(b for w, b in zip(words, encoded, strict=True) if not w.startswith(NEGATED)) + b" "
-        # map() over C functions rather than a comprehension: the same hashes, hashed at C speed,
-        # and hashing every n-gram is most of a long prompt's cost.
-        self.grams = {n: list(map(dims.__rmod__, map(crc, map(data.__getitem__, map(slice, range(len(data) - n + 1),
-                                                                                   range(n, len(data) + 1))),
-                                                      repeat(n))))
-                      for n in CHAR_NGRAMS}
+        self.grams = {n: [crc(data[i:i + n], n) % dims for i in range(len(data) - n + 1)] for n in CHAR_NGRAMS}
 
     def features(self, a: int, b: int) -> dict[int, float]:
         """features(" ".join(words[a:b]))."""
@@ -134,10 +130,11 @@ class _Indexed:
 
 def spans(n: int) -> list[tuple[int, int]]:
     """The (first, end) word offsets of the windows of an n-word text: the whole, then the
-    half-overlapping windows of WINDOW words when it is longer, then those of SHORT_WINDOW words."""
+    half-overlapping windows of WINDOW words when it is longer, then those of SHORT_WINDOW words
+    when it is longer than that and at most SHORT_UP_TO words."""
     out = [(0, n)]
     for size, cap in ((WINDOW, MAX_WINDOWS), (SHORT_WINDOW, MAX_SHORT)):
-        if n > size:
+        if n > size and (size != SHORT_WINDOW or n <= SHORT_UP_TO):
             step = size // 2
             out += [(s, min(s + size, n)) for s in list(range(0, n - step, step))[:cap]]
     return out
@@ -176,16 +173,11 @@ class InjectionClassifier:
 
     def _counts_logit(self, counts: Mapping[int, int]) -> float:
         """_logit(_weighted(counts)) in one pass: the windows of a long prompt are most of its cost."""
-        w = self.weights
-        if max(counts.values(), default=0) < 256:
-            # Iterated in C (map over builtins): a long prompt's windows are most of its cost.
-            values = list(map(_LOG.__getitem__, counts.values()))
-            dot = math.fsum(map(mul, map(w.__getitem__, counts.keys()), values))
-            sq = math.fsum(map(mul, values, values))
-        else:
-            values = [1.0 + math.log(c) for c in counts.values()]
-            dot = math.fsum(w[k] * v for k, v in zip(counts.keys(), values, strict=True))
-            sq = math.fsum(v * v for v in values)
+        w, dot, sq = self.weights, 0.0, 0.0
+        for k, c in counts.items():
+            v = _LOG[c] if c < 256 else 1.0 + math.log(c)
+            dot += w[k] * v
+            sq += v * v
         return self.bias + dot / (math.sqrt(sq) or 1.0)
 
     def score_normalized(self, norm: str) -> tuple[float, int, int]:

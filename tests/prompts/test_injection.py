@@ -16,6 +16,7 @@ from cardloop.prompts.injection.classifier import (
     MAX_SHORT,
     MAX_WINDOWS,
     MODEL_PATH,
+    SHORT_UP_TO,
     SHORT_WINDOW,
     WINDOW,
     InjectionClassifier,
@@ -154,10 +155,14 @@ def test_windows_are_the_whole_then_long_then_short_ones_each_half_overlapping_a
     assert spans(SHORT_WINDOW) == [(0, SHORT_WINDOW)]
     assert spans(2 * SHORT_WINDOW) == [(0, 2 * SHORT_WINDOW)] + [
         (s, s + SHORT_WINDOW) for s in range(0, 2 * SHORT_WINDOW - SHORT_WINDOW // 2, SHORT_WINDOW // 2)]
+    n = SHORT_UP_TO  # the longest text whose sentences are scored too
+    got = spans(n)
+    assert {b - a for a, b in got[1:]} == {WINDOW, SHORT_WINDOW}
+    assert len(got) <= 1 + MAX_WINDOWS + MAX_SHORT
     n = 100_000  # a hostile prompt: a bounded number of windows whatever its length
     got = spans(n)
-    assert got[0] == (0, n) and len(got) == 1 + MAX_WINDOWS + MAX_SHORT
-    assert {b - a for a, b in got[1:]} == {WINDOW, SHORT_WINDOW}
+    assert got[0] == (0, n) and len(got) == 1 + MAX_WINDOWS
+    assert {b - a for a, b in got[1:]} == {WINDOW}
 
 
 def test_an_instruction_in_a_short_document_is_found_in_its_sentence() -> None:
