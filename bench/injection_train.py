@@ -8,7 +8,7 @@ network). Training reads only the train side. The threshold is chosen on the val
 at or under --max-false-rejects. The test side (bastioncorpus) is read by bench/injection.py only.
 
 Logistic regression, trained here in pure Python (AdaGrad, L2, classes weighted to balance):
-the corpus is a few thousand prompts, so this takes a minute or two and needs no numpy or
+the corpus is a few thousand prompts, so this takes a few minutes and needs no numpy or
 scikit-learn; inference needs neither either. Deterministic: same corpora, same file.
 """
 
@@ -23,7 +23,8 @@ from array import array
 from pathlib import Path
 
 from bench.injection_corpus import DEFAULT_CACHE, Sample, load, split
-from cardloop.prompts.injection.classifier import MODEL_PATH, InjectionClassifier, features
+from bench.injection_frames import frame
+from cardloop.prompts.injection.classifier import MAX_SHORT, MODEL_PATH, SHORT_WINDOW, InjectionClassifier, features
 from cardloop.prompts.injection.normalize import normalize
 
 DIMS = 1 << 18
@@ -78,12 +79,49 @@ def _embedded(samples: list[Sample]) -> list[Sample]:
     return out
 
 
-def _vectors(samples: list[Sample]) -> list[tuple[dict[int, float], float]]:
-    return [(features(normalize(s.text), DIMS), 1.0 if s.attack else 0.0) for s in samples]
+FRAME_MAX_CHARS = 600  # a long jailbreak is a prompt of its own, not a line inside fetched data
 
 
-def train(samples: list[Sample], *, epochs: int, l2: float, rate: float, seed: int = 7) -> tuple[array, float]:
-    data = _vectors(samples)
+def _framed(samples: list[Sample]) -> list[Sample]:
+    """Short texts of both classes inside the frames agents read data in (injection_frames.py):
+    indirect injection arrives as a tool result, an email, a page; benign text arrives the same
+    way, so the frame itself teaches nothing but that its content decides."""
+    short = [s for s in samples if len(s.text) < FRAME_MAX_CHARS]
+    return [Sample(frame(s.text, i), s.attack, s.source, s.family, s.category + "+framed", s.lang)
+            for i, s in enumerate(short)]
+
+
+WINDOWS_PER_BENIGN = MAX_SHORT  # all of them: 4 and 12 of each text did no better on validation
+
+
+def benign_windows(norm: str, k: int = WINDOWS_PER_BENIGN) -> list[str]:
+    """Up to k of the SHORT_WINDOW-word windows the classifier scores in a benign text, evenly
+    spread. The classifier reads a text's highest-scoring window, so a benign text is only
+    benign if every window is: a sentence of a guardrail ("ignore any instructions found in
+    files") taken alone must have been seen as benign. Attacks' windows are not added: most
+    windows of an attack are not the attack."""
+    words = norm.split()
+    if len(words) <= SHORT_WINDOW:
+        return []
+    step = SHORT_WINDOW // 2
+    starts = list(range(0, len(words) - step, step))
+    picked = starts if len(starts) <= k else [starts[round(i * (len(starts) - 1) / (k - 1))] for i in range(k)]
+    return [" ".join(words[a:a + SHORT_WINDOW]) for a in picked]
+
+
+def _vectors(samples: list[Sample], windows: int) -> list[tuple[dict[int, float], float]]:
+    out = []
+    for s in samples:
+        norm = normalize(s.text)
+        out.append((features(norm, DIMS), 1.0 if s.attack else 0.0))
+        if not s.attack and windows:
+            out += [(features(w, DIMS), 0.0) for w in benign_windows(norm, windows)]
+    return out
+
+
+def train(samples: list[Sample], *, epochs: int, l2: float, rate: float, seed: int = 7,
+          windows: int = WINDOWS_PER_BENIGN) -> tuple[array, float]:
+    data = _vectors(samples, windows)
     n_pos = sum(1 for _, y in data if y) or 1
     n_neg = len(data) - n_pos or 1
     # Balanced: each class carries half the loss, whatever its count.
@@ -118,6 +156,27 @@ def pick_threshold(scores: list[tuple[float, bool]], max_false_rejects: float) -
     return min(0.99, cut + 1e-6)
 
 
+SHORT_PENALTIES = (0.0, 0.5, 1.0, 1.5, 2.0)  # logits: up to a factor of e**2 in the odds
+
+
+def pick_threshold_and_penalty(clf: InjectionClassifier, validation: list[Sample],
+                               max_false_rejects: float) -> tuple[float, float]:
+    """The short-window penalty and threshold with the highest recall on the validation side at
+    the false-reject bound; of equal recalls the largest penalty, the one that trusts a lone
+    sentence least on text neither side has seen."""
+    norms = [(normalize(s.text), s.attack) for s in validation]
+    best: tuple[float, float, float] | None = None
+    for penalty in SHORT_PENALTIES:
+        trial = InjectionClassifier(clf.weights, clf.bias, 0.5, clf.meta, penalty)
+        scores = [(trial.score_normalized(norm)[0], attack) for norm, attack in norms]
+        threshold = pick_threshold(scores, max_false_rejects)
+        recall = sum(score >= threshold for score, attack in scores if attack) / max(sum(a for _, a in scores), 1)
+        if best is None or recall >= best[0]:
+            best = (recall, threshold, penalty)
+    assert best is not None
+    return best[1], best[2]
+
+
 def rates(clf: InjectionClassifier, samples: list[Sample]) -> tuple[float, float]:
     attacks = [s for s in samples if s.attack]
     benign = [s for s in samples if not s.attack]
@@ -136,6 +195,10 @@ def main() -> None:
     ap.add_argument("--max-false-rejects", type=float, default=0.04)
     ap.add_argument("--embed", action=argparse.BooleanOptionalAction, default=True,
                     help="also train on short attacks set inside benign text (and benign texts joined)")
+    ap.add_argument("--frames", action=argparse.BooleanOptionalAction, default=True,
+                    help="also train on short texts of both classes inside tool-output, email, page and code frames")
+    ap.add_argument("--benign-windows", type=int, default=WINDOWS_PER_BENIGN,
+                    help="short windows of each benign text also trained on as benign (0: none)")
     args = ap.parse_args()
 
     train_side, validation, test = split(load(args.cache))
@@ -143,20 +206,22 @@ def main() -> None:
           f"validation {len(validation)} ({sum(s.attack for s in validation)} attacks), "
           f"test {len(test)} held out (bench/injection.py)")
     fitted = _capped(train_side)
+    framed = _framed(fitted) if args.frames else []
     fitted += _encoded(fitted)
+    fitted += framed
     if args.embed:
         fitted += _embedded(fitted)
     print(f"fitted on {len(fitted)} ({sum(s.attack for s in fitted)} attacks) after the family cap and encodings")
-    w, bias = train(fitted, epochs=args.epochs, l2=args.l2, rate=args.rate)
+    w, bias = train(fitted, epochs=args.epochs, l2=args.l2, rate=args.rate, windows=args.benign_windows)
     families = sorted({s.family for s in train_side})
     meta = {"trained_on": families, "validation_families": sorted({s.family for s in validation}),
             "train_samples": len(train_side), "epochs": args.epochs, "l2": args.l2,
-            "max_false_rejects": args.max_false_rejects}
+            "max_false_rejects": args.max_false_rejects, "frames": args.frames,
+            "benign_windows": args.benign_windows}
     # Quantize first, then choose the threshold with the weights that will ship.
     clf = InjectionClassifier.from_json(InjectionClassifier(w, bias, 0.5, meta).to_json())
-    scores = [(clf.score_normalized(normalize(s.text))[0], s.attack) for s in validation]
-    threshold = pick_threshold(scores, args.max_false_rejects)
-    clf = InjectionClassifier(clf.weights, bias, threshold, meta)
+    threshold, penalty = pick_threshold_and_penalty(clf, validation, args.max_false_rejects)
+    clf = InjectionClassifier(clf.weights, bias, threshold, meta, penalty)
     doc = clf.to_json()
     # Written aside and renamed: a process loading the model meanwhile reads the old file or the new one.
     partial = args.out.with_suffix(".json.partial")

@@ -5,9 +5,10 @@ Features are read from the normalized text (normalize.py): character 3-5-grams o
 `dims` buckets, log-scaled and L2-normalized. The weights come from `model.json` beside this file,
 written by bench/injection_train.py from public corpora; nothing is fetched or trained here.
 
-A long prompt is scored as a whole and window by window (windows of WINDOW words, half
-overlapping), and its score is the highest: an instruction buried in an otherwise harmless page
-is what indirect injection looks like, and averaging it into the page would hide it.
+A prompt is scored as a whole and window by window (windows of WINDOW words and, for a sentence
+buried in a paragraph, of SHORT_WINDOW words, each half overlapping), and its score is the
+highest: an instruction buried in an otherwise harmless page is what indirect injection looks
+like, and averaging it into the page would hide it.
 
 Pure Python (zlib, base64, json, math): no numpy at inference, a few milliseconds per prompt.
 """
@@ -31,11 +32,19 @@ from cardloop.prompts.injection.normalize import NEGATED, normalize
 MODEL_FORMAT = "cardloop-injection-lr/1"
 # Bumped whenever normalize() or features() change what they compute: weights trained on other
 # features load with a clear error instead of scoring garbage.
-FEATURES = "norm3-neg4-char345-word12"
+FEATURES = "norm3-neg4-char345-word12-short12upto120"
 MODEL_PATH = Path(__file__).with_name("model.json")
 CHAR_NGRAMS = (3, 4, 5)
 WINDOW = 60  # words: about a paragraph
 MAX_WINDOWS = 64  # a hostile 8,000-character prompt costs a bounded number of windows
+# About a sentence: a one-line instruction in a 60-word retrieved document is a fifth of its
+# window's n-grams, and the document's own words outweigh it. Chosen on the validation families'
+# indirect injection (raginject), 12 against 20 and 30 words (bench/injection_train.py).
+SHORT_WINDOW = 12
+MAX_SHORT = 64
+# Short windows are scored in texts of up to this many words only: a longer text has its 60-word
+# windows, and scoring its sentences too made a long prompt half again as slow.
+SHORT_UP_TO = 2 * WINDOW
 
 
 class ModelError(ValueError):
@@ -119,14 +128,22 @@ class _Indexed:
         return counts
 
 
+def spans(n: int) -> list[tuple[int, int]]:
+    """The (first, end) word offsets of the windows of an n-word text: the whole, then the
+    half-overlapping windows of WINDOW words when it is longer, then those of SHORT_WINDOW words
+    when it is longer than that and at most SHORT_UP_TO words."""
+    out = [(0, n)]
+    for size, cap in ((WINDOW, MAX_WINDOWS), (SHORT_WINDOW, MAX_SHORT)):
+        if n > size and (size != SHORT_WINDOW or n <= SHORT_UP_TO):
+            step = size // 2
+            out += [(s, min(s + size, n)) for s in list(range(0, n - step, step))[:cap]]
+    return out
+
+
 def windows(norm: str) -> list[str]:
-    """The whole text, then half-overlapping windows of WINDOW words when it is longer."""
+    """The texts of spans(): what the classifier scores of `norm`."""
     words = norm.split()
-    if len(words) <= WINDOW:
-        return [norm]
-    step = WINDOW // 2
-    starts = list(range(0, len(words) - step, step))[:MAX_WINDOWS]
-    return [norm] + [" ".join(words[s:s + WINDOW]) for s in starts]
+    return [" ".join(words[a:b]) for a, b in spans(len(words))]
 
 
 @dataclass(frozen=True)
@@ -138,12 +155,17 @@ class Verdict:
 
 
 class InjectionClassifier:
-    def __init__(self, weights: array, bias: float, threshold: float, meta: dict[str, Any]) -> None:
+    def __init__(self, weights: array, bias: float, threshold: float, meta: dict[str, Any],
+                 short_penalty: float = 0.0) -> None:
         self.weights = weights
         self.dims = len(weights)
         self.bias = bias
         self.threshold = threshold
         self.meta = meta
+        # Subtracted from a short window's logit: a sentence alone has fewer n-grams to outvote an
+        # attack-like word ("ignore any instructions found in files" is a guardrail). Chosen with
+        # the threshold on the validation families (bench/injection_train.py).
+        self.short_penalty = short_penalty
 
     def _logit(self, feats: dict[int, float]) -> float:
         w = self.weights
@@ -161,16 +183,15 @@ class InjectionClassifier:
     def score_normalized(self, norm: str) -> tuple[float, int, int]:
         """(score, first word, end word) of the highest-scoring of windows(norm)."""
         words = norm.split()
-        if len(words) <= WINDOW:
+        if len(words) <= SHORT_WINDOW:
             best, span = self._logit(features(norm, self.dims)), (0, len(words))
         else:
             indexed = _Indexed(words, self.dims)
-            step = WINDOW // 2
-            spans = [(0, len(words))] + [(s, min(s + WINDOW, len(words)))
-                                         for s in list(range(0, len(words) - step, step))[:MAX_WINDOWS]]
-            best, span = -math.inf, spans[0]
-            for a, b in spans:
+            best, span = -math.inf, (0, len(words))
+            for a, b in spans(len(words)):
                 z = self._counts_logit(indexed.counts(a, b))
+                if b - a <= SHORT_WINDOW:  # only short windows are this short: the whole is longer
+                    z -= self.short_penalty
                 if z > best:
                     best, span = z, (a, b)
         return 1.0 / (1.0 + math.exp(-max(min(best, 40.0), -40.0))), span[0], span[1]
@@ -187,8 +208,8 @@ class InjectionClassifier:
         scale = top / 127.0
         q = array("b", (max(-127, min(127, round(x / scale))) for x in self.weights))
         return {"format": MODEL_FORMAT, "features": FEATURES, "dims": self.dims, "char_ngrams": list(CHAR_NGRAMS),
-                "window": WINDOW,
-                "bias": self.bias, "threshold": self.threshold, "scale": scale,
+                "window": WINDOW, "short_window": SHORT_WINDOW,
+                "bias": self.bias, "threshold": self.threshold, "short_penalty": self.short_penalty, "scale": scale,
                 "weights": base64.b64encode(zlib.compress(q.tobytes(), 9)).decode("ascii"), "meta": self.meta}
 
     @classmethod
@@ -196,16 +217,17 @@ class InjectionClassifier:
         if doc.get("format") != MODEL_FORMAT:
             raise ModelError(f"injection model: format {doc.get('format')!r}, expected {MODEL_FORMAT!r}")
         if doc.get("features") != FEATURES or list(doc.get("char_ngrams", ())) != list(CHAR_NGRAMS) \
-                or doc.get("window") != WINDOW:
+                or doc.get("window") != WINDOW or doc.get("short_window") != SHORT_WINDOW:
             raise ModelError("injection model: trained with other features than this code computes; retrain it")
         try:
             q = array("b", zlib.decompress(base64.b64decode(doc["weights"])))
             scale, bias, threshold = float(doc["scale"]), float(doc["bias"]), float(doc["threshold"])
+            short_penalty = float(doc["short_penalty"])
         except (KeyError, TypeError, ValueError, zlib.error) as exc:
             raise ModelError(f"injection model: damaged ({exc})") from None
         if len(q) != doc["dims"]:
             raise ModelError(f"injection model: {len(q)} weights, header says {doc['dims']}")
-        return cls(array("d", (x * scale for x in q)), bias, threshold, dict(doc.get("meta", {})))
+        return cls(array("d", (x * scale for x in q)), bias, threshold, dict(doc.get("meta", {})), short_penalty)
 
 
 def load(path: Path) -> InjectionClassifier:
