@@ -30,22 +30,13 @@ class CardsMixin(StoreBase):
         tenant = self._card_tenant(card_key)
         if card.tenant != tenant:
             raise StoreError(f"card key {card_key!r} names tenant {tenant!r} but the card belongs to {card.tenant!r}")
-        stmt = self._insert(s.cards).values(
-            card_key=card_key,
-            tenant=tenant,
-            board=card.board,
-            card_id=card.id,
-            repo=card.repo,
-            stage=card.stage.value if card.stage is not None else None,
-            fields=card.model_dump_json(exclude={"history", "context"}),
-        )
-        changed = ("board", "card_id", "repo", "stage", "fields")
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[s.cards.c.tenant, s.cards.c.card_key],
-            set_={name: stmt.excluded[name] for name in changed} | {"updated_at": func.current_timestamp()},
-        )
+        row = {"card_key": card_key, "tenant": tenant, "board": card.board, "card_id": card.id, "repo": card.repo,
+               "stage": card.stage.value if card.stage is not None else None,
+               "fields": card.model_dump_json(exclude={"history", "context"})}
+        stmt = self._upsert(s.cards, ("tenant", "card_key"), ("board", "card_id", "repo", "stage", "fields"),
+                            {"updated_at": func.current_timestamp()})
         with self._db.write(tenant) as conn:
-            conn.execute(stmt)
+            conn.execute(stmt, row)
 
     def card_fields(self, card_key: str) -> Card | None:
         """The card without history and context (one row read), or None when not stored."""

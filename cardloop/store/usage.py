@@ -43,11 +43,8 @@ class UsageMixin(StoreBase):
             self._upsert_usage(conn, record)
 
     def _upsert_usage(self, conn: Connection, record: UsageRecord) -> None:
-        stmt = self._insert(s.llm_usage).values(**usage_values(record))
-        conn.execute(stmt.on_conflict_do_update(
-            index_elements=[s.llm_usage.c.tenant, s.llm_usage.c.card_key, s.llm_usage.c.call_key,
-                            s.llm_usage.c.attempt],
-            set_={name: stmt.excluded[name] for name in _SETTLED}))
+        conn.execute(self._upsert(s.llm_usage, ("tenant", "card_key", "call_key", "attempt"), _SETTLED),
+                     dict(usage_values(record)))
 
     def call_usage(self, card_key: str, call_key: str) -> UsageRecord | None:
         """The ledger row of the attempt whose result was kept for `call_key`, or None."""
