@@ -161,4 +161,4 @@ async def test_a_board_cardloop_cannot_write_to_gets_a_dry_run(stack: Stack, boa
                                   "'github-projects' is none of github, linear, jira, trello, generic")
     assert "; would move the card to the column of done (skipped: " in state.board
     assert all(b.requests == [] for b in boards.values())
-    await replay_all(stack.client, handle, "board-dry-run")
+    await replay_all(stack.client, handle, "board-dry-run-local")
