@@ -128,12 +128,8 @@ class CardsMixin(StoreBase):
     def message_by_key(self, card_key: str, dedup_key: str) -> tuple[int, Message] | None:
         """The message appended under `dedup_key` and its seq, or None."""
         tenant = self._card_tenant(card_key)
-        m = s.messages.c
         with self._db.read(tenant) as conn:
-            row = conn.execute(
-                select(m.seq, m.body).where(m.card_key == card_key, m.tenant == tenant, m.dedup_key == dedup_key)
-            ).one_or_none()
-        return None if row is None else (int(row.seq), Message.model_validate_json(row.body))
+            return message_by_key_in(conn, card_key, tenant, dedup_key)
 
     def first_seq_under(self, card_key: str, key_prefix: str) -> int | None:
         """The seq of the first message appended under a dedup key starting with `key_prefix`
@@ -214,3 +210,11 @@ def _seq_for(conn: Connection, card_key: str, tenant: str, dedup_key: str) -> in
         select(m.seq).where(m.card_key == card_key, m.tenant == tenant, m.dedup_key == dedup_key)
     ).scalar_one_or_none()
     return None if seq is None else int(seq)
+
+
+def message_by_key_in(conn: Connection, card_key: str, tenant: str, dedup_key: str) -> tuple[int, Message] | None:
+    m = s.messages.c
+    row = conn.execute(
+        select(m.seq, m.body).where(m.card_key == card_key, m.tenant == tenant, m.dedup_key == dedup_key)
+    ).one_or_none()
+    return None if row is None else (int(row.seq), Message.model_validate_json(row.body))
