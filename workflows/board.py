@@ -40,23 +40,27 @@ def is_dry_run(write: BoardWrite) -> bool:
 
 
 async def _comment(inp: BoardCommentInput, summary: str, *, local: bool = False) -> BoardWrite:
-    return await _write(names.BOARD_COMMENT, inp, summary, local)
+    if local:
+        return await _settled_local(workflow.execute_local_activity(
+            names.BOARD_COMMENT, inp, result_type=BoardWrite, **policies.LOCAL, summary=summary))
+    return await _settled(workflow.execute_activity(names.BOARD_COMMENT, inp, result_type=BoardWrite,
+                                                    **policies.BOARD, summary=summary))
 
 
 async def _move(inp: BoardMoveInput, summary: str, *, local: bool = False) -> BoardWrite:
-    return await _write(names.BOARD_MOVE, inp, summary, local)
+    if local:
+        return await _settled_local(workflow.execute_local_activity(
+            names.BOARD_MOVE, inp, result_type=BoardWrite, **policies.LOCAL, summary=summary))
+    return await _settled(workflow.execute_activity(names.BOARD_MOVE, inp, result_type=BoardWrite,
+                                                    **policies.BOARD, summary=summary))
 
 
-async def _write(name: str, inp: BoardCommentInput | BoardMoveInput, summary: str, local: bool) -> BoardWrite:
-    if not local:
-        return await _settled(workflow.execute_activity(name, inp, result_type=BoardWrite, **policies.BOARD,
-                                                        summary=summary))
-    # The same activity, so a board that became writable since the run started is still written
-    # once (its key); a local activity's failure reaches the workflow bare (and a timeout, on
-    # replay, as TimeoutError): a result like the remote one's, never the stage's failure.
+async def _settled_local(write: Awaitable[BoardWrite]) -> BoardWrite:
+    """The same activity run locally, so a board that became writable since the run started is
+    still written once (its key). A local activity's failure reaches the workflow bare (and a
+    timeout, on replay, as TimeoutError): a result like the remote one's, never the stage's."""
     try:
-        return await _settled(workflow.execute_local_activity(name, inp, result_type=BoardWrite, **policies.LOCAL,
-                                                              summary=summary))
+        return await _settled(write)
     except (ApplicationError, TemporalTimeout) as err:
         return BoardWrite(failed=f"gave up after retries: {getattr(err, 'message', None) or err}"[:1_000])
 
