@@ -21,7 +21,7 @@ from contextlib import closing
 from temporalio import activity
 
 from cardloop.activities.deps import ActivityDeps
-from cardloop.activities.errors import from_upstream, stored_card
+from cardloop.activities.errors import from_upstream, stored_fields
 from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.activities.once import recorded_once
 from cardloop.contracts import names
@@ -78,7 +78,7 @@ class BoardActivities:
         self.rt = rt
 
     def _card(self, card_key: str) -> Card:
-        return stored_card(self.rt.store, card_key)
+        return stored_fields(self.rt.store, card_key)
 
     def _write(self, card_key: str, card: Card, key: str, kind: str, what: str, pr: str,
                do: Callable[[BoardClient, BoardCard], Written], *, column: str = "") -> BoardWrite:

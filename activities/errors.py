@@ -28,10 +28,21 @@ def card_not_found(card_key: str) -> ApplicationError:
 class CardReader(Protocol):
     def get_card(self, card_key: str) -> Card | None: ...
 
+    def card_fields(self, card_key: str) -> Card | None: ...
+
 
 def stored_card(store: CardReader, card_key: str) -> Card:
     """The card as the store holds it; a card that is not there is a non-retryable failure."""
     card = store.get_card(card_key)
+    if card is None:
+        raise card_not_found(card_key)
+    return card
+
+
+def stored_fields(store: CardReader, card_key: str) -> Card:
+    """The card's fields without its history and context (one row read instead of the whole
+    card, validated): for activities that need only its board, id, url, repo or title."""
+    card = store.card_fields(card_key)
     if card is None:
         raise card_not_found(card_key)
     return card

@@ -24,7 +24,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from cardloop.activities.deps import ActivityDeps
-from cardloop.activities.errors import stored_card
+from cardloop.activities.errors import stored_fields
 from cardloop.activities.heartbeat import call_with_heartbeat
 from cardloop.activities.once import recorded_once
 from cardloop.contracts import names
@@ -82,7 +82,7 @@ class ResultsActivities:
     # --- what every GitHub result needs --------------------------------------------------------
 
     def _card(self, card_key: str) -> Card:
-        return stored_card(self.rt.store, card_key)
+        return stored_fields(self.rt.store, card_key)
 
     def _token(self, card: Card, repo: str | None) -> Secret | str:
         """The tenant's GitHub token for `repo`, or a sentence saying why GitHub is not used."""

@@ -10,6 +10,7 @@ Prints, each measured in the same run:
     worker_cpu_ms_per_card   this process's CPU time (worker + client) during the 50 cards / 50,
                              beside the same figure for the floor
     history_events_per_card  events in the card's and its stage run's histories, beside the floor's
+    workflow_tasks_per_card  workflow tasks completed in those histories, beside the floor's
 
 The model is cardloop's scripted Anthropic server on 127.0.0.1 (a real HTTP round trip through
 the real anthropic client) answering after a fixed latency (default 1 s) with a short reply. It
@@ -36,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from floor_workflow import BareWorkflow, bare_sleep
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
@@ -84,8 +86,10 @@ async def bare_seconds(client: Client, count: int, latency: float, prefix: str) 
     return time.perf_counter() - t0
 
 
-async def history_events(client: Client, workflow_id: str) -> int:
-    return len((await client.get_workflow_handle(workflow_id).fetch_history()).events)
+async def history_events(client: Client, workflow_id: str) -> tuple[int, int]:
+    """(events, workflow tasks completed) of the workflow's history."""
+    events = (await client.get_workflow_handle(workflow_id).fetch_history()).events
+    return len(events), sum(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED for e in events)
 
 
 async def stage_result(client: Client, workflow_id: str) -> None:
@@ -157,7 +161,7 @@ async def main() -> None:
             cpu0 = time.process_time()
             floor_many = await bare_seconds(client, args.cards, args.latency, "floor-many")
             floor_cpu = (time.process_time() - cpu0) / args.cards
-            floor_events = await history_events(client, "floor-many-0")
+            floor_events, floor_tasks = await history_events(client, "floor-many-0")
         finally:
             await floor_worker.shutdown()
             await asyncio.gather(floor_task, return_exceptions=True)
@@ -170,8 +174,9 @@ async def main() -> None:
             many = await stage_seconds(cards, [f"many-{i}" for i in range(args.cards)], "testing")
             card_cpu = (time.process_time() - cpu0) / args.cards
             ref = cards.import_card(card("many-0"))
-            card_events = (await history_events(client, ref.workflow_id)
-                           + await history_events(client, f"{ref.workflow_id}/1-testing"))
+            card_events, card_tasks = map(sum, zip(await history_events(client, ref.workflow_id),
+                                                   await history_events(client, f"{ref.workflow_id}/1-testing"),
+                                                   strict=True))
         finally:
             await worker.shutdown()
             await asyncio.gather(task, return_exceptions=True)
@@ -190,6 +195,7 @@ async def main() -> None:
     print(f"overhead_vs_floor: {(many / one) / (floor_many / floor_one):.3f}")
     print(f"worker_cpu_ms_per_card: {card_cpu * 1000:.1f} (floor {floor_cpu * 1000:.1f})")
     print(f"history_events_per_card: {card_events} (floor {floor_events})")
+    print(f"workflow_tasks_per_card: {card_tasks} (floor {floor_tasks})")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Awaitable
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import TimeoutError as TemporalTimeout
 
 with workflow.unsafe.imports_passed_through():
     from cardloop.contracts import names
@@ -26,16 +27,42 @@ PATCH = "board-writes"
 # Runs recorded before the started comment went alongside the stage's start (not before it), and
 # before the stage left its GitHub outcome comment to the board (the board's edits it: one marker).
 ALONGSIDE = "board-writes-alongside"
+# A run whose started comment was a dry run (the worker cannot write to the board: nothing is
+# sent, the writes only say what they would do) writes its end as local activities: no network
+# call to wait for, and each remote one cost the card an activity task and a workflow task
+# (per-card overhead, issue 10). Runs recorded before replay their end writes as activities.
+DRY_RUN_LOCAL = "board-dry-run-ends-locally"
 
 
-async def _comment(inp: BoardCommentInput, summary: str) -> BoardWrite:
+def is_dry_run(write: BoardWrite) -> bool:
+    """Nothing was sent, and the write says what it would have done."""
+    return bool(write.skipped) and bool(write.would)
+
+
+async def _comment(inp: BoardCommentInput, summary: str, *, local: bool = False) -> BoardWrite:
+    if local:
+        return await _settled_local(workflow.execute_local_activity(
+            names.BOARD_COMMENT, inp, result_type=BoardWrite, **policies.LOCAL, summary=summary))
     return await _settled(workflow.execute_activity(names.BOARD_COMMENT, inp, result_type=BoardWrite,
                                                     **policies.BOARD, summary=summary))
 
 
-async def _move(inp: BoardMoveInput, summary: str) -> BoardWrite:
+async def _move(inp: BoardMoveInput, summary: str, *, local: bool = False) -> BoardWrite:
+    if local:
+        return await _settled_local(workflow.execute_local_activity(
+            names.BOARD_MOVE, inp, result_type=BoardWrite, **policies.LOCAL, summary=summary))
     return await _settled(workflow.execute_activity(names.BOARD_MOVE, inp, result_type=BoardWrite,
                                                     **policies.BOARD, summary=summary))
+
+
+async def _settled_local(write: Awaitable[BoardWrite]) -> BoardWrite:
+    """The same activity run locally, so a board that became writable since the run started is
+    still written once (its key). A local activity's failure reaches the workflow bare (and a
+    timeout, on replay, as TimeoutError): a result like the remote one's, never the stage's."""
+    try:
+        return await _settled(write)
+    except (ApplicationError, TemporalTimeout) as err:
+        return BoardWrite(failed=f"gave up after retries: {getattr(err, 'message', None) or err}"[:1_000])
 
 
 async def _settled(write: Awaitable[BoardWrite]) -> BoardWrite:
@@ -56,14 +83,15 @@ async def started(card_key: str, stage: str, run: int) -> BoardWrite:
                                             stage=stage, run=run), f"board: {stage} run {run} started")
 
 
-async def opening(card_key: str, stage: str, run: int, was_blocked: bool) -> tuple[bool, str]:
+async def opening(card_key: str, stage: str, run: int, was_blocked: bool) -> tuple[bool, str, bool]:
     """The started comment and, for a blocked card running again, its unblocking: (whether the
-    run's end is written too (written, or a dry run), the line for the card's details)."""
+    run's end is written too (written, or a dry run), the line for the card's details, whether
+    the started comment was a dry run)."""
     first = await started(card_key, stage, run)
     on_board, line = not first.skipped or bool(first.would), first.line()
     if on_board and was_blocked:
         line += "; " + (await resumed(card_key, stage, run)).line()
-    return on_board, line
+    return on_board, line, is_dry_run(first)
 
 
 async def resumed(card_key: str, stage: str, run: int) -> BoardWrite:
@@ -81,19 +109,21 @@ def retry_words(card_key: str, state: CardState, stage: str) -> str:
     return f"{manual}."
 
 
-async def ended(card_key: str, state: CardState, result: StageRun, next_stage: str) -> list[BoardWrite]:
-    """The outcome comment, then the move (auto-advance) or the blocked column/label."""
+async def ended(card_key: str, state: CardState, result: StageRun, next_stage: str, *,
+                local: bool = False) -> list[BoardWrite]:
+    """The outcome comment, then the move (auto-advance) or the blocked column/label; `local`:
+    as local activities (the run's start was a dry run)."""
     run = result.run
     said = await _comment(BoardCommentInput(
         card_key=card_key, key=f"{card_key}/{run}/{result.stage}", kind="outcome", stage=result.stage, run=run,
         outcome=result.outcome, reason=result.reason[:8_000], pull_request=result.pull_request,
         next_stage=next_stage, retry=retry_words(card_key, state, result.stage) if result.outcome == "failed" else ""),
-        f"board: {result.stage} run {run} {result.outcome}")
+        f"board: {result.stage} run {run} {result.outcome}", local=local)
     writes = [said]
     if state.status == "blocked":
         writes.append(await _move(BoardMoveInput(card_key=card_key, key=f"{card_key}/{run}/blocked", blocked=True),
-                                  "board: blocked"))
+                                  "board: blocked", local=local))
     elif next_stage:
         writes.append(await _move(BoardMoveInput(card_key=card_key, key=f"{card_key}/{run}/move", stage=next_stage),
-                                  f"board: to {next_stage}"))
+                                  f"board: to {next_stage}", local=local))
     return writes

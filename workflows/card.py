@@ -290,8 +290,8 @@ class CardWorkflow:
         was_blocked = self.state.status == "blocked"
         self._set_stage(start, stage, "running")
         self._details()
-        on_board = board_comments = False
-        opening: asyncio.Future[tuple[bool, str]] | None = None
+        on_board = board_comments = dry_run = False
+        opening: asyncio.Future[tuple[bool, str, bool]] | None = None
         if workflow.patched(board.ALONGSIDE):
             # The board hears of the run while its stage starts: nothing awaited before the child.
             opening = asyncio.ensure_future(board.opening(self.card_key, stage, run, was_blocked))
@@ -309,7 +309,7 @@ class CardWorkflow:
             search_attributes=search_attributes(start, stage) if workflow.patched(STATUS_ATTRIBUTES) else None,
         )
         if opening is not None:
-            on_board, self.state.board = await opening
+            on_board, self.state.board, dry_run = await opening
             self._details()
         while not handle.done():
             await workflow.wait_condition(lambda: handle.done() or bool(self.pending or self.comments)
@@ -345,12 +345,13 @@ class CardWorkflow:
             self.stop = None
         self._record(start, result, settings)
         if on_board and result.outcome != "cancelled":
-            await self._board_ended(start, result)
+            await self._board_ended(start, result, dry_run=dry_run)
 
-    async def _board_ended(self, start: CardStart, result: StageRun) -> None:
+    async def _board_ended(self, start: CardStart, result: StageRun, *, dry_run: bool = False) -> None:
         """The run's outcome on the board, then the card to its next column (or blocked)."""
         auto = next((t for t in self.pending if t.delivery_id == f"auto/{result.run}"), None)
-        writes = await board.ended(self.card_key, self.state, result, auto.to if auto else "")
+        local = dry_run and workflow.patched(board.DRY_RUN_LOCAL)
+        writes = await board.ended(self.card_key, self.state, result, auto.to if auto else "", local=local)
         said, last = writes[0], self.state.history[-1] if self.state.history else None
         if start.ref.board == "github" and said.target and last is not None and last.run == result.run:
             self.state.history[-1] = last.model_copy(update={"comment": said.target})

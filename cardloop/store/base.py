@@ -43,6 +43,21 @@ class StoreBase:
     def _insert(self, table: Table) -> postgresql.Insert | sqlite.Insert:
         return postgresql.insert(table) if self._db.dialect == "postgresql" else sqlite.insert(table)
 
+    def _upsert(self, table: Table, keys: tuple[str, ...], update: tuple[str, ...],
+                extra: Mapping[str, Any] | None = None) -> Insert:
+        """INSERT .. ON CONFLICT (keys) DO UPDATE the `update` columns from the new row (plus
+        `extra`), built once per store and executed with the row as parameters: building
+        `excluded` (an alias of every column) each call cost a third of a millisecond per write."""
+        cache: dict[tuple[Any, ...], Insert] = self.__dict__.setdefault("_upserts", {})
+        cache_key = (table.name, keys, update, tuple(extra or ()))
+        stmt = cache.get(cache_key)
+        if stmt is None:
+            insert = self._insert(table)
+            stmt = cache[cache_key] = insert.on_conflict_do_update(
+                index_elements=[table.c[k] for k in keys],
+                set_={name: insert.excluded[name] for name in update} | dict(extra or {}))
+        return stmt
+
     def _insert_new(self, conn: Connection, table: Table, values: Mapping[str, Any]) -> bool:
         # RETURNING, not rowcount: an INSERT's rowcount is not kept by every driver (psycopg
         # under SQLAlchemy 2.1 reports -1), while a returned row is proof on both databases.

@@ -30,22 +30,13 @@ class CardsMixin(StoreBase):
         tenant = self._card_tenant(card_key)
         if card.tenant != tenant:
             raise StoreError(f"card key {card_key!r} names tenant {tenant!r} but the card belongs to {card.tenant!r}")
-        stmt = self._insert(s.cards).values(
-            card_key=card_key,
-            tenant=tenant,
-            board=card.board,
-            card_id=card.id,
-            repo=card.repo,
-            stage=card.stage.value if card.stage is not None else None,
-            fields=card.model_dump_json(exclude={"history", "context"}),
-        )
-        changed = ("board", "card_id", "repo", "stage", "fields")
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[s.cards.c.tenant, s.cards.c.card_key],
-            set_={name: stmt.excluded[name] for name in changed} | {"updated_at": func.current_timestamp()},
-        )
+        row = {"card_key": card_key, "tenant": tenant, "board": card.board, "card_id": card.id, "repo": card.repo,
+               "stage": card.stage.value if card.stage is not None else None,
+               "fields": card.model_dump_json(exclude={"history", "context"})}
+        stmt = self._upsert(s.cards, ("tenant", "card_key"), ("board", "card_id", "repo", "stage", "fields"),
+                            {"updated_at": func.current_timestamp()})
         with self._db.write(tenant) as conn:
-            conn.execute(stmt)
+            conn.execute(stmt, row)
 
     def card_fields(self, card_key: str) -> Card | None:
         """The card without history and context (one row read), or None when not stored."""
@@ -137,12 +128,8 @@ class CardsMixin(StoreBase):
     def message_by_key(self, card_key: str, dedup_key: str) -> tuple[int, Message] | None:
         """The message appended under `dedup_key` and its seq, or None."""
         tenant = self._card_tenant(card_key)
-        m = s.messages.c
         with self._db.read(tenant) as conn:
-            row = conn.execute(
-                select(m.seq, m.body).where(m.card_key == card_key, m.tenant == tenant, m.dedup_key == dedup_key)
-            ).one_or_none()
-        return None if row is None else (int(row.seq), Message.model_validate_json(row.body))
+            return message_by_key_in(conn, card_key, tenant, dedup_key)
 
     def first_seq_under(self, card_key: str, key_prefix: str) -> int | None:
         """The seq of the first message appended under a dedup key starting with `key_prefix`
@@ -223,3 +210,11 @@ def _seq_for(conn: Connection, card_key: str, tenant: str, dedup_key: str) -> in
         select(m.seq).where(m.card_key == card_key, m.tenant == tenant, m.dedup_key == dedup_key)
     ).scalar_one_or_none()
     return None if seq is None else int(seq)
+
+
+def message_by_key_in(conn: Connection, card_key: str, tenant: str, dedup_key: str) -> tuple[int, Message] | None:
+    m = s.messages.c
+    row = conn.execute(
+        select(m.seq, m.body).where(m.card_key == card_key, m.tenant == tenant, m.dedup_key == dedup_key)
+    ).one_or_none()
+    return None if row is None else (int(row.seq), Message.model_validate_json(row.body))

@@ -15,8 +15,8 @@ from sqlalchemy import select
 from cardloop.prompts.card import Message
 from cardloop.store import schema as s
 from cardloop.store.base import check_text
-from cardloop.store.cards import CardsMixin
-from cardloop.store.usage import UsageMixin
+from cardloop.store.cards import CardsMixin, message_by_key_in
+from cardloop.store.usage import UsageMixin, kept_usage
 from cardloop.store.values import MAX_KEY, StoredEffect, StoredReply, UsageRecord
 
 
@@ -35,11 +35,15 @@ class LedgerMixin(CardsMixin, UsageMixin):
 
     def stored_reply(self, card_key: str, dedup_key: str) -> StoredReply | None:
         """The reply stored under `dedup_key`, with the usage of the call that produced it."""
-        found = self.message_by_key(card_key, dedup_key)
-        if found is None:
-            return None
-        seq, message = found
-        return StoredReply(seq=seq, message=message, usage=self.call_usage(card_key, dedup_key))
+        # One snapshot for both: the reply and its bill are written in one transaction, and read
+        # in one (a transaction fewer for each of the two lookups of every model call).
+        tenant = self._card_tenant(card_key)
+        with self._db.read(tenant) as conn:
+            found = message_by_key_in(conn, card_key, tenant, dedup_key)
+            if found is None:
+                return None
+            seq, message = found
+            return StoredReply(seq=seq, message=message, usage=kept_usage(conn, card_key, tenant, dedup_key))
 
     def record_effect(self, card_key: str, key: str, kind: str, result: str,
                       usage: UsageRecord | None = None) -> bool:

@@ -43,21 +43,14 @@ class UsageMixin(StoreBase):
             self._upsert_usage(conn, record)
 
     def _upsert_usage(self, conn: Connection, record: UsageRecord) -> None:
-        stmt = self._insert(s.llm_usage).values(**usage_values(record))
-        conn.execute(stmt.on_conflict_do_update(
-            index_elements=[s.llm_usage.c.tenant, s.llm_usage.c.card_key, s.llm_usage.c.call_key,
-                            s.llm_usage.c.attempt],
-            set_={name: stmt.excluded[name] for name in _SETTLED}))
+        conn.execute(self._upsert(s.llm_usage, ("tenant", "card_key", "call_key", "attempt"), _SETTLED),
+                     dict(usage_values(record)))
 
     def call_usage(self, card_key: str, call_key: str) -> UsageRecord | None:
         """The ledger row of the attempt whose result was kept for `call_key`, or None."""
         tenant = self._card_tenant(card_key)
-        u = s.llm_usage.c
-        query = select(s.llm_usage).where(u.card_key == card_key, u.tenant == tenant, u.call_key == call_key,
-                                          u.kept.is_(True), u.status == "done").order_by(u.attempt).limit(1)
         with self._db.read(tenant) as conn:
-            row = conn.execute(query).one_or_none()
-        return None if row is None else usage_record(row._mapping)
+            return kept_usage(conn, card_key, tenant, call_key)
 
     def ledger(self, card_key: str) -> list[UsageRecord]:
         """Every call attempt of the card, in the order they were opened."""
@@ -96,6 +89,15 @@ class UsageMixin(StoreBase):
             retries=sum(r for *_, r, _ in rows),
             unknown=sum(n for *_, n in rows),
         )
+
+
+def kept_usage(conn: Connection, card_key: str, tenant: str, call_key: str) -> UsageRecord | None:
+    """The ledger row of the attempt whose result was kept for `call_key`, or None."""
+    u = s.llm_usage.c
+    query = select(s.llm_usage).where(u.card_key == card_key, u.tenant == tenant, u.call_key == call_key,
+                                      u.kept.is_(True), u.status == "done").order_by(u.attempt).limit(1)
+    row = conn.execute(query).one_or_none()
+    return None if row is None else usage_record(row._mapping)
 
 
 def usage_values(record: UsageRecord) -> dict[str, Any]:

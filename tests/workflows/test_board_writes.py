@@ -155,9 +155,10 @@ async def test_a_failed_stage_says_its_root_cause_and_how_to_retry(stack: Stack,
 async def test_a_board_cardloop_cannot_write_to_gets_a_dry_run(stack: Stack, boards: dict[str, Board]) -> None:
     # The demo's card: board "github-projects" has no client (no credential would behave the same).
     ref = stack.cards.import_card(small_card("PAY-142", board="github-projects"))
-    await stack.cards.move(ref, "testing", delivery_id="d-1")
+    handle = await stack.cards.move(ref, "testing", delivery_id="d-1")
     state = await stack.wait_state(ref, lambda s: s.status == "done")
     assert state.board.startswith("would comment: cardloop · testing (run 1) completed. (skipped: board "
                                   "'github-projects' is none of github, linear, jira, trello, generic")
     assert "; would move the card to the column of done (skipped: " in state.board
     assert all(b.requests == [] for b in boards.values())
+    await replay_all(stack.client, handle, "board-dry-run-local")
