@@ -15,6 +15,7 @@ from tests.stack import Stack, small_card
 pytestmark = pytest.mark.timeout(180)
 
 
+@pytest.mark.model_timeout(30)  # the stack's 5 s would end the held call early: the card moved on under load
 async def test_card_show_says_which_turn_runs_and_what_it_does(stack: Stack, tmp_path: Path) -> None:
     env = cli_env(stack, tmp_path)
     stack.model.inject(delay=15.0)  # planning's first model call: the turn in progress while we look
