@@ -14,6 +14,7 @@ import pytest
 
 from cardloop.app.devserver import free_port
 from tests.cardloop.app.cli.procs import CLI
+from tests.cardloop.app.cli.stack_cli import cardloop, cli_env
 from tests.conftest import ROOT
 from tests.stack import NO_SOURCES, Stack, small_card
 
@@ -77,15 +78,10 @@ async def test_card_list_shows_stage_status_and_cost_and_filters(stack: Stack, t
 
 @pytest.mark.stack_env(CARDLOOP_RETRY__OVERLOAD_DEADLINE="0")
 async def test_card_list_status_failed_is_a_card_standing_on_a_failed_run(stack: Stack, tmp_path: Path) -> None:
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CARDLOOP_")},
-           "HOME": str(tmp_path), "ANTHROPIC_API_KEY": "sk-ant-test", **NO_SOURCES,
-           "CARDLOOP_TEMPORAL__ADDRESS": stack.config.temporal.address,
-           "CARDLOOP_TEMPORAL__TASK_QUEUE": stack.task_queue, "DATABASE_URL": stack.store.url,
-           "CARDLOOP_TEMPORAL__ENCRYPT_PAYLOADS": "false"}
+    env = cli_env(stack, tmp_path)
 
     async def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return await asyncio.to_thread(subprocess.run, [str(CLI), "card", "list", *args], capture_output=True,
-                                       text=True, cwd=ROOT, env=env, timeout=60)
+        return await cardloop(env, "card", "list", *args)
 
     stack.model.inject(status=529)  # the first call gives up at once: the testing run fails
     failed = stack.cards.import_card(small_card("LIST-FAIL-1"))
