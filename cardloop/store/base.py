@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import Insert
+from sqlalchemy.sql.elements import ClauseElement
 
 from cardloop.store import schema as s
 from cardloop.store.engine import Database
@@ -48,6 +49,10 @@ class StoreBase:
         """INSERT .. ON CONFLICT (keys) DO UPDATE the `update` columns from the new row (plus
         `extra`), built once per store and executed with the row as parameters: building
         `excluded` (an alias of every column) each call cost a third of a millisecond per write."""
+        # The statement is cached by column names: `extra` must hold SQL expressions evaluated at
+        # execution (CURRENT_TIMESTAMP), never Python values, which the first call would freeze.
+        if extra and not all(isinstance(v, ClauseElement) for v in extra.values()):
+            raise TypeError("_upsert extra values must be SQL expressions; pass row values as parameters")
         cache: dict[tuple[Any, ...], Insert] = self.__dict__.setdefault("_upserts", {})
         cache_key = (table.name, keys, update, tuple(extra or ()))
         stmt = cache.get(cache_key)

@@ -498,3 +498,9 @@ def test_delivery_seen_is_what_record_delivery_remembered(store: Store) -> None:
     assert not store.delivery_seen("globex", "github", "sha256:aa")
     with pytest.raises(TenantScopeError):
         store.for_tenant("globex").delivery_seen("acme", "github", "sha256:aa")
+
+
+def test_a_cached_upsert_refuses_a_python_value_it_would_freeze(store: Store) -> None:
+    # The statement is cached by column names: a value in `extra` would be the first call's forever.
+    with pytest.raises(TypeError, match="SQL expressions"):
+        store._upsert(store_schema.cards, ("tenant", "card_key"), ("stage",), {"updated_at": datetime.now(UTC)})
