@@ -118,10 +118,10 @@ class PromptAssembler:
         self.templates = templates
         self.counter = counter
         self.scrubber = scrubber or Scrubber()
-        self._messages: dict[bytes, Any] = {}
+        self._messages: dict[tuple[object, ...], Any] = {}
         self._lock = threading.RLock()
         self._excerpts: OrderedDict[tuple[bytes, int, bool, float], Excerpt] = OrderedDict()
-        self._facts: dict[bytes, dict[str, list[str]]] = {}
+        self._facts: dict[tuple[int, ...], dict[str, list[str]]] = {}
         self._context_fits: OrderedDict[bytes, tuple[ContextFit, Counter[str]]] = OrderedDict()
 
     def guardrails(self) -> str:

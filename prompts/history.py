@@ -15,7 +15,7 @@ survive folding verbatim in a small block of their own, in both cases.
 
 from __future__ import annotations
 
-import hashlib
+import itertools
 import math
 import re
 from collections import Counter
@@ -31,7 +31,7 @@ from cardloop.prompts.log_errors import may_have_errors
 from cardloop.prompts.logs import excerpt_log, excerpt_text, find_error_lines
 from cardloop.prompts.scrub import Scrubber, in_item
 from cardloop.prompts.settings import HistorySettings
-from cardloop.prompts.tokens import TokenCounter, digest
+from cardloop.prompts.tokens import TokenCounter
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +203,7 @@ def render_pinned(facts: dict[str, list[str]], first: int, last: int, max_tokens
 
 @dataclass(slots=True)
 class _Rendered:
-    """One message as it goes into a prompt, cached by the message's content digest."""
+    """One message as it goes into a prompt, cached by the message's fields (`_message_key`)."""
 
     text: str               # redacted content
     rules: tuple[str, ...]  # redaction rules that fired
@@ -211,29 +211,39 @@ class _Rendered:
     raw: int = -1           # tokenizer count of turn.text, -1 until counted
     facts: dict[str, list[str]] | None = None
     message: Message | None = None  # the message with every field redacted (what turn shows)
-    key: bytes = b""               # the message's digest (its key in the cache)
+    serial: int = 0                 # unique per record: a folded range's facts are keyed by these
 
 
-def _message_key(m: Message) -> bytes:
-    # Every message of the history is keyed on every assembly (the warm path's main cost): one
-    # string, one hash. repr, not str, of the time: a third of the cost, and equal reprs render
-    # equal times.
+# What a message renders from, as a tuple: the render cache's key. Each activity call deserializes
+# the card afresh, so the key is built for every message of every assembly (the warm path's main
+# cost): a tuple of the fields themselves is built and hashed many times faster than a digest of
+# them, and the dict compares the fields on a hit, so a hash collision can never return another
+# message's rendering. It keeps the raw fields alive as long as the record (which holds the
+# redacted ones, the same strings when nothing was redacted).
+_MessageKey = tuple[object, ...]
+# Record serials: never reused, unlike id(), so a key of serials names one set of records.
+_SERIALS = itertools.count(1)
+
+
+def _message_key(m: Message) -> _MessageKey:
+    at = m.created_at
+    # Aware datetimes at the same instant compare equal whatever their offset, and a datetime's
+    # fold is ignored: both change what isoformat() renders, so both are in the key.
+    when = (at, at.tzinfo, at.fold) if at is not None else None
+    # Tool inputs are plain dicts (1 == True == 1.0 in Python, not in JSON): keyed by their JSON.
     calls = "".join(c.model_dump_json() for c in m.tool_calls) if m.tool_calls else ""
-    at = repr(m.created_at) if m.created_at is not None else ""
-    error = "\x00error" if m.is_error else ""
-    text = f"{m.role}\x00{m.id}\x00{m.author}\x00{at}\x00{m.tool_call_id}\x00{calls}\x00{m.content}{error}"
-    return digest(text)
+    return (m.role, m.id, m.author, when, m.tool_call_id, calls, m.content, m.is_error)
 
 
 class HistoryFitter:
     """Fits one card's history. Counting goes newest first and stops once the budget is
     exceeded, so a long history costs about one budget's worth of tokenizing, not all of it.
-    `cache` (message digest -> rendered message) is shared across assemblies, so re-assembling
+    `cache` (message fields -> rendered message) is shared across assemblies, so re-assembling
     after one new message renders, redacts and counts only that message."""
 
     def __init__(self, counter: TokenCounter, scrubber: Scrubber, settings: HistorySettings,
-                 message_overhead: int = 4, cache: dict[bytes, _Rendered] | None = None,
-                 facts_cache: dict[bytes, dict[str, list[str]]] | None = None) -> None:
+                 message_overhead: int = 4, cache: dict[_MessageKey, _Rendered] | None = None,
+                 facts_cache: dict[tuple[int, ...], dict[str, list[str]]] | None = None) -> None:
         self.counter = counter
         self.scrubber = scrubber
         self.settings = settings
@@ -252,7 +262,8 @@ class HistoryFitter:
             # Every field the turn shows, not only the content: author, ids, tool names and inputs.
             clean = self.scrubber.scrub_message(m, rules)
             text = clean.content
-            rec = _Rendered(text, tuple(rules.elements()), render_message(clean, text), message=clean, key=key)
+            rec = _Rendered(text, tuple(rules.elements()), render_message(clean, text), message=clean,
+                            serial=next(_SERIALS))
             self.cache[key] = rec
             if len(self.cache) > 200_000:
                 self.cache.pop(next(iter(self.cache)))
@@ -272,8 +283,8 @@ class HistoryFitter:
 
     def _facts(self, recs: Sequence[_Rendered], messages: Sequence[Message]) -> dict[str, list[str]]:
         # The folded range stays put between fold steps: its merged facts are kept by the range's
-        # message digests, so a turn between steps does not merge them again.
-        key = hashlib.blake2b(b"".join(r.key for r in recs), digest_size=20).digest()
+        # messages' records (their serials), so a turn between steps does not merge them again.
+        key = tuple(r.serial for r in recs)
         hit = self.facts_cache.get(key)
         if hit is None:
             hit = self.facts_cache[key] = self._merge_facts(recs, messages)

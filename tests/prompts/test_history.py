@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import random
+from datetime import UTC
 
 from cardloop.prompts.card import Message
 from cardloop.prompts.history import _PATH, FoldRequest, HistoryFitter, find_paths, group_units
@@ -136,3 +137,25 @@ def test_find_paths_matches_the_plain_scan_of_the_path_pattern() -> None:
              for _ in range(rng.randint(0, 40))) for _ in range(20_000))]
     for text in texts:
         assert [m.span() for m in find_paths(text)] == [m.span() for m in _PATH.finditer(text)], text
+
+
+def test_render_cache_tells_apart_messages_python_calls_equal(counter: TokenCounter) -> None:
+    # The render cache is keyed by the message's fields: the same instant at another offset and a
+    # tool input of 1 instead of true compare equal in Python but render differently.
+    from datetime import datetime, timedelta, timezone
+
+    from cardloop.prompts.card import ToolCall
+
+    at = datetime(2024, 1, 1, 12, tzinfo=UTC)
+    fitter = HistoryFitter(counter, Scrubber(), HistorySettings())
+    pairs = [
+        (Message(role="user", content="hi", created_at=at),
+         Message(role="user", content="hi", created_at=at.astimezone(timezone(timedelta(hours=2))))),
+        (Message(role="assistant", tool_calls=(ToolCall(id="c1", name="run", input={"n": 1}),)),
+         Message(role="assistant", tool_calls=(ToolCall(id="c1", name="run", input={"n": True}),))),
+    ]
+    for a, b in pairs:
+        assert a == b
+        first, second = repr(fitter.fit([a], 10_000).turns), repr(fitter.fit([b], 10_000).turns)
+        assert first != second
+        assert second == repr(HistoryFitter(counter, Scrubber(), HistorySettings()).fit([b], 10_000).turns)
