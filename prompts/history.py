@@ -308,16 +308,36 @@ class HistoryFitter:
             return HistoryFit((), 0, "empty", (row,))
         budget = max(0, budget)
         n = len(messages)
-        recs = [self._render(m, found, i) for i, m in enumerate(messages)]
+        # Every message is looked up on every assembly: a hit without redactions to report (nearly
+        # all of them) is served inline, without a call.
+        cache_get = self.cache.get
+        recs: list[_Rendered] = []
+        for i, m in enumerate(messages):
+            rec = cache_get(_message_key(m))
+            recs.append(self._render(m, found, i) if rec is None or rec.rules else rec)
         texts = [r.text for r in recs]
         turns: list[Turn] = [r.turn for r in recs]
-        costs: list[int | None] = [None] * n
+        # Each message's cost as rendered (before any cut), None until counted; counts the cache
+        # already holds are filled in at once (one cache hit each).
+        ov, cal = self.overhead, self.counter.calibration
+        if cal == 1.0:
+            full: list[int | None] = [r.raw + ov if r.raw >= 0 else None for r in recs]
+        else:
+            full = [math.ceil(r.raw * cal) + ov if r.raw >= 0 else None for r in recs]
+        self.counter.stats.hits += n - full.count(None)
+        costs = list(full)  # what the fit charges: a cut message's cost replaces its full one
+
+        def full_cost(i: int) -> int:
+            c = full[i]
+            if c is None:
+                c = full[i] = self._rec_cost(recs[i])
+                if costs[i] is None:
+                    costs[i] = c
+            return c
 
         def cost(i: int) -> int:
             c = costs[i]
-            if c is None:
-                c = costs[i] = self._rec_cost(recs[i])
-            return c
+            return full_cost(i) if c is None else c
 
         total = 0
         for i in range(n - 1, -1, -1):
@@ -344,11 +364,11 @@ class HistoryFitter:
 
         def measure_unit(u: tuple[int, int]) -> int:
             # A message larger than its share of the tail budget is excerpted so the tail can hold it.
-            cap = max(0, tail_budget // (u[1] - u[0] + 1) - self.overhead)
+            cap = max(0, tail_budget // (u[1] - u[0] + 1) - ov)
             total = 0
             for i in range(u[0], u[1] + 1):
                 c = cost(i)
-                if i not in cut_at and c - self.overhead > cap:
+                if c - ov > cap and i not in cut_at:
                     clean = recs[i].message or messages[i]
                     turns[i] = render_message(clean, self._shrink(clean, texts[i], cap))
                     c = costs[i] = cut_at[i] = self._cost(turns[i])
@@ -359,7 +379,10 @@ class HistoryFitter:
             """The units before `end`, newest first, while their sum stays within `limit`:
             (the first unit taken, the sum)."""
             while end > 0:
-                c = unit_cost(units[end - 1])
+                u = units[end - 1]
+                c = unit_costs.get(u)  # unit_cost(u), inline: this loop walks half the history
+                if c is None:
+                    c = unit_costs[u] = measure_unit(u)
                 if used + c > limit:
                     break
                 end -= 1
@@ -378,8 +401,9 @@ class HistoryFitter:
 
         def step_boundary(minimal: int, step: int) -> int:
             if not running:
-                full = list(map(self._rec_cost, recs))
-                running.extend(accumulate(full[a] if a == b else sum(full[a: b + 1]) for a, b in units))
+                every = [full_cost(i) if c is None else c for i, c in enumerate(full)]
+                running.extend(accumulate(every) if len(units) == n  # every message its own unit
+                               else accumulate(every[a] if a == b else sum(every[a: b + 1]) for a, b in units))
             return _step_boundary(running, minimal, step)
 
         def cut_rows(us: Sequence[tuple[int, int]]) -> None:
