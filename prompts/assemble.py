@@ -122,6 +122,7 @@ class PromptAssembler:
         self._lock = threading.RLock()
         self._excerpts: OrderedDict[tuple[bytes, int, bool, float], Excerpt] = OrderedDict()
         self._facts: dict[tuple[int, ...], dict[str, list[str]]] = {}
+        self._pinned: dict[tuple[object, ...], str] = {}
         self._context_fits: OrderedDict[bytes, tuple[ContextFit, Counter[str]]] = OrderedDict()
 
     def guardrails(self) -> str:
@@ -264,7 +265,8 @@ class PromptAssembler:
         opener = Turn("user", "(The card's conversation continues.)")
         opener_cost = counter.count(opener.text) + overhead
         history_budget = max(0, min(budget.history, left) - opener_cost)
-        history = HistoryFitter(counter, self.scrubber, settings.history, overhead, self._messages, self._facts).fit(
+        history = HistoryFitter(counter, self.scrubber, settings.history, overhead, self._messages, self._facts,
+                                self._pinned).fit(
             card.history, history_budget, summarizer, found)
         rows.extend(history.rows)
         needs_opener = bool(history.turns) and history.turns[0].role == "assistant"

@@ -229,10 +229,11 @@ def _message_key(m: Message) -> _MessageKey:
     f = m.__dict__  # the model's fields: reading them here costs half of attribute access
     at = f["created_at"]
     # Aware datetimes at the same instant compare equal whatever their offset, and a datetime's
-    # fold is ignored: both change what isoformat() renders. Its pickled state (protocol 4: the
-    # fields and fold in 10 bytes, and the tzinfo) tells them apart, and costs less to hash and
-    # compare than the datetime itself (whose offset comes from a call into the tzinfo).
-    when = at.__reduce_ex__(4)[1] if at is not None else None
+    # fold is ignored: both change what isoformat() renders. Its fields and fold (the first item
+    # of its pickled state, protocol 4: 10 bytes) and its offset say exactly what it renders, and
+    # cost less to hash and compare than the datetime (whose every hash or comparison calls into
+    # its tzinfo) or its tzinfo.
+    when = (at.__reduce_ex__(4)[1][0], at.utcoffset()) if at is not None else None
     # Tool inputs are plain dicts (1 == True == 1.0 in Python, not in JSON): keyed by their JSON.
     calls = f["tool_calls"]
     calls_json = "".join(c.model_dump_json() for c in calls) if calls else ""
@@ -247,13 +248,15 @@ class HistoryFitter:
 
     def __init__(self, counter: TokenCounter, scrubber: Scrubber, settings: HistorySettings,
                  message_overhead: int = 4, cache: dict[_MessageKey, _Rendered] | None = None,
-                 facts_cache: dict[tuple[int, ...], dict[str, list[str]]] | None = None) -> None:
+                 facts_cache: dict[tuple[int, ...], dict[str, list[str]]] | None = None,
+                 pinned_cache: dict[tuple[object, ...], str] | None = None) -> None:
         self.counter = counter
         self.scrubber = scrubber
         self.settings = settings
         self.overhead = message_overhead
         self.cache = cache if cache is not None else {}
         self.facts_cache = facts_cache if facts_cache is not None else {}
+        self.pinned_cache = pinned_cache if pinned_cache is not None else {}
 
     def _cost(self, turn: Turn) -> int:
         return self.counter.count(turn.counted_text()) + self.overhead
@@ -285,10 +288,24 @@ class HistoryFitter:
         cal = self.counter.calibration
         return (rec.raw if cal == 1.0 else math.ceil(rec.raw * cal)) + self.overhead
 
-    def _facts(self, recs: Sequence[_Rendered], messages: Sequence[Message]) -> dict[str, list[str]]:
+    def _pinned(self, recs: Sequence[_Rendered], messages: Sequence[Message], first: int, last: int,
+                max_tokens: int) -> str:
+        """The pinned-facts block of messages[first:last+1] (`recs` and `messages` are that range),
+        kept like its facts, by the records' serials, and the block's place and size."""
+        serials = tuple(r.serial for r in recs)
+        key = (serials, first, last, max_tokens, self.counter.calibration, self.counter.encoding_name)
+        hit = self.pinned_cache.get(key)
+        if hit is None:
+            facts = self._facts(recs, messages, serials)
+            hit = self.pinned_cache[key] = render_pinned(facts, first, last, max_tokens, self.counter.count)
+            if len(self.pinned_cache) > 256:
+                self.pinned_cache.pop(next(iter(self.pinned_cache)))
+        return hit
+
+    def _facts(self, recs: Sequence[_Rendered], messages: Sequence[Message],
+               key: tuple[int, ...]) -> dict[str, list[str]]:
         # The folded range stays put between fold steps: its merged facts are kept by the range's
         # messages' records (their serials), so a turn between steps does not merge them again.
-        key = tuple(r.serial for r in recs)
         hit = self.facts_cache.get(key)
         if hit is None:
             hit = self.facts_cache[key] = self._merge_facts(recs, messages)
@@ -345,7 +362,8 @@ class HistoryFitter:
 
         total = 0
         for i in range(n - 1, -1, -1):
-            total += cost(i)
+            c = costs[i]
+            total += full_cost(i) if c is None else c
             if total > budget:
                 break
         else:
@@ -440,9 +458,8 @@ class HistoryFitter:
             head_units, fold_units = [], units[:tail_start]
         first, last = fold_units[0][0], fold_units[-1][1]
         folded_messages = messages[first: last + 1]
-        facts = self._facts(recs[first: last + 1], folded_messages)
-        pinned = render_pinned(facts, first, last, int(budget * self.settings.pinned_fraction),
-                               self.counter.count)
+        pinned = self._pinned(recs[first: last + 1], folded_messages, first, last,
+                              int(budget * self.settings.pinned_fraction))
         pinned_cost = self.counter.count(pinned) if pinned else 0
         head_cost = sum(unit_cost(u) for u in head_units)
         tail_cost = used
@@ -533,8 +550,8 @@ class HistoryFitter:
         out: list[Turn] = []
         pinned_used = 0
         if dropped_last >= 0 and pinned_cap > 0:
-            facts = self._facts(recs[: dropped_last + 1], messages[: dropped_last + 1])
-            pinned = render_pinned(facts, 0, dropped_last, pinned_cap, self.counter.count)
+            pinned = self._pinned(recs[: dropped_last + 1], messages[: dropped_last + 1], 0, dropped_last,
+                                  pinned_cap)
             if pinned:
                 out.append(Turn("user", pinned))
                 pinned_used = self._cost(out[0])

@@ -8,6 +8,8 @@ directory that has the file wins. Templates use `string.Template` placeholders
 
 from __future__ import annotations
 
+import functools
+import os
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,7 +35,10 @@ class LoadedTemplate:
         ).strip()
 
 
+@functools.lru_cache(maxsize=1024)
 def _normalize_name(name: str) -> str:
+    # Cached: every assembly looks up the same few names, and a PurePosixPath costs far more
+    # than the lookup it guards. A bad name raises every time (lru_cache keeps no exceptions).
     name = name.strip()
     if not name.endswith(".md"):
         name += ".md"
@@ -79,7 +84,10 @@ class TemplateStore:
         return loaded
 
     def exists(self, name: str) -> bool:
-        return any(exists for _, _, exists in self.candidates(name))
+        # Asked twice per assembly: one stat per directory on plain strings, no Path objects. Not
+        # cached: a template dropped into an override directory counts from the next assembly.
+        rel = _normalize_name(name)
+        return any(os.path.isfile(os.path.join(d, rel)) for d, _ in self.search_path())
 
     def names(self) -> list[str]:
         found: set[str] = set()
