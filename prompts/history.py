@@ -229,11 +229,10 @@ def _message_key(m: Message) -> _MessageKey:
     f = m.__dict__  # the model's fields: reading them here costs half of attribute access
     at = f["created_at"]
     # Aware datetimes at the same instant compare equal whatever their offset, and a datetime's
-    # fold is ignored: both change what isoformat() renders. Its fields and fold (the first item
-    # of its pickled state, protocol 4: 10 bytes) and its offset say exactly what it renders, and
-    # cost less to hash and compare than the datetime (whose every hash or comparison calls into
-    # its tzinfo) or its tzinfo.
-    when = (at.__reduce_ex__(4)[1][0], at.utcoffset()) if at is not None else None
+    # fold is ignored: both change what isoformat() renders. Its pickled state (protocol 4: the
+    # fields and fold in 10 bytes, and the tzinfo) tells them apart, and costs less to hash and
+    # compare than the datetime itself or its offset (each a call into the tzinfo).
+    when = at.__reduce_ex__(4)[1] if at is not None else None
     # Tool inputs are plain dicts (1 == True == 1.0 in Python, not in JSON): keyed by their JSON.
     calls = f["tool_calls"]
     calls_json = "".join(c.model_dump_json() for c in calls) if calls else ""
