@@ -375,13 +375,23 @@ class HistoryFitter:
         tail_budget = int(budget * self.settings.tail_fraction)
         units = group_units(messages)
 
-        unit_costs: dict[tuple[int, int], int] = {}
+        # Each unit's cost by index, None until measured. A message already counted and within
+        # the cap needs no measuring when it is a unit of its own (the usual chat): filled in.
+        if len(units) == n:
+            cap1 = max(0, tail_budget - ov)
+            unit_costs: list[int | None] = [c if c is not None and c - ov <= cap1 else None for c in costs]
+        else:
+            unit_costs = [None] * len(units)
 
-        def unit_cost(u: tuple[int, int]) -> int:
-            hit = unit_costs.get(u)
-            if hit is None:
-                hit = unit_costs[u] = measure_unit(u)
-            return hit
+        def unit_cost(k: int) -> int:
+            c = unit_costs[k]
+            if c is None:
+                c = unit_costs[k] = measure_unit(units[k])
+            return c
+
+        def units_sum(start: int) -> int:
+            """The cost of units[start:]."""
+            return sum(c if c is not None else unit_cost(k) for k, c in enumerate(unit_costs[start:], start))
 
         def measure_unit(u: tuple[int, int]) -> int:
             # A message larger than its share of the tail budget is excerpted so the tail can hold it.
@@ -400,10 +410,9 @@ class HistoryFitter:
             """The units before `end`, newest first, while their sum stays within `limit`:
             (the first unit taken, the sum)."""
             while end > 0:
-                u = units[end - 1]
-                c = unit_costs.get(u)  # unit_cost(u), inline: this loop walks half the history
+                c = unit_costs[end - 1]
                 if c is None:
-                    c = unit_costs[u] = measure_unit(u)
+                    c = unit_cost(end - 1)
                 if used + c > limit:
                     break
                 end -= 1
@@ -447,10 +456,10 @@ class HistoryFitter:
         step_end = step_boundary(tail_start - 1, int(tail_budget * self.settings.fold_step_fraction))
         if step_end >= tail_start:
             tail_start = step_end + 1
-            used = sum(unit_cost(u) for u in units[tail_start:])
+            used = units_sum(tail_start)
         head_units: list[tuple[int, int]] = []
         if (messages[units[0][0]].role == "user"
-                and unit_cost(units[0]) <= budget * self.settings.first_request_max_fraction):
+                and unit_cost(0) <= budget * self.settings.first_request_max_fraction):
             head_units = [units[0]]
         fold_units = units[len(head_units): tail_start]
         if not fold_units:  # everything is head or tail yet over budget: fold the head too
@@ -460,7 +469,7 @@ class HistoryFitter:
         pinned = self._pinned(recs[first: last + 1], folded_messages, first, last,
                               int(budget * self.settings.pinned_fraction))
         pinned_cost = self.counter.count(pinned) if pinned else 0
-        head_cost = sum(unit_cost(u) for u in head_units)
+        head_cost = unit_cost(0) if head_units else 0
         tail_cost = used
 
         summary_text, failure = "", ""
@@ -544,7 +553,7 @@ class HistoryFitter:
             step_end = step_boundary(keep_from - 1, int(room * self.settings.fold_step_fraction))
             if step_end >= keep_from:
                 keep_from = step_end + 1
-                kept = sum(unit_cost(u) for u in units[keep_from:])
+                kept = units_sum(keep_from)
         dropped_last = units[keep_from - 1][1] if keep_from > 0 else -1
         out: list[Turn] = []
         pinned_used = 0
