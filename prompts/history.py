@@ -466,8 +466,9 @@ class HistoryFitter:
             head_units, fold_units = [], units[:tail_start]
         first, last = fold_units[0][0], fold_units[-1][1]
         folded_messages = messages[first: last + 1]
+        # The fold's pinned facts go out only with a summary: without a summarizer it truncates.
         pinned = self._pinned(recs[first: last + 1], folded_messages, first, last,
-                              int(budget * self.settings.pinned_fraction))
+                              int(budget * self.settings.pinned_fraction)) if summarizer is not None else ""
         pinned_cost = self.counter.count(pinned) if pinned else 0
         head_cost = unit_cost(0) if head_units else 0
         tail_cost = used
