@@ -18,10 +18,12 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import cast
 
 from cardloop.prompts.card import Message
 from cardloop.prompts.conversation import ToolOutput, ToolUse, Turn
@@ -359,13 +361,8 @@ class HistoryFitter:
             c = costs[i]
             return full_cost(i) if c is None else c
 
-        total = 0
-        for i in range(n - 1, -1, -1):
-            c = costs[i]
-            total += full_cost(i) if c is None else c
-            if total > budget:
-                break
-        else:
+        start, total = _take_newest(costs, n, 0, budget, full_cost)
+        if start == 0:
             row = ExplainRow("history", f"{n} messages", "card history", "verbatim", total,
                              f"fits the history budget ({total:,} of {budget:,})")
             return HistoryFit(tuple(turns), total, "verbatim", (row,), costs=tuple(cost(i) for i in range(n)))
@@ -409,15 +406,7 @@ class HistoryFitter:
         def take_newest(end: int, used: int, limit: int) -> tuple[int, int]:
             """The units before `end`, newest first, while their sum stays within `limit`:
             (the first unit taken, the sum)."""
-            while end > 0:
-                c = unit_costs[end - 1]
-                if c is None:
-                    c = unit_cost(end - 1)
-                if used + c > limit:
-                    break
-                end -= 1
-                used += c
-            return end, used
+            return _take_newest(unit_costs, end, used, limit, unit_cost)
 
         def kept_turns(us: Sequence[tuple[int, int]]) -> list[Turn]:
             return [turns[i] for u in us for i in range(u[0], u[1] + 1)]
@@ -582,6 +571,31 @@ class HistoryFitter:
         target = max(0, cap - frame - 2)
         excerpt = (excerpt_log if message.role == "tool" else excerpt_text)(text, target, self.counter.count)
         return excerpt.text
+
+
+def _take_newest(values: list[int | None], end: int, used: int, limit: int,
+                 resolve: Callable[[int], int]) -> tuple[int, int]:
+    """Walks values[end-1], values[end-2], ... adding each to `used` while the sum stays within
+    `limit`: (the first index taken, the sum). `resolve(i)` computes and stores values[i] when it
+    is None (a count not made yet), so the walk costs only what it reaches. A run of known values
+    that reaches the start (a warm assembly: all but the new messages) is summed in C and cut by
+    bisection, which gives the same answer: the values are never negative (token counts plus a
+    non-negative overhead; checked), so the running sums only grow."""
+    while end > 0:
+        c = values[end - 1]
+        if c is None:
+            c = resolve(end - 1)
+        else:
+            known = cast(list[int], values[:end])
+            if None not in known and min(known) >= 0:
+                sums = list(accumulate(reversed(known), initial=used))
+                k = max(0, bisect_right(sums, limit) - 1)
+                return end - k, sums[k]
+        if used + c > limit:
+            break
+        end -= 1
+        used += c
+    return end, used
 
 
 def _step_boundary(running: Sequence[int], minimal: int, step: int) -> int:
