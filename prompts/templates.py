@@ -84,9 +84,13 @@ class TemplateStore:
         return loaded
 
     def exists(self, name: str) -> bool:
-        # Asked twice per assembly: one stat per directory on plain strings, no Path objects. Not
-        # cached: a template dropped into an override directory counts from the next assembly.
+        # Asked twice per assembly. A loaded template exists from then on: load() serves it from
+        # its cache, whatever happens on disk. Any other name costs one stat per directory (on
+        # plain strings, no Path objects), so a template dropped into an override directory
+        # counts from the next assembly.
         rel = _normalize_name(name)
+        if rel in self._cache:
+            return True
         return any(os.path.isfile(os.path.join(d, rel)) for d, _ in self.search_path())
 
     def names(self) -> list[str]:
