@@ -408,11 +408,12 @@ class HistoryFitter:
             (the first unit taken, the sum)."""
             return _take_newest(unit_costs, end, used, limit, unit_cost)
 
+        # `us` is always a run of consecutive units, so its messages are one slice.
         def kept_turns(us: Sequence[tuple[int, int]]) -> list[Turn]:
-            return [turns[i] for u in us for i in range(u[0], u[1] + 1)]
+            return turns[us[0][0]: us[-1][1] + 1] if us else []
 
         def kept_costs(us: Sequence[tuple[int, int]]) -> list[int]:
-            return [cost(i) for u in us for i in range(u[0], u[1] + 1)]
+            return [cost(i) for i in range(us[0][0], us[-1][1] + 1)] if us else []
 
         # Running token counts of the messages as rendered (before any cut), by unit: where the
         # fold's steps fall. Computed once per fit, however many boundaries are looked up.
@@ -426,6 +427,8 @@ class HistoryFitter:
             return _step_boundary(running, minimal, step)
 
         def cut_rows(us: Sequence[tuple[int, int]]) -> None:
+            if not cut_at:
+                return
             for u in us:
                 for i in range(u[0], u[1] + 1):
                     if i in cut_at:
