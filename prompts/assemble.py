@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from cardloop.prompts.cache_plan import CacheMark, plan_cache
 from cardloop.prompts.card import Card, TenantPrompt
-from cardloop.prompts.context import SEAM_TOKENS, ContextFit, ContextFitter
+from cardloop.prompts.context import RECENT_KEYS, SEAM_TOKENS, ContextFit, ContextFitter
 from cardloop.prompts.conversation import Conversation, SystemBlock, ToolSpec, Turn
 from cardloop.prompts.explain import ExplainRow
 from cardloop.prompts.formats import render
@@ -124,6 +124,7 @@ class PromptAssembler:
         self._facts: dict[tuple[int, ...], dict[str, list[str]]] = {}
         self._pinned: dict[tuple[object, ...], str] = {}
         self._context_fits: OrderedDict[bytes, tuple[ContextFit, Counter[str]]] = OrderedDict()
+        self._context_keys: deque[tuple[tuple[str | None, ...], bytes]] = deque(maxlen=RECENT_KEYS)
 
     def guardrails(self) -> str:
         return self.templates.load(GUARDRAILS_TEMPLATE).text.strip()
@@ -279,7 +280,8 @@ class PromptAssembler:
         seam = overhead if in_run else SEAM_TOKENS
         room = before_history - min(budget.history, before_history) if in_run else left
         context_budget = max(0, min(budget.context, room - seam))
-        context = ContextFitter(counter, self.scrubber, settings.context, self._excerpts, self._context_fits).fit(
+        context = ContextFitter(counter, self.scrubber, settings.context, self._excerpts, self._context_fits,
+                                self._context_keys).fit(
             card, request.stage, context_budget, found)
         rows.extend(context.rows)
         context_cost = context.tokens + (seam if context.blocks else 0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 from array import array
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass
 
 from cardloop.prompts.card import LOG_KINDS, Card, ContextItem, ContextKind
@@ -121,12 +121,15 @@ def _notes_text(card: Card) -> str:
 
 # Fits kept for re-assembly (the next turn of a stage sends the same context again).
 MAX_FITS = 256
+# Cards whose context texts are kept to recognise them without hashing (ContextFitter._recent_key).
+RECENT_KEYS = 4
 
 
 class ContextFitter:
     def __init__(self, counter: TokenCounter, scrubber: Scrubber, settings: ContextSettings,
                  excerpts: OrderedDict[tuple[bytes, int, bool, float], Excerpt] | None = None,
-                 fits: OrderedDict[bytes, tuple[ContextFit, Counter[str]]] | None = None) -> None:
+                 fits: OrderedDict[bytes, tuple[ContextFit, Counter[str]]] | None = None,
+                 recent: deque[tuple[tuple[str | None, ...], bytes]] | None = None) -> None:
         self.counter = counter
         self.scrubber = scrubber
         self.settings = settings
@@ -134,16 +137,12 @@ class ContextFitter:
         # context did not change between turns is fitted once for each budget.
         self._excerpts = excerpts if excerpts is not None else OrderedDict()
         self._fits = fits if fits is not None else OrderedDict()
+        self._recent = recent if recent is not None else deque(maxlen=RECENT_KEYS)
         self._line_counter = LineSumCounter(counter)
 
-    def _fit_key(self, card: Card, stage: Stage | None, budget: int) -> bytes:
-        """A digest of everything a fit reads: the card's fields (not its history), stage, budget and
-        settings. A digest, not the texts: the cache must not keep every card's logs alive.
-
-        Computed over all of the card's context on every assembly, so built for speed: SHA-256
-        (about twice BLAKE2b's speed on CPUs with SHA extensions), fed the parts' lengths first
-        (None apart from the text "None", no separator a text could forge) and then each part
-        as it is, never a joined copy of the logs."""
+    def _key_parts(self, card: Card, stage: Stage | None, budget: int) -> tuple[str | None, ...]:
+        """Everything a fit reads, as texts (None kept apart from "None"): the card's fields (not its
+        history), stage, budget and settings. Two cards with equal parts fit the same."""
         parts: list[object] = [card.id, card.board, card.url, card.title, card.body, card.repo, card.branch,
                                card.notes, stage, budget, repr(self.settings), self.counter.calibration,
                                self.counter.encoding_name, id(self.scrubber), len(card.checklist),
@@ -152,12 +151,32 @@ class ContextFitter:
             parts += (check.text, check.done)
         for item in card.context:
             parts += (item.kind, item.source, item.title, item.created_at, item.content)
-        data = [b"" if p is None else str(p).encode("utf-8", "surrogatepass") for p in parts]
+        return tuple(p if p is None or type(p) is str else str(p) for p in parts)
+
+    def _fit_key(self, parts: tuple[str | None, ...]) -> bytes:
+        """A digest of the parts: the fits cache's key. A digest, not the texts: the cache must not
+        keep every card's logs alive. Built for speed: SHA-256 (about twice BLAKE2b's speed on CPUs
+        with SHA extensions), fed the parts' lengths first (None apart from the text "None", no
+        separator a text could forge) and then each part as it is, never a joined copy of the logs."""
+        if (recent := self._recent_key(parts)) is not None:
+            return recent
+        data = [b"" if p is None else p.encode("utf-8", "surrogatepass") for p in parts]
         lengths = array("q", [-1 if p is None else len(d) for p, d in zip(parts, data, strict=True)])
         h = hashlib.sha256(lengths.tobytes())
         for d in data:
             h.update(d)
-        return h.digest()
+        key = h.digest()
+        self._recent.appendleft((parts, key))
+        return key
+
+    def _recent_key(self, parts: tuple[str | None, ...]) -> bytes | None:
+        # The last few cards' parts are kept with their digests: the next turn of a stage run sends
+        # the same context again, and comparing it with the texts kept (a memcmp each, failing at
+        # the first part that differs for another card) costs a fraction of hashing it afresh.
+        for recent, key in self._recent:
+            if recent == parts:
+                return key
+        return None
 
     def _candidates(self, card: Card, stage: Stage | None, rows: list[ExplainRow],
                     found: Counter[str] | None = None) -> list[_Candidate]:
@@ -207,7 +226,7 @@ class ContextFitter:
 
     def fit(self, card: Card, stage: Stage | None, budget: int,
             found: Counter[str] | None = None) -> ContextFit:
-        key = self._fit_key(card, stage, budget)
+        key = self._fit_key(self._key_parts(card, stage, budget))
         hit = self._fits.get(key)
         if hit is None:
             rules = Found()  # cached with the fit: a warm fit still says which item held what

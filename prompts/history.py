@@ -388,7 +388,10 @@ class HistoryFitter:
 
         def units_sum(start: int) -> int:
             """The cost of units[start:]."""
-            return sum(c if c is not None else unit_cost(k) for k, c in enumerate(unit_costs[start:], start))
+            known = unit_costs[start:]
+            if None not in known:  # all measured (the walks that chose `start` measured them)
+                return sum(cast(list[int], known))
+            return sum(c if c is not None else unit_cost(k) for k, c in enumerate(known, start))
 
         def measure_unit(u: tuple[int, int]) -> int:
             # A message larger than its share of the tail budget is excerpted so the tail can hold it.
