@@ -80,3 +80,26 @@ def test_item_cap_excerpts_one_huge_file(counter: TokenCounter) -> None:
 def test_tiny_budget_drops_everything_cleanly(counter: TokenCounter) -> None:
     result = fit(card(notes="n"), Stage.CODING, 10, counter)
     assert result.blocks == () and result.tokens == 0
+
+
+def test_shared_fit_caches_tell_apart_cards_that_differ_in_one_part(counter: TokenCounter) -> None:
+    # The fits are cached by the card's parts (recent cards' texts compared, others hashed): a card
+    # differing in one text, in None against "None", or in a time's offset is fitted afresh.
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from cardloop.prompts.card import ContextItem
+
+    at = datetime(2026, 11, 1, 10, tzinfo=UTC)
+    base = [item(ContextKind.SOURCE_FILE, "def f(): pass", "app/f.py"),
+            ContextItem(kind=ContextKind.ADR, source="docs/adr/1.md", content="Use retries.", created_at=at)]
+    variants = [
+        card(context=base),
+        card(context=[base[0], base[1].model_copy(update={"content": "Use retries!"})]),
+        card(context=[base[0], base[1].model_copy(update={"created_at": at.astimezone(timezone(timedelta(hours=2)))})]),
+        card(context=base, branch="None"),
+        card(context=base, branch=None),
+    ]
+    shared = ContextFitter(counter, Scrubber(), ContextSettings())
+    for c in [*variants, *reversed(variants)]:  # the second pass finds every card among the recent ones
+        fresh = ContextFitter(counter, Scrubber(), ContextSettings()).fit(c, Stage.CODING, 4_000)
+        assert shared.fit(c, Stage.CODING, 4_000).blocks == fresh.blocks
