@@ -74,7 +74,8 @@ def plan_cache(system: tuple[SystemBlock, ...], turns: list[Turn], costs: Sequen
         report.append(CacheMark(kind, "system" if index is None else f"message {index + 1}", tokens, status))
     # Only the last non-empty system block carries the system breakpoint.
     last_system = max((i for i, b in enumerate(system) if b.text), default=-1)
-    system = tuple(dataclasses.replace(b, cache=(i == last_system and -1 in kept)) for i, b in enumerate(system))
+    system = tuple(b if b.cache == (i == last_system and -1 in kept)
+                   else dataclasses.replace(b, cache=(i == last_system and -1 in kept)) for i, b in enumerate(system))
     turns = [t if t.cache == (i in kept) else dataclasses.replace(t, cache=i in kept) for i, t in enumerate(turns)]
     return system, turns, tuple(report)
 
