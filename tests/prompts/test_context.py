@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from cardloop.prompts.card import ContextKind
+from datetime import UTC, datetime, timedelta, timezone
+
+from cardloop.prompts.card import ContextItem, ContextKind
 from cardloop.prompts.context import ContextFitter
 from cardloop.prompts.scrub import Scrubber
 from cardloop.prompts.settings import ContextSettings
@@ -85,10 +87,6 @@ def test_tiny_budget_drops_everything_cleanly(counter: TokenCounter) -> None:
 def test_shared_fit_caches_tell_apart_cards_that_differ_in_one_part(counter: TokenCounter) -> None:
     # The fits are cached by the card's parts (recent cards' texts compared, others hashed): a card
     # differing in one text, in None against "None", or in a time's offset is fitted afresh.
-    from datetime import UTC, datetime, timedelta, timezone
-
-    from cardloop.prompts.card import ContextItem
-
     at = datetime(2026, 11, 1, 10, tzinfo=UTC)
     base = [item(ContextKind.SOURCE_FILE, "def f(): pass", "app/f.py"),
             ContextItem(kind=ContextKind.ADR, source="docs/adr/1.md", content="Use retries.", created_at=at)]

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 import random
-from datetime import UTC
+from datetime import UTC, datetime, timedelta, timezone
 
-from cardloop.prompts.card import Message
+from cardloop.prompts.card import Message, ToolCall
 from cardloop.prompts.history import _PATH, FoldRequest, HistoryFitter, find_paths, group_units
 from cardloop.prompts.scrub import Scrubber
 from cardloop.prompts.settings import HistorySettings
@@ -142,10 +142,6 @@ def test_find_paths_matches_the_plain_scan_of_the_path_pattern() -> None:
 def test_render_cache_tells_apart_messages_python_calls_equal(counter: TokenCounter) -> None:
     # The render cache is keyed by the message's fields: the same instant at another offset and a
     # tool input of 1 instead of true compare equal in Python but render differently.
-    from datetime import datetime, timedelta, timezone
-
-    from cardloop.prompts.card import ToolCall
-
     at = datetime(2024, 1, 1, 12, tzinfo=UTC)
     fitter = HistoryFitter(counter, Scrubber(), HistorySettings())
     pairs = [
