@@ -62,6 +62,8 @@ def search_attributes(start: CardStart, stage: str, status: str | None = None) -
 
 # Runs recorded before the state was kept in the store replay without loading or saving it.
 _STATE_IN_STORE = "card-state-in-store"
+# Runs that save their closing state as a local activity (recorded before: a scheduled one).
+_STATE_SAVED_LOCALLY = "card-state-saved-locally"
 # Runs recorded before automatic retries of transiently failed stages wait without a timer.
 _AUTO_RETRY = "auto-retry"
 # Runs recorded before CardStatus/StageOutcome existed replay without their upserts, and start
@@ -272,9 +274,14 @@ class CardWorkflow:
         """Save the state for the card's next run; False when a move or comment arrived
         meanwhile (the run goes on instead of closing over it)."""
         if workflow.patched(_STATE_IN_STORE):
-            await workflow.execute_activity(
-                names.SAVE_STATE, SaveStateInput(card_key=self.card_key, state=self.state), **policies.STORE,
-                summary="keep the card's state for its next run")
+            save = SaveStateInput(card_key=self.card_key, state=self.state)
+            summary = "keep the card's state for its next run"
+            if workflow.patched(_STATE_SAVED_LOCALLY):
+                # In the task that closes the run: the run ends one workflow task sooner. A move
+                # arriving meanwhile still wins: Temporal refuses to complete a run over a new event.
+                await workflow.execute_local_activity(names.SAVE_STATE, save, **policies.STORE_LOCAL, summary=summary)
+            else:
+                await workflow.execute_activity(names.SAVE_STATE, save, **policies.STORE, summary=summary)
         return not self.comments and not self.pending
 
     async def _run_stage(self, start: CardStart, target: Transition) -> None:

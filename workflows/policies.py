@@ -60,6 +60,12 @@ STORE: ActivityConfig = ActivityConfig(
     start_to_close_timeout=timedelta(seconds=30),
     retry_policy=_retry(timedelta(milliseconds=200), timedelta(seconds=10)))
 
+# The same write run as a local activity, in the workflow task that asked for it (one task
+# fewer than a scheduled activity's round trip through the server): retried as long, because a
+# card's state must land; past the SDK's local retry threshold its backoff becomes a timer.
+STORE_LOCAL: LocalActivityConfig = LocalActivityConfig(
+    start_to_close_timeout=timedelta(seconds=30), retry_policy=STORE["retry_policy"])
+
 # Opening the card's workspace (a clone or fetch on some worker): retried a few times.
 WORKSPACE_OPEN: ActivityConfig = ActivityConfig(
     start_to_close_timeout=timedelta(minutes=10), heartbeat_timeout=timedelta(seconds=30),

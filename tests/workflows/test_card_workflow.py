@@ -3,9 +3,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
-from cardloop.contracts.payloads import CardRef
+from cardloop.contracts import names
+from cardloop.contracts.payloads import CardRef, CardState
 from cardloop.prompts.card import Message
 from tests.stack import Stack, replay_all, small_card
 
@@ -175,3 +177,25 @@ async def test_continue_as_new_keeps_state_and_dedup(stack: Stack) -> None:
     # The run that continued as new, and the run it continued as.
     await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id, run_id=first_run))
     await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
+
+
+async def test_a_closing_run_saves_its_state_without_a_workflow_task_of_its_own(stack: Stack) -> None:
+    # The state is saved by a local activity in the task that closes the run, not by a scheduled
+    # one (whose result would wake the run once more): the next run still starts from it.
+    ref = stack.cards.import_card(small_card("PAY-77"))
+    handle = await stack.cards.move(ref, "testing", delivery_id="s-1")
+    await asyncio.wait_for(handle.result(), 60)
+    history = await handle.fetch_history()
+    scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+    assert names.SAVE_STATE not in scheduled
+    saved = stack.store.workflow_state(ref.key)
+    assert saved is not None
+    closed = CardState.model_validate_json(saved)
+    assert (closed.status, [r.outcome for r in closed.history]) == ("done", ["completed"])
+    await replay_all(stack.client, handle, "state-saved-locally")
+    # A later move starts a new run from the saved state: the first run is in its history.
+    second = await stack.cards.move(ref, "testing", delivery_id="s-2")
+    await asyncio.wait_for(second.result(), 60)
+    state = CardState.model_validate_json(stack.store.workflow_state(ref.key) or "")
+    assert [r.run for r in state.history] == [1, 2]
