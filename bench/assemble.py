@@ -8,10 +8,13 @@ bundled sample card) and prints, as medians of several runs, each against the ti
     warm_ratio      re-assembling after one new message, caches warm          target <= 0.1
     cache_hit_rate  token-count cache hits during the warm assembly            target >= 0.96
 
-The warm assembly gets a freshly deserialized card (`Card.model_validate_json` of the grown
-card's JSON, outside the timed region), as in the service, where every activity call
-deserializes the card afresh: its messages are new objects with equal content, so a cache
-keyed by object identity would not help there and must not count here.
+and two floors measured in the same run, each against the baseline encode. What no cold
+assembly can skip: every character sent is read for secrets and every token sent counted, once:
+
+    floor_ratio        (one redaction pass over the prompt text + the baseline encode) / the encode
+    input_floor_ratio  the same with the redaction pass over all of the card's input instead (every
+                       message and context item: pinned facts come from the messages the fold drops)
+    cold_vs_floor      cold assembly / the first floor
 
 Run: .venv/bin/python bench/assemble.py [--runs N]
 """
@@ -29,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cardloop.prompts.assemble import AssemblyRequest, PromptAssembler
 from cardloop.prompts.card import Card, Message
+from cardloop.prompts.redact import DEFAULT_REDACTOR
 from cardloop.prompts.settings import AssemblySettings, TokenBudget
 from cardloop.prompts.stages import Stage
 from cardloop.prompts.templates import TemplateStore
@@ -70,7 +74,9 @@ def main() -> None:
     grown_json = grown.card.model_dump_json()
     encoding = load_encoding("cl100k_base")
     templates = TemplateStore()
-    baselines, colds, warms, hit_rates = [], [], [], []
+    baselines, colds, warms, hit_rates, redactions = [], [], [], [], []
+    input_text = "\n".join([card.title, card.body, *(m.content for m in card.history),
+                            *(item.content for item in card.context)])
     for _ in range(args.runs):
         assembler = PromptAssembler(templates, TokenCounter())
         t0 = time.perf_counter()
@@ -89,6 +95,12 @@ def main() -> None:
         t0 = time.perf_counter()
         tokens = len(encoding.encode_ordinary(text))
         baselines.append(time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        DEFAULT_REDACTOR.redact(text)
+        t1 = time.perf_counter()
+        DEFAULT_REDACTOR.redact(input_text)
+        redactions.append((t1 - t0, time.perf_counter() - t1))
     base = statistics.median(baselines)
     print(f"prompt_tokens: {tokens}")
     print(f"history_messages: {len(card.history)}  history_mode: {prompt.history_mode}")
@@ -98,6 +110,13 @@ def main() -> None:
     print(f"cold_ratio: {statistics.median(colds) / base:.3f}")
     print(f"warm_ratio: {statistics.median(warms) / base:.3f}")
     print(f"cache_hit_rate: {statistics.median(hit_rates):.3f}")
+    redact_prompt = statistics.median(r[0] for r in redactions)
+    redact_input = statistics.median(r[1] for r in redactions)
+    print(f"prompt_chars: {len(text)}  input_chars: {len(input_text)}")
+    print(f"redact_prompt_seconds: {redact_prompt:.4f}  redact_input_seconds: {redact_input:.4f}")
+    print(f"floor_ratio: {(base + redact_prompt) / base:.3f}")
+    print(f"input_floor_ratio: {(base + redact_input) / base:.3f}")
+    print(f"cold_vs_floor: {statistics.median(colds) / (base + redact_prompt):.3f}")
 
 
 if __name__ == "__main__":
