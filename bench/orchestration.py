@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from floor_workflow import BareWorkflow, bare_sleep
+from floor_workflow import BareWorkflow, ShapeCardWorkflow, ShapeStageWorkflow, bare_sleep, noop
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -84,6 +84,19 @@ async def bare_seconds(client: Client, count: int, latency: float, prefix: str) 
         for i in range(count)))
     await asyncio.gather(*(h.result() for h in handles))
     return time.perf_counter() - t0
+
+
+async def shape_seconds(client: Client, count: int, latency: float, prefix: str) -> tuple[float, float]:
+    """(wall, process CPU) seconds for `count` shape-floor cards: each started by its move signal,
+    waited on through its stage run's result as the cards are."""
+    cpu0 = time.process_time()
+    t0 = time.perf_counter()
+    await asyncio.gather(*(
+        client.start_workflow(ShapeCardWorkflow.run, latency, id=f"{prefix}-{i}", task_queue="bench-shape",
+                              start_signal="transition", start_signal_args=["testing"])
+        for i in range(count)))
+    await asyncio.gather(*(stage_result(client, f"{prefix}-{i}/1-testing") for i in range(count)))
+    return time.perf_counter() - t0, time.process_time() - cpu0
 
 
 async def history_events(client: Client, workflow_id: str) -> tuple[int, int]:
@@ -177,6 +190,19 @@ async def main() -> None:
         finally:
             await floor_worker.shutdown()
             await asyncio.gather(floor_task, return_exceptions=True)
+        shape_worker = Worker(client, task_queue="bench-shape", workflows=[ShapeCardWorkflow, ShapeStageWorkflow],
+                              activities=[bare_sleep, noop])
+        shape_task = asyncio.create_task(shape_worker.run())
+        try:
+            await shape_seconds(client, 1, args.latency, "shape-warmup")
+            shape_one, _ = await shape_seconds(client, 1, args.latency, "shape-one")
+            shape_many, shape_cpu = await shape_seconds(client, args.cards, args.latency, "shape-many")
+            shape_events, shape_tasks = map(sum, zip(await history_events(client, "shape-many-0"),
+                                                     await history_events(client, "shape-many-0/1-testing"),
+                                                     strict=True))
+        finally:
+            await shape_worker.shutdown()
+            await asyncio.gather(shape_task, return_exceptions=True)
         try:
             cards = CardService(client, store, config)
             await stage_seconds(cards, ["warmup"], "testing")  # first-use costs: connections, imports
@@ -204,9 +230,15 @@ async def main() -> None:
     print(f"floor_{args.cards}_seconds: {floor_many:.3f}")
     print(f"floor_concurrency_ratio: {floor_many / floor_one:.3f}")
     print(f"overhead_vs_floor: {(many / one) / (floor_many / floor_one):.3f}")
-    print(f"worker_cpu_ms_per_card: {card_cpu * 1000:.1f} (floor {floor_cpu * 1000:.1f})")
-    print(f"history_events_per_card: {card_events} (floor {floor_events})")
-    print(f"workflow_tasks_per_card: {card_tasks} (floor {floor_tasks})")
+    print(f"worker_cpu_ms_per_card: {card_cpu * 1000:.1f} (floor {floor_cpu * 1000:.1f}, "
+          f"shape floor {shape_cpu / args.cards * 1000:.1f})")
+    print(f"history_events_per_card: {card_events} (floor {floor_events}, shape floor {shape_events})")
+    print(f"workflow_tasks_per_card: {card_tasks} (floor {floor_tasks}, shape floor {shape_tasks})")
+    # The card's shape with no work of ours in it: how much of overhead_vs_floor is Temporal's
+    # cost of that shape, and how much is what cardloop does inside it.
+    print(f"shape_floor_concurrency_ratio: {shape_many / shape_one:.3f}")
+    print(f"shape_vs_floor: {(shape_many / shape_one) / (floor_many / floor_one):.3f}")
+    print(f"overhead_vs_shape: {(many / one) / (shape_many / shape_one):.3f}")
 
 
 if __name__ == "__main__":
