@@ -21,7 +21,7 @@ from cardloop.prompts.context import RECENT_KEYS, SEAM_TOKENS, ContextFit, Conte
 from cardloop.prompts.conversation import Conversation, SystemBlock, ToolSpec, Turn
 from cardloop.prompts.explain import ExplainRow
 from cardloop.prompts.formats import render
-from cardloop.prompts.history import Fold, HistoryFitter, Summarizer, truncate_tokens
+from cardloop.prompts.history import Fold, HistoryFitter, MessageCache, Summarizer, truncate_tokens
 from cardloop.prompts.layers import GLOBAL_TEMPLATE, GUARDRAILS_TEMPLATE, resolve_behaviour
 from cardloop.prompts.logs import Excerpt
 from cardloop.prompts.scrub import Found, Scrubber, in_item
@@ -118,7 +118,7 @@ class PromptAssembler:
         self.templates = templates
         self.counter = counter
         self.scrubber = scrubber or Scrubber()
-        self._messages: dict[tuple[object, ...], Any] = {}
+        self._messages = MessageCache()
         self._lock = threading.RLock()
         self._excerpts: OrderedDict[tuple[bytes, int, bool, float], Excerpt] = OrderedDict()
         self._facts: dict[tuple[int, ...], dict[str, list[str]]] = {}

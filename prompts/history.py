@@ -241,6 +241,47 @@ def _message_key(m: Message) -> _MessageKey:
     return (f["role"], f["id"], f["author"], when, f["tool_call_id"], calls_json, f["content"], f["is_error"])
 
 
+class MessageCache:
+    """Message fields (`_message_key`) -> rendered message, bounded by entries and by the text it
+    holds. An entry keeps the message's own content (in its key), its redacted copy and its
+    rendered turn: about three times the message. Bounded by entries alone, a worker that met many
+    cards with long tool outputs kept gigabytes; by characters it keeps at most `max_chars` of them
+    (about 2 to 4 bytes each), so its memory has a ceiling whatever the cards hold. Oldest first
+    out; a message larger than a sixteenth of the bound is rendered every time, not cached (it
+    would push out everything else, and one assembly reads it once). `get` is the plain dict's
+    own: the warm path looks up every message of every assembly."""
+
+    def __init__(self, max_entries: int = 200_000, max_chars: int = 48_000_000) -> None:
+        self._entries: dict[_MessageKey, _Rendered] = {}
+        self.get = self._entries.get
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+        self.chars = 0
+
+    @staticmethod
+    def weight(key: _MessageKey, rec: _Rendered) -> int:
+        turn = rec.turn
+        return (sum(len(part) for part in key if isinstance(part, str)) + len(rec.text) + len(turn.text)
+                + sum(len(r.text) for r in turn.tool_results))
+
+    def put(self, key: _MessageKey, rec: _Rendered) -> None:
+        weight = self.weight(key, rec)
+        if weight > self.max_chars // 16:
+            return
+        entries = self._entries
+        old = entries.pop(key, None)
+        if old is not None:
+            self.chars -= self.weight(key, old)
+        entries[key] = rec
+        self.chars += weight
+        while len(entries) > self.max_entries or self.chars > self.max_chars:
+            oldest = next(iter(entries))
+            self.chars -= self.weight(oldest, entries.pop(oldest))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 class HistoryFitter:
     """Fits one card's history. Counting goes newest first and stops once the budget is
     exceeded, so a long history costs about one budget's worth of tokenizing, not all of it.
@@ -248,14 +289,14 @@ class HistoryFitter:
     after one new message renders, redacts and counts only that message."""
 
     def __init__(self, counter: TokenCounter, scrubber: Scrubber, settings: HistorySettings,
-                 message_overhead: int = 4, cache: dict[_MessageKey, _Rendered] | None = None,
+                 message_overhead: int = 4, cache: MessageCache | None = None,
                  facts_cache: dict[tuple[int, ...], dict[str, list[str]]] | None = None,
                  pinned_cache: dict[tuple[object, ...], str] | None = None) -> None:
         self.counter = counter
         self.scrubber = scrubber
         self.settings = settings
         self.overhead = message_overhead
-        self.cache = cache if cache is not None else {}
+        self.cache = cache if cache is not None else MessageCache()
         self.facts_cache = facts_cache if facts_cache is not None else {}
         self.pinned_cache = pinned_cache if pinned_cache is not None else {}
 
@@ -272,9 +313,7 @@ class HistoryFitter:
             text = clean.content
             rec = _Rendered(text, tuple(rules.elements()), render_message(clean, text), message=clean,
                             serial=next(_SERIALS))
-            self.cache[key] = rec
-            if len(self.cache) > 200_000:
-                self.cache.pop(next(iter(self.cache)))
+            self.cache.put(key, rec)
         if found is not None and rec.rules:
             shown = rec.message or self.scrubber.scrub_message(m)  # the label is shown: the redacted author
             in_item(found, f"history message {index + 1} ({shown.author or m.role})")

@@ -49,23 +49,41 @@ def in_item(found: Counter[str] | None, item: str) -> None:
 
 
 class Scrubber:
-    def __init__(self, redactor: Redactor = DEFAULT_REDACTOR, *, max_entries: int = 50_000) -> None:
+    """Redacts with a cache of the redacted texts, keyed by digest, least recently used out first.
+
+    Bounded by entries and by the characters it holds: by entries alone, a worker that redacted
+    many cards' build logs kept every log's redacted copy (50,000 of them). A text larger than a
+    sixteenth of `max_chars` is redacted every time, not cached: it would push out everything
+    else, and a log is redacted once per context fit, which has its own cache."""
+
+    def __init__(self, redactor: Redactor = DEFAULT_REDACTOR, *, max_entries: int = 50_000,
+                 max_chars: int = 32_000_000) -> None:
         self._redactor = redactor
         self._cache: OrderedDict[bytes, tuple[str, tuple[str, ...]]] = OrderedDict()
         self._max_entries = max_entries
+        self._max_chars = max_chars
+        self._max_cached = max_chars // 16
+        self.chars = 0  # the redacted texts' characters the cache holds
 
     def scrub(self, text: str, found: Counter[str] | None = None) -> str:
         """Redacted text; rules that fired are added to `found`."""
         if not text:
             return text
+        if len(text) > self._max_cached:
+            result = self._redactor.redact(text)
+            if found is not None:
+                found.update(f.rule for f in result.findings)
+            return result.text
         key = digest(text)
         hit = self._cache.get(key)
         if hit is None:
             result = self._redactor.redact(text)
             hit = (result.text, tuple(f.rule for f in result.findings))
             self._cache[key] = hit
-            if len(self._cache) > self._max_entries:
-                self._cache.popitem(last=False)
+            self.chars += len(hit[0])
+            cache = self._cache
+            while len(cache) > self._max_entries or self.chars > self._max_chars:
+                self.chars -= len(cache.popitem(last=False)[1][0])
         else:
             self._cache.move_to_end(key)
         if found is not None:

@@ -4,10 +4,11 @@ import random
 from datetime import UTC, datetime, timedelta, timezone
 
 from cardloop.prompts.card import Message, ToolCall
-from cardloop.prompts.history import _PATH, FoldRequest, HistoryFitter, find_paths, group_units
+from cardloop.prompts.history import _PATH, FoldRequest, HistoryFitter, MessageCache, find_paths, group_units
 from cardloop.prompts.scrub import Scrubber
 from cardloop.prompts.settings import HistorySettings
 from cardloop.prompts.tokens import TokenCounter
+from tests.prompts.fake_secrets import ANTHROPIC
 from tests.prompts.helpers import chat, tool_exchange
 
 
@@ -155,3 +156,24 @@ def test_render_cache_tells_apart_messages_python_calls_equal(counter: TokenCoun
         first, second = repr(fitter.fit([a], 10_000).turns), repr(fitter.fit([b], 10_000).turns)
         assert first != second
         assert second == repr(HistoryFitter(counter, Scrubber(), HistorySettings()).fit([b], 10_000).turns)
+
+
+def test_the_message_cache_holds_at_most_its_characters(counter: TokenCounter) -> None:
+    cache = MessageCache(max_chars=400_000)
+    fit = HistoryFitter(counter, Scrubber(), HistorySettings(), cache=cache)
+    for card in range(40):  # 40 cards of 20 messages of about 2,000 characters: 1.6 MB of text
+        messages = [Message(role="user" if i % 2 == 0 else "assistant",
+                            content=f"card {card} message {i} " + "word " * 400) for i in range(20)]
+        fit.fit(messages, 100_000)
+    assert 0 < cache.chars <= 400_000
+    assert len(cache) < 40 * 20
+
+
+def test_a_message_too_large_to_cache_is_rendered_and_redacted_each_time(counter: TokenCounter) -> None:
+    cache = MessageCache(max_chars=16_000)  # messages over 1,000 characters are not kept
+    fit = HistoryFitter(counter, Scrubber(), HistorySettings(), cache=cache)
+    big = Message(role="user", content="log line\n" * 200 + f"key {ANTHROPIC}\n")
+    for _ in range(2):
+        turns = fit.fit([big], 100_000).turns
+        assert ANTHROPIC not in turns[0].text and "[REDACTED:" in turns[0].text
+    assert len(cache) == 0 and cache.chars == 0
