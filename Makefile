@@ -28,5 +28,6 @@ test: lint
 
 bench: setup
 	$(BIN)/python bench/assemble.py
+	$(BIN)/python bench/assemble_memory.py
 	$(BIN)/python bench/redaction.py
 	-$(BIN)/python bench/caching.py
