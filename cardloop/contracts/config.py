@@ -74,7 +74,7 @@ from cardloop.prompts.settings import (
 )
 from cardloop.prompts.stages import STAGE_NAMES, Stage
 from cardloop.prompts.templates import TemplateStore
-from cardloop.prompts.tokens import TokenCounter, TokenizerError
+from cardloop.prompts.tokens import TokenCounter, TokenizerError, check_encoding
 
 ENV_PREFIX = "CARDLOOP_"
 ENV_CONFIG_FILE = "CARDLOOP_CONFIG"
@@ -314,7 +314,7 @@ def check_config(config: Config) -> list[str]:
     """Cross-key rules, one message per problem, each naming its key."""
     problems: list[str] = []
     try:
-        TokenCounter(config.tokens.encoding)
+        check_encoding(config.tokens.encoding)
     except TokenizerError as exc:
         problems.append(f"tokens.encoding: {exc}")
     for name, prov in config.providers.items():

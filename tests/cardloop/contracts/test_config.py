@@ -9,6 +9,7 @@ from cardloop.contracts.config import REPO_CONFIG, load_config
 from cardloop.contracts.errors import ConfigError
 from cardloop.contracts.secrets import Secret
 from cardloop.prompts.stages import Stage
+from cardloop.prompts.tokens import load_encoding
 from tests.conftest import BUNDLED_CONFIG
 
 
@@ -109,3 +110,20 @@ def test_board_secrets_name_a_tenant_and_an_environment_variable() -> None:
         load_config(REPO_CONFIG, env={"CARDLOOP_BOARDS__GENERIC__SECRETS": '{ "Acme Corp" = "ACME_SECRET" }'})
     with pytest.raises(ConfigError, match=r"boards\.generic\.secrets"):
         load_config(REPO_CONFIG, env={"CARDLOOP_BOARDS__GENERIC__SECRETS": '{ acme = "not a variable" }'})
+
+
+def test_an_encoding_without_a_bundled_vocabulary_is_named(config_file: Callable[[str], Path]) -> None:
+    path = config_file(BUNDLED_CONFIG.replace('encoding = "cl100k_base"', 'encoding = "o200k_base"'))
+    with pytest.raises(ConfigError, match=r"tokens\.encoding: token encoding 'o200k_base' has no bundled vocabulary"):
+        load_config(path, env={})
+    path = config_file(BUNDLED_CONFIG.replace('encoding = "cl100k_base"', 'encoding = "cl100k"'))
+    with pytest.raises(ConfigError, match=r"tokens\.encoding: unknown token encoding 'cl100k'"):
+        load_config(path, env={})
+
+
+def test_checking_the_config_does_not_load_the_vocabulary() -> None:
+    """Every CLI command checks the config; reading cl100k's vocabulary costs about 0.4 s, which
+    only the commands that count tokens pay (bench/cli_startup.py)."""
+    load_encoding.cache_clear()
+    load_config(REPO_CONFIG, env={})
+    assert load_encoding.cache_info().currsize == 0
