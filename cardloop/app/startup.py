@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cardloop.contracts import config as contracts
+from cardloop.contracts import names
 from cardloop.contracts.config import Config
 from cardloop.contracts.errors import ConfigError
 from cardloop.integrations.providers.registry import PROVIDERS
@@ -36,11 +37,9 @@ def unknown_names(config: Config) -> list[str]:
                 for stage, names in config.context.sources.items() for name in names if name not in SOURCES]
     problems += [unknown(f"providers.{name}", "provider", name, PROVIDERS)
                  for name in config.providers if name not in PROVIDERS]
-    if config.boards:  # the adapters import their boards' clients: only when some are configured
-        from cardloop.app.boards.adapters import BOARDS
-
-        problems += [unknown(f"boards.{name}", "board", name, BOARDS) for name in config.boards
-                     if name not in BOARDS]
+    # Named without importing the adapters, which import their boards' clients.
+    problems += [unknown(f"boards.{name}", "board", name, names.BOARD_NAMES) for name in config.boards
+                 if name not in names.BOARD_NAMES]
     return problems
 
 

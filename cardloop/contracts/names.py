@@ -77,6 +77,12 @@ SA_STAGE_OUTCOME = "StageOutcome"
 SEARCH_ATTRIBUTE_TYPES = {SA_CARD_ID: "Keyword", SA_CARD_STAGE: "Keyword", SA_REPO: "Keyword", SA_TENANT: "Keyword",
                           SA_CARD_STATUS: "Keyword", SA_STAGE_OUTCOME: "Keyword"}
 
+# --- boards ------------------------------------------------------------------------------------
+# The boards cardloop has an adapter for (cardloop/app/boards/adapters.py BOARDS, which a test
+# holds to this list): the config check names an unknown one without importing the adapters and
+# their clients (about 50 ms of every CLI command that reads the config).
+BOARD_NAMES = ("github", "linear", "jira", "trello", "generic")
+
 # --- error types -----------------------------------------------------------------------------
 # Deterministic failures: retrying cannot help, so the activity fails at once and the
 # workflow decides (a stage ends "failed" with the message).

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,3 +46,20 @@ def test_the_cli_refuses_to_start_on_an_unknown_name(config_file: Callable[[str]
     path = config_file(BUNDLED_CONFIG.replace('planning = ["repository"]', 'planning = ["jenkins"]'))
     assert main(["--config", str(path), "config", "check"]) == 2
     assert "context.sources.planning: unknown source 'jenkins'" in capsys.readouterr().err
+
+
+def test_the_boards_the_config_accepts_are_the_boards_with_an_adapter() -> None:
+    from cardloop.app.boards.adapters import BOARDS
+    from cardloop.contracts import names
+
+    assert tuple(BOARDS) == names.BOARD_NAMES
+
+
+def test_loading_the_config_does_not_import_the_board_adapters() -> None:
+    """Every CLI command loads the config; the adapters import their boards' clients (httpx, about
+    50 ms), which only the commands that talk to boards need. A fresh interpreter: this one may
+    have imported them already."""
+    code = ("import sys; from cardloop.app.startup import load_config; from cardloop.contracts.config import "
+            "REPO_CONFIG; load_config(REPO_CONFIG, env={}); print('cardloop.app.boards.adapters' in sys.modules)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "False"
