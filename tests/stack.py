@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
@@ -76,7 +77,11 @@ async def replay_all(client: Client, handle: WorkflowHandle, name: str | None = 
         child = client.get_workflow_handle(f"{handle.id}/{run.run}-{run.stage}")
         histories.append(await child.fetch_history())
     for history in histories:
-        await replayer.replay_workflow(history)
+        try:
+            await replayer.replay_workflow(history)
+        except Exception as err:
+            # What CI prints is all a later session sees of a rare failure: the events, named.
+            raise AssertionError(f"{history.workflow_id} does not replay: {err}\n{event_listing(history)}") from err
         # Claim check: large things live in the store; no event may carry a big payload.
         biggest = max(event.ByteSize() for event in history.events)
         assert biggest < 64 * 1024, f"an event of {history.workflow_id} is {biggest:,} bytes"
@@ -85,6 +90,33 @@ async def replay_all(client: Client, handle: WorkflowHandle, name: str | None = 
         for i, history in enumerate(histories):
             record = {"workflow_id": history.workflow_id, "history": portable(json.loads(history.to_json()))}
             (HISTORIES / f"{name}-{i}.json").write_text(json.dumps(record, indent=1))
+
+
+def event_listing(history: WorkflowHistory) -> str:
+    """One line per event: id, type and what it names (activity, marker and its patch, signal,
+    child workflow, search attributes set), for a replay failure's message."""
+    lines = []
+    for event in history.events:
+        kind = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
+        what = ""
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            what = event.activity_task_scheduled_event_attributes.activity_type.name
+        elif event.HasField("marker_recorded_event_attributes"):
+            marker = event.marker_recorded_event_attributes
+            details = {k: v.payloads[0].data.decode("utf-8", "replace")[:60]
+                       for k, v in marker.details.items() if v.payloads}
+            what = f"{marker.marker_name} {details.get('patch-data') or details.get('data') or ''}".strip()
+        elif event.HasField("workflow_execution_signaled_event_attributes"):
+            what = event.workflow_execution_signaled_event_attributes.signal_name
+        elif event.HasField("start_child_workflow_execution_initiated_event_attributes"):
+            what = event.start_child_workflow_execution_initiated_event_attributes.workflow_id
+        elif event.HasField("upsert_workflow_search_attributes_event_attributes"):
+            fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+            what = ", ".join(f"{k}={v.data.decode('utf-8', 'replace')}" for k, v in fields.items())
+        elif event.HasField("workflow_task_failed_event_attributes"):
+            what = str(event.workflow_task_failed_event_attributes.cause)
+        lines.append(f"  {event.event_id:>4} {kind} {what}".rstrip())
+    return "\n".join(lines)
 
 
 # A stack trace's file in installed packages or the interpreter's library, under a neutral name.
