@@ -112,7 +112,7 @@ def event_listing(history: WorkflowHistory) -> str:
             what = event.start_child_workflow_execution_initiated_event_attributes.workflow_id
         elif event.HasField("upsert_workflow_search_attributes_event_attributes"):
             fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
-            what = ", ".join(f"{k}={v.data.decode('utf-8', 'replace')}" for k, v in fields.items())
+            what = ", ".join(f"{k}={v.data.decode('utf-8', 'replace')}" for k, v in sorted(fields.items()))
         elif event.HasField("workflow_task_failed_event_attributes"):
             what = str(event.workflow_task_failed_event_attributes.cause)
         lines.append(f"  {event.event_id:>4} {kind} {what}".rstrip())
