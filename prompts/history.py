@@ -252,6 +252,8 @@ class MessageCache:
     own: the warm path looks up every message of every assembly."""
 
     def __init__(self, max_entries: int = 200_000, max_chars: int = 48_000_000) -> None:
+        if max_entries < 1 or max_chars < 0:
+            raise ValueError(f"MessageCache: max_entries ({max_entries}) must be >= 1 and max_chars ({max_chars}) >= 0")
         self._entries: dict[_MessageKey, _Rendered] = {}
         self.get = self._entries.get
         self.max_entries = max_entries

@@ -58,6 +58,8 @@ class Scrubber:
 
     def __init__(self, redactor: Redactor = DEFAULT_REDACTOR, *, max_entries: int = 50_000,
                  max_chars: int = 32_000_000) -> None:
+        if max_entries < 1 or max_chars < 0:
+            raise ValueError(f"Scrubber: max_entries ({max_entries}) must be >= 1 and max_chars ({max_chars}) >= 0")
         self._redactor = redactor
         self._cache: OrderedDict[bytes, tuple[str, tuple[str, ...]]] = OrderedDict()
         self._max_entries = max_entries

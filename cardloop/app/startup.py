@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cardloop.contracts import config as contracts
-from cardloop.contracts import names
 from cardloop.contracts.config import Config
 from cardloop.contracts.errors import ConfigError
+from cardloop.contracts.names import BOARD_NAMES
 from cardloop.integrations.providers.registry import PROVIDERS
 from cardloop.integrations.sources.registry import SOURCES
 from cardloop.prompts.stages import Stage
@@ -38,8 +38,8 @@ def unknown_names(config: Config) -> list[str]:
     problems += [unknown(f"providers.{name}", "provider", name, PROVIDERS)
                  for name in config.providers if name not in PROVIDERS]
     # Named without importing the adapters, which import their boards' clients.
-    problems += [unknown(f"boards.{name}", "board", name, names.BOARD_NAMES) for name in config.boards
-                 if name not in names.BOARD_NAMES]
+    problems += [unknown(f"boards.{name}", "board", name, BOARD_NAMES) for name in config.boards
+                 if name not in BOARD_NAMES]
     return problems
 
 

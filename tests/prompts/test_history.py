@@ -3,6 +3,8 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
+
 from cardloop.prompts.card import Message, ToolCall
 from cardloop.prompts.history import _PATH, FoldRequest, HistoryFitter, MessageCache, find_paths, group_units
 from cardloop.prompts.scrub import Scrubber
@@ -177,3 +179,10 @@ def test_a_message_too_large_to_cache_is_rendered_and_redacted_each_time(counter
         turns = fit.fit([big], 100_000).turns
         assert ANTHROPIC not in turns[0].text and "[REDACTED:" in turns[0].text
     assert len(cache) == 0 and cache.chars == 0
+
+
+def test_message_cache_bounds_that_cannot_hold_anything_are_refused() -> None:
+    with pytest.raises(ValueError, match="max_entries"):
+        MessageCache(max_entries=0)
+    with pytest.raises(ValueError, match="max_chars"):
+        MessageCache(max_chars=-5)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from cardloop.prompts.scrub import Scrubber
 from tests.prompts.fake_secrets import ANTHROPIC, GITHUB_PAT
 
@@ -48,3 +50,11 @@ def test_a_cached_text_reports_its_rules_on_every_hit() -> None:
     assert scrubber.scrub(text, first) == scrubber.scrub(text, second)
     assert first == second and sum(first.values()) == 1
     assert scrubber.chars == len(scrubber.scrub(text))
+
+
+def test_bounds_that_cannot_hold_anything_are_refused() -> None:
+    with pytest.raises(ValueError, match="max_entries"):
+        Scrubber(max_entries=0)
+    with pytest.raises(ValueError, match="max_chars"):
+        Scrubber(max_chars=-1)
+    assert Scrubber(max_chars=0).scrub("plain text") == "plain text"  # nothing kept, still redacted
