@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from temporalio import workflow
@@ -39,7 +40,8 @@ with workflow.unsafe.imports_passed_through():
 
 # Tools whose calls may change the worktree: a turn that used one is checkpointed.
 WRITING_TOOLS = frozenset({"write_file", "edit_file", "run_command"})
-CONTROL_TOOLS = {"finish": "COMPLETE", "block": "BLOCKED"}
+# Read-only: this module is shared by every workflow run in the worker (passed through the sandbox).
+CONTROL_TOOLS = MappingProxyType({"finish": "COMPLETE", "block": "BLOCKED"})
 MAX_REOPENS = 3
 MAX_REVIEW_COMMENTS = 50  # a review's line comments carried in the workflow (each at most 2,000 characters)
 
