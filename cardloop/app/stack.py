@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -65,10 +66,11 @@ async def dev_stack(config: Config, *, base_urls: dict[str, str] | None = None,
         if pick_free_ports and (port_open(port) or port_open(ui_port)):
             port, ui_port = free_port(), free_port()
         ring = keyring(config, address=f"127.0.0.1:{port}")
-        codec_port = config.codec_server.port
-        if ring is not None and (pick_free_ports or port_open(codec_port)):
-            codec_port = free_port()
-        codec_url = f"http://127.0.0.1:{codec_port}" if ring is not None and ui_port else None
+        # The codec server's socket is bound now, before the Temporal UI is told its URL: a port
+        # picked free and bound later can be taken meanwhile (another stack, a parallel test).
+        codec_socket = reserve_loopback(config.codec_server.port, pick_free_ports) if ring is not None and ui_port \
+            else None
+        codec_url = f"http://127.0.0.1:{codec_socket.getsockname()[1]}" if codec_socket is not None else None
         server = TemporalDevServer(port=port, ui_port=ui_port, db_file=root / "temporal.sqlite",
                                    retention=config.dev.retention, log_file=root / "temporal.log",
                                    codec_endpoint=codec_url)
@@ -76,8 +78,8 @@ async def dev_stack(config: Config, *, base_urls: dict[str, str] | None = None,
         try:
             await finish_in_thread(server.start)
             lock.describe(temporal=server.address, ui=server.ui_url)
-            if ring is not None and codec_url:
-                codec = await start_codec_server(config, ring, codec_port, ui_origin=server.ui_url)
+            if ring is not None and codec_socket is not None:
+                codec = await start_codec_server(config, ring, codec_socket, ui_origin=server.ui_url)
             client = await connect(config, address=server.address)
             store = open_store(config)
             runtime = ActivityDeps.build(config, store, base_urls=base_urls)
@@ -98,6 +100,8 @@ async def dev_stack(config: Config, *, base_urls: dict[str, str] | None = None,
         finally:
             if codec is not None:
                 await codec.stop()
+            if codec_socket is not None:
+                codec_socket.close()
             await finish_in_thread(server.stop)
 
 
@@ -123,6 +127,14 @@ class _OwnedServer(uvicorn.Server):
     def capture_signals(self) -> Iterator[None]:
         yield
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        # uvicorn calls sys.exit(3) when it cannot bind: raised in a task, SystemExit would end
+        # the whole process from inside the event loop, with only a log line to say why.
+        try:
+            await super().startup(sockets=sockets)
+        except SystemExit as err:
+            raise OSError(f"the server could not start (uvicorn exit {err.code})") from None
+
 
 class ApiServer:
     """uvicorn serving the app inside this process's event loop."""
@@ -136,26 +148,53 @@ class ApiServer:
         await asyncio.gather(self.task, return_exceptions=True)
 
 
-async def serve_in_loop(app: object, host: str, port: int, what: str) -> ApiServer:
+def reserve_loopback(port: int, pick_free: bool = False) -> socket.socket:
+    """A socket bound to 127.0.0.1:`port`, or to a port the system picks when `port` is taken
+    (or `pick_free`): bound, so nothing else can take it before the server serves on it."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        try:
+            sock.bind(("127.0.0.1", 0 if pick_free else port))
+        except OSError:
+            sock.bind(("127.0.0.1", 0))
+        sock.listen(128)  # listening, the port is ours: a bind elsewhere now fails, even with SO_REUSEADDR
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def serve_in_loop(app: object, host: str, port: int, what: str,
+                        sock: socket.socket | None = None) -> ApiServer:
+    """uvicorn serving `app` in this event loop, on `sock` when given (bound already). A server
+    that cannot start raises DevStackError saying why: uvicorn itself would exit the process
+    (SystemExit 3) with only a log line."""
     server = _OwnedServer(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off"))
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(server.serve(sockets=[sock] if sock is not None else None))
     for _ in range(100):
         if server.started:
             break
         if task.done():
-            await task
+            try:
+                await task
+            except OSError as err:  # the bind, mostly (see _OwnedServer.startup)
+                in_use = " (the port is in use)" if port_open(port, host) else ""
+                raise DevStackError(f"the {what} could not start on {host}:{port}{in_use}") from err
             raise DevStackError(f"the {what} did not start on {host}:{port}")
         await asyncio.sleep(0.05)
     return ApiServer(server, task)
 
 
-async def start_codec_server(config: Config, ring: KeyRing, port: int, *, ui_origin: str | None) -> ApiServer:
-    """The dev UI decodes payloads through this (loopback only, so no token is needed)."""
+async def start_codec_server(config: Config, ring: KeyRing, sock: socket.socket, *,
+                             ui_origin: str | None) -> ApiServer:
+    """The dev UI decodes payloads through this (loopback only, so no token is needed), on the
+    socket the stack reserved for it."""
     from cardloop.app.codec_server import codec_app_for
 
     origins = [ui_origin, ui_origin.replace("127.0.0.1", "localhost")] if ui_origin else []
     app = codec_app_for(config, AesGcmCodec(ring), host="127.0.0.1", extra_origins=origins)
-    return await serve_in_loop(app, "127.0.0.1", port, "codec server")
+    return await serve_in_loop(app, "127.0.0.1", sock.getsockname()[1], "codec server", sock)
 
 
 async def start_api(config: Config, store: Store, runtime: ActivityDeps, client: Client) -> ApiServer:

@@ -101,7 +101,15 @@ def test_dev_wires_the_ui_to_its_codec_server(tmp_path: Path) -> None:
     dev = subprocess.Popen([str(CLI), "dev"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            text=True)
     try:
-        line = wait_for(lambda: next((x for x in [dev.stdout.readline()] if "decodes payloads through" in x), None))
+        seen: list[str] = []
+
+        def banner() -> str | None:
+            seen.append(dev.stdout.readline())
+            if not seen[-1] and dev.poll() is not None:  # ended: say what it printed, not "not reached"
+                raise AssertionError(f"cardloop dev exited {dev.returncode}:\n{''.join(seen)}")
+            return seen[-1] if "decodes payloads through" in seen[-1] else None
+
+        line = wait_for(banner)
         codec_url = line.split("decodes payloads through ")[1].split(")")[0]
         codec_port = int(codec_url.rsplit(":", 1)[1])
         # The dev server runs with the UI pointed at that endpoint, and the endpoint decodes.
