@@ -219,7 +219,13 @@ async def run_api(config: Config) -> None:
         app = obs.instrument(create_app(await build_services(config, store, client=link)))
         server = uvicorn.Server(uvicorn.Config(app, host=config.api.host, port=config.api.port, lifespan="off",
                                                log_config=None))
-        await server.serve()
+        try:
+            await server.serve()
+        except SystemExit as err:  # uvicorn's sys.exit(3) when it cannot bind: say why, exit 1
+            in_use = port_open(config.api.port, config.api.host)
+            raise DevStackError(f"the API could not start on {config.api.host}:{config.api.port}"
+                                + ("; the port is in use: set CARDLOOP_API_PORT to another one" if in_use else "")
+                                ) from err
     finally:
         await link.close()
         store.close()

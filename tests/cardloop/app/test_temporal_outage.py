@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -137,6 +138,19 @@ async def test_api_started_while_temporal_is_down_serves_503_then_works_once_it_
         _stop(proc)
         if server is not None:
             server.stop()
+
+
+def test_api_on_a_taken_port_says_so_and_exits_1(outage_env) -> None:
+    env, _ = outage_env
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        api_port = taken.getsockname()[1]
+        done = subprocess.run([str(CLI), "api"], env={**env, "CARDLOOP_API_PORT": str(api_port)},
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
+    assert (f"cardloop: error: the API could not start on 127.0.0.1:{api_port}; the port is in use: "
+            "set CARDLOOP_API_PORT to another one") in done.stderr
 
 
 async def test_webhook_answers_503_within_a_boards_patience_when_temporal_goes_down_later(tmp_path: Path) -> None:
