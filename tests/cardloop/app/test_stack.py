@@ -57,7 +57,8 @@ async def test_a_server_serves_on_its_reserved_socket() -> None:
 async def test_a_server_that_cannot_listen_says_so_and_the_process_goes_on() -> None:
     with listening() as taken:
         port = taken.getsockname()[1]
-        with pytest.raises(DevStackError, match=rf"the API could not start on 127\.0\.0\.1:{port} \(the port is in use\)"):
+        said = rf"the API could not start on 127\.0\.0\.1:{port} \(the port is in use\)"
+        with pytest.raises(DevStackError, match=said):
             await serve_in_loop(hello, "127.0.0.1", port, "API")
     # Still here: uvicorn's sys.exit(3) did not end the test process.
     assert (await asyncio.to_thread(lambda: 1 + 1)) == 2
