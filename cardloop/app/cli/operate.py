@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import secrets
+import socket
 import sys
 from typing import TYPE_CHECKING
 
@@ -27,10 +28,23 @@ def cmd_codec_server(args: argparse.Namespace, config: Config) -> int:
     if ring is None:
         raise ConfigError("temporal.encrypt_payloads is off: there is nothing for a codec server to decode")
     app = codec_app_for(config, AesGcmCodec(ring), host=host)
+    sock = _listen(host, port)  # before the banner: the URL it prints is one that answers
     print(f"codec server on http://{host}:{port} (keys {', '.join(ring.ids)}); Temporal UI: set its codec "
           f"endpoint to this URL; CLI: temporal workflow show --codec-endpoint http://{host}:{port}", flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    with sock:
+        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run(sockets=[sock])
     return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port, or a clear error (uvicorn would exit 3 with a log line)."""
+    from cardloop.app.devserver import DevStackError
+
+    try:
+        return socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except OSError as err:
+        raise DevStackError(f"the codec server cannot listen on {host}:{port}: {err.strerror or err}; "
+                            "pass --port or set CARDLOOP_CODEC_SERVER__PORT") from None
 
 
 def cmd_codec_key(args: argparse.Namespace, config: Config | None) -> int:

@@ -3,9 +3,11 @@ Temporal UI to its codec server: as an operator runs them, against a real dev se
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from cardloop.app.codec import KeyRing
 from cardloop.app.devserver import TemporalDevServer, free_port, port_open
 from tests.conftest import ROOT
 from tests.stack import NO_SOURCES
@@ -125,3 +128,40 @@ def test_dev_wires_the_ui_to_its_codec_server(tmp_path: Path) -> None:
     finally:
         dev.send_signal(signal.SIGINT)
         assert dev.wait(60) == 0
+
+
+def codec_call(port: int, path: str, body: dict) -> dict:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/{path}", data=json.dumps(body).encode(), method="POST",
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        assert r.status == 200
+        return json.loads(r.read())
+
+
+def test_codec_server_serves_and_a_taken_port_is_a_clear_error(tmp_path: Path) -> None:
+    env = {**base_env(tmp_path, "127.0.0.1:1"), "CARDLOOP_CODEC_KEYS": KeyRing.generate("op-key").to_text()}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        refused = subprocess.run([str(CLI), "codec-server", "--port", str(port)], cwd=ROOT, env=env,
+                                 capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1, (refused.stdout, refused.stderr)
+    assert f"the codec server cannot listen on 127.0.0.1:{port}: Address already in use" in refused.stderr
+    assert "codec server on" not in refused.stdout  # no banner naming a URL that does not answer
+    port = free_port()
+    server = subprocess.Popen([str(CLI), "codec-server", "--port", str(port)], cwd=ROOT, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert f"codec server on http://127.0.0.1:{port}" in server.stdout.readline()
+        plain = {"payloads": [{"metadata": {"encoding": base64.b64encode(b"json/plain").decode()},
+                               "data": base64.b64encode(b'"hello"').decode()}]}
+        # Listening before the banner: no wait is needed for the first request.
+        encoded = codec_call(port, "encode", plain)
+        assert encoded["payloads"][0]["data"] != plain["payloads"][0]["data"]
+        assert codec_call(port, "decode", encoded) == plain
+    finally:
+        server.send_signal(signal.SIGINT)
+        # uvicorn shuts down gracefully, then re-raises the signal: 128 + SIGINT, no traceback.
+        assert server.wait(30) == 130
+    assert "Traceback" not in server.stdout.read()
