@@ -12,6 +12,7 @@ histories (tests/workflows/test_replay.py) checks the rest.
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 import pytest
 
@@ -64,6 +65,51 @@ def violations(source: str, name: str = "<source>") -> list[str]:
 
 def _ours(module: str) -> bool:
     return module.split(".")[0] in {"cardloop", "temporalio"}
+
+
+def module_file(module: str) -> Path | None:
+    """Our source file for a dotted module name (pyproject's package-dir: cardloop.prompts,
+    .activities and .workflows live in top-level folders), or None when it is not ours."""
+    parts = module.split(".")
+    if parts[0] != "cardloop":
+        return None
+    top = {"prompts": ROOT / "prompts", "activities": ROOT / "activities", "workflows": ROOT / "workflows"}
+    if len(parts) > 1 and parts[1] in top:
+        path = top[parts[1]].joinpath(*parts[2:])
+    else:
+        path = (ROOT / "cardloop").joinpath(*parts[1:])
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def reached_from_workflows() -> set[Path]:
+    """Every module of ours the workflows layer imports, directly or through another."""
+    seen: set[Path] = set()
+    todo = sorted(WORKFLOWS.rglob("*.py"))
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module, *(f"{node.module}.{a.name}" for a in node.names)] \
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else []
+            todo += [f for f in map(module_file, names) if f is not None and f not in seen]
+    return seen
+
+
+def test_what_the_workflows_reach_calls_nothing_nondeterministic() -> None:
+    # The contracts and prompt models a workflow builds run inside it too (a validator that read
+    # the clock would make the workflow read it). Their imports are free; their calls are not.
+    reached = reached_from_workflows() - set(WORKFLOWS.rglob("*.py"))
+    assert ROOT / "cardloop" / "contracts" / "payloads.py" in reached
+    found = [v for path in sorted(reached)
+             for v in violations(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
+             if " calls " in v]
+    assert not found, "\n".join(found)
 
 
 def test_the_workflows_layer_calls_nothing_nondeterministic() -> None:
