@@ -149,20 +149,13 @@ class ApiServer:
 
 
 def reserve_loopback(port: int, pick_free: bool = False) -> socket.socket:
-    """A socket bound to 127.0.0.1:`port`, or to a port the system picks when `port` is taken
-    (or `pick_free`): bound, so nothing else can take it before the server serves on it."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        try:
-            sock.bind(("127.0.0.1", 0 if pick_free else port))
-        except OSError:
-            sock.bind(("127.0.0.1", 0))
-        sock.listen(128)  # listening, the port is ours: a bind elsewhere now fails, even with SO_REUSEADDR
-    except OSError:
-        sock.close()
-        raise
-    return sock
+    """A socket listening on 127.0.0.1:`port`, or on a port the system picks when `port` is taken
+    (or `pick_free`). Listening, not only bound: nothing else can take the port, not even with
+    SO_REUSEADDR (which uvicorn sets), before the server serves on it."""
+    if not pick_free:
+        with contextlib.suppress(OSError):
+            return socket.create_server(("127.0.0.1", port))
+    return socket.create_server(("127.0.0.1", 0))
 
 
 async def serve_in_loop(app: object, host: str, port: int, what: str,
