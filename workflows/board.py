@@ -22,17 +22,6 @@ with workflow.unsafe.imports_passed_through():
     from cardloop.contracts.payloads import BoardCommentInput, BoardMoveInput, BoardWrite, CardState, StageRun
     from cardloop.workflows import policies
 
-# Runs recorded before board writes replay without them.
-PATCH = "board-writes"
-# Runs recorded before the started comment went alongside the stage's start (not before it), and
-# before the stage left its GitHub outcome comment to the board (the board's edits it: one marker).
-ALONGSIDE = "board-writes-alongside"
-# A run whose started comment was a dry run (the worker cannot write to the board: nothing is
-# sent, the writes only say what they would do) writes its end as local activities: no network
-# call to wait for, and each remote one cost the card an activity task and a workflow task
-# (per-card overhead, issue 10). Runs recorded before replay their end writes as activities.
-DRY_RUN_LOCAL = "board-dry-run-ends-locally"
-
 
 def is_dry_run(write: BoardWrite) -> bool:
     """Nothing was sent, and the write says what it would have done."""

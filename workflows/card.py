@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
         StageSettings,
         Transition,
     )
-    from cardloop.workflows import board, policies, transitions
+    from cardloop.workflows import board, policies, transitions, versions
     from cardloop.workflows.stage import StageWorkflow
 
 CARD_ID = SearchAttributeKey.for_keyword(names.SA_CARD_ID)
@@ -58,19 +58,6 @@ def search_attributes(start: CardStart, stage: str, status: str | None = None) -
     if status is not None:
         pairs.append(SearchAttributePair(CARD_STATUS, status))
     return TypedSearchAttributes(pairs)
-
-
-# Runs recorded before the state was kept in the store replay without loading or saving it.
-_STATE_IN_STORE = "card-state-in-store"
-# Runs that save their closing state as a local activity (recorded before: a scheduled one).
-_STATE_SAVED_LOCALLY = "card-state-saved-locally"
-# Runs recorded before automatic retries of transiently failed stages wait without a timer.
-_AUTO_RETRY = "auto-retry"
-# Runs recorded before CardStatus/StageOutcome existed replay without their upserts, and start
-# their stage runs without search attributes (and stage runs that failed returned normally).
-STATUS_ATTRIBUTES = "status-search-attributes"
-# Runs recorded before a move to the running stage left it running replay cancelling it.
-SAME_STAGE_KEEPS_RUNNING = "same-stage-keeps-running"
 
 
 def _card_cancelled() -> bool:
@@ -196,6 +183,7 @@ class CardWorkflow:
 
     @workflow.run
     async def run(self, start: CardStart) -> CardState:
+        versions.decide_at_start()
         self.card_key = start.ref.key
         self.title = start.title
         self.max_events = start.max_history_events
@@ -237,7 +225,7 @@ class CardWorkflow:
         """Until a move or comment arrives, or a planned automatic retry is due (a durable
         timer: it survives worker restarts and continue-as-new, which carries the plan)."""
         plan = self.state.auto_retry
-        if plan is None or not workflow.patched(_AUTO_RETRY):
+        if plan is None or not versions.patched(versions.AUTO_RETRY):
             await workflow.wait_condition(lambda: bool(self.pending or self.comments))
             return
         left = (plan.due - workflow.now()).total_seconds()
@@ -256,7 +244,7 @@ class CardWorkflow:
         (the store holds it: the next run starts only after the last one closed)."""
         if start.state is not None:
             self.state = start.state
-        elif workflow.info().continued_run_id is None and workflow.patched(_STATE_IN_STORE):
+        elif workflow.info().continued_run_id is None and versions.patched(versions.STATE_IN_STORE):
             saved = await workflow.execute_local_activity(
                 names.LOAD_STATE, start.ref.key, result_type=SavedState, **policies.LOCAL,
                 summary="the card's state when its last run closed")
@@ -273,10 +261,10 @@ class CardWorkflow:
     async def _close(self) -> bool:
         """Save the state for the card's next run; False when a move or comment arrived
         meanwhile (the run goes on instead of closing over it)."""
-        if workflow.patched(_STATE_IN_STORE):
+        if versions.patched(versions.STATE_IN_STORE):
             save = SaveStateInput(card_key=self.card_key, state=self.state)
             summary = "keep the card's state for its next run"
-            if workflow.patched(_STATE_SAVED_LOCALLY):
+            if versions.patched(versions.STATE_SAVED_LOCALLY):
                 # In the task that closes the run: the run ends one workflow task sooner. A move
                 # arriving meanwhile still wins: Temporal refuses to complete a run over a new event.
                 await workflow.execute_local_activity(names.SAVE_STATE, save, **policies.STORE_LOCAL, summary=summary)
@@ -299,10 +287,10 @@ class CardWorkflow:
         self._details()
         on_board = board_comments = dry_run = False
         opening: asyncio.Future[tuple[bool, str, bool]] | None = None
-        if workflow.patched(board.ALONGSIDE):
+        if versions.patched(versions.BOARD_ALONGSIDE):
             # The board hears of the run while its stage starts: nothing awaited before the child.
             opening = asyncio.ensure_future(board.opening(self.card_key, stage, run, was_blocked))
-        elif workflow.patched(board.PATCH):  # runs recorded with the first board writes: comment, then stage
+        elif versions.patched(versions.BOARD_WRITES):  # runs recorded with the first board writes: comment, then stage
             first = await board.started(self.card_key, stage, run)
             on_board, board_comments = not first.skipped or bool(first.would), not first.skipped
             self.state.board = first.line()
@@ -313,7 +301,7 @@ class CardWorkflow:
             id=f"{workflow.info().workflow_id}/{run}-{stage}",
             static_summary=f"{stage} run {run} of card {start.ref.key}",
             execution_timeout=timedelta(days=7),
-            search_attributes=search_attributes(start, stage) if workflow.patched(STATUS_ATTRIBUTES) else None,
+            search_attributes=search_attributes(start, stage) if versions.patched(versions.STATUS_ATTRIBUTES) else None,
         )
         if opening is not None:
             on_board, self.state.board, dry_run = await opening
@@ -323,7 +311,7 @@ class CardWorkflow:
                                           or self.stop is not None)
             await self._flush_comments()
             if self.pending and transitions.pick_move(self.pending).to == stage and not handle.done() \
-                    and self.stop is None and workflow.patched(SAME_STAGE_KEEPS_RUNNING):
+                    and self.stop is None and versions.patched(versions.SAME_STAGE_KEEPS_RUNNING):
                 self.pending.clear()  # the card is already there (a board echo, a second click): go on
                 continue
             if (self.pending or self.stop is not None) and not handle.done():
@@ -357,7 +345,7 @@ class CardWorkflow:
     async def _board_ended(self, start: CardStart, result: StageRun, *, dry_run: bool = False) -> None:
         """The run's outcome on the board, then the card to its next column (or blocked)."""
         auto = next((t for t in self.pending if t.delivery_id == f"auto/{result.run}"), None)
-        local = dry_run and workflow.patched(board.DRY_RUN_LOCAL)
+        local = dry_run and versions.patched(versions.BOARD_DRY_RUN_LOCAL)
         writes = await board.ended(self.card_key, self.state, result, auto.to if auto else "", local=local)
         said, last = writes[0], self.state.history[-1] if self.state.history else None
         if start.ref.board == "github" and said.target and last is not None and last.run == result.run:
@@ -400,7 +388,7 @@ class CardWorkflow:
     def _publish(self, updates: list) -> None:
         """One upsert (each is an event) of `updates` and, on runs that keep them, the card's
         status and last outcome where they changed."""
-        if workflow.patched(STATUS_ATTRIBUTES):
+        if versions.patched(versions.STATUS_ATTRIBUTES):
             status = transitions.card_status(self.state)
             if self._attribute(CARD_STATUS) != status:
                 updates.append(CARD_STATUS.value_set(status))

@@ -34,7 +34,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCallOut,
         ToolOutcome,
     )
-    from cardloop.workflows import policies
+    from cardloop.workflows import policies, versions
 
 
 @workflow.defn(name=names.RESEARCH_WORKFLOW)
@@ -48,6 +48,7 @@ class ResearchWorkflow:
 
     @workflow.run
     async def run(self, inp: ResearchInput) -> ResearchResult:
+        versions.decide_at_start()  # none of its own yet: a later patch of research lands on it
         s, p = inp.settings, self.progress
         wid = workflow.info().workflow_id
         self._phase("storing and chunking the artifacts")

@@ -41,20 +41,13 @@ with workflow.unsafe.imports_passed_through():
         SummarizeInput,
         SummarizeResult,
     )
-    from cardloop.workflows import policies
+    from cardloop.workflows import policies, versions
     from cardloop.workflows.failures import is_transient
     from cardloop.workflows.research import research_large_logs, research_tool
     from cardloop.workflows.workspace import Hands, StuckWatch, TurnActs
 
 
 STAGE_OUTCOME = SearchAttributeKey.for_keyword(names.SA_STAGE_OUTCOME)
-# Runs recorded before the outcome was a search attribute (and a failed run failed the
-# workflow) replay without the upsert and return their failed run normally.
-OUTCOME_ATTRIBUTE = "outcome-search-attribute"
-CANCEL_DURING_REPORT = "cancel-during-progress-report"
-# A turn that ends the run sends no progress signal: the run's result carries the same figures,
-# and the signal cost the stage and the card a workflow task each (per-card overhead, issue 10).
-QUIET_LAST_TURN = "no-progress-signal-on-the-last-turn"
 
 # The first words of the note that refuses a claim because of CI.
 NOT_ACCEPTED_CI = "COMPLETE was not accepted: CI of"
@@ -77,17 +70,17 @@ class StageWorkflow:
 
     @workflow.run
     async def run(self, inp: StageInput) -> StageRun:
+        versions.decide_at_start()
         done = await self._run(inp)
         hands = self._hands
         if hands is not None and hands.review_comments and done.outcome == "completed" \
-                and workflow.patched("review-line-comments"):
+                and versions.patched(versions.REVIEW_LINE_COMMENTS):
             done = await self._post_review(inp, hands, done)
-        # Agent histories recorded before outcome comments replay without this step.
         # With board writes the card workflow comments the outcome through the card's board client.
         if self._hands is not None and inp.settings.comment and done.outcome in COMMENTED \
-                and not inp.board_comments and workflow.patched("outcome-comment"):
+                and not inp.board_comments and versions.patched(versions.OUTCOME_COMMENT):
             done = await self._comment(inp, done)
-        if workflow.patched(OUTCOME_ATTRIBUTE):
+        if versions.patched(versions.OUTCOME_ATTRIBUTE):
             # The outcome for operators' filters (StageOutcome = 'failed'); a failed run also fails
             # the workflow, so the Temporal UI lists it as Failed, carrying the run for the card.
             workflow.upsert_search_attributes([STAGE_OUTCOME.value_set(done.outcome)])
@@ -100,14 +93,13 @@ class StageWorkflow:
         s = inp.settings
         p = self.progress
         try:
-            # Histories recorded before context sources existed replay without this step.
-            if s.sources and workflow.patched("context-sources"):
+            if s.sources and versions.patched(versions.CONTEXT_SOURCES):
                 self._details(inp, f"gathering context: {', '.join(s.sources)}")
                 gathered = await self._gather(inp)
                 self._logs = [log for g in gathered for log in g.logs]
                 # A log too large for any prompt is researched (a child workflow) and the report
                 # joins the card's context; histories from before research replay without it.
-                if s.research is not None and s.research_min_tokens and workflow.patched("research-large-logs"):
+                if s.research is not None and s.research_min_tokens and versions.patched(versions.RESEARCH_LARGE_LOGS):
                     self._details(inp, "researching logs too large for the prompt")
                     await research_large_logs(inp, gathered)
             hands: Hands | None = None
@@ -144,7 +136,7 @@ class StageWorkflow:
                 p.cost_usd += reply.cost_usd
                 p.last_result = reply.excerpt[:300]
                 ends_now = hands is None and reply.promise in ("COMPLETE", "BLOCKED")
-                if not (ends_now and workflow.patched(QUIET_LAST_TURN)):
+                if not (ends_now and versions.patched(versions.QUIET_LAST_TURN)):
                     await self._report(inp)
                 promise, reason = reply.promise, reply.reason
                 if hands is not None:
@@ -194,7 +186,7 @@ class StageWorkflow:
             # The tenant's token or cost cap refused the model call before it was made: the run
             # ends blocked with the reason, its work kept (a comment on the card runs it again).
             if isinstance(root, ApplicationError) and root.type == names.TENANT_LIMIT \
-                    and workflow.patched("tenant-limit-blocks"):
+                    and versions.patched(versions.TENANT_LIMIT_BLOCKS):
                 return self._done(inp, "blocked", f"{root.message}{self._kept(self._hands)}")
             return self._failed(inp, _root_message(err), transient=is_transient(_root_cause(err)))
         except TemporalTimeout:
@@ -206,7 +198,7 @@ class StageWorkflow:
             # A local activity's ordinary failure reaches the workflow bare, live and on replay
             # (e.g. "store unavailable: database is locked" from prompt.assemble). It used to fail
             # the stage workflow; histories recorded so must still replay that way.
-            if not workflow.patched("local-activity-failure-ends-stage"):
+            if not versions.patched(versions.LOCAL_ACTIVITY_FAILURE_ENDS_STAGE):
                 raise
             return self._failed(inp, _root_message(err), transient=is_transient(_root_cause(err)))
 
@@ -387,7 +379,7 @@ class StageWorkflow:
         # A cancel (a move, `card cancel`) that lands while this signal is in flight is taken by
         # the signal's await: the SDK lets the signal finish and clears the task's cancel, and the
         # stage ran on to its budget. Honour it here; runs recorded so replay without it.
-        if workflow.cancellation_reason() is not None and workflow.patched(CANCEL_DURING_REPORT):
+        if workflow.cancellation_reason() is not None and versions.patched(versions.CANCEL_DURING_REPORT):
             raise asyncio.CancelledError("cancelled while reporting progress")
 
     async def _assemble(self, inp: StageInput, iteration: int, tools: list[str]) -> AssembleResult:

@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
         WorkspaceInfo,
         WorkspaceInput,
     )
-    from cardloop.workflows import policies
+    from cardloop.workflows import policies, versions
 
 # Tools whose calls may change the worktree: a turn that used one is checkpointed.
 WRITING_TOOLS = frozenset({"write_file", "edit_file", "run_command"})
@@ -169,7 +169,8 @@ class Hands:
         wf = workflow.info().workflow_id
         for call in calls:
             outcome: ToolOutcome
-            if call.name == names.RESEARCH_TOOL and self.research is not None and workflow.patched("research-tool"):
+            if call.name == names.RESEARCH_TOOL and self.research is not None \
+                    and versions.patched(versions.RESEARCH_TOOL):
                 outcome = await self.research(call, iteration)
             else:
                 outcome = await self._on_worker(

@@ -1,0 +1,212 @@
+"""Patches are decided at a run's start (workflows/versions.py), so a history replays however
+its workflow tasks were cut.
+
+A query that meets a finishing local activity makes Temporal's core close the workflow task
+with the activity's marker and run the code after it in a new task; replay runs that code in
+the first task. `split_after` builds exactly that history from a real one (a new workflow task
+right after a local activity's marker), and every such cut of a card's histories must replay.
+Before patches were decided at the start, the first such cut failed: "Non-deprecated patch
+marker encountered for change status-search-attributes" (tests/workflows/histories keep
+runs of that shape that did not meet a query, and still replay).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from cardloop.app.worker import WORKFLOWS
+from cardloop.workflows import versions
+from tests.conftest import ROOT
+from tests.stack import Stack, event_listing, replay_all, small_card
+
+LOCAL_ACTIVITY_MARKER = "core_local_activity"
+WORKFLOW_TASK = (EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED,
+                 EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+
+
+def _attributes(event: HistoryEvent):
+    return getattr(event, event.WhichOneof("attributes"))
+
+
+def patch_markers(history: WorkflowHistory) -> list[str]:
+    return [e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data.decode()
+            for e in history.events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+            and e.marker_recorded_event_attributes.marker_name == "core_patch"]
+
+
+def split_points(history: WorkflowHistory) -> list[int]:
+    """Indexes of local activity markers that have more commands after them in their task."""
+    events = history.events
+    return [i for i, e in enumerate(events[:-1])
+            if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+            and e.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER
+            and events[i + 1].event_type not in WORKFLOW_TASK
+            and _attributes(events[i + 1]).DESCRIPTOR.fields_by_name.get("workflow_task_completed_event_id")]
+
+
+def split_after(history: WorkflowHistory, at: int) -> WorkflowHistory:
+    """The history as if the workflow task that recorded event `at` (a local activity's marker)
+    had closed right after it: a new scheduled/started/completed task follows the marker, the
+    task's later commands belong to the new task, and every event id after it moves by three."""
+    events = [HistoryEvent.FromString(e.SerializeToString()) for e in history.events]
+    closed_by = _attributes(events[at]).workflow_task_completed_event_id
+    trio_at = next(i for i, e in enumerate(events) if e.event_id == closed_by) - 2
+    trio = [HistoryEvent.FromString(e.SerializeToString()) for e in events[trio_at:trio_at + 3]]
+    assert tuple(e.event_type for e in trio) == WORKFLOW_TASK, event_listing(history)
+    out = events[:at + 1] + trio + events[at + 1:]
+    renumbered = {e.event_id: i + 1 for i, e in enumerate(out) if not any(e is t for t in trio)}
+    scheduled, started, completed = (at + 2, at + 3, at + 4)
+    for i, event in enumerate(out):
+        attributes = _attributes(event)
+        for field in attributes.DESCRIPTOR.fields:
+            if field.name.endswith("event_id") and field.type == field.TYPE_INT64:
+                old = getattr(attributes, field.name)
+                if old:
+                    setattr(attributes, field.name, renumbered.get(old, old))
+        if i > at + 3 and getattr(attributes, "workflow_task_completed_event_id", 0) == renumbered[closed_by]:
+            attributes.workflow_task_completed_event_id = completed
+    for event, event_id in zip(trio, (scheduled, started, completed), strict=True):
+        event.event_id = event_id
+        event.event_time.CopyFrom(events[at].event_time)
+    trio[1].workflow_task_started_event_attributes.scheduled_event_id = scheduled
+    trio[2].workflow_task_completed_event_attributes.scheduled_event_id = scheduled
+    trio[2].workflow_task_completed_event_attributes.started_event_id = started
+    for i, event in enumerate(out):
+        if not any(event is t for t in trio):
+            event.event_id = i + 1
+    return WorkflowHistory(history.workflow_id, out)
+
+
+@pytest.mark.stack_env(CARDLOOP_STAGES__TESTING__AUTO_ADVANCE="false")
+async def test_every_cut_after_a_local_activity_replays(stack: Stack) -> None:
+    ref = stack.cards.import_card(small_card("CUT-1"))
+    await stack.cards.move(ref, "testing")
+    await stack.wait_state(ref, lambda s: len(s.history) == 1 and s.status != "running")
+    # The card's run closes; a move opens the next one, which loads its state (a local activity)
+    # and publishes its status right after.
+    await stack.cards.move(ref, "done")
+    await stack.wait_state(ref, lambda s: s.status == "done")
+    first = await stack.client.get_workflow_handle(ref.workflow_id).fetch_history()
+    await stack.cards.move(ref, "testing")
+    state = await stack.wait_state(ref, lambda s: len(s.history) == 2 and s.status != "running")
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
+    histories = [first, await stack.client.get_workflow_handle(ref.workflow_id).fetch_history()] + [
+        await stack.client.get_workflow_handle(f"{ref.workflow_id}/{run.run}-{run.stage}").fetch_history()
+        for run in state.history]
+    replayer = Replayer(workflows=list(WORKFLOWS), data_converter=pydantic_data_converter)
+    cuts = 0
+    # A run of this code records one patch marker, its generation's gate, and no other.
+    gates = [json.dumps({"id": gate, "deprecated": False}, separators=(",", ":")) for gate, _ in versions.GENERATIONS]
+    for history in histories:
+        assert patch_markers(history) == gates, history.workflow_id
+    for history in histories:
+        for at in split_points(history):
+            cut = split_after(history, at)
+            result = await replayer.replay_workflow(cut, raise_on_replay_failure=False)
+            assert result.replay_failure is None, \
+                f"{history.workflow_id} cut after event {at + 1}: {result.replay_failure}\n{event_listing(cut)}"
+            cuts += 1
+    # The card's runs each cut after loading their state and after their stage's settings; the
+    # stage runs after assembling their prompt.
+    assert cuts >= 5, cuts
+
+
+def test_a_cut_moves_the_tasks_commands_and_renumbers() -> None:
+    """split_after on a small real-shaped history: ids stay consecutive, references follow."""
+    def event(kind: str, **attributes: object) -> HistoryEvent:
+        e = HistoryEvent(event_type=getattr(EventType, f"EVENT_TYPE_{kind.upper()}"))
+        getattr(e, f"{kind}_event_attributes").SetInParent()
+        for name, value in attributes.items():
+            setattr(getattr(e, f"{kind}_event_attributes"), name, value)
+        return e
+    events = [event("workflow_execution_started"), event("workflow_task_scheduled"),
+              event("workflow_task_started", scheduled_event_id=2),
+              event("workflow_task_completed", scheduled_event_id=2, started_event_id=3),
+              event("marker_recorded", marker_name=LOCAL_ACTIVITY_MARKER, workflow_task_completed_event_id=4),
+              event("activity_task_scheduled", workflow_task_completed_event_id=4),
+              event("activity_task_started", scheduled_event_id=6),
+              event("activity_task_completed", scheduled_event_id=6, started_event_id=7)]
+    for i, e in enumerate(events):
+        e.event_id = i + 1
+    history = WorkflowHistory("w", events)
+    assert split_points(history) == [4]
+    cut = split_after(history, 4)
+    kinds = [EventType.Name(e.event_type).removeprefix("EVENT_TYPE_") for e in cut.events]
+    assert kinds[4:8] == ["MARKER_RECORDED", "WORKFLOW_TASK_SCHEDULED", "WORKFLOW_TASK_STARTED",
+                          "WORKFLOW_TASK_COMPLETED"]
+    assert [e.event_id for e in cut.events] == list(range(1, 12))
+    assert cut.events[6].workflow_task_started_event_attributes.scheduled_event_id == 6
+    assert cut.events[7].workflow_task_completed_event_attributes.started_event_id == 7
+    assert cut.events[8].activity_task_scheduled_event_attributes.workflow_task_completed_event_id == 8
+    assert cut.events[4].marker_recorded_event_attributes.workflow_task_completed_event_id == 4
+    assert cut.events[10].activity_task_completed_event_attributes.scheduled_event_id == 9
+    assert cut.events[10].activity_task_completed_event_attributes.started_event_id == 10
+
+
+# --- only versions.py asks Temporal for patches, and every run decides them first ---------
+
+def patch_violations(source: str, name: str = "<source>") -> list[str]:
+    found = []
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = ast.unparse(node.func.value)
+            if owner == "workflow" and node.func.attr in ("patched", "deprecate_patch"):
+                found.append(f"{name}:{node.lineno} calls workflow.{node.func.attr} (use versions.patched)")
+            elif owner == "versions" and node.func.attr == "patched":
+                arg = node.args[0] if node.args else None
+                patch = getattr(versions, arg.attr, None) if isinstance(arg, ast.Attribute) else None
+                known = set().union(*(ids for _, ids in versions.GENERATIONS), versions.SUPERSEDED)
+                if patch not in known:
+                    found.append(f"{name}:{node.lineno} asks for {ast.unparse(arg) if arg else 'nothing'}, "
+                                 "in no generation of versions.GENERATIONS")
+        if isinstance(node, ast.AsyncFunctionDef) and any(ast.unparse(d).endswith("workflow.run")
+                                                          for d in node.decorator_list):
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                first = node.body[1]  # a docstring
+            if ast.unparse(first) != "versions.decide_at_start()":
+                found.append(f"{name}:{node.lineno} {node.name} does not decide its patches first")
+    return found
+
+
+def test_patches_are_decided_only_through_versions() -> None:
+    found = []
+    for path in sorted((ROOT / "workflows").glob("*.py")):
+        if path.name != "versions.py":
+            found += patch_violations(path.read_text(), str(path.relative_to(ROOT)))
+    assert not found, "\n".join(found)
+    used = set()
+    for path in (ROOT / "workflows").glob("*.py"):
+        used |= {node.attr for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.Attribute) and ast.unparse(node.value) == "versions"
+                 and node.attr.isupper()}
+    declared = set().union(*(ids for _, ids in versions.GENERATIONS), versions.SUPERSEDED)
+    assert {getattr(versions, name) for name in used} == declared, "a declared patch no workflow asks for"
+
+
+@pytest.mark.parametrize(("source", "named"), [
+    ("if workflow.patched('x'):\n    pass\n", "calls workflow.patched"),
+    ("workflow.deprecate_patch('x')\n", "calls workflow.deprecate_patch"),
+    ("if versions.patched(versions.NOT_A_PATCH):\n    pass\n", "in no generation"),
+    ("if versions.patched('status-search-attributes'):\n    pass\n", "in no generation"),
+    ("@workflow.run\nasync def run(self, x):\n    await y()\n    versions.decide_at_start()\n",
+     "does not decide its patches first"),
+])
+def test_the_patch_guard_names_each_violation(source: str, named: str) -> None:
+    assert any(named in v for v in patch_violations(source)), patch_violations(source)
+
+
+def test_a_run_that_decides_first_passes() -> None:
+    source = ('@workflow.run\nasync def run(self, x):\n    """Doc."""\n    versions.decide_at_start()\n'
+              '    if versions.patched(versions.STATUS_ATTRIBUTES):\n        pass\n')
+    assert patch_violations(source) == []
+
