@@ -25,6 +25,7 @@ from temporalio.worker import Replayer
 from cardloop.app.worker import WORKFLOWS
 from cardloop.workflows import versions
 from tests.conftest import ROOT
+from tests.stack import HISTORIES as HISTORY_DIR
 from tests.stack import Stack, event_listing, replay_all, small_card
 
 LOCAL_ACTIVITY_MARKER = "core_local_activity"
@@ -97,14 +98,15 @@ async def test_every_cut_after_a_local_activity_replays(stack: Stack) -> None:
     first = await stack.client.get_workflow_handle(ref.workflow_id).fetch_history()
     await stack.cards.move(ref, "testing")
     state = await stack.wait_state(ref, lambda s: len(s.history) == 2 and s.status != "running")
-    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
+    # Recorded (RECORD_WORKFLOW_HISTORIES=1): runs of this generation must keep replaying.
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "patches-at-start")
     histories = [first, await stack.client.get_workflow_handle(ref.workflow_id).fetch_history()] + [
         await stack.client.get_workflow_handle(f"{ref.workflow_id}/{run.run}-{run.stage}").fetch_history()
         for run in state.history]
     replayer = Replayer(workflows=list(WORKFLOWS), data_converter=pydantic_data_converter)
     cuts = 0
     # A run of this code records one patch marker, its generation's gate, and no other.
-    gates = [json.dumps({"id": gate, "deprecated": False}, separators=(",", ":")) for gate, _ in versions.GENERATIONS]
+    gates = [_gate(gate) for gate, _ in versions.GENERATIONS]
     for history in histories:
         assert patch_markers(history) == gates, history.workflow_id
     for history in histories:
@@ -117,6 +119,32 @@ async def test_every_cut_after_a_local_activity_replays(stack: Stack) -> None:
     # The card's runs each cut after loading their state and after their stage's settings; the
     # stage runs after assembling their prompt.
     assert cuts >= 5, cuts
+
+
+def _recorded_with_gates() -> list[WorkflowHistory]:
+    histories = []
+    for path in sorted(HISTORY_DIR.glob("*.json")):
+        record = json.loads(path.read_text())
+        history = WorkflowHistory.from_json(record["workflow_id"], record["history"])
+        if patch_markers(history)[:1] == [_gate(versions.GENERATIONS[0][0])]:
+            histories.append(history)
+    return histories
+
+
+def _gate(gate: str) -> str:
+    return json.dumps({"id": gate, "deprecated": False}, separators=(",", ":"))
+
+
+async def test_recorded_runs_of_this_generation_replay_however_cut() -> None:
+    """The same for the histories recorded under tests/workflows/histories by this generation:
+    a later change to the workflows must keep every cut of them replaying too."""
+    histories = _recorded_with_gates()
+    assert len(histories) >= 3
+    replayer = Replayer(workflows=list(WORKFLOWS), data_converter=pydantic_data_converter)
+    for history in histories:
+        for at in split_points(history):
+            result = await replayer.replay_workflow(split_after(history, at), raise_on_replay_failure=False)
+            assert result.replay_failure is None, f"{history.workflow_id} cut after event {at + 1}"
 
 
 def test_a_cut_moves_the_tasks_commands_and_renumbers() -> None:
