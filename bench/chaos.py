@@ -7,10 +7,12 @@ process (bench/chaos_worker.py, i.e. `cardloop worker`); the scripted model runs
 every reply unique ("[call N] ..."). During the run the worker is SIGKILLed K times at random
 moments and S more times right after the store committed a reply (the worker kills itself:
 CHAOS_KILL_AFTER_REPLY), and the dev server is killed and restarted M times on its file. A
-killed worker is started again after a short pause. Then it prints N, K, S, M, the cards
-finished and lost, duplicated side effects, replies acted on that differ from the stored ones
-(target 0), model calls made vs calls in the ledger (each call has its row; rows beyond the calls
-are attempts a kill cut after the row opened), and histories that fail replay (0).
+killed worker is started again after a short pause. Meanwhile P pollers (--pollers, 2) query
+every card's state and its stage's progress without pause, as `card show --follow` does. Then
+it prints N, K, S, M, the cards finished and lost, duplicated side effects, replies acted on that
+differ from the stored ones (target 0), model calls made vs calls in the ledger (each call has
+its row; rows beyond the calls are attempts a kill cut after the row opened), and histories
+that fail replay (0).
 
 Not run in CI (minutes); tests/bench/test_chaos.py runs a small version of it.
 """
@@ -99,6 +101,22 @@ async def finished(client: Client, ref: CardRef) -> bool:
     return desc.status == WorkflowExecutionStatus.COMPLETED
 
 
+async def poll(cards: CardService, refs: list[CardRef], stop: asyncio.Event, answered: list[int]) -> None:
+    """What `card show --follow` and the API do while cards run: query each card's state and its
+    running stage's progress, over and over. A query that meets a local activity's end makes
+    Temporal cut the workflow task there, which histories must survive on replay."""
+    while not stop.is_set():
+        for ref in refs:
+            try:
+                state = await cards.state(ref)
+                answered[0] += 1
+                if state is not None and await cards.running_turn(ref, state) is not None:
+                    answered[0] += 1
+            except Exception:  # the worker or the server is down: faults are the point
+                await asyncio.sleep(0.2)
+        await asyncio.sleep(0.005)
+
+
 async def retry(what, attempts: int = 60):
     for i in range(attempts):
         try:
@@ -150,6 +168,8 @@ async def run(args: argparse.Namespace) -> dict:
                         + [(rng.uniform(2, span), "restart") for _ in range(args.restarts)])
         done: set[str] = set()
         deadline = started + args.timeout
+        stop_polling, answered = asyncio.Event(), [0]
+        pollers = [asyncio.create_task(poll(cards, refs, stop_polling, answered)) for _ in range(args.pollers)]
         while time.monotonic() < deadline:
             now = time.monotonic() - started
             while events and events[0][0] <= now:
@@ -170,6 +190,8 @@ async def run(args: argparse.Namespace) -> dict:
                 break
             if len(done) == len(refs) and not events:
                 break  # every card finished before the remaining store kills could fire
+        stop_polling.set()
+        await asyncio.gather(*pollers)
         worker.ensure()
         states: dict[str, CardState | None] = {}
         for ref in refs:
@@ -185,6 +207,7 @@ async def run(args: argparse.Namespace) -> dict:
             "duplicated stage runs": result.duplicated_stage_runs,
             "replies compared": result.replies_compared,
             "replies acted on that differ from the stored ones": result.replies_differing,
+            "queries answered while cards ran": answered[0],
             "model calls made": model.request_count, "calls in the ledger": result.ledger_calls,
             "of them cut by a kill (unsettled)": result.ledger_unsettled,
             "histories replayed": result.histories,
@@ -216,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--restarts", type=int, default=3, help="M dev server restarts")
     parser.add_argument("--span", type=float, default=120.0, help="seconds over which faults are spread")
     parser.add_argument("--latency", type=float, default=0.3, help="seconds the model takes per call")
+    parser.add_argument("--pollers", type=int, default=2,
+                        help="tasks querying every card's state and stage progress without pause")
     parser.add_argument("--timeout", type=float, default=900.0, help="give up after this many seconds")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
