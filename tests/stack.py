@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,8 @@ from cardloop.contracts.config import REPO_CONFIG, Config
 from cardloop.contracts.payloads import CardState
 from cardloop.prompts.card import Card
 from cardloop.store import Store
+from cardloop.workflows import versions
+from tests.task_cuts import gate_marker, patch_markers, split_after, split_points
 
 ROOT = Path(__file__).resolve().parent.parent
 HISTORIES = Path(__file__).parent / "workflows" / "histories"
@@ -72,6 +75,7 @@ async def replay_all(client: Client, handle: WorkflowHandle, name: str | None = 
     """Replay the card workflow and every stage it ran; optionally record them under tests/."""
     replayer = Replayer(workflows=list(WORKFLOWS), data_converter=pydantic_data_converter)
     histories = [await handle.fetch_history()]
+    cuts: list[WorkflowHistory] = []
     state = await handle.query("state", result_type=CardState)
     for run in state.history:
         child = client.get_workflow_handle(f"{handle.id}/{run.run}-{run.stage}")
@@ -82,14 +86,28 @@ async def replay_all(client: Client, handle: WorkflowHandle, name: str | None = 
         except Exception as err:
             # What CI prints is all a later session sees of a rare failure: the events, named.
             raise AssertionError(f"{history.workflow_id} does not replay: {err}\n{event_listing(history)}") from err
+        # A run of this generation must also replay however a query could have cut its tasks
+        # (tests/task_cuts.py; workflows/versions.py says why).
+        if patch_markers(history)[:1] == [gate_marker(versions.GENERATIONS[0][0])]:
+            cuts += [split_after(history, at) for at in split_points(history)]
         # Claim check: large things live in the store; no event may carry a big payload.
         biggest = max(event.ByteSize() for event in history.events)
         assert biggest < 64 * 1024, f"an event of {history.workflow_id} is {biggest:,} bytes"
+    async with replayer.workflow_replay_iterator(_each(cuts)) as results:  # one replay worker for all
+        async for result in results:
+            if result.replay_failure is not None:
+                raise AssertionError(f"{result.history.workflow_id}, cut after a local activity, does not replay: "
+                                     f"{result.replay_failure}\n{event_listing(result.history)}")
     if name and os.environ.get("RECORD_WORKFLOW_HISTORIES"):
         HISTORIES.mkdir(exist_ok=True)
         for i, history in enumerate(histories):
             record = {"workflow_id": history.workflow_id, "history": portable(json.loads(history.to_json()))}
             (HISTORIES / f"{name}-{i}.json").write_text(json.dumps(record, indent=1))
+
+
+async def _each(histories: list[WorkflowHistory]) -> AsyncIterator[WorkflowHistory]:
+    for history in histories:
+        yield history
 
 
 def event_listing(history: WorkflowHistory) -> str:

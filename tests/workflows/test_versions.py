@@ -27,63 +27,7 @@ from cardloop.workflows import versions
 from tests.conftest import ROOT
 from tests.stack import HISTORIES as HISTORY_DIR
 from tests.stack import Stack, event_listing, replay_all, small_card
-
-LOCAL_ACTIVITY_MARKER = "core_local_activity"
-WORKFLOW_TASK = (EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED,
-                 EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
-
-
-def _attributes(event: HistoryEvent):
-    return getattr(event, event.WhichOneof("attributes"))
-
-
-def patch_markers(history: WorkflowHistory) -> list[str]:
-    return [e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data.decode()
-            for e in history.events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-            and e.marker_recorded_event_attributes.marker_name == "core_patch"]
-
-
-def split_points(history: WorkflowHistory) -> list[int]:
-    """Indexes of local activity markers that have more commands after them in their task."""
-    events = history.events
-    return [i for i, e in enumerate(events[:-1])
-            if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
-            and e.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER
-            and events[i + 1].event_type not in WORKFLOW_TASK
-            and _attributes(events[i + 1]).DESCRIPTOR.fields_by_name.get("workflow_task_completed_event_id")]
-
-
-def split_after(history: WorkflowHistory, at: int) -> WorkflowHistory:
-    """The history as if the workflow task that recorded event `at` (a local activity's marker)
-    had closed right after it: a new scheduled/started/completed task follows the marker, the
-    task's later commands belong to the new task, and every event id after it moves by three."""
-    events = [HistoryEvent.FromString(e.SerializeToString()) for e in history.events]
-    closed_by = _attributes(events[at]).workflow_task_completed_event_id
-    trio_at = next(i for i, e in enumerate(events) if e.event_id == closed_by) - 2
-    trio = [HistoryEvent.FromString(e.SerializeToString()) for e in events[trio_at:trio_at + 3]]
-    assert tuple(e.event_type for e in trio) == WORKFLOW_TASK, event_listing(history)
-    out = events[:at + 1] + trio + events[at + 1:]
-    renumbered = {e.event_id: i + 1 for i, e in enumerate(out) if not any(e is t for t in trio)}
-    scheduled, started, completed = (at + 2, at + 3, at + 4)
-    for i, event in enumerate(out):
-        attributes = _attributes(event)
-        for field in attributes.DESCRIPTOR.fields:
-            if field.name.endswith("event_id") and field.type == field.TYPE_INT64:
-                old = getattr(attributes, field.name)
-                if old:
-                    setattr(attributes, field.name, renumbered.get(old, old))
-        if i > at + 3 and getattr(attributes, "workflow_task_completed_event_id", 0) == renumbered[closed_by]:
-            attributes.workflow_task_completed_event_id = completed
-    for event, event_id in zip(trio, (scheduled, started, completed), strict=True):
-        event.event_id = event_id
-        event.event_time.CopyFrom(events[at].event_time)
-    trio[1].workflow_task_started_event_attributes.scheduled_event_id = scheduled
-    trio[2].workflow_task_completed_event_attributes.scheduled_event_id = scheduled
-    trio[2].workflow_task_completed_event_attributes.started_event_id = started
-    for i, event in enumerate(out):
-        if not any(event is t for t in trio):
-            event.event_id = i + 1
-    return WorkflowHistory(history.workflow_id, out)
+from tests.task_cuts import LOCAL_ACTIVITY_MARKER, gate_marker, patch_markers, split_after, split_points
 
 
 @pytest.mark.stack_env(CARDLOOP_STAGES__TESTING__AUTO_ADVANCE="false")
@@ -106,7 +50,7 @@ async def test_every_cut_after_a_local_activity_replays(stack: Stack) -> None:
     replayer = Replayer(workflows=list(WORKFLOWS), data_converter=pydantic_data_converter)
     cuts = 0
     # A run of this code records one patch marker, its generation's gate, and no other.
-    gates = [_gate(gate) for gate, _ in versions.GENERATIONS]
+    gates = [gate_marker(gate) for gate, _ in versions.GENERATIONS]
     for history in histories:
         assert patch_markers(history) == gates, history.workflow_id
     for history in histories:
@@ -126,13 +70,9 @@ def _recorded_with_gates() -> list[WorkflowHistory]:
     for path in sorted(HISTORY_DIR.glob("*.json")):
         record = json.loads(path.read_text())
         history = WorkflowHistory.from_json(record["workflow_id"], record["history"])
-        if patch_markers(history)[:1] == [_gate(versions.GENERATIONS[0][0])]:
+        if patch_markers(history)[:1] == [gate_marker(versions.GENERATIONS[0][0])]:
             histories.append(history)
     return histories
-
-
-def _gate(gate: str) -> str:
-    return json.dumps({"id": gate, "deprecated": False}, separators=(",", ":"))
 
 
 async def test_recorded_runs_of_this_generation_replay_however_cut() -> None:
@@ -155,28 +95,32 @@ def test_a_cut_moves_the_tasks_commands_and_renumbers() -> None:
         for name, value in attributes.items():
             setattr(getattr(e, f"{kind}_event_attributes"), name, value)
         return e
+    # A signal that arrived while the first task waited sits between its scheduled and started.
     events = [event("workflow_execution_started"), event("workflow_task_scheduled"),
+              event("workflow_execution_signaled", signal_name="transition"),
               event("workflow_task_started", scheduled_event_id=2),
-              event("workflow_task_completed", scheduled_event_id=2, started_event_id=3),
-              event("marker_recorded", marker_name=LOCAL_ACTIVITY_MARKER, workflow_task_completed_event_id=4),
-              event("activity_task_scheduled", workflow_task_completed_event_id=4),
-              event("activity_task_started", scheduled_event_id=6),
-              event("activity_task_completed", scheduled_event_id=6, started_event_id=7)]
+              event("workflow_task_completed", scheduled_event_id=2, started_event_id=4),
+              event("marker_recorded", marker_name=LOCAL_ACTIVITY_MARKER, workflow_task_completed_event_id=5),
+              event("activity_task_scheduled", workflow_task_completed_event_id=5),
+              event("activity_task_started", scheduled_event_id=7),
+              event("activity_task_completed", scheduled_event_id=7, started_event_id=8)]
     for i, e in enumerate(events):
         e.event_id = i + 1
     history = WorkflowHistory("w", events)
-    assert split_points(history) == [4]
-    cut = split_after(history, 4)
+    assert split_points(history) == [5]
+    cut = split_after(history, 5)
     kinds = [EventType.Name(e.event_type).removeprefix("EVENT_TYPE_") for e in cut.events]
-    assert kinds[4:8] == ["MARKER_RECORDED", "WORKFLOW_TASK_SCHEDULED", "WORKFLOW_TASK_STARTED",
+    assert kinds[5:9] == ["MARKER_RECORDED", "WORKFLOW_TASK_SCHEDULED", "WORKFLOW_TASK_STARTED",
                           "WORKFLOW_TASK_COMPLETED"]
-    assert [e.event_id for e in cut.events] == list(range(1, 12))
-    assert cut.events[6].workflow_task_started_event_attributes.scheduled_event_id == 6
-    assert cut.events[7].workflow_task_completed_event_attributes.started_event_id == 7
-    assert cut.events[8].activity_task_scheduled_event_attributes.workflow_task_completed_event_id == 8
-    assert cut.events[4].marker_recorded_event_attributes.workflow_task_completed_event_id == 4
-    assert cut.events[10].activity_task_completed_event_attributes.scheduled_event_id == 9
-    assert cut.events[10].activity_task_completed_event_attributes.started_event_id == 10
+    assert kinds.count("WORKFLOW_EXECUTION_SIGNALED") == 1
+    assert [e.event_id for e in cut.events] == list(range(1, 13))
+    assert cut.events[7].workflow_task_started_event_attributes.scheduled_event_id == 7
+    assert cut.events[8].workflow_task_completed_event_attributes.scheduled_event_id == 7
+    assert cut.events[8].workflow_task_completed_event_attributes.started_event_id == 8
+    assert cut.events[9].activity_task_scheduled_event_attributes.workflow_task_completed_event_id == 9
+    assert cut.events[5].marker_recorded_event_attributes.workflow_task_completed_event_id == 5
+    assert cut.events[11].activity_task_completed_event_attributes.scheduled_event_id == 10
+    assert cut.events[11].activity_task_completed_event_attributes.started_event_id == 11
 
 
 # --- only versions.py asks Temporal for patches, and every run decides them first ---------
