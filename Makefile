@@ -23,8 +23,9 @@ lint: setup
 
 # Two worker processes, each test file on one of them (module fixtures start once): about 40%
 # less wall time than one process on a 2-core machine. `pytest` alone still runs serially.
+# Files go out heaviest first (tests/conftest.py), not by their number of tests.
 test: lint
-	$(BIN)/pytest -n 2 --dist loadfile
+	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 bench: setup
 	$(BIN)/python bench/assemble.py

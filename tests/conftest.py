@@ -149,3 +149,16 @@ async def stack(temporal_server: TemporalDevServer, tmp_path: Path, request: pyt
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "stack_env(**env): config environment overrides for the stack fixture")
     config.addinivalue_line("markers", "model_timeout(seconds): the stack's model request timeout (default 5)")
+
+
+# Heaviest first. Stack tests (a Temporal server, a worker, real processes) take seconds each;
+# xdist hands test files out in collection order (`--no-loadscope-reorder` in the Makefile: by
+# default it orders them by their number of tests, which put the few-test stack files last and
+# left one worker running them alone at the end), so the quick unit files fill the end instead.
+HEAVY_FIRST = ("tests/workflows/", "tests/cardloop/app/cli/", "tests/bench/", "tests/cardloop/app/")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        return next((i for i, prefix in enumerate(HEAVY_FIRST) if item.nodeid.startswith(prefix)), len(HEAVY_FIRST))
+    items.sort(key=rank)  # stable: each file's tests stay together and in order
