@@ -245,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
+    if args.pollers < 0:
+        parser.error(f"--pollers must be 0 or more, not {args.pollers}")
     figures = asyncio.run(run(args))
     if args.json:
         print(json.dumps(figures))

@@ -47,21 +47,21 @@ async def test_every_cut_after_a_local_activity_replays(stack: Stack) -> None:
     histories = [first, await stack.client.get_workflow_handle(ref.workflow_id).fetch_history()] + [
         await stack.client.get_workflow_handle(f"{ref.workflow_id}/{run.run}-{run.stage}").fetch_history()
         for run in state.history]
-    replayer = Replayer(workflows=list(WORKFLOWS), data_converter=pydantic_data_converter)
-    cuts = 0
     # A run of this code records one patch marker, its generation's gate, and no other.
     gates = [gate_marker(gate) for gate, _ in versions.GENERATIONS]
     for history in histories:
         assert patch_markers(history) == gates, history.workflow_id
-    for history in histories:
-        for at in split_points(history):
-            cut = split_after(history, at)
-            result = await replayer.replay_workflow(cut, raise_on_replay_failure=False)
-            assert result.replay_failure is None, \
-                f"{history.workflow_id} cut after event {at + 1}: {result.replay_failure}\n{event_listing(cut)}"
-            cuts += 1
+    # replay_all replayed every cut of the card's last run and its stage runs; the first run's
+    # cuts are replayed here.
+    replayer = Replayer(workflows=list(WORKFLOWS), data_converter=pydantic_data_converter)
+    for at in split_points(first):
+        cut = split_after(first, at)
+        result = await replayer.replay_workflow(cut, raise_on_replay_failure=False)
+        assert result.replay_failure is None, \
+            f"{first.workflow_id} cut after event {at + 1}: {result.replay_failure}\n{event_listing(cut)}"
     # The card's runs each cut after loading their state and after their stage's settings; the
     # stage runs after assembling their prompt.
+    cuts = sum(len(split_points(history)) for history in histories)
     assert cuts >= 5, cuts
 
 
