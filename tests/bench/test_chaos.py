@@ -30,3 +30,8 @@ def test_chaos_smoke_worker_killed_right_after_a_stored_reply() -> None:
     assert figures["duplicated messages"] == figures["duplicated usage rows"] == figures["duplicated stage runs"] == 0
     assert figures["histories failing replay"] == 0 and figures["histories replayed"] == 5
     assert run.returncode == 0
+
+
+def test_a_negative_poller_count_is_a_usage_error() -> None:
+    run = subprocess.run([sys.executable, str(CHAOS), "--pollers", "-1"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "--pollers must be 0 or more, not -1" in run.stderr
