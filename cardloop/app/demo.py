@@ -145,11 +145,13 @@ async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, 
     deadline = loop.time() + timeout
     while True:
         state = await svc.state(ref)
-        board = _board_lines(state, board, out, said)
+        prior, board = board, _board_lines(state, board, out, said)
         if state and len(state.history) > seen:
-            # The board hears of the outcome right after the run ends (a comment, the next column).
+            # The board hears of the outcome right after the run ends (a comment, the next column):
+            # written in the task that records the run (a dry run's local writes), it is here
+            # already; written by an activity after it, wait for it, a few seconds at most.
             settle = loop.time() + 5
-            while state is not None and state.board and state.board == board and loop.time() < settle:
+            while state is not None and state.board and state.board == prior and loop.time() < settle:
                 await asyncio.sleep(0.1)
                 state = await svc.state(ref) or state
             _board_lines(state, board, out, said)
