@@ -165,9 +165,11 @@ async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, 
                 out(f"  ⎇ {r.commits} commit(s) pushed to the card's branch, last {r.last_commit[:12]}")
             return state
         progress = await _progress(svc, ref, stage, run)
-        if progress and progress.iteration != last_iter:
+        if progress and progress.iteration > last_iter:
+            # Quick turns (the scripted model's) pass between two polls: each is said, none skipped.
+            for turn in range(last_iter + 1, progress.iteration + 1):
+                out(f"  … turn {turn}: assembling the prompt and asking the model")
             last_iter = progress.iteration
-            out(f"  … turn {progress.iteration}: assembling the prompt and asking the model")
         # A model call waiting for its next attempt: say why, once per attempt.
         retrying = await svc.retrying(ref, state) if state is not None else None
         if retrying and retrying.split(" [attempt")[0] != last_retry:

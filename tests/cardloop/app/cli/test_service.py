@@ -109,6 +109,9 @@ def test_demo_runs_offline_and_says_so(tmp_path: Path) -> None:
     # passing run, the verified finish and the commit on the card's branch in the local remote.
     coding = out.stdout.split("▶ moved to coding")[1].split("▶ moved to review")[0]
     assert "✗ 1 failed, 3 passed" in coding and "⚙ edit_file app/webhooks/retry.py" in coding
+    # Every turn is said once, in order, however quickly the scripted model answers it.
+    turns = [line.strip() for line in coding.splitlines() if line.strip().startswith("… turn ")]
+    assert turns == [f"… turn {n}: assembling the prompt and asking the model" for n in range(1, 6)], turns
     assert "→ 4 passed" in coding and "☑ Verification passed" in coding
     assert "⎇ 1 commit(s) pushed to the card's branch" in coding
     remote = tmp_path / "data" / "demo-remote" / "acme" / "payments-api.git"
