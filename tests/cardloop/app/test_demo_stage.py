@@ -8,6 +8,7 @@ Linear, on loopback) is still waited for, and its end is printed before the ✓ 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -19,6 +20,12 @@ from tests.stack import Stack, replay_all, small_card
 pytestmark = pytest.mark.timeout(120)
 
 PLAN = ["Plan: cap the delay before the jitter.\n\n<promise>COMPLETE</promise>"]
+
+
+def fresh_tenant() -> str:
+    """A tenant of its own: the fake Linear serves one issue id, and other tests' closed cards of
+    that id share this Temporal server; querying one of them waits for a worker of its queue."""
+    return f"demo-{uuid.uuid4().hex[:8]}"
 
 
 class Lines:
@@ -38,7 +45,7 @@ class Lines:
 async def test_a_dry_run_boards_end_is_not_waited_for_again(stack: Stack) -> None:
     stack.model.transcript["planning"] = PLAN
     # A GitHub Projects card with no token to write with: every board write is a dry run.
-    ref = stack.cards.import_card(small_card("DEMO-DRY-1", board="github-projects"))
+    ref = stack.cards.import_card(small_card("DEMO-DRY-1", board="github-projects", tenant=fresh_tenant()))
     out = Lines()
     await run_stage(stack.cards, ref, "planning", 60, out)
     end, end_at = out.at("  board: would comment: cardloop · planning (run 1) completed.")
@@ -63,7 +70,7 @@ def stack_overrides(linear: Board) -> dict[str, str]:
 async def test_a_real_boards_end_written_after_the_run_is_printed_before_its_line(stack: Stack,
                                                                                   linear: Board) -> None:
     stack.model.transcript["planning"] = PLAN
-    ref = stack.cards.import_card(small_card(CARD_ID["linear"], board="linear"))
+    ref = stack.cards.import_card(small_card(CARD_ID["linear"], board="linear", tenant=fresh_tenant()))
     out = Lines()
     state = await run_stage(stack.cards, ref, "planning", 60, out)
     end, _ = out.at("  board: linear: commented on")

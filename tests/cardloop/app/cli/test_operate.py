@@ -162,6 +162,6 @@ def test_codec_server_serves_and_a_taken_port_is_a_clear_error(tmp_path: Path) -
         assert codec_call(port, "decode", encoded) == plain
     finally:
         server.send_signal(signal.SIGINT)
-        # uvicorn shuts down gracefully, then re-raises the signal: 128 + SIGINT, no traceback.
-        assert server.wait(30) == 130
+        # uvicorn shuts down gracefully: exit 0, no traceback.
+        assert server.wait(30) == 0
     assert "Traceback" not in server.stdout.read()
