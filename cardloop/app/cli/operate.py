@@ -4,6 +4,7 @@ Temporal namespace setup (deploy/temporal/README.md)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import asyncio
 import secrets
 import socket
@@ -31,14 +32,11 @@ def cmd_codec_server(args: argparse.Namespace, config: Config) -> int:
     sock = _listen(host, port)  # before the banner: the URL it prints is one that answers
     print(f"codec server on http://{host}:{port} (keys {', '.join(ring.ids)}); Temporal UI: set its codec "
           f"endpoint to this URL; CLI: temporal workflow show --codec-endpoint http://{host}:{port}", flush=True)
-    with sock:
-        try:
-            uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run(sockets=[sock])
-        except KeyboardInterrupt:
-            # uvicorn stops gracefully on Ctrl-C, then raises the signal again; that re-raise did not
-            # always surface (one test run in many exited 0, not 130). A graceful stop is exit 0,
-            # as `cardloop dev`'s is, whichever way uvicorn ends.
-            pass
+    # uvicorn stops gracefully on Ctrl-C, then raises the signal again; that re-raise did not always
+    # surface (one test run in many exited 0, not 130). A graceful stop is exit 0, as `cardloop
+    # dev`'s is, whichever way uvicorn ends.
+    with sock, contextlib.suppress(KeyboardInterrupt):
+        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run(sockets=[sock])
     return 0
 
 
