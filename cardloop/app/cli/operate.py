@@ -4,8 +4,8 @@ Temporal namespace setup (deploy/temporal/README.md)."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import asyncio
+import contextlib
 import secrets
 import socket
 import sys
