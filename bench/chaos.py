@@ -130,7 +130,13 @@ async def retry(what, attempts: int = 60):
 
 async def run(args: argparse.Namespace) -> dict:
     rng = random.Random(args.seed)
-    tmp = Path(tempfile.mkdtemp(prefix="cardloop-chaos-"))
+    # Kept after the run (its logs and databases are what a failure is read from): a new temporary
+    # directory, or --workdir (a test's own tmp_path, removed with it).
+    if args.workdir is not None:
+        tmp = args.workdir
+        tmp.mkdir(parents=True, exist_ok=True)
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="cardloop-chaos-"))
     server = TemporalDevServer(port=free_port(), ui_port=None, db_file=tmp / "temporal.sqlite", retention=None,
                                log_file=tmp / "temporal.log").start()
     model = ScriptedModel(load_transcript(ROOT / "examples" / "transcript.json"), unique=True,
@@ -244,7 +250,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900.0, help="give up after this many seconds")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="where the run's logs and databases go (default: a new temporary directory)")
     args = parser.parse_args(argv)
+    if args.workdir is not None and args.workdir.exists() and any(args.workdir.iterdir()):
+        parser.error(f"--workdir {args.workdir} is not empty: the run's databases must start empty")
     if args.pollers < 0:
         parser.error(f"--pollers must be 0 or more, not {args.pollers}")
     figures = asyncio.run(run(args))

@@ -17,9 +17,11 @@ pytestmark = pytest.mark.timeout(240)
 CHAOS = Path(__file__).resolve().parents[2] / "bench" / "chaos.py"
 
 
-def test_chaos_smoke_worker_killed_right_after_a_stored_reply() -> None:
+def test_chaos_smoke_worker_killed_right_after_a_stored_reply(tmp_path: Path) -> None:
+    workdir = tmp_path / "chaos"
     run = subprocess.run([sys.executable, str(CHAOS), "--cards", "1", "--kills", "0", "--store-kills", "1",
-                          "--restarts", "0", "--span", "5", "--timeout", "150", "--seed", "7", "--json"],
+                          "--restarts", "0", "--span", "5", "--timeout", "150", "--seed", "7", "--json",
+                          "--workdir", str(workdir)],
                          capture_output=True, text=True, timeout=220)
     figures = json.loads(run.stdout.strip().splitlines()[-1])
     assert figures["S worker kills right after a stored reply"] == 1, run.stderr[-2000:]
@@ -30,6 +32,15 @@ def test_chaos_smoke_worker_killed_right_after_a_stored_reply() -> None:
     assert figures["duplicated messages"] == figures["duplicated usage rows"] == figures["duplicated stage runs"] == 0
     assert figures["histories failing replay"] == 0 and figures["histories replayed"] == 5
     assert run.returncode == 0
+    # The run's files are where it was told, not left behind in the system's temporary directory.
+    assert figures["workdir"] == str(workdir) and (workdir / "store.sqlite").is_file()
+
+
+def test_a_non_empty_workdir_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "store.sqlite").write_text("an earlier run's")
+    run = subprocess.run([sys.executable, str(CHAOS), "--workdir", str(tmp_path)], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 2 and "is not empty" in run.stderr
 
 
 def test_a_negative_poller_count_is_a_usage_error() -> None:
