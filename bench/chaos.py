@@ -253,8 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=None,
                         help="where the run's logs and databases go (default: a new temporary directory)")
     args = parser.parse_args(argv)
-    if args.workdir is not None and args.workdir.exists() and any(args.workdir.iterdir()):
-        parser.error(f"--workdir {args.workdir} is not empty: the run's databases must start empty")
+    if args.workdir is not None and args.workdir.exists():
+        if not args.workdir.is_dir():
+            parser.error(f"--workdir {args.workdir} is not a directory")
+        if any(args.workdir.iterdir()):
+            parser.error(f"--workdir {args.workdir} is not empty: the run's databases must start empty")
     if args.pollers < 0:
         parser.error(f"--pollers must be 0 or more, not {args.pollers}")
     figures = asyncio.run(run(args))

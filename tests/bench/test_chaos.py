@@ -36,11 +36,14 @@ def test_chaos_smoke_worker_killed_right_after_a_stored_reply(tmp_path: Path) ->
     assert figures["workdir"] == str(workdir) and (workdir / "store.sqlite").is_file()
 
 
-def test_a_non_empty_workdir_is_a_usage_error(tmp_path: Path) -> None:
-    (tmp_path / "store.sqlite").write_text("an earlier run's")
-    run = subprocess.run([sys.executable, str(CHAOS), "--workdir", str(tmp_path)], capture_output=True, text=True,
-                         timeout=60)
-    assert run.returncode == 2 and "is not empty" in run.stderr
+def test_a_workdir_that_is_not_an_empty_directory_is_a_usage_error(tmp_path: Path) -> None:
+    store = tmp_path / "store.sqlite"
+    store.write_text("an earlier run's")
+    for workdir, said in ((tmp_path, "is not empty"), (store, "is not a directory")):
+        run = subprocess.run([sys.executable, str(CHAOS), "--workdir", str(workdir)], capture_output=True,
+                             text=True, timeout=60)
+        assert run.returncode == 2 and said in run.stderr, run.stderr
+    assert store.read_text() == "an earlier run's"
 
 
 def test_a_negative_poller_count_is_a_usage_error() -> None:
