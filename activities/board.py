@@ -81,8 +81,10 @@ class BoardActivities:
         return stored_fields(self.rt.store, card_key)
 
     def _write(self, card_key: str, card: Card, key: str, kind: str, what: str, pr: str,
-               do: Callable[[BoardClient, BoardCard], Written], *, column: str = "") -> BoardWrite:
-        """The write once per key; a permanent failure is the recorded result, a passing one retries."""
+               do: Callable[[BoardClient, BoardCard], Written], *, column: str = "", quote: str = "") -> BoardWrite:
+        """The write once per key; a permanent failure is the recorded result, a passing one retries.
+        `quote` (a comment's first line) goes into what it did: a start and an end comment on the
+        same card read alike otherwise, on `card show` and in the demo."""
         on_board = BoardCard(board=card.board, card_id=card.id, url=card.url, repo=card.repo, pull_request=pr)
 
         def act() -> BoardWrite:
@@ -96,7 +98,8 @@ class BoardActivities:
                 return BoardWrite(failed=_redacted(str(err))[:1_000])
             except ValueError as err:  # a credential in the wrong shape, a marker we built wrong
                 return BoardWrite(failed=str(err)[:1_000])
-            return BoardWrite(done=f"{card.board}: {done.done}", target=done.target, column=column)
+            said = f"{card.board}: {done.done}" + (f": {quote}" if quote else "")
+            return BoardWrite(done=said, target=done.target, column=column)
 
         return recorded_once(self.rt.store, card_key, key, kind, BoardWrite, act)
 
@@ -118,7 +121,8 @@ class BoardActivities:
         if why is not None:
             return BoardWrite(skipped=why, would=f"would comment: {body.splitlines()[0]}")
         return self._write(inp.card_key, card, inp.key, "board_comment", f"comment {inp.kind} of {inp.stage}",
-                           inp.pull_request, lambda client, on: client.comment(on, body=body, marker=inp.key))
+                           inp.pull_request, lambda client, on: client.comment(on, body=body, marker=inp.key),
+                           quote=body.splitlines()[0][:200])
 
     @activity.defn(name=names.BOARD_MOVE)
     def move(self, inp: BoardMoveInput) -> BoardWrite:

@@ -341,6 +341,7 @@ class CardWorkflow:
         self._record(start, result, settings)
         if on_board and result.outcome != "cancelled":
             await self._board_ended(start, result, dry_run=dry_run)
+        self.state.board_told = run
 
     async def _board_ended(self, start: CardStart, result: StageRun, *, dry_run: bool = False) -> None:
         """The run's outcome on the board, then the card to its next column (or blocked)."""

@@ -145,17 +145,19 @@ async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, 
     deadline = loop.time() + timeout
     while True:
         state = await svc.state(ref)
-        prior, board = board, _board_lines(state, board, out, said)
+        board = _board_lines(state, board, out, said)
         if state and len(state.history) > seen:
             # The board hears of the outcome right after the run ends (a comment, the next column):
             # written in the task that records the run (a dry run's local writes), it is here
-            # already; written by an activity after it, wait for it, a few seconds at most.
+            # already; written by an activity after it, wait for it (board_told says when it is
+            # done), a few seconds at most. The board text alone cannot say it: the run's start
+            # and its end may both be new in one poll.
+            r = state.history[-1]
             settle = loop.time() + 5
-            while state is not None and state.board and state.board == prior and loop.time() < settle:
+            while state.board_told < r.run and loop.time() < settle:
                 await asyncio.sleep(0.1)
                 state = await svc.state(ref) or state
             _board_lines(state, board, out, said)
-            r = state.history[-1]
             mark = {"completed": "✓", "blocked": "⏸", "cancelled": "↷"}.get(r.outcome, "✗")
             for line in agent_lines(svc.store.messages(ref.key)[seen_messages:]):
                 out(line)

@@ -209,6 +209,9 @@ class CardState(BaseModel):
     current: StageProgress | None = None  # the running stage's progress, reported after each turn
     auto_retry: AutoRetry | None = None   # a transiently failed stage waiting to run again
     board: str = ""                       # what the last board writes did, skipped or failed, in words
+    # The last run whose end the board has heard of (or that had nothing to tell it): a watcher
+    # that sees run N in `history` with board_told < N knows the board's end write is still coming.
+    board_told: int = 0
 
     @property
     def filter_status(self) -> str:

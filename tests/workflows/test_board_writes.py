@@ -64,7 +64,8 @@ async def test_a_linear_card_gets_every_comment_and_move_exactly_once(stack: Sta
     asked = len(linear.requests)
     again = BoardActivities(stack.runtime).comment(BoardCommentInput(
         card_key=ref.key, key=f"{ref.key}/1/planning", kind="outcome", stage="planning", run=1, outcome="completed"))
-    assert again.done == "linear: commented on ENG-42" and len(linear.requests) == asked
+    assert again.done == "linear: commented on ENG-42: cardloop · planning (run 1) completed." \
+        and len(linear.requests) == asked
     await replay_all(stack.client, handle, "board-writes-linear")
 
 

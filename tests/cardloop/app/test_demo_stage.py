@@ -7,6 +7,8 @@ Linear, on loopback) is still waited for, and its end is printed before the ✓ 
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -14,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from cardloop.app.demo import run_stage
-from tests.cardloop.integrations.board_clients.fake_boards import CARD_ID, Board, board_env, serving
+from tests.cardloop.integrations.board_clients.fake_boards import CARD_ID, Board, Request, board_env, serving
 from tests.stack import Stack, replay_all, small_card
 
 pytestmark = pytest.mark.timeout(120)
@@ -71,11 +73,32 @@ async def test_a_real_boards_end_written_after_the_run_is_printed_before_its_lin
                                                                                   linear: Board) -> None:
     stack.model.transcript["planning"] = PLAN
     ref = stack.cards.import_card(small_card(CARD_ID["linear"], board="linear", tenant=fresh_tenant()))
+    # The end comment is held back until the run's end has been seen on the card (as on a loaded
+    # machine, or a slow board): the demo must wait for it before its ✓ line, not take the end of
+    # the run for the end of the stage. On the code before board_told it printed ✓ first.
+    run_seen = threading.Event()
+
+    def hold_the_end_comment(req: Request) -> None:
+        if b"commentCreate" in req.raw and b"completed." in req.raw:
+            run_seen.wait(20)
+
+    linear.arrive = hold_the_end_comment
+
+    async def release_once_the_run_is_recorded() -> None:
+        while not ((s := await stack.cards.state(ref)) and s.history):
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)  # a few of the demo's polls see the run ended, the board not told
+        run_seen.set()
+
+    releasing = asyncio.ensure_future(release_once_the_run_is_recorded())
     out = Lines()
     state = await run_stage(stack.cards, ref, "planning", 60, out)
-    end, _ = out.at("  board: linear: commented on")
+    await releasing
     done, _ = out.at("  ✓ planning: completed after 1 turn(s)")
-    assert end < done, out.lines
+    # The end's line comes before the ✓ line. (The start's line was replaced by the end's before
+    # a poll could see it: the demo shows the board's latest writes, not each one.)
+    said = [line for _, line in out.lines[:done] if line.startswith("  board: linear: ")]
+    assert said[-1:] == ["  board: linear: commented on ENG-42: cardloop · planning (run 1) completed."], out.lines
     assert [c.splitlines()[0] for c in linear.comments] == [
         "cardloop · planning (run 1) started: the agent is working on this card.",
         "cardloop · planning (run 1) completed."]

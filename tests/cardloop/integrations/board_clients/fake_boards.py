@@ -14,7 +14,7 @@ import re
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -62,6 +62,9 @@ class Board:
     stall: re.Pattern[str] | None = None
     stalled: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
+    # Called with each request before the board applies it, outside its lock: a test holds back a
+    # request it picks by content (one comment of several) until the moment it wants.
+    arrive: Callable[[Request], None] | None = None
 
     def fail(self, pattern: str, status: int, body: Any = None, headers: dict[str, str] | None = None,
              times: int = 1, after: bool = False) -> None:
@@ -126,6 +129,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = {k: v[-1] for k, v in urllib.parse.parse_qs(raw.decode()).items()}
         req = Request(method, parts.path, query, {k.lower(): v for k, v in self.headers.items()}, body, raw,
                       time.monotonic())
+        if board.arrive is not None:
+            board.arrive(req)
         with board.lock:
             board.requests.append(req)
             what = f"{method} {parts.path} " + (body.get("query", "") if isinstance(body, dict) else "")
