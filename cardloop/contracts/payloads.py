@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cardloop.contracts.comments import MAX_COMMENT_CHARS
 from cardloop.prompts.stages import STAGE_NAMES
 
 # Where a card can be moved: a stage, or done. Derived from the Stage enum, written once.
@@ -115,7 +116,7 @@ class CardComment(_Value):
 
     delivery_id: str = Field(min_length=1, max_length=300)
     author: str | None = Field(default=None, max_length=200)
-    text: str = Field(max_length=32_000)
+    text: str = Field(max_length=MAX_COMMENT_CHARS)
 
 
 class StageRun(_Value):

@@ -30,6 +30,7 @@ from cardloop.app.boards.events import BoardEvent, Ignored, WebhookError
 from cardloop.app.boards.replay import check_window, delivery_key
 from cardloop.app.boards.tenancy import board_secrets, claim_matches, verified_tenant
 from cardloop.contracts import metrics
+from cardloop.contracts.comments import MAX_COMMENT_CHARS, cut_comment
 from cardloop.contracts.errors import ConfigError, InputError
 from cardloop.contracts.payloads import CardRef
 from cardloop.prompts.card import Card
@@ -63,6 +64,10 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str]) -
                   if event.kind == "transition" else f"boards.{event.board}.failure_stage is off")
         log.info("ignored %s delivery %s: %s", event.board, event.delivery_id, reason)
         return {**base, "status": "ignored", "reason": reason}
+    if event.kind == "comment" and not (event.comment or "").strip():
+        # A comment with no text (whitespace, an image the board sent no text for) asks nothing:
+        # acknowledged, not stored, so the history carries no empty turns.
+        return {**base, "status": "ignored", "reason": "the comment has no text"}
     if await run_in_threadpool(svc.store.delivery_seen, ref.tenant, event.board, key):
         log.info("duplicate %s delivery %s (%s) for %s", event.board, event.delivery_id, key, ref.key)
         return {**base, "status": "duplicate"}
@@ -80,8 +85,14 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str]) -
         card = Card(id=event.card_id, tenant=ref.tenant, board=ref.board, title=(event.title or event.card_id)[:1000],
                     body=event.body or "", url=event.url, repo=event.repo, branch=event.branch)
         await run_in_threadpool(svc.cards.import_card, card)
+    note: dict[str, str] = {}
     if event.kind == "comment":
-        await svc.cards.say(ref, event.comment or "", author=event.actor, delivery_id=key)
+        text = cut_comment(event.comment or "")
+        if len(text) < len(event.comment or ""):
+            # Refusing it would lose it (a board does not send a comment twice): kept, cut, said.
+            note = {"note": f"the comment was cut to its first and last characters: {len(event.comment or ''):,} "
+                            f"is over the history's {MAX_COMMENT_CHARS:,} per comment"}
+        await svc.cards.say(ref, text, author=event.actor, delivery_id=key)
         stage = None
     else:
         stage = event.stage
@@ -89,7 +100,8 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str]) -
                              reason=f"{event.board}: {event.from_column or '?'} -> {event.to_column or stage}")
     # Recorded only now that Temporal holds the event: a delivery that failed before is retried.
     first = await run_in_threadpool(svc.store.record_delivery, ref.tenant, event.board, key)
-    return {**base, "status": "accepted" if first else "duplicate", "stage": stage, "workflow_id": ref.workflow_id}
+    return {**base, "status": "accepted" if first else "duplicate", "stage": stage, "workflow_id": ref.workflow_id,
+            **note}
 
 
 @router.head("/webhooks/{board}", include_in_schema=False)

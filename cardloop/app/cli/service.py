@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cardloop.contracts.comments import MAX_COMMENT_CHARS
 from cardloop.contracts.errors import CardloopError, InputError
 
 if TYPE_CHECKING:
@@ -384,6 +385,18 @@ def _count(text: str) -> int:
     return value
 
 
+def _comment_text(text: str) -> str:
+    """A comment the history keeps as typed: some text, and no longer than a comment may be (a
+    board's longer comment is cut instead; here the user can shorten it or point to a file)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the comment is empty: say something")
+    if len(text) > MAX_COMMENT_CHARS:
+        raise argparse.ArgumentTypeError(
+            f"the comment has {len(text):,} characters, over the {MAX_COMMENT_CHARS:,} a comment may hold: "
+            "shorten it, or commit the long part (a log, a spec) and say where it is")
+    return text
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -485,7 +498,9 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
     p.set_defaults(func=cmd_card_move)
     p = card_sub.add_parser("say", help="post a comment on a card: it joins the card's chat history")
     card_arg(p)
-    p.add_argument("text", help="the comment (secrets are redacted before any model sees it)")
+    p.add_argument("text", type=_comment_text,
+                   help=f"the comment (secrets are redacted before any model sees it; at most "
+                        f"{MAX_COMMENT_CHARS:,} characters)")
     p.add_argument("--author", default=None, help="whose comment it is, as the card's history shows it")
     p.add_argument("--delivery-id", help="idempotency key: a repeated delivery id is applied once")
     p.set_defaults(func=cmd_card_say)

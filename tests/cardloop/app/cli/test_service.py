@@ -86,6 +86,12 @@ def test_card_commands_give_clear_errors(dev_env, tmp_path: Path) -> None:
     assert out.returncode == 2 and "expected CARD" in out.stderr
     out = run("card", "move", "PAY-1", "--to", "deploying", env=env)
     assert out.returncode == 2 and "invalid choice" in out.stderr
+    # A comment with no text, or longer than the history keeps one: refused before anything is sent.
+    out = run("card", "say", "acme/github-projects/PAY-142", " \n\t", env=env)
+    assert out.returncode == 2 and "the comment is empty" in out.stderr and "Traceback" not in out.stderr
+    out = run("card", "say", "acme/github-projects/PAY-142", "x" * 32_001, env=env)
+    assert out.returncode == 2 and "32,001 characters, over the 32,000" in out.stderr
+    assert "Traceback" not in out.stderr and "xxxxxxxxxx" not in out.stderr
 
 
 def test_demo_runs_offline_and_says_so(tmp_path: Path) -> None:

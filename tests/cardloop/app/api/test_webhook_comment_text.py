@@ -1,0 +1,93 @@
+"""What a board comment's text may be. A blank one asks nothing: acknowledged as ignored, not
+stored (a move in the same delivery still runs). One longer than the history keeps a comment
+(a pasted log) is kept, cut to its head and tail around a line saying how much was cut, and the
+answer says so: refusing it lost it, since a board does not send a comment again, and it used to
+be a 400 echoing pydantic's text."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from cardloop.contracts.comments import MAX_COMMENT_CHARS, cut_comment
+from cardloop.contracts.payloads import CardRef
+from tests.cardloop.app.api.test_webhooks import ENV, api, post  # noqa: F401 (api: the app's fixture)
+from tests.cardloop.app.api.webhook_kit import generic
+from tests.cardloop.app.api.webhook_kit import hub_signature as sign
+from tests.stack import Stack
+
+pytestmark = pytest.mark.timeout(240)
+ROOMY = {**ENV, "CARDLOOP_API__MAX_BODY_BYTES": "400000"}
+
+
+def comment(card_id: str, delivery_id: str, text: str) -> bytes:
+    """A generic board's comment alone (no move): generic() always names a column."""
+    body = generic(card_id, "x", delivery_id, comment=text)
+    return body.replace(b'"to_column": "x", ', b"")
+
+
+@pytest.mark.stack_env(**ROOMY)
+async def test_a_blank_comment_is_ignored_and_its_move_still_runs(stack: Stack, api) -> None:  # noqa: F811
+    body = generic("WEB-B1", "review", "b-1", comment=" \n\t ")
+    r = await post(api, "generic", body, sign(body))
+    assert r.status_code == 200, r.text
+    events = r.json()["events"]
+    assert [(e["kind"], e["status"]) for e in events] == [("comment", "ignored"), ("transition", "accepted")]
+    assert events[0]["reason"] == "the comment has no text"
+    ref = CardRef(tenant="default", board="generic", card_id="WEB-B1")
+    await stack.cards.wait_for(ref, lambda s: s.status == "done", timeout=60)
+    assert all(m.content.strip() for m in stack.store.messages(ref.key))
+
+
+@pytest.mark.stack_env(**ROOMY)
+async def test_a_comment_over_the_limit_is_kept_cut_and_the_answer_says_so(stack: Stack, api) -> None:  # noqa: F811
+    body = generic("WEB-L1", "review", "l-1")
+    assert (await post(api, "generic", body, sign(body))).status_code == 200
+    ref = CardRef(tenant="default", board="generic", card_id="WEB-L1")
+    await stack.cards.wait_for(ref, lambda s: s.status == "done", timeout=60)
+    log = "".join(f"line {i}: step ok\n" for i in range(4_000)) + "FAILED: the cap test: 32 != 30\n"
+    assert len(log) > MAX_COMMENT_CHARS
+    body = comment("WEB-L1", "l-2", log)
+    r = await post(api, "generic", body, sign(body))
+    assert r.status_code == 200, r.text
+    [event] = r.json()["events"]
+    assert event["status"] == "accepted" and f"{len(log):,}" in event["note"]
+    for _ in range(100):
+        kept = [m.content for m in stack.store.messages(ref.key) if m.content.startswith("line 0: step ok")]
+        if kept:
+            break
+        await asyncio.sleep(0.1)
+    assert kept == [cut_comment(log)]
+    text = kept[0]
+    assert len(text) <= MAX_COMMENT_CHARS and text.endswith("FAILED: the cap test: 32 != 30\n")
+    assert f"characters cut by cardloop: a comment keeps at most {MAX_COMMENT_CHARS:,}" in text
+
+
+@pytest.mark.stack_env(**ROOMY)
+async def test_a_comment_at_the_limit_is_kept_whole(stack: Stack, api) -> None:  # noqa: F811
+    body = generic("WEB-L2", "review", "w-1")
+    assert (await post(api, "generic", body, sign(body))).status_code == 200
+    ref = CardRef(tenant="default", board="generic", card_id="WEB-L2")
+    await stack.cards.wait_for(ref, lambda s: s.status == "done", timeout=60)
+    whole = "y" * MAX_COMMENT_CHARS
+    body = comment("WEB-L2", "w-2", whole)
+    r = await post(api, "generic", body, sign(body))
+    assert r.status_code == 200 and "note" not in r.json()["events"][0], r.text
+    for _ in range(100):
+        if whole in [m.content for m in stack.store.messages(ref.key)]:
+            break
+        await asyncio.sleep(0.1)
+    assert whole in [m.content for m in stack.store.messages(ref.key)]
+
+
+def test_cut_comment_keeps_head_and_tail_within_the_limit() -> None:
+    for size in (MAX_COMMENT_CHARS + 1, 40_000, 1_000_000):
+        text = "".join(chr(97 + i % 26) for i in range(size))
+        cut = cut_comment(text)
+        assert len(cut) <= MAX_COMMENT_CHARS
+        head, _, rest = cut.partition("\n\n[... ")
+        said, _, tail = rest.partition(" ...]\n\n")
+        assert text.startswith(head) and text.endswith(tail) and len(head) > len(tail) > 5_000
+        assert said.startswith(f"{size - len(head) - len(tail):,} of {size:,} characters cut")
+    assert cut_comment("short") == "short" and cut_comment("") == ""
