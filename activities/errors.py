@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from cardloop.contracts import names
 from cardloop.contracts.limits import Refusal
@@ -101,4 +101,12 @@ def from_provider(err: UpstreamError, schedule: RetryConfig | None = None) -> Ap
 
 
 def from_source(err: UpstreamError) -> ApplicationError:
-    return from_upstream(err, retry_type=SOURCE_UNAVAILABLE)
+    """A context source's retryable failure, before its last attempt. BENIGN: the SDK logs it at
+    DEBUG, not as a warning with a traceback per attempt (13 lines on `cardloop dev`'s terminal
+    for one unreachable repository over a few turns): the gather's last attempt says it once,
+    as a warning and in the prompt (activities/context.py), and Temporal's UI shows each attempt."""
+    failure = from_upstream(err, retry_type=SOURCE_UNAVAILABLE)
+    if failure.non_retryable:
+        return failure
+    return ApplicationError(failure.message, *failure.details, type=failure.type,
+                            next_retry_delay=failure.next_retry_delay, category=ApplicationErrorCategory.BENIGN)

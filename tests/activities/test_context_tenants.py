@@ -7,16 +7,26 @@ SQLite store and the loopback GitHub of the sources' tests."""
 
 from __future__ import annotations
 
+import logging
+import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from temporalio import workflow
+from temporalio.client import Client
+from temporalio.common import RetryPolicy
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import ActivityEnvironment
+from temporalio.worker import Worker
 
 from cardloop.activities.context import ContextActivities
 from cardloop.activities.deps import ActivityDeps
+from cardloop.app.devserver import TemporalDevServer
 from cardloop.contracts.config import REPO_CONFIG, load_config
-from cardloop.contracts.payloads import GatherInput
+from cardloop.contracts.payloads import GatherInput, GatherResult
 from cardloop.prompts.card import Card, ContextKind
 from cardloop.store import Store
 from tests.cardloop.integrations.sources.fake_github import BRANCH, REPO, FakeGitHub, seed_ci, serving
@@ -97,3 +107,44 @@ def test_a_tenants_own_repository_is_gathered_with_its_own_token(
         assert result.status == "ok" and result.items >= 1
         token = GLOBEX_TOKEN if key.startswith("globex/") else ACME_TOKEN
         assert {s.headers.get("authorization") for s in github.seen if s.server == "api"} == {f"token {token}"}
+
+
+@workflow.defn(sandboxed=False)
+class GatherOnce:
+    """context.gather as the stage runs it: three attempts, the last one reporting instead of failing."""
+
+    @workflow.run
+    async def run(self, inp: GatherInput) -> GatherResult:
+        return await workflow.execute_activity(
+            "context.gather", inp, result_type=GatherResult, start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=50), maximum_attempts=inp.max_attempts))
+
+
+async def test_a_source_that_stays_down_is_one_warning_not_a_traceback_per_attempt(
+        context: tuple[ContextActivities, Store], github: FakeGitHub, temporal_server: TemporalDevServer,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """GitHub answers 503 to every request: the first two attempts fail (Temporal retries them),
+    the third records the source as unavailable. The SDK logs each failed attempt; our failures
+    are BENIGN, so at DEBUG: one unreachable repository used to print a warning with a traceback
+    per attempt, per turn, on `cardloop dev`'s terminal, beside our own warning saying it once."""
+    activities, store = context
+    key = "acme/github/PAY-10"
+    put_card(store, key, REPO)
+    github.fail(r"/repos/", 503, "Service Unavailable")
+    client = await Client.connect(temporal_server.address, data_converter=pydantic_data_converter)
+    queue = f"gather-{uuid.uuid4().hex[:8]}"
+    caplog.set_level(logging.DEBUG)
+    with ThreadPoolExecutor(4) as pool:
+        async with Worker(client, task_queue=queue, workflows=[GatherOnce], activities=[activities.gather],
+                          activity_executor=pool):
+            result = await client.execute_workflow(
+                GatherOnce.run, GatherInput(card_key=key, stage="error_fixing", source="github_actions"),
+                id=f"gather-{uuid.uuid4().hex[:8]}", task_queue=queue)
+    assert result.status == "unavailable" and result.reason.endswith("(after 3 attempts)")
+    attempts = [r for r in caplog.records if r.getMessage().startswith("Completing activity as failed")]
+    assert len(attempts) == 2 and {r.levelno for r in attempts} == {logging.DEBUG}
+    assert {type(r.exc_info[1]).__name__ for r in attempts if r.exc_info} == {"ApplicationError"}
+    # The SDK's adapter appends the activity's context in parentheses.
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1 and warned[0].startswith(f"context source github_actions unavailable for {key}: "
+                                                     f"{result.reason} (")
