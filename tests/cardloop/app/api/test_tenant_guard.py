@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from cardloop.app.scripted_model import ScriptedModel
 from cardloop.store import Store
-from tests.cardloop.app.api.test_tenants import ADMIN, build_app, close_app
+from tests.cardloop.app.api.tenants_kit import ADMIN, build_app, close_app
 
 API_KEY = "sk-ant-guard-test-key"
 

@@ -5,7 +5,6 @@ real prompt.assemble activity to show that cards get the stored prompt."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -14,23 +13,18 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
-from fastapi.exceptions import RequestValidationError
 from fastapi.testclient import TestClient
 
 from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.prompt import PromptActivities
-from cardloop.app.api.app import bad_request
-from cardloop.app.api.services import Services
-from cardloop.app.api.tenants import router
-from cardloop.contracts.config import REPO_CONFIG, Config, load_config
+from cardloop.contracts.config import Config
 from cardloop.contracts.payloads import AssembleInput
 from cardloop.prompts.card import Card, TenantPrompt
 from cardloop.store import Store
+from tests.cardloop.app.api.tenants_kit import ADMIN, build_app, close_app
 
 ROOT = Path(__file__).resolve().parents[4]
 GUARDRAILS = (ROOT / "prompts" / "templates" / "guardrails.md").read_text(encoding="utf-8").strip()
-ADMIN = "admin-" + "s3cret-0123456789"
 GITHUB_TOKEN = "ghp_" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7d"
 TENANT_TEXT = "Always cite the ACME style guide."
 
@@ -52,26 +46,6 @@ class Api:
 
     def put(self, body: dict[str, Any], tenant: str = "acme") -> httpx.Response:
         return self.client.put(f"/tenants/{tenant}/prompt", json=body, headers=self.auth(tenant))
-
-
-def build_app(tmp_path: Path, store: Store, *, admin: bool = True,
-              env: dict[str, str] | None = None) -> tuple[FastAPI, Config, ActivityDeps]:
-    env = {"CARDLOOP_PATHS__PROMPT_OVERRIDES": str(tmp_path / "no-overrides"), **(env or {})}
-    if admin:
-        env["CARDLOOP_ADMIN_TOKEN"] = ADMIN
-    config = load_config(REPO_CONFIG, env=env)
-    runtime = ActivityDeps.build(config, store)
-    app = FastAPI()
-    app.state.services = Services(config=config, store=store, runtime=runtime, cards=None, http=httpx.AsyncClient())
-    app.include_router(router)
-    app.add_exception_handler(RequestValidationError, bad_request)  # as create_app does
-    return app, config, runtime
-
-
-def close_app(app: FastAPI) -> None:
-    svc: Services = app.state.services
-    asyncio.run(svc.http.aclose())
-    svc.store.close()
 
 
 @pytest.fixture

@@ -7,18 +7,30 @@ be a 400 echoing pydantic's text."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 
 from cardloop.contracts.comments import MAX_COMMENT_CHARS, cut_comment
 from cardloop.contracts.payloads import CardRef
-from tests.cardloop.app.api.test_webhooks import ENV, api, post  # noqa: F401 (api: the app's fixture)
-from tests.cardloop.app.api.webhook_kit import generic
+from tests.cardloop.app.api.webhook_kit import ENV, generic, webhook_client
 from tests.cardloop.app.api.webhook_kit import hub_signature as sign
 from tests.stack import Stack
 
 pytestmark = pytest.mark.timeout(240)
 ROOMY = {**ENV, "CARDLOOP_API__MAX_BODY_BYTES": "400000"}
+
+
+@pytest.fixture
+async def api(stack: Stack) -> AsyncIterator[httpx.AsyncClient]:
+    async with webhook_client(stack) as client:
+        yield client
+
+
+async def post(api: httpx.AsyncClient, board: str, body: bytes, signature: str) -> httpx.Response:
+    return await api.post(f"/webhooks/{board}", content=body,
+                          headers={"content-type": "application/json", "x-hub-signature-256": signature})
 
 
 def comment(card_id: str, delivery_id: str, text: str) -> bytes:
@@ -28,7 +40,7 @@ def comment(card_id: str, delivery_id: str, text: str) -> bytes:
 
 
 @pytest.mark.stack_env(**ROOMY)
-async def test_a_blank_comment_is_ignored_and_its_move_still_runs(stack: Stack, api) -> None:  # noqa: F811
+async def test_a_blank_comment_is_ignored_and_its_move_still_runs(stack: Stack, api) -> None:
     body = generic("WEB-B1", "review", "b-1", comment=" \n\t ")
     r = await post(api, "generic", body, sign(body))
     assert r.status_code == 200, r.text
@@ -41,7 +53,7 @@ async def test_a_blank_comment_is_ignored_and_its_move_still_runs(stack: Stack, 
 
 
 @pytest.mark.stack_env(**ROOMY)
-async def test_a_comment_over_the_limit_is_kept_cut_and_the_answer_says_so(stack: Stack, api) -> None:  # noqa: F811
+async def test_a_comment_over_the_limit_is_kept_cut_and_the_answer_says_so(stack: Stack, api) -> None:
     body = generic("WEB-L1", "review", "l-1")
     assert (await post(api, "generic", body, sign(body))).status_code == 200
     ref = CardRef(tenant="default", board="generic", card_id="WEB-L1")
@@ -65,7 +77,7 @@ async def test_a_comment_over_the_limit_is_kept_cut_and_the_answer_says_so(stack
 
 
 @pytest.mark.stack_env(**ROOMY)
-async def test_a_comment_at_the_limit_is_kept_whole(stack: Stack, api) -> None:  # noqa: F811
+async def test_a_comment_at_the_limit_is_kept_whole(stack: Stack, api) -> None:
     body = generic("WEB-L2", "review", "w-1")
     assert (await post(api, "generic", body, sign(body))).status_code == 200
     ref = CardRef(tenant="default", board="generic", card_id="WEB-L2")
