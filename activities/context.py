@@ -7,6 +7,10 @@ what it is missing, and the activity returns normally."""
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from temporalio import activity
@@ -22,6 +26,33 @@ from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.card import ContextItem, ContextKind
 from cardloop.prompts.stages import parse_stage
 
+# The same source unavailable for the same reason (no GitHub credentials, one unreachable
+# repository) is a warning once per this long per worker, and info in between: every stage run
+# gathers every source, and the same sentence on every run buries the warnings that differ.
+REPEAT_WARNING_SECONDS = 600.0
+
+
+class RepeatedWarnings:
+    """Which (source, reason) pairs were warned of lately; thread-safe (activities run in threads)."""
+
+    def __init__(self, every: float = REPEAT_WARNING_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every = every
+        self.clock = clock
+        self._last: dict[tuple[str, str], float] = {}
+        self._lock = threading.Lock()
+
+    def first(self, source: str, why: str) -> bool:
+        """True when (source, why) was not warned of within `every` seconds (and records it now)."""
+        now = self.clock()
+        with self._lock:
+            last = self._last.get((source, why))
+            if last is not None and now - last < self.every:
+                return False
+            if len(self._last) > 10_000:  # reasons that name cards: bounded
+                self._last.clear()
+            self._last[(source, why)] = now
+            return True
+
 
 def status_item(source: str, text: str) -> ContextItem:
     # One status item per source (same `source`), replaced on every gather.
@@ -30,8 +61,9 @@ def status_item(source: str, text: str) -> ContextItem:
 
 
 class ContextActivities:
-    def __init__(self, rt: ActivityDeps) -> None:
+    def __init__(self, rt: ActivityDeps, warnings: RepeatedWarnings | None = None) -> None:
         self.rt = rt
+        self.warnings = warnings or RepeatedWarnings()
 
     @activity.defn(name="context.gather")
     def gather(self, inp: GatherInput) -> GatherResult:
@@ -53,7 +85,9 @@ class ContextActivities:
             rt.store.put_context_items(inp.card_key, [status_item(
                 inp.source, f"{source_label(inp.source)} are unavailable for this turn: {why}. "
                             "Work with what the prompt has, and say what you could not check.")])
-            activity.logger.warning("context source %s unavailable for %s: %s", inp.source, inp.card_key, why)
+            # The attempt count is left out of the key: "(after 3 attempts)" is the same outage.
+            level = logging.WARNING if self.warnings.first(inp.source, err.message) else logging.INFO
+            activity.logger.log(level, "context source %s unavailable for %s: %s", inp.source, inp.card_key, why)
             metrics.CONTEXT_SOURCE_FAILURES.labels(inp.source).inc()
             return GatherResult(source=inp.source, status="unavailable", reason=why[:500])
         logs = []

@@ -22,7 +22,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
-from cardloop.activities.context import ContextActivities
+from cardloop.activities.context import REPEAT_WARNING_SECONDS, ContextActivities, RepeatedWarnings
 from cardloop.activities.deps import ActivityDeps
 from cardloop.app.devserver import TemporalDevServer
 from cardloop.contracts.config import REPO_CONFIG, load_config
@@ -148,3 +148,31 @@ async def test_a_source_that_stays_down_is_one_warning_not_a_traceback_per_attem
     warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warned) == 1 and warned[0].startswith(f"context source github_actions unavailable for {key}: "
                                                      f"{result.reason} (")
+
+
+def test_the_same_unavailable_source_is_a_warning_once_then_info(
+        context: tuple[ContextActivities, Store], github: FakeGitHub, caplog: pytest.LogCaptureFixture) -> None:
+    """Every stage run gathers every source: the same reason on every run is one warning per ten
+    minutes per worker (the file log keeps each at info); a different reason warns at once."""
+    activities, store = context
+    now = [1000.0]
+    activities.warnings = RepeatedWarnings(clock=lambda: now[0])
+    put_card(store, "acme/github/PAY-11", GLOBEX_REPO)
+    put_card(store, "acme/github/PAY-12", "globex/other")
+    caplog.set_level(logging.INFO)
+
+    def gather(key: str) -> int:
+        caplog.clear()
+        ActivityEnvironment().run(activities.gather, GatherInput(card_key=key, stage="error_fixing",
+                                                                 source="github_actions"))
+        [record] = [r for r in caplog.records if "unavailable for" in r.getMessage()]
+        return record.levelno
+
+    assert gather("acme/github/PAY-11") == logging.WARNING
+    assert gather("acme/github/PAY-11") == logging.INFO
+    assert gather("acme/github/PAY-12") == logging.WARNING  # another repository: another reason
+    now[0] += REPEAT_WARNING_SECONDS + 1
+    assert gather("acme/github/PAY-11") == logging.WARNING
+    # The card's prompt hears of it every time, whatever the log level.
+    status = [i for i in store.context_items("acme/github/PAY-11") if i.kind is ContextKind.SOURCE_STATUS]
+    assert len(status) == 1 and "unavailable for this turn" in status[0].content
