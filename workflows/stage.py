@@ -72,6 +72,8 @@ class StageWorkflow:
     async def run(self, inp: StageInput) -> StageRun:
         versions.decide_at_start()
         done = await self._run(inp)
+        if self.progress.unavailable:
+            done = done.model_copy(update={"unavailable": tuple(self.progress.unavailable)})
         hands = self._hands
         if hands is not None and hands.review_comments and done.outcome == "completed" \
                 and versions.patched(versions.REVIEW_LINE_COMMENTS):
@@ -97,6 +99,7 @@ class StageWorkflow:
                 self._details(inp, f"gathering context: {', '.join(s.sources)}")
                 gathered = await self._gather(inp)
                 self._logs = [log for g in gathered for log in g.logs]
+                p.unavailable = [f"{g.source}: {g.reason}"[:600] for g in gathered if g.status == "unavailable"][:10]
                 # A log too large for any prompt is researched (a child workflow) and the report
                 # joins the card's context; histories from before research replay without it.
                 if s.research is not None and s.research_min_tokens and versions.patched(versions.RESEARCH_LARGE_LOGS):

@@ -158,6 +158,10 @@ async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, 
                 await asyncio.sleep(0.1)
                 state = await svc.state(ref) or state
             _board_lines(state, board, out, said)
+            for missing in r.unavailable:  # a quick run may end between two polls
+                if missing not in said:
+                    said.add(missing)
+                    out(f"  ⚠ going on without {missing}")
             mark = {"completed": "✓", "blocked": "⏸", "cancelled": "↷"}.get(r.outcome, "✗")
             for line in agent_lines(svc.store.messages(ref.key)[seen_messages:]):
                 out(line)
@@ -167,6 +171,10 @@ async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, 
                 out(f"  ⎇ {r.commits} commit(s) pushed to the card's branch, last {r.last_commit[:12]}")
             return state
         progress = await _progress(svc, ref, stage, run)
+        for missing in progress.unavailable if progress is not None else ():
+            if missing not in said:
+                said.add(missing)
+                out(f"  ⚠ going on without {missing}")
         if progress and progress.iteration > last_iter:
             # Quick turns (the scripted model's) pass between two polls: each is said, none skipped.
             for turn in range(last_iter + 1, progress.iteration + 1):

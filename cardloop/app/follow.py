@@ -85,6 +85,7 @@ async def follow(svc: CardService, ref: CardRef, stage: str, run: int, *, out: C
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
     shown_messages, turn, retry = messages_from, 0, ""
+    missed: set[str] = set()
     while True:
         state = await svc.state(ref)
         ended = next((r for r in reversed(state.history) if r.run == run), None) if state else None
@@ -94,12 +95,19 @@ async def follow(svc: CardService, ref: CardRef, stage: str, run: int, *, out: C
             for line in agent_lines(fresh, replies=True):
                 out(line)
         if ended is not None:
+            for missing in ended.unavailable if verbose else ():  # a quick run may end between two polls
+                if missing not in missed:
+                    out(f"  ⚠ going on without {missing}")
             out(outcome_line(ended))
             if ended.commits:
                 out(f"  ⎇ {ended.commits} commit(s) pushed to the card's branch, last {ended.last_commit[:12]}")
             return ended
         if verbose and state is not None and state.status == "running" and state.stage_runs == run:
             progress = await _progress(svc, ref, stage, run)
+            for missing in progress.unavailable if progress is not None else ():
+                if missing not in missed:
+                    missed.add(missing)
+                    out(f"  ⚠ going on without {missing}")
             if progress is not None and progress.iteration != turn:
                 turn = progress.iteration
                 out(f"  … turn {turn}: asking the model ({progress.input_tokens + progress.output_tokens:,} "

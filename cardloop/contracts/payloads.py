@@ -143,6 +143,8 @@ class StageRun(_Value):
     # token budget counts), so a line showing the run's cost can show the tokens it paid for.
     summary_input_tokens: int = 0
     summary_output_tokens: int = 0
+    # Context sources the run went without, in words (StageProgress.unavailable).
+    unavailable: tuple[str, ...] = ()
 
 
 class AutoRetry(_Value):
@@ -189,6 +191,9 @@ class StageProgress(BaseModel):
     max_iterations: int = 0
     summary_input_tokens: int = 0   # the summarizer's (its cost is in cost_usd)
     summary_output_tokens: int = 0
+    # Context sources this run goes without, in words ("repository: git clone ... failed (after 3
+    # attempts)"): `card move --follow` and the demo say each once, after the retries' ⟳ lines.
+    unavailable: list[str] = Field(default_factory=list)
 
 
 class CardState(BaseModel):

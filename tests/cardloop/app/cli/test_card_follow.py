@@ -88,3 +88,22 @@ async def test_follow_says_when_a_model_call_waits_for_its_next_attempt(stack: S
     assert out.returncode == 0, out.stdout + out.stderr
     assert re.search(r"  ⟳ retrying: cannot reach the model \(attempt \d of 8", out.stdout), out.stdout
     assert out.stdout.splitlines()[-1].startswith("  ✓ testing run 1: completed")
+
+
+@pytest.mark.stack_env(CARDLOOP_CONTEXT__SOURCES__TESTING='["github_tests"]', CARDLOOP_GITHUB_TOKEN="",
+                       CARDLOOP_STAGES__TESTING__AUTO_ADVANCE="false")
+async def test_follow_says_which_context_source_the_run_goes_without(stack: Stack, tmp_path: Path) -> None:
+    """No GitHub credentials: the run goes on without the test reports, and --follow says so once,
+    before the outcome (the run records it, so a run ending between two polls says it too)."""
+    env = cli_env(stack, tmp_path)
+    ref = stack.cards.import_card(small_card("FOLLOW-3"))
+    out = await cardloop(env, "card", "move", ref.key, "--to", "testing", "--follow")
+    assert out.returncode == 0, out.stdout + out.stderr
+    said = [line for line in out.stdout.splitlines() if line.startswith("  ⚠ ")]
+    assert len(said) == 1 and said[0].startswith("  ⚠ going on without github_tests: no GitHub credentials"), out.stdout
+    assert out.stdout.splitlines()[-1].startswith("  ✓ testing run 1: completed")
+    state = await stack.cards.state(ref)
+    assert state is not None and state.history[-1].unavailable == (said[0].removeprefix("  ⚠ going on without "),)
+    waited = await cardloop(env, "card", "move", ref.key, "--to", "testing", "--wait")
+    assert waited.returncode == 0 and "⚠" not in waited.stdout  # --wait says the outcome only
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
