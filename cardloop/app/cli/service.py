@@ -264,8 +264,9 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
             if retrying:
                 print(f"  now: {retrying}")
             for run in state.history[-10:]:
+                without = sorted({u.partition(":")[0] for u in run.unavailable})
                 print(f"    {run.run:>3} {run.stage:<13} {run.outcome:<16} {run.iterations} turn(s)  "
-                      f"{shorten(run.reason, 80)}")
+                      f"{shorten(run.reason, 80)}" + (f" (without {', '.join(without)})" if without else ""))
             if state.auto_retry is not None:
                 plan = state.auto_retry
                 print(f"  failed for a transient cause: {plan.stage} runs again automatically at "

@@ -104,6 +104,9 @@ async def test_follow_says_which_context_source_the_run_goes_without(stack: Stac
     assert out.stdout.splitlines()[-1].startswith("  ✓ testing run 1: completed")
     state = await stack.cards.state(ref)
     assert state is not None and state.history[-1].unavailable == (said[0].removeprefix("  ⚠ going on without "),)
+    shown = await cardloop(env, "card", "show", ref.key)
+    assert "      1 testing       completed        1 turn(s)  the agent signalled COMPLETE (without github_tests)" \
+        in shown.stdout.splitlines(), shown.stdout
     waited = await cardloop(env, "card", "move", ref.key, "--to", "testing", "--wait")
     assert waited.returncode == 0 and "⚠" not in waited.stdout  # --wait says the outcome only
     await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
