@@ -39,6 +39,25 @@ def comment(card_id: str, delivery_id: str, text: str) -> bytes:
     return body.replace(b'"to_column": "x", ', b"")
 
 
+async def a_card_that_ran(stack: Stack, api: httpx.AsyncClient, card_id: str) -> CardRef:
+    """A generic card moved to review, its run over: comments now only join its history."""
+    body = generic(card_id, "review", f"{card_id}-move")
+    assert (await post(api, "generic", body, sign(body))).status_code == 200
+    ref = CardRef(tenant="default", board="generic", card_id=card_id)
+    await stack.cards.wait_for(ref, lambda s: s.status == "done", timeout=60)
+    return ref
+
+
+async def stored_comment(stack: Stack, ref: CardRef, starts: str) -> list[str]:
+    """The card's messages that start with `starts`, once the comment has been stored (10 s at most)."""
+    for _ in range(100):
+        kept = [m.content for m in stack.store.messages(ref.key) if m.content.startswith(starts)]
+        if kept:
+            return kept
+        await asyncio.sleep(0.1)
+    return []
+
+
 @pytest.mark.stack_env(**ROOMY)
 async def test_a_blank_comment_is_ignored_and_its_move_still_runs(stack: Stack, api) -> None:
     body = generic("WEB-B1", "review", "b-1", comment=" \n\t ")
@@ -54,10 +73,7 @@ async def test_a_blank_comment_is_ignored_and_its_move_still_runs(stack: Stack, 
 
 @pytest.mark.stack_env(**ROOMY)
 async def test_a_comment_over_the_limit_is_kept_cut_and_the_answer_says_so(stack: Stack, api) -> None:
-    body = generic("WEB-L1", "review", "l-1")
-    assert (await post(api, "generic", body, sign(body))).status_code == 200
-    ref = CardRef(tenant="default", board="generic", card_id="WEB-L1")
-    await stack.cards.wait_for(ref, lambda s: s.status == "done", timeout=60)
+    ref = await a_card_that_ran(stack, api, "WEB-L1")
     log = "".join(f"line {i}: step ok\n" for i in range(4_000)) + "FAILED: the cap test: 32 != 30\n"
     assert len(log) > MAX_COMMENT_CHARS
     body = comment("WEB-L1", "l-2", log)
@@ -65,11 +81,7 @@ async def test_a_comment_over_the_limit_is_kept_cut_and_the_answer_says_so(stack
     assert r.status_code == 200, r.text
     [event] = r.json()["events"]
     assert event["status"] == "accepted" and f"{len(log):,}" in event["note"]
-    for _ in range(100):
-        kept = [m.content for m in stack.store.messages(ref.key) if m.content.startswith("line 0: step ok")]
-        if kept:
-            break
-        await asyncio.sleep(0.1)
+    kept = await stored_comment(stack, ref, "line 0: step ok")
     assert kept == [cut_comment(log)]
     text = kept[0]
     assert len(text) <= MAX_COMMENT_CHARS and text.endswith("FAILED: the cap test: 32 != 30\n")
@@ -78,19 +90,12 @@ async def test_a_comment_over_the_limit_is_kept_cut_and_the_answer_says_so(stack
 
 @pytest.mark.stack_env(**ROOMY)
 async def test_a_comment_at_the_limit_is_kept_whole(stack: Stack, api) -> None:
-    body = generic("WEB-L2", "review", "w-1")
-    assert (await post(api, "generic", body, sign(body))).status_code == 200
-    ref = CardRef(tenant="default", board="generic", card_id="WEB-L2")
-    await stack.cards.wait_for(ref, lambda s: s.status == "done", timeout=60)
+    ref = await a_card_that_ran(stack, api, "WEB-L2")
     whole = "y" * MAX_COMMENT_CHARS
     body = comment("WEB-L2", "w-2", whole)
     r = await post(api, "generic", body, sign(body))
     assert r.status_code == 200 and "note" not in r.json()["events"][0], r.text
-    for _ in range(100):
-        if whole in [m.content for m in stack.store.messages(ref.key)]:
-            break
-        await asyncio.sleep(0.1)
-    assert whole in [m.content for m in stack.store.messages(ref.key)]
+    assert await stored_comment(stack, ref, "yyy") == [whole]
 
 
 def test_cut_comment_keeps_head_and_tail_within_the_limit() -> None:
