@@ -109,10 +109,33 @@ def layered_conversation(svc: Services, tenant: str, call: GatewayCall) -> tuple
     return Conversation(system=(system,), turns=tuple(turns)), redactions, parsed.warnings
 
 
+# Providers whose API refuses a message without text (Anthropic: "text content blocks must be
+# non-empty"; Gemini: "an empty text parameter"); OpenAI-compatible servers take one.
+_NEED_TEXT = frozenset({"anthropic", "gemini"})
+
+
+def _blank_message(messages: Any) -> str:
+    """The param naming the first user or assistant message with no text ("messages.2.content")."""
+    for i, m in enumerate(messages if isinstance(messages, list) else ()):
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant") or m.get("tool_calls"):
+            continue
+        content = m.get("content")
+        parts = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
+        if all(isinstance(p, dict) and p.get("type") == "text" and not str(p.get("text") or "").strip()
+               for p in parts):
+            return f"messages.{i}.content"
+    return "messages"
+
+
 def prepare(svc: Services, tenant: str, call: GatewayCall) -> Prepared:
     conversation, redactions, warnings = layered_conversation(svc, tenant, call)
     profile_name = svc.config.gateway.profile
     profile = svc.config.profiles[profile_name]
+    if profile.provider in _NEED_TEXT and any(not t.text.strip() for t in conversation.turns):
+        # Refused here, before the tenant's limits count a call the provider would refuse.
+        where = _blank_message(call.body.get("messages"))
+        raise invalid(f"{where}: a message has no text, and the gateway's model ({profile.provider}) refuses "
+                      "an empty message; nothing was sent", where)
     max_tokens = min(call.max_tokens or profile.max_tokens, profile.max_tokens)
     temperature = call.temperature if call.temperature is not None else profile.temperature
     return Prepared(conversation, redactions, warnings, profile_name, max_tokens, temperature)

@@ -651,3 +651,27 @@ def test_provider_lost_mid_stream_ends_with_an_error_event(served: str, tenant_g
         assert events[-1] == "event: error" and "message_stop" not in "\n".join(lines)
     # The attempt is in the ledger as failed, at no cost (the stream's usage never came).
     assert [(r.status, r.cost_usd) for r in tenant_gw.store.ledger("acme/gateway/-")] == [("failed", 0)]
+
+
+@pytest.mark.parametrize(("path", "messages", "where"), [
+    (OPENAI, [{"role": "user", "content": ""}], "messages.0.content"),
+    (OPENAI, [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"},
+              {"role": "assistant", "content": "Hello."}, {"role": "user", "content": " \n "}], "messages.3.content"),
+    (OPENAI, [{"role": "user", "content": [{"type": "text", "text": "  "}]}], "messages.0.content"),
+    (ANTHROPIC, [{"role": "user", "content": [{"type": "text", "text": ""}]}], "messages.0.content"),
+])
+def test_a_message_without_text_is_400_before_the_provider_is_called(gw: Gateway, path: str,
+                                                                     messages: list[Any], where: str) -> None:
+    """Anthropic refuses an empty text block: refused here, so no call is made or counted."""
+    before = gw.model.request_count
+    r = gw.client.post(path, json={"model": "m", "max_tokens": 10, "messages": messages})
+    error = assert_openai_error(r, 400) if path == OPENAI else assert_anthropic_error(r, 400)
+    assert error["message"].startswith(f"{where}: a message has no text, and the gateway's model (anthropic)")
+    assert "nothing was sent" in error["message"]
+    if path == OPENAI:
+        assert error["param"] == where
+    assert gw.model.request_count == before
+    # An image with no text beside it is not blank: intercept leaves a placeholder, and it is sent.
+    r = gw.client.post(OPENAI, json={"model": "m", "messages": [
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}]})
+    assert r.status_code == 200 and gw.model.request_count == before + 1
