@@ -20,7 +20,7 @@ from pathlib import Path
 from temporalio.service import RPCError
 
 from cardloop.app.cards import CardService
-from cardloop.app.follow import agent_lines, tokens_said
+from cardloop.app.follow import agent_lines, say_unavailable, tokens_said
 from cardloop.app.lifecycle import StackLock, data_dir_lock
 from cardloop.app.local import card_url
 from cardloop.app.logs import log_to_data_dir
@@ -158,10 +158,7 @@ async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, 
                 await asyncio.sleep(0.1)
                 state = await svc.state(ref) or state
             _board_lines(state, board, out, said)
-            for missing in r.unavailable:  # a quick run may end between two polls
-                if missing not in said:
-                    said.add(missing)
-                    out(f"  ⚠ going on without {missing}")
+            say_unavailable(r.unavailable, said, out)  # a quick run may end between two polls
             mark = {"completed": "✓", "blocked": "⏸", "cancelled": "↷"}.get(r.outcome, "✗")
             for line in agent_lines(svc.store.messages(ref.key)[seen_messages:]):
                 out(line)
@@ -171,10 +168,8 @@ async def run_stage(svc: CardService, ref: CardRef, stage: str, timeout: float, 
                 out(f"  ⎇ {r.commits} commit(s) pushed to the card's branch, last {r.last_commit[:12]}")
             return state
         progress = await _progress(svc, ref, stage, run)
-        for missing in progress.unavailable if progress is not None else ():
-            if missing not in said:
-                said.add(missing)
-                out(f"  ⚠ going on without {missing}")
+        if progress is not None:
+            say_unavailable(progress.unavailable, said, out)
         if progress and progress.iteration > last_iter:
             # Quick turns (the scripted model's) pass between two polls: each is said, none skipped.
             for turn in range(last_iter + 1, progress.iteration + 1):

@@ -8,7 +8,7 @@ person wants to see, and neither needs a worker of the follower's own."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from temporalio.service import RPCError
 
@@ -58,6 +58,14 @@ def agent_lines(messages: list[Message], *, replies: bool = False) -> list[str]:
     return lines
 
 
+def say_unavailable(unavailable: Iterable[str], said: set[str], out: Callable[[str], None]) -> None:
+    """Each context source the run goes without, once (`said` keeps what was said)."""
+    for missing in unavailable:
+        if missing not in said:
+            said.add(missing)
+            out(f"  ⚠ going on without {missing}")
+
+
 def tokens_said(r: StageRun) -> str:
     """The run's tokens as its cost counts them: the turns' and the summarizer's."""
     summary = r.summary_input_tokens + r.summary_output_tokens
@@ -95,19 +103,16 @@ async def follow(svc: CardService, ref: CardRef, stage: str, run: int, *, out: C
             for line in agent_lines(fresh, replies=True):
                 out(line)
         if ended is not None:
-            for missing in ended.unavailable if verbose else ():  # a quick run may end between two polls
-                if missing not in missed:
-                    out(f"  ⚠ going on without {missing}")
+            if verbose:  # a quick run may end between two polls
+                say_unavailable(ended.unavailable, missed, out)
             out(outcome_line(ended))
             if ended.commits:
                 out(f"  ⎇ {ended.commits} commit(s) pushed to the card's branch, last {ended.last_commit[:12]}")
             return ended
         if verbose and state is not None and state.status == "running" and state.stage_runs == run:
             progress = await _progress(svc, ref, stage, run)
-            for missing in progress.unavailable if progress is not None else ():
-                if missing not in missed:
-                    missed.add(missing)
-                    out(f"  ⚠ going on without {missing}")
+            if progress is not None:
+                say_unavailable(progress.unavailable, missed, out)
             if progress is not None and progress.iteration != turn:
                 turn = progress.iteration
                 out(f"  … turn {turn}: asking the model ({progress.input_tokens + progress.output_tokens:,} "
