@@ -76,13 +76,14 @@ def attempt_and_elapsed() -> tuple[int, float]:
     return info.attempt, max(0.0, (datetime.now(UTC) - first).total_seconds())
 
 
-def from_upstream(err: UpstreamError, *, retry_type: str, rejected_type: str = PROVIDER_REJECTED) -> ApplicationError:
+def from_upstream(err: UpstreamError, *, retry_type: str, rejected_type: str = PROVIDER_REJECTED,
+                  category: ApplicationErrorCategory = ApplicationErrorCategory.UNSPECIFIED) -> ApplicationError:
     """Retryable: the activity retries with backoff, or after retry_after when the service said
     so. Not retryable (400/401/403/404/413, spend limit, not configured): fails at once."""
     if not err.retryable:
         return ApplicationError(str(err), err.kind, type=rejected_type, non_retryable=True)
     delay = timedelta(seconds=err.retry_after) if err.retry_after else None
-    return ApplicationError(str(err), err.kind, type=retry_type, next_retry_delay=delay)
+    return ApplicationError(str(err), err.kind, type=retry_type, next_retry_delay=delay, category=category)
 
 
 def from_provider(err: UpstreamError, schedule: RetryConfig | None = None) -> ApplicationError:
@@ -105,8 +106,4 @@ def from_source(err: UpstreamError) -> ApplicationError:
     DEBUG, not as a warning with a traceback per attempt (13 lines on `cardloop dev`'s terminal
     for one unreachable repository over a few turns): the gather's last attempt says it once,
     as a warning and in the prompt (activities/context.py), and Temporal's UI shows each attempt."""
-    failure = from_upstream(err, retry_type=SOURCE_UNAVAILABLE)
-    if failure.non_retryable:
-        return failure
-    return ApplicationError(failure.message, *failure.details, type=failure.type,
-                            next_retry_delay=failure.next_retry_delay, category=ApplicationErrorCategory.BENIGN)
+    return from_upstream(err, retry_type=SOURCE_UNAVAILABLE, category=ApplicationErrorCategory.BENIGN)

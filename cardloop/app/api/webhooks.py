@@ -87,10 +87,11 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str]) -
         await run_in_threadpool(svc.cards.import_card, card)
     note: dict[str, str] = {}
     if event.kind == "comment":
-        text = cut_comment(event.comment or "")
-        if len(text) < len(event.comment or ""):
+        sent = event.comment or ""
+        text = cut_comment(sent)
+        if text != sent:
             # Refusing it would lose it (a board does not send a comment twice): kept, cut, said.
-            note = {"note": f"the comment was cut to its first and last characters: {len(event.comment or ''):,} "
+            note = {"note": f"the comment was cut to its first and last characters: {len(sent):,} "
                             f"is over the history's {MAX_COMMENT_CHARS:,} per comment"}
         await svc.cards.say(ref, text, author=event.actor, delivery_id=key)
         stage = None
