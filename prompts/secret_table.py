@@ -18,6 +18,7 @@ from cardloop.prompts.secret_values import (
     _looks_random,
     _not_placeholder,
     _phrase_value_ok,
+    _prose_password_ok,
 )
 
 
@@ -138,6 +139,31 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         ),
         validator=_aws_secret_ok,
     ),
+    # The console's and the CLI's own labels, with no `=` or `:` after them: "Secret access key
+    # <secret>" (the console's key page, pasted), `aws configure set aws_secret_access_key <secret>`.
+    RedactionRule(
+        "aws-secret-labelled",
+        re.compile(
+            r"(?i:(?:aws[_.\- ]?)?secret[_.\- ]?access[_.\- ]?key)[\"'`]?(?:[ \t]+|[ \t]*\r?\n[ \t]*)[\"'`]?"
+            r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+        ),
+        group="secret",
+        validator=_aws_secret_ok,
+        anchors=(re.compile(r"secret[_.\- ]?access[_.\- ]?key(?=[\"'`]?\s+[\"'`]?[a-z0-9/+]{40})"),),
+    ),
+    # A key id, then its secret within a line or two of prose ("key AKIA... with secret ...",
+    # "Access key ID ... / Secret access key ..."): the first 40-character run after the id that
+    # mixes cases like a secret (a commit SHA or a word does not). The id has its own rule.
+    RedactionRule(
+        "aws-secret-near-key-id",
+        re.compile(
+            r"A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])(?<![A-Za-z0-9].{4})[A-Z0-9]{16}(?![A-Za-z0-9])"
+            r"(?:[^\n]|\n(?![ \t]*\n)){1,160}?"
+            r"(?<![A-Za-z0-9/+])(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+        ),
+        group="secret",
+        validator=_aws_secret_ok,
+    ),
     # Azure storage and service bus connection strings: `...;AccountKey=<base64>;...`.
     RedactionRule(
         "azure-connection-key",
@@ -165,6 +191,32 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         validator=_phrase_value_ok,
         anchors=tuple(re.compile(w + r"[ \t]+(?:keys?|secrets?|tokens?)(?=[ \t]*(?:is[ \t]|[:=]))")
                       for w in ("api", "access", "secret", "private", "client", "auth")),
+    ),
+    # One credential word in prose: "the secret is <value>", "my token was <value>", "the creds are <value>".
+    # One literal-first anchor per word: a scan for a literal is fast, an alternation is not.
+    RedactionRule(
+        "credential-is",
+        re.compile(
+            r"(?i:secret|token|keys?|credentials?|creds)[ \t]+(?i:is|was|are|were)[ \t]+[\"'`]?"
+            # A sentence's full stop after the value is not part of it.
+            r"(?P<secret>[A-Za-z0-9+/_.~\-]{11,199}[A-Za-z0-9+/_~\-]={0,2})(?![A-Za-z0-9+/_~\-]|\.[A-Za-z0-9])"
+        ),
+        group="secret",
+        validator=_phrase_value_ok,
+        anchors=tuple(re.compile(w + r"[ \t]+(?:is|was|are|were)[ \t]+[\"'`]?[a-z0-9+/_.~\-]{12}")
+                      for w in ("secret", "token", "keys?", "credentials?", "creds")),
+    ),
+    # A password in prose may hold any visible character: "the password is FOHcqW595##cuQlE."
+    RedactionRule(
+        "password-is",
+        re.compile(
+            r"(?i:password|passwd|passphrase|pwd)[ \t]+(?i:is|was)[ \t]+[\"'`]?"
+            r"(?P<secret>[^\s\"'`<>]{7,199}[^\s\"'`<>.,;:!?)\]])(?=[.,;:!?)\]]*(?:[\s\"'`<>]|$))"
+        ),
+        group="secret",
+        validator=_prose_password_ok,
+        anchors=tuple(re.compile(w + r"[ \t]+(?:is|was)[ \t]+[\"'`]?[^\s\"'`<>]{8}")
+                      for w in ("passw(?:or)?d", "passphrase", "pwd")),
     ),
     RedactionRule(
         "stripe-api-key",

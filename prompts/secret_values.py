@@ -226,6 +226,12 @@ def _phrase_value_ok(m: re.Match[str]) -> bool:
     return has_digit and has_alpha and not _is_placeholder(value) and _looks_random(value)
 
 
+def _prose_password_ok(m: re.Match[str]) -> bool:
+    """After `the password is`: a random-looking value, not a word a sentence goes on with
+    ("sha256-hashed", "base64-encoded")."""
+    return _phrase_value_ok(m) and not _is_code_name(m.group("secret"))
+
+
 def _aws_secret_ok(m: re.Match[str]) -> bool:
     """A secret access key mixes cases (a hex digest or a word run after a key id does not)."""
     _, _, has_upper, has_lower = _char_kinds(m.group("secret"))

@@ -20,7 +20,7 @@ from pathlib import Path
 from temporalio.service import RPCError
 
 from cardloop.app.cards import CardService
-from cardloop.app.follow import agent_lines, say_unavailable, tokens_said
+from cardloop.app.follow import agent_lines, redacting, say_unavailable, tokens_said
 from cardloop.app.lifecycle import StackLock, data_dir_lock
 from cardloop.app.local import card_url
 from cardloop.app.logs import log_to_data_dir
@@ -221,6 +221,7 @@ async def run_demo(config_path: str | None, *, keep_running: bool | None, out=pr
 
 async def _demo(config: Config, lock: StackLock, remote: Remote, scripted: bool, base_urls: dict[str, str],
                 keep_running: bool | None, log_file: Path, out) -> int:
+    out = redacting(out)  # the agent's lines and the runs' reasons are untrusted text
     sample = Card.model_validate_json((EXAMPLES / "card.json").read_text(encoding="utf-8"))
     stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
     # A branch of its own per run (cardloop/<card id>), so a second demo starts from main again.

@@ -17,6 +17,7 @@ from cardloop.contracts import names
 from cardloop.contracts.errors import CardloopError
 from cardloop.contracts.payloads import CardRef, CardState, StageProgress, StageRun
 from cardloop.prompts.card import Message
+from cardloop.prompts.scrub import redact_text
 
 # The command's exit code per outcome: scripts tell a finished stage from one that needs a person.
 OUTCOME_EXIT = {"completed": 0, "failed": 1, "blocked": 3, "budget_exhausted": 4, "cancelled": 5}
@@ -44,18 +45,26 @@ def agent_lines(messages: list[Message], *, replies: bool = False) -> list[str]:
     `replies`, also each reply's first line: stages without tools show their answers)."""
     lines: list[str] = []
     for m in messages:
-        if replies and m.role == "assistant" and m.content.strip():
-            lines.append(f"    ◆ {next(ln for ln in m.content.splitlines() if ln.strip())[:110]}")
+        # Redacted before anything is cut: half a secret is no longer recognized as one.
+        content = redact_text(m.content)
+        if replies and m.role == "assistant" and content.strip():
+            lines.append(f"    ◆ {next(ln for ln in content.splitlines() if ln.strip())[:110]}")
         for call in m.tool_calls:
             arg = next((str(call.input[k]) for k in ("command", "path", "pattern") if k in call.input), "")
-            lines.append(f"    ⚙ {call.name} {arg[:100]}".rstrip())
+            lines.append(f"    ⚙ {call.name} {redact_text(arg)[:100]}".rstrip())
         if m.role == "tool":
-            first = next((ln for ln in m.content.splitlines() if ln.strip()), "")
-            tail = [ln for ln in m.content.splitlines() if " passed" in ln or " failed" in ln]
+            first = next((ln for ln in content.splitlines() if ln.strip()), "")
+            tail = [ln for ln in content.splitlines() if " passed" in ln or " failed" in ln]
             lines.append(f"      {'✗' if m.is_error else '→'} {(tail[-1] if tail else first)[:110]}")
-        elif m.author == "cardloop" and m.content:
-            lines.append(f"    ☑ {m.content.splitlines()[0][:110]}")
+        elif m.author == "cardloop" and content:
+            lines.append(f"    ☑ {content.splitlines()[0][:110]}")
     return lines
+
+
+def redacting(out: Callable[[str], None]) -> Callable[[str], None]:
+    """`out` with every line redacted first: the history and the runs' reasons are kept as the
+    model and the board sent them (README, Secrets), so a terminal is a way out of the store too."""
+    return lambda line: out(redact_text(line))
 
 
 def say_unavailable(unavailable: Iterable[str], said: set[str], out: Callable[[str], None]) -> None:
@@ -90,6 +99,7 @@ async def follow(svc: CardService, ref: CardRef, stage: str, run: int, *, out: C
                  verbose: bool, timeout: float | None, messages_from: int, poll: float = 0.25) -> StageRun:
     """Until run `run` of `stage` is in the card's history: its record. With `verbose`, what it
     does meanwhile, line by line. StoppedWaiting after `timeout` seconds (None: no limit)."""
+    out = redacting(out)
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
     shown_messages, turn, retry = messages_from, 0, ""

@@ -175,7 +175,11 @@ FAMILIES: tuple[Family, ...] = (
     Family("creds", "DB_CREDS", _one(lambda r: rnd(r, B62, 28)), label="creds", self_identifying=False),
 )
 
-SYNTAXES = ("assignment", "yaml", "yaml-plain", "json", "ini", "env", "connection-string", "url-userinfo", "log")
+# The labels that name a credential by themselves (in prose, "the password is ...").
+CREDENTIAL_WORDS = frozenset({"password", "passwd", "client secret", "token", "API key", "credentials", "creds"})
+
+SYNTAXES = ("assignment", "yaml", "yaml-plain", "json", "ini", "env", "connection-string", "url-userinfo", "log",
+            "prose")
 
 
 def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str], str]]:
@@ -204,6 +208,17 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
             lambda p: quote(p, safe="")
     if syntax == "docker-config":
         return json.dumps({"auths": {"registry.example.com": {"auth": value}}}, indent=2), same
+    if syntax == "prose":  # a comment on the card, no `=` or `:` anywhere
+        if family.name == "aws-key-pair":
+            key_id, _, secret = value.partition(":")
+            return f"I used key {key_id} with secret {secret} on the runner, is that why it fails?\n", same
+        if family.self_identifying:
+            return f"I pasted {value} into the job settings, is that why it fails?\n", same
+        label = family.label or family.key
+        if label not in CREDENTIAL_WORDS:  # a product's name: "the newrelic key is ..."
+            label += " key"
+        verb = "are" if label.endswith("s") else "is"
+        return f"For the deploy, the {label} {verb} {value} and it expires soon.\n", same
     if syntax == "log":
         if family.self_identifying:
             return f"2026-03-04T05:06:07.123Z INFO worker-3 uploading with {value} (attempt 2)\n", same

@@ -229,7 +229,12 @@ def cmd_card_retry(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
-    from cardloop.prompts.scrub import redact_text  # the redaction rules compile on import
+    from cardloop.app.follow import redacting  # the redaction rules compile on import
+    from cardloop.prompts.scrub import Scrubber, redact_text
+
+    # The history and the runs' reasons are stored as sent (README, Secrets): redacted on the way
+    # out, each text before it is shortened (a secret cut in half would no longer be recognized).
+    print_ = redacting(print)
 
     async def action(svc: CardService, ref: CardRef) -> int:
         card = svc.store.card_fields(ref.key)
@@ -244,47 +249,48 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
         recent = messages[len(messages) - args.last:] if args.last else []  # [-0:] would be all of them
         usage = svc.store.usage_totals(ref.key)
         if args.json:
+            scrub = Scrubber().scrub_value
             print(json.dumps({
-                "card": ref.key, "title": redact_text(card.title),
-                "state": state.model_dump(mode="json") if state else None,
-                "retrying": retrying,
-                "now": now_line(state, turn) if state is not None and turn is not None else None,
-                "messages": [m.model_dump(mode="json") for m in recent],
+                "card": ref.key, "title": scrub(card.title),
+                "state": scrub(state.model_dump(mode="json")) if state else None,
+                "retrying": scrub(retrying),
+                "now": scrub(now_line(state, turn)) if state is not None and turn is not None else None,
+                "messages": [scrub(m.model_dump(mode="json")) for m in recent],
                 "usage": usage.model_dump(mode="json"),
             }, indent=2))
             return 0
-        print(f"card {ref.key}: {redact_text(card.title)}")
+        print_(f"card {ref.key}: {card.title}")
         if state is None:
-            print("  no workflow yet (move the card to a stage to start one)")
+            print_("  no workflow yet (move the card to a stage to start one)")
         else:
-            print(f"  stage {state.stage} · {state.status} · stage runs {state.stage_runs}"
+            print_(f"  stage {state.stage} · {state.status} · stage runs {state.stage_runs}"
                   + (f" · blocked: {state.blocked_reason}" if state.status == "blocked" else ""))
             if turn is not None:
-                print(f"  now: {now_line(state, turn)}")
+                print_(f"  now: {now_line(state, turn)}")
             if retrying:
-                print(f"  now: {retrying}")
+                print_(f"  now: {retrying}")
             for run in state.history[-10:]:
                 without = sorted({u.partition(":")[0] for u in run.unavailable})
-                print(f"    {run.run:>3} {run.stage:<13} {run.outcome:<16} {run.iterations} turn(s)  "
-                      f"{shorten(run.reason, 80)}" + (f" (without {', '.join(without)})" if without else ""))
+                print_(f"    {run.run:>3} {run.stage:<13} {run.outcome:<16} {run.iterations} turn(s)  "
+                      f"{shorten(redact_text(run.reason), 80)}" + (f" (without {', '.join(without)})" if without else ""))
             if state.auto_retry is not None:
                 plan = state.auto_retry
-                print(f"  failed for a transient cause: {plan.stage} runs again automatically at "
+                print_(f"  failed for a transient cause: {plan.stage} runs again automatically at "
                       f"{plan.due:%Y-%m-%d %H:%M:%S} UTC (retry {plan.attempt} of {plan.of})")
             elif state.status == "idle" and state.history and state.history[-1].outcome == "failed":
-                print(f"  failed: `cardloop card retry {ref.key}` runs {state.history[-1].stage} again")
+                print_(f"  failed: `cardloop card retry {ref.key}` runs {state.history[-1].stage} again")
         t, extra = usage.total, usage.extra
-        print(f"  usage: {t.calls} calls, {t.input_tokens:,} in, {t.output_tokens:,} out, "
+        print_(f"  usage: {t.calls} calls, {t.input_tokens:,} in, {t.output_tokens:,} out, "
               f"billed ${float(t.cost_usd):.4f} (retries included)")
         share = f"{float(extra.cost_usd / t.cost_usd):.0%}" if t.cost_usd else "0%"
-        print(f"    retries: {extra.calls} call(s) whose reply was not kept, ${float(extra.cost_usd):.4f} "
+        print_(f"    retries: {extra.calls} call(s) whose reply was not kept, ${float(extra.cost_usd):.4f} "
               f"({share} of the bill); {usage.unknown} without usage (running, or lost with their worker)")
         for stage, s in usage.by_stage.items():
-            print(f"    {stage:<13} {s.calls} calls  ${float(s.cost_usd):.4f}")
-        print(f"  history: {len(messages)} messages (last {len(recent)}){':' if recent else ''}")
+            print_(f"    {stage:<13} {s.calls} calls  ${float(s.cost_usd):.4f}")
+        print_(f"  history: {len(messages)} messages (last {len(recent)}){':' if recent else ''}")
         for m in recent:
             who = m.author or m.role
-            print(f"    [{m.role}] {who}: {shorten(m.content, 160)}")
+            print_(f"    [{m.role}] {who}: {shorten(redact_text(m.content), 160)}")
         return 0
 
     return _card_command(args, config, action)
