@@ -264,15 +264,16 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
             print_("  no workflow yet (move the card to a stage to start one)")
         else:
             print_(f"  stage {state.stage} · {state.status} · stage runs {state.stage_runs}"
-                  + (f" · blocked: {state.blocked_reason}" if state.status == "blocked" else ""))
+                   + (f" · blocked: {state.blocked_reason}" if state.status == "blocked" else ""))
             if turn is not None:
                 print_(f"  now: {now_line(state, turn)}")
             if retrying:
                 print_(f"  now: {retrying}")
             for run in state.history[-10:]:
                 without = sorted({u.partition(":")[0] for u in run.unavailable})
+                went_without = f" (without {', '.join(without)})" if without else ""
                 print_(f"    {run.run:>3} {run.stage:<13} {run.outcome:<16} {run.iterations} turn(s)  "
-                      f"{shorten(redact_text(run.reason), 80)}" + (f" (without {', '.join(without)})" if without else ""))
+                       f"{shorten(redact_text(run.reason), 80)}{went_without}")
             if state.auto_retry is not None:
                 plan = state.auto_retry
                 print_(f"  failed for a transient cause: {plan.stage} runs again automatically at "
