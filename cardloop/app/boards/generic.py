@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cardloop.app.boards.events import BoardEvent, Ignored
-from cardloop.app.boards.payload import bad, event, header, load_object
+from cardloop.app.boards.payload import bad, event, finite_number, header, kind, load_object
 from cardloop.app.boards.replay import json_object
 from cardloop.app.boards.signatures import verify_github
 from cardloop.contracts.config import BoardConfig, StageTarget
@@ -89,9 +88,12 @@ class GenericAdapter:
         data = json_object(body)
         stamp = data.get("timestamp") if data is not None else None
         # Anything but a number is refused by parse (GenericEvent.timestamp is strict).
-        if isinstance(stamp, bool) or not isinstance(stamp, int | float) or not math.isfinite(stamp):
+        if isinstance(stamp, bool) or not isinstance(stamp, int | float):
             return None
-        return float(stamp)
+        seconds = finite_number(stamp)
+        if seconds is None:
+            raise bad(f"timestamp must be a finite number of seconds since the epoch, got {kind(stamp)}")
+        return seconds
 
     async def parse(self, headers: Mapping[str, str], body: bytes) -> list[BoardEvent] | Ignored:
         data = load_object(body)

@@ -7,6 +7,8 @@ Absent and null are the same thing here ("missing"): boards send `null` for unse
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +28,8 @@ def kind(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "a non-finite number"  # NaN or Infinity: Python's json accepts both
     if isinstance(value, int | float):
         return "a number"
     if isinstance(value, str):
@@ -37,6 +41,21 @@ def kind(value: Any) -> str:
     return type(value).__name__
 
 
+_FORM = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*=[^=]")
+
+
+def finite_number(value: Any) -> float | None:
+    """A JSON number as a finite float; None for anything else, NaN and Infinity (which Python's
+    json accepts) and an integer too large for a float (`math.isfinite` raises on one)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def load_object(body: bytes) -> dict[str, Any]:
     """The body as a JSON object, or 400."""
     try:
@@ -45,6 +64,8 @@ def load_object(body: bytes) -> dict[str, Any]:
         # json's C decoder recurses per nesting level; a hostile body can nest deeper than the stack.
         raise bad("body is not valid JSON: nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError both derive from it
+        if _FORM.match(body):  # GitHub's other content type: `payload=<url-encoded JSON>`
+            raise bad("body is form-encoded, not JSON: set the webhook's content type to application/json") from None
         raise bad(f"body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise bad(f"body must be a JSON object, got {kind(data)}")

@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from datetime import datetime
 from typing import Any
 
 from cardloop.app.boards.events import BoardEvent, WebhookError
-from cardloop.app.boards.payload import bad, kind, lookup
+from cardloop.app.boards.payload import bad, finite_number, kind, lookup
 
 
 def delivery_key(signed_content: bytes, event: BoardEvent) -> str:
@@ -83,9 +82,10 @@ def number_time(data: dict[str, Any] | None, path: str, per_second: float = 1.0)
     value = lookup(data, path) if data is not None else None
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise bad(f"{path} must be a number, got {kind(value)}")
-    return value / per_second
+    number = finite_number(value)
+    if number is None:
+        raise bad(f"{path} must be a finite number, got {kind(value)}")
+    return number / per_second
 
 
 def check_window(sent: float | None, now: float, window: float, board: str) -> None:

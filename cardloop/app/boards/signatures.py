@@ -20,12 +20,11 @@ import binascii
 import hashlib
 import hmac
 import json
-import math
 import string
 from collections.abc import Mapping
 
 from cardloop.app.boards.events import SignatureMismatch, WebhookError
-from cardloop.app.boards.payload import header
+from cardloop.app.boards.payload import finite_number, header
 
 LINEAR_TOLERANCE_SECONDS = 60.0
 
@@ -102,10 +101,12 @@ def verify_linear(headers: Mapping[str, str], body: bytes, secret: str, now: flo
     try:
         data = json.loads(body)
     except (ValueError, RecursionError):
-        raise _unauthorized("signed body is not JSON, so its webhookTimestamp cannot be checked") from None
-    stamp = data.get("webhookTimestamp") if isinstance(data, dict) else None
-    if isinstance(stamp, bool) or not isinstance(stamp, int | float) or not math.isfinite(stamp):
-        raise _unauthorized("missing or non-numeric webhookTimestamp: cannot rule out a replayed delivery")
+        # The signature held: the sender is Linear (or has its secret), and the body is malformed.
+        raise WebhookError(400, "body is not valid JSON") from None
+    stamp = finite_number(data.get("webhookTimestamp")) if isinstance(data, dict) else None
+    if stamp is None:
+        raise _unauthorized("missing, non-numeric or out-of-range webhookTimestamp: "
+                            "cannot rule out a replayed delivery")
     skew = abs(now - stamp / 1000.0)
     if skew > tolerance:
         raise _unauthorized(f"webhookTimestamp is {skew:.0f} s away from now (limit {tolerance:.0f} s): "

@@ -151,3 +151,30 @@ async def test_verify_only_ever_refuses_with_401(board: str) -> None:
         assert info.value.status == 401
 
     fuzz()
+
+
+# Where each board's signed body carries its send time (event_time reads it before parse runs).
+TIME_PATHS = {"generic": "timestamp", "jira": "timestamp", "github": "workflow_run.updated_at",
+              "trello": "action.date", "linear": "webhookTimestamp"}
+
+
+@pytest.mark.parametrize("board", list(SAMPLES))
+@pytest.mark.parametrize("stamp", [10 ** 400, -(10 ** 400), float("nan"), float("inf"), 1e308 * 10, 2 ** 1024])
+async def test_event_time_of_an_out_of_range_number_is_none_or_a_400(board: str, stamp: object) -> None:
+    # A JSON integer may be larger than any float, and Python's json reads NaN and Infinity:
+    # `math.isfinite` raises OverflowError on the first, which had been a 500.
+    async with httpx.AsyncClient() as http:
+        adapter = build_adapters(make_config(), http)[board]
+    data: dict[str, Any] = {}
+    parent = data
+    *steps, last = TIME_PATHS[board].split(".")
+    for step in steps:
+        parent = parent.setdefault(step, {})
+    parent[last] = stamp
+    body = json.dumps(data).encode()
+    try:
+        assert adapter.event_time({"x-github-event": "workflow_run"}, body) is None
+    except WebhookError as exc:
+        assert exc.status == 400, exc.message
+        assert "finite number" in exc.message or "ISO 8601" in exc.message, exc.message
+
