@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from cardloop.contracts.config_sections import (  # noqa: F401  (re-exported: one import path for config)
     _READ_TOOLS,
@@ -111,6 +111,22 @@ class Config(_Section):
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
     stages: dict[str, StageConfig] = Field(default_factory=dict)
     retry: RetryConfig = RetryConfig()
+
+    @model_validator(mode="after")
+    def _dev_stack_defaults(self) -> Config:
+        """Where nothing else is configured, the store, Temporal and its UI are the dev stack's:
+        a second stack in its own data dir and ports (`CARDLOOP_DEV__*`) is then a whole second
+        stack, and the card commands run with the same settings reach it."""
+        data_dir = self.dev.data_dir.rstrip("/") or "/"
+        fills = {
+            "store": {"url": f"sqlite:///{data_dir}/cardloop.sqlite"} if not self.store.url else {},
+            "temporal": {**({"address": f"127.0.0.1:{self.dev.temporal_port}"} if not self.temporal.address else {}),
+                         **({"ui_url": f"http://127.0.0.1:{self.dev.ui_port}"} if not self.temporal.ui_url else {})},
+        }
+        for section, update in fills.items():
+            if update:  # the sections are frozen: replaced, not changed
+                object.__setattr__(self, section, getattr(self, section).model_copy(update=update))
+        return self
 
     # Where the values came from, for messages; not part of the file's schema.
     source: str = Field(default="config.toml", exclude=True)

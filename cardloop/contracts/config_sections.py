@@ -19,10 +19,12 @@ class _Section(BaseModel):
 
 
 class TemporalConfig(_Section):
-    address: str = "127.0.0.1:7233"
+    # Empty: the dev stack's, on 127.0.0.1 at dev.temporal_port / dev.ui_port (Config fills them in),
+    # so the card commands find the `cardloop dev` that the same configuration starts.
+    address: str = ""
     namespace: str = "default"
     task_queue: str = "cardloop"
-    ui_url: str = "http://127.0.0.1:8233"
+    ui_url: str = ""
     tls: bool = False
     tls_server_name: str = ""
     tls_ca_cert: str = ""
@@ -77,7 +79,8 @@ class CodecServerConfig(_Section):
 
 
 class StoreConfig(_Section):
-    url: str = "sqlite:///~/.local/share/cardloop/cardloop.sqlite"
+    # Empty: cardloop.sqlite in dev.data_dir (Config fills it in): one data dir, one whole stack.
+    url: str = ""
     # Blob contents (prompts, context, logs) encrypted at rest with the payload codec's keys, when
     # those are configured (temporal.codec_keys_env's variable is set); false: never.
     encrypt_blobs: bool = True

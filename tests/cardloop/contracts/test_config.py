@@ -127,3 +127,23 @@ def test_checking_the_config_does_not_load_the_vocabulary() -> None:
     load_encoding.cache_clear()
     load_config(REPO_CONFIG, env={})
     assert load_encoding.cache_info().currsize == 0
+
+
+def test_store_temporal_and_its_ui_follow_the_dev_stack_unless_set() -> None:
+    # One data dir and its ports make one whole stack: a second `cardloop dev` in its own
+    # directory does not share the first one's store, and the card commands find its Temporal.
+    dev = {"CARDLOOP_DEV__DATA_DIR": "/srv/second", "CARDLOOP_DEV__TEMPORAL_PORT": "17233",
+           "CARDLOOP_DEV__UI_PORT": "18233"}
+    config = load_config(env=dev)
+    assert config.store_url() == "sqlite:////srv/second/cardloop.sqlite"
+    assert (config.temporal.address, config.temporal.ui_url) == ("127.0.0.1:17233", "http://127.0.0.1:18233")
+    default = load_config(env={})
+    assert default.store.url == "sqlite:///~/.local/share/cardloop/cardloop.sqlite"
+    assert (default.temporal.address, default.temporal.ui_url) == ("127.0.0.1:7233", "http://127.0.0.1:8233")
+    # Whatever is set wins: a cluster, its UI, a database.
+    chosen = load_config(env={**dev, "CARDLOOP_TEMPORAL__ADDRESS": '"temporal.prod:7233"',
+                              "CARDLOOP_TEMPORAL__UI_URL": '"https://ui.prod"', "CARDLOOP_STORE__URL": '"sqlite:////db"',
+                              "DATABASE_URL": "postgresql://cardloop@db/cardloop"})
+    assert (chosen.temporal.address, chosen.temporal.ui_url) == ("temporal.prod:7233", "https://ui.prod")
+    assert chosen.store.url == "sqlite:////db" and chosen.store_url() == "postgresql://cardloop@db/cardloop"
+

@@ -20,11 +20,13 @@ CLI = Path(sys.executable).parent / "cardloop"
 def isolated_env(tmp_path: Path) -> tuple[dict[str, str], dict[str, int]]:
     ports = {"temporal": free_port(), "ui": free_port(), "api": free_port()}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CARDLOOP_"))}
+    # Only the dev stack's own settings: the card commands run with them must find that stack's
+    # Temporal and store (temporal.address, temporal.ui_url and store.url follow [dev] when unset).
+    env = {k: v for k, v in env.items() if k != "DATABASE_URL"}
     env.update({"HOME": str(tmp_path), "CARDLOOP_DEV__DATA_DIR": str(tmp_path / "data"),
                 "CARDLOOP_DEV__TEMPORAL_PORT": str(ports["temporal"]), "CARDLOOP_DEV__UI_PORT": str(ports["ui"]),
-                "CARDLOOP_TEMPORAL__ADDRESS": f"127.0.0.1:{ports['temporal']}",
                 "CARDLOOP_API_PORT": str(ports["api"]), "CARDLOOP_PATHS__PROMPT_OVERRIDES": "/nonexistent",
-                "DATABASE_URL": f"sqlite:///{tmp_path / 'data' / 'cardloop.sqlite'}", **NO_SOURCES})
+                **NO_SOURCES})
     return env, ports
 
 

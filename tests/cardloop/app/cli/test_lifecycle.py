@@ -56,6 +56,8 @@ def test_dev_holds_its_data_dir_and_sigterm_stops_everything_quietly(tmp_path: P
         moved = subprocess.run([str(CLI), "card", "move", "examples/card.json", "--to", "planning"], cwd=ROOT,
                                env=env, capture_output=True, text=True, timeout=60)
         assert moved.returncode == 0, moved.stderr
+        assert f"http://127.0.0.1:{ports['ui']}/namespaces/" in moved.stdout  # this stack's UI, not 8233
+        assert (data / "cardloop.sqlite").exists()  # the store is in the data dir, beside temporal.sqlite
 
         # A demo on the same data dir is refused before it touches anything: one server per SQLite file.
         demo = subprocess.run([str(CLI), "demo", "--exit"], cwd=ROOT, env=env, capture_output=True, text=True,
