@@ -12,7 +12,6 @@ and the current details keep the Temporal UI the operator's view.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -36,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         StageRun,
         StageSettings,
         Transition,
+        delivery_key,
     )
     from cardloop.workflows import board, policies, transitions, versions
     from cardloop.workflows.stage import StageWorkflow
@@ -170,8 +170,7 @@ class CardWorkflow:
         return f"its last stage run ({last.stage} run {last.run}) ended {last.outcome}, not failed"
 
     def _seen(self, delivery_id: str) -> bool:
-        if len(delivery_id) > 64:  # keep the carried state small: long ids are remembered by digest
-            delivery_id = "sha256:" + hashlib.sha256(delivery_id.encode()).hexdigest()[:40]
+        delivery_id = delivery_key(delivery_id)
         seen = self.state.seen_deliveries
         if delivery_id in seen:
             return True

@@ -139,8 +139,12 @@ class CardService:
             raise RejectedError(f"card {ref.key}: {reason}") from None
         except RPCError as err:
             if err.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
-                raise RejectedError(f"card {ref.key}: nothing to {what}: it has no running workflow "
-                                    f"({err.message})") from None
+                if await asyncio.to_thread(self.store.card_fields, ref.key) is None:
+                    # A typo in the key, as `card show` and `card say` say it: bad input, not a refusal.
+                    raise InputError(f"card {ref.key!r} is not known to the store {self.store.url}") from None
+                # "workflow not found for ID: ..." says nothing a user can act on; "already completed" does.
+                why = "move the card to a stage to start one" if "not found" in err.message else err.message
+                raise RejectedError(f"card {ref.key}: nothing to {what}: it has no running workflow ({why})") from None
             raise
         except TemporalUnavailable as err:
             raise TemporalUnavailable(f"{err} (is a worker running on task queue "

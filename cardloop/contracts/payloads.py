@@ -7,6 +7,7 @@ things (history, prompts, logs) live in the store and travel as references.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import datetime
 from typing import Any, Literal
@@ -196,6 +197,13 @@ class StageProgress(BaseModel):
     unavailable: list[str] = Field(default_factory=list)
 
 
+def delivery_key(delivery_id: str) -> str:
+    """How a card remembers a delivery id: long ids by digest, to keep the carried state small."""
+    if len(delivery_id) > 64:
+        return "sha256:" + hashlib.sha256(delivery_id.encode()).hexdigest()[:40]
+    return delivery_id
+
+
 class CardState(BaseModel):
     """What the card workflow holds and its query returns; carried across continue-as-new."""
 
@@ -218,6 +226,10 @@ class CardState(BaseModel):
     # The last run whose end the board has heard of (or that had nothing to tell it): a watcher
     # that sees run N in `history` with board_told < N knows the board's end write is still coming.
     board_told: int = 0
+
+    def has_seen(self, delivery_id: str) -> bool:
+        """Whether the card has applied a delivery with this id (it applies each id once)."""
+        return delivery_key(delivery_id) in self.seen_deliveries
 
     @property
     def filter_status(self) -> str:

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 
-from cardloop.contracts.errors import RejectedError
+from cardloop.contracts.errors import InputError, RejectedError
 from cardloop.contracts.payloads import CardRef, CardState
 from tests.stack import Stack, replay_all, small_card
 
@@ -55,7 +55,7 @@ async def test_an_unreachable_model_is_retried_on_the_short_schedule_and_the_car
 
 @pytest.mark.stack_env(**NO_PATIENCE)
 async def test_card_retry_runs_the_failed_stage_again_on_the_same_workflow(stack: Stack) -> None:
-    with pytest.raises(RejectedError, match="it has no running workflow"):
+    with pytest.raises(InputError, match="'acme/github/NEVER' is not known to the store"):
         await stack.cards.retry(CardRef(tenant="acme", board="github", card_id="NEVER"))
     stack.model.inject(status=529)
     ref = stack.cards.import_card(small_card("RETRY-1"))

@@ -115,6 +115,8 @@ def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
             card = parse_card(path.read_text(encoding="utf-8"), origin=arg)
         except FileNotFoundError:
             raise InputError(f"{arg}: no such file") from None
+        except OSError as exc:  # a directory, no permission ...: what `card check` says too
+            raise InputError(f"{arg}: cannot read: {exc.strerror or exc}") from None
         except UnicodeDecodeError as exc:
             raise InputError(f"{arg}: not UTF-8 text: {exc}") from None
         except CardError as exc:
@@ -191,12 +193,18 @@ def cmd_card_move(args: argparse.Namespace, config: Config) -> int:
         raise InputError("--timeout limits --wait or --follow: give one of them too")
 
     async def action(svc: CardService, ref: CardRef) -> int:
-        # Where the card stands before the move tells which stage run the move leads to.
-        before = await svc.state(ref) if watching else None
-        if watching and before is None and (saved := svc.store.workflow_state(ref.key)):
+        # Where the card stands before the move tells which stage run the move leads to, and
+        # whether a delivery id given again was applied already (the card would ignore it).
+        looking = watching or args.delivery_id
+        before = await svc.state(ref) if looking else None
+        if looking and before is None and (saved := svc.store.workflow_state(ref.key)):
             from cardloop.contracts.payloads import CardState
 
             before = CardState.model_validate_json(saved)  # its run closed: the next one goes on from here
+        if args.delivery_id and before is not None and before.has_seen(args.delivery_id):
+            print(f"card {ref.key}: delivery {args.delivery_id!r} was applied already, so this move changes "
+                  "nothing (a delivery id is applied once; leave --delivery-id out for a new move)")
+            return 0
         messages_from = len(svc.store.messages(ref.key)) if watching else 0
         await svc.move(ref, args.to, delivery_id=args.delivery_id, actor=args.actor)
         link = card_url(config.temporal.ui_url, config.temporal.namespace, ref.workflow_id)
@@ -212,6 +220,10 @@ def cmd_card_move(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_card_say(args: argparse.Namespace, config: Config) -> int:
     async def action(svc: CardService, ref: CardRef) -> int:
+        if args.delivery_id and (state := await svc.state(ref)) is not None and state.has_seen(args.delivery_id):
+            print(f"card {ref.key}: delivery {args.delivery_id!r} was applied already, so this comment is not "
+                  "added again (a delivery id is applied once)")
+            return 0
         await svc.say(ref, args.text, author=args.author, delivery_id=args.delivery_id)
         print(f"comment sent to card {ref.key}")
         return 0

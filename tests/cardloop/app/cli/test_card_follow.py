@@ -110,3 +110,25 @@ async def test_follow_says_which_context_source_the_run_goes_without(stack: Stac
     waited = await cardloop(env, "card", "move", ref.key, "--to", "testing", "--wait")
     assert waited.returncode == 0 and "⚠" not in waited.stdout  # --wait says the outcome only
     await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
+
+
+@pytest.mark.stack_env(CARDLOOP_STAGES__PLANNING__AUTO_ADVANCE="false")
+async def test_a_delivery_id_given_again_says_so_instead_of_waiting_for_a_run(stack: Stack, tmp_path: Path) -> None:
+    # The card applies a delivery id once: a --wait on the repeated move used to wait for a run
+    # that never comes.
+    env = cli_env(stack, tmp_path)
+    ref = stack.cards.import_card(small_card("FOLLOW-DUP"))
+    first = await cardloop(env, "card", "move", ref.key, "--to", "planning", "--delivery-id", "dd1", "--wait")
+    assert first.returncode == 0, first.stdout + first.stderr
+    again = await cardloop(env, "card", "move", ref.key, "--to", "coding", "--delivery-id", "dd1", "--follow",
+                           "--timeout", "30")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "delivery 'dd1' was applied already" in again.stdout and "following" not in again.stdout
+    said = await cardloop(env, "card", "say", ref.key, "hello", "--delivery-id", "c1")
+    said_again = await cardloop(env, "card", "say", ref.key, "hello", "--delivery-id", "c1")
+    assert said.returncode == said_again.returncode == 0, said.stderr + said_again.stderr
+    assert "comment sent" in said.stdout and "was applied already" in said_again.stdout
+    state = await stack.wait_state(ref, lambda s: s.has_seen("c1"))
+    assert state.stage == "planning" and len(state.history) == 1
+    assert [m.content for m in stack.store.messages(ref.key)].count("hello") == 1
+

@@ -34,6 +34,10 @@ async def test_card_retry_reruns_a_failed_stage_and_refuses_otherwise(stack: Sta
     ref = stack.cards.import_card(small_card("CLI-RETRY-1"))
     early = await cli("retry", ref.key)
     assert early.returncode == 1 and "nothing to retry: it has no running workflow" in early.stderr
+    assert "move the card to a stage to start one" in early.stderr and "workflow not found" not in early.stderr
+    for command in ("retry", "cancel"):  # a key nobody imported: bad input, as `card show` says it
+        unknown = await cli(command, "acme/github/NEVER-IMPORTED")
+        assert unknown.returncode == 2 and "'acme/github/NEVER-IMPORTED' is not known to the store" in unknown.stderr
     await stack.cards.move(ref, "testing", delivery_id="t")
     await stack.wait_state(ref, lambda s: bool(s.history))
     shown = await cli("show", ref.key)

@@ -82,6 +82,11 @@ def test_card_commands_give_clear_errors(dev_env, tmp_path: Path) -> None:
     assert "cannot reach Temporal" in out.stderr or "not known" in out.stderr
     out = run("card", "move", str(tmp_path / "missing.json"), "--to", "coding", env=env)
     assert out.returncode == 2 and "no such file" in out.stderr
+    (tmp_path / "cards.json").mkdir()  # a directory named like a card file
+    folder = str(tmp_path / "cards.json")
+    for command in (("move", folder, "--to", "coding"), ("say", folder, "hi")):
+        out = run("card", *command, env=env)
+        assert out.returncode == 2 and "cannot read: Is a directory" in out.stderr and "Traceback" not in out.stderr
     out = run("card", "move", "a/b/c/d", "--to", "coding", env=env)
     assert out.returncode == 2 and "expected CARD" in out.stderr
     out = run("card", "move", "PAY-1", "--to", "deploying", env=env)
