@@ -40,6 +40,13 @@ class Prepared:
     blobs: list[NamedBlob]
 
 
+def _mostly_undecodable(sample: bytes) -> bool:
+    """More than a tenth of the sample is not UTF-8: a binary file, not a log with a stray
+    Latin-1 byte (those are read with a replacement character and kept)."""
+    text = sample.decode("utf-8", errors="replace")
+    return text.count("\ufffd") > max(1, len(text) // 10) or (bool(text) and text.count("\ufffd") == len(text))
+
+
 def read_artifacts(paths: Sequence[str]) -> list[tuple[str, str]]:
     """(name, text) per file; InputError (exit 2) naming the file that cannot be used."""
     out = []
@@ -55,6 +62,8 @@ def read_artifacts(paths: Sequence[str]) -> list[tuple[str, str]]:
             raise InputError(f"{raw}: cannot read: {exc.strerror or exc}") from None
         if b"\0" in data[:8192]:
             raise InputError(f"{raw}: looks binary (NUL bytes); research reads text logs")
+        if _mostly_undecodable(data[:8192]):
+            raise InputError(f"{raw}: looks binary (not UTF-8 text); research reads text logs")
         if not data.strip():
             raise InputError(f"{raw}: empty")
         out.append((path.name, data.decode("utf-8", errors="replace")))

@@ -293,7 +293,7 @@ def find_config_file(env: Mapping[str, str], explicit: str | Path | None = None)
     else:
         path = REPO_CONFIG
     if not path.is_file():
-        raise ConfigError(f"configuration file not found: {path}")
+        raise ConfigError(f"configuration file {'is a directory' if path.is_dir() else 'not found'}: {path}")
     return path
 
 

@@ -77,7 +77,8 @@ class CardRef(_Value):
         # Only the canonical encoding (card_key_id's output) is a key: one card, one key.
         if len(value) > MAX_CARD_ID or not _KEY_CARD_ID.fullmatch(value):
             raise ValueError(f"card id {ascii(value)[:220]}: use letters, digits and . _ : # - and %3A for a "
-                             "literal ':' (at most 200); a board's id goes through card_key_id")
+                             "literal ':' (at most 200); a board's own id with '/' in it is written with ':' "
+                             "(owner/repo#12 is owner:repo#12)")
         return value
 
     @classmethod

@@ -37,8 +37,8 @@ examples:
   cardloop demo                      # the sample card through every stage on the embedded stack
   cardloop dev                       # Temporal dev server + worker (UI on http://127.0.0.1:8233)
   cardloop card move examples/card.json --to planning
-  cardloop card say acme/github/PAY-142 "Use a 30 second cap" --author priya
-  cardloop card show acme/github/PAY-142
+  cardloop card say acme/github-projects/PAY-142 "Use a 30 second cap" --author priya
+  cardloop card show acme/github-projects/PAY-142
   cardloop prompt explain --card examples/card.json --stage error_fixing
   cardloop prompt explain --card examples/card.json --stage review --provider gemini --json
   cardloop prompt path agents/coding
@@ -123,6 +123,10 @@ def cmd_prompt_explain(args: argparse.Namespace, config: Config) -> int:
     if args.profile and args.profile not in config.profiles:
         raise InputError(f"unknown profile {args.profile!r}; configured: {', '.join(config.profiles)}")
     settings = config.assembly_settings(args.stage, args.profile)
+    most = config.stage(args.stage).max_iterations
+    if not 1 <= args.iteration <= most:  # the prompt would say "iteration -1 of at most 12"
+        raise InputError(f"--iteration {args.iteration}: {args.stage.value} runs iterations 1 to {most} "
+                         f"(stages.{args.stage.value}.max_iterations)")
     try:
         prompt = assembler.assemble(
             AssemblyRequest(card=card, stage=args.stage, iteration=args.iteration,

@@ -138,3 +138,11 @@ def test_explain_says_which_item_held_each_redacted_secret(tmp_path: Path) -> No
     text = run("prompt", "explain", "--card", str(path), "--stage", "planning", "--no-payload")
     assert "  anthropic-api-key x1 in history message 2 (priya)\n" in text.stdout
     assert ANTHROPIC not in text.stdout and GITHUB_PAT not in text.stdout
+
+
+def test_explain_refuses_an_iteration_the_stage_never_runs() -> None:
+    for bad in ("-1", "0", "99999"):
+        out = run("prompt", "explain", "--card", str(EXAMPLE_CARD), "--stage", "coding", "--iteration", bad)
+        assert out.returncode == 2, out.stdout
+        assert f"--iteration {bad}: coding runs iterations 1 to " in out.stderr and "Traceback" not in out.stderr
+

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cardloop.app.devserver import TemporalDevServer
+from cardloop.app.research import read_artifacts
 from cardloop.app.scripted_model import ScriptedModel
 from tests.cardloop.app.cli.procs import CLI
 from tests.research_log import ROOT_CAUSES, generate_log
@@ -80,13 +81,23 @@ def test_research_prints_the_report_with_progress_and_figures(env: dict[str, str
     (["{log}", "--question", "why?"], {"ANTHROPIC_API_KEY": ""}, "set ANTHROPIC_API_KEY"),
     (["{log}", "--question", "why?", "--max-chunks", "0"], {}, "--max-chunks: at least 1"),
     (["{empty}", "--question", "why?"], {}, "empty"),
+    (["{binary}", "--question", "why?"], {}, "looks binary (not UTF-8 text)"),
     (["{log}", "--question", "why?", "--tenant", "Acme Corp"], {}, "--tenant 'Acme Corp'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(env: dict[str, str], log_file: Path, tmp_path: Path, args: list[str],
                                           extra_env: dict[str, str], message: str) -> None:
     (tmp_path / "empty.log").write_text("")
-    args = [a.format(log=log_file, empty=tmp_path / "empty.log") for a in args]
+    (tmp_path / "image.log").write_bytes(b"\xff\xfe" + bytes(range(128, 256)) * 8)  # no NUL, not UTF-8 either
+    args = [a.format(log=log_file, empty=tmp_path / "empty.log", binary=tmp_path / "image.log") for a in args]
     done = cardloop({k: v for k, v in {**env, **extra_env}.items() if v}, *args, timeout=60)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert message in done.stderr and "Traceback" not in done.stderr
     assert done.stdout == ""
+
+
+def test_a_log_with_a_stray_latin1_byte_is_read(tmp_path: Path) -> None:
+    # A real log may hold a byte of another encoding: read with a replacement character, not refused.
+    log = tmp_path / "app.log"
+    log.write_bytes(b"2026-01-01 ERROR caf\xe9 timed out\n" * 50)
+    [(_, text)] = read_artifacts([str(log)])
+    assert "caf\ufffd timed out" in text
