@@ -161,7 +161,7 @@ def _card_command(args: argparse.Namespace, config: Config, action) -> int:
 
     from cardloop.app.cards import CardService
     from cardloop.app.local import open_store
-    from cardloop.app.temporal import connect
+    from cardloop.app.temporal import TemporalUnavailable, connect
 
     async def main() -> int:
         ref, card = _resolve(args.card, args)  # bad input fails before any connection
@@ -172,7 +172,14 @@ def _card_command(args: argparse.Namespace, config: Config, action) -> int:
             if card is not None:
                 svc.import_card(card)
             return await action(svc, ref)
-        except RPCError as err:  # the server answered, with an error: say which, in one line
+        except RPCError as err:
+            from temporalio.service import RPCStatusCode
+
+            if err.status == RPCStatusCode.UNAVAILABLE:  # it went away mid-command (a --follow)
+                raise TemporalUnavailable(
+                    f"Temporal at {config.temporal.address} stopped answering: {err.message} (the stage goes on "
+                    f"where Temporal runs; `cardloop card show {ref.key}` once it is back)", err.message) from None
+            # The server answered, with an error: say which, in one line.
             raise TemporalRefused(f"Temporal at {config.temporal.address} refused the call: "
                                   f"{err.status.name if err.status else 'error'}: {err.message}") from None
         finally:
