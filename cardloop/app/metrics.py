@@ -78,7 +78,9 @@ def temporal_runtime(port: int | None = None) -> tuple[Runtime, str]:
     port = port or free_port()
     # Counters with _total, as Prometheus names them (and as ours are): temporal_workflow_completed_total.
     prometheus = PrometheusConfig(bind_address=f"127.0.0.1:{port}", counters_total_suffix=True)
-    runtime = Runtime(telemetry=TelemetryConfig(metrics=prometheus))
+    from cardloop.app.temporal import core_logging
+
+    runtime = Runtime(telemetry=TelemetryConfig(metrics=prometheus, logging=core_logging()))
     return runtime, f"http://127.0.0.1:{port}/metrics"
 
 

@@ -10,6 +10,8 @@ in well under a board's ~10 s timeout) and probes Temporal's real state for /hea
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from temporalio.client import Client, Interceptor
-from temporalio.runtime import Runtime
+from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError, TLSConfig
 
 from cardloop.app.codec import data_converter
@@ -70,6 +72,26 @@ def short_reason(exc: BaseException) -> str:
     return re.sub(r"^Failed client connect: ", "", text)[:200]
 
 
+CORE_LOGGER = "temporalio.core"
+
+
+def core_logging() -> LoggingConfig:
+    """The SDK's Rust core logs through Python's logging (`temporalio.core`), not straight to
+    stderr: `cardloop dev` writes them to cardloop.log with the rest, and a card command on the
+    terminal shows no raw core lines (a --follow whose server went away printed eight)."""
+    logger = logging.getLogger(CORE_LOGGER)
+    if not logger.handlers:
+        logger.addHandler(logging.NullHandler())  # no "last resort" print where nothing is configured
+    return LoggingConfig(filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+                         forwarding=LogForwardingConfig(logger=logger))
+
+
+@functools.cache
+def default_runtime() -> Runtime:
+    """The runtime of clients connected without one of their own (one per process)."""
+    return Runtime(telemetry=TelemetryConfig(logging=core_logging()))
+
+
 async def connect(config: Config, *, address: str | None = None, runtime: Runtime | None = None,
                   interceptors: Sequence[Interceptor] = ()) -> Client:
     """`runtime`: one whose metrics are exported (app/metrics.py); `interceptors`: tracing's
@@ -82,7 +104,7 @@ async def connect(config: Config, *, address: str | None = None, runtime: Runtim
             address or t.address, namespace=t.namespace, tls=tls,
             api_key=api_key.reveal() if api_key else None,
             data_converter=data_converter(config, address=address or t.address),
-            runtime=runtime, interceptors=interceptors,
+            runtime=runtime or default_runtime(), interceptors=interceptors,
         )
     except RuntimeError as exc:
         reason = short_reason(exc)
