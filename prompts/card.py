@@ -20,6 +20,17 @@ from cardloop.prompts.surrogates import refuse_surrogates
 
 CARD_SCHEMA_VERSION = 1
 
+# A card's field limits, defined once: the Card model and what creates cards from board deliveries
+# (the generic webhook's schema, the webhook route) use these, so a value a webhook accepted is
+# never refused later, when the card is created, with the board's move lost.
+MAX_TITLE = 1000
+MAX_URL = 2000
+MAX_REPO = 200   # GitHub's own: a 39-character owner, a 100-character name
+MAX_BRANCH = 255
+REPO_PATTERN = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
+# What a repository that does not match REPO_PATTERN is told, in words rather than the regex.
+REPO_RULE = 'must be "owner/name": letters, digits, ".", "_" and "-" on each side of one "/"'
+
 
 class CardError(ValueError):
     """A card file that cannot be used: bad JSON or a field that fails validation."""
@@ -129,13 +140,11 @@ class Card(_Strict):
     id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:#/-]*$")
     tenant: str = Field(default="default", min_length=1, max_length=100, pattern=r"^[a-z0-9][a-z0-9_-]*$")
     board: str = Field(default="generic", min_length=1, max_length=100)
-    title: str = Field(min_length=1, max_length=1000)
+    title: str = Field(min_length=1, max_length=MAX_TITLE)
     body: str = ""
-    url: str | None = Field(default=None, max_length=2000)
-    repo: str | None = Field(
-        default=None, pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$", description="owner/name"
-    )
-    branch: str | None = Field(default=None, max_length=255)
+    url: str | None = Field(default=None, max_length=MAX_URL)
+    repo: str | None = Field(default=None, max_length=MAX_REPO, pattern=REPO_PATTERN, description="owner/name")
+    branch: str | None = Field(default=None, max_length=MAX_BRANCH)
     stage: Stage | None = None
     notes: str = ""
     checklist: tuple[ChecklistItem, ...] = ()

@@ -33,6 +33,8 @@ _BOARD_CARD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:#/-]{0,199}")
 # ":" is written "%3A". Nothing else is escaped, so the keys of ids without ":" never changed.
 _KEY_CARD_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._#:-]|%3A){0,199}")
 MAX_CARD_ID = 200
+# Who moved or commented, as a move or a comment carries it.
+MAX_ACTOR = 200
 
 
 def card_key_id(board_card_id: str) -> str:
@@ -109,7 +111,7 @@ class Transition(_Value):
 
     to: Target
     delivery_id: str = Field(min_length=1, max_length=300)
-    actor: str | None = Field(default=None, max_length=200)
+    actor: str | None = Field(default=None, max_length=MAX_ACTOR)
     reason: str | None = Field(default=None, max_length=2000)
 
 
@@ -117,7 +119,7 @@ class CardComment(_Value):
     """A user's message on the card (a board comment): joins the chat history."""
 
     delivery_id: str = Field(min_length=1, max_length=300)
-    author: str | None = Field(default=None, max_length=200)
+    author: str | None = Field(default=None, max_length=MAX_ACTOR)
     text: str = Field(max_length=MAX_COMMENT_CHARS)
 
 

@@ -20,6 +20,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from temporalio.service import RPCError
 
@@ -27,13 +28,15 @@ from cardloop.app.api.logsafe import safe_logger
 from cardloop.app.api.services import Services, services
 from cardloop.app.boards.echo import own_echo
 from cardloop.app.boards.events import BoardEvent, Ignored, WebhookError
+from cardloop.app.boards.payload import field_problems
 from cardloop.app.boards.replay import check_window, delivery_key
 from cardloop.app.boards.tenancy import board_secrets, claim_matches, verified_tenant
+from cardloop.app.cards import CardService
 from cardloop.contracts import metrics
 from cardloop.contracts.comments import MAX_COMMENT_CHARS, cut_comment
 from cardloop.contracts.errors import ConfigError, InputError
-from cardloop.contracts.payloads import CardRef
-from cardloop.prompts.card import Card
+from cardloop.contracts.payloads import MAX_ACTOR, CardRef
+from cardloop.prompts.card import MAX_BRANCH, MAX_TITLE, MAX_URL, Card
 
 log = safe_logger(__name__)
 router = APIRouter(tags=["webhooks"])
@@ -46,6 +49,32 @@ def card_ref(event: BoardEvent) -> CardRef:
     if event.tenant is None:
         raise ValueError("an event reaches a card only once its tenant is verified")
     return CardRef.for_board(event.tenant, event.board, event.card_id)
+
+
+def new_card(event: BoardEvent, ref: CardRef) -> tuple[Card, list[str]]:
+    """The card a board's first delivery about it creates, and what of the board's values it did not
+    keep. The move must not be lost for a value over a card's limit (the board will not send it
+    again): a longer title is cut (its head still says what the card is about); a longer URL or
+    branch is left out, since a cut one names another page or branch, and the card works on a
+    branch of its own. Anything else the card refuses is InputError naming the field (400)."""
+    dropped: list[str] = []
+    url, branch = event.url, event.branch
+    if url is not None and len(url) > MAX_URL:
+        dropped.append(f"the url ({len(url):,} characters, a card keeps {MAX_URL:,}) was left out")
+        url = None
+    if branch is not None and len(branch) > MAX_BRANCH:
+        dropped.append(f"the branch ({len(branch):,} characters, a card keeps {MAX_BRANCH:,}) was left out: "
+                       "the card works on a branch of its own")
+        branch = None
+    try:
+        # The board's own id: import_card derives the same key from it (CardRef.for_board).
+        card = Card(id=event.card_id, tenant=ref.tenant, board=ref.board,
+                    title=(event.title or event.card_id)[:MAX_TITLE], body=event.body or "", url=url,
+                    repo=event.repo, branch=branch)
+    except ValidationError as err:
+        raise InputError(f"card {event.card_id!r} cannot be created from this delivery: "
+                         f"{field_problems(err)}") from None
+    return card, dropped
 
 
 def _error(status: int, message: str, **extra: Any) -> JSONResponse:
@@ -78,31 +107,49 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str]) -
         return {**base, "status": "ignored", "reason": echo}
     if event.kind == "build_failed" and not known:
         return {**base, "status": "ignored", "reason": f"no card is known for {event.card_id}"}
+    notes: list[str] = []
     if not known:
         if event.kind == "comment" and ref.key not in moving:
             return {**base, "status": "ignored", "reason": f"no card is known for {event.card_id} yet: move it first"}
-        # The board's own id: import_card derives the same key from it (CardRef.for_board).
-        card = Card(id=event.card_id, tenant=ref.tenant, board=ref.board, title=(event.title or event.card_id)[:1000],
-                    body=event.body or "", url=event.url, repo=event.repo, branch=event.branch)
+        card, dropped = new_card(event, ref)
         await run_in_threadpool(svc.cards.import_card, card)
-    note: dict[str, str] = {}
+        notes += dropped
+    actor = _name(event.actor)
     if event.kind == "comment":
-        sent = event.comment or ""
-        text = cut_comment(sent)
-        if text != sent:
-            # Refusing it would lose it (a board does not send a comment twice): kept, cut, said.
-            note = {"note": f"the comment was cut to its first and last characters: {len(sent):,} "
-                            f"is over the history's {MAX_COMMENT_CHARS:,} per comment"}
-        await svc.cards.say(ref, text, author=event.actor, delivery_id=key)
+        notes += await _say(svc.cards, ref, event.comment or "", author=actor, delivery_id=key)
         stage = None
     else:
         stage = event.stage
-        await svc.cards.move(ref, stage or "done", delivery_id=key, actor=event.actor,
-                             reason=f"{event.board}: {event.from_column or '?'} -> {event.to_column or stage}")
+        await svc.cards.move(ref, stage or "done", delivery_id=key, actor=actor, reason=_reason(event))
     # Recorded only now that Temporal holds the event: a delivery that failed before is retried.
     first = await run_in_threadpool(svc.store.record_delivery, ref.tenant, event.board, key)
     return {**base, "status": "accepted" if first else "duplicate", "stage": stage, "workflow_id": ref.workflow_id,
-            **note}
+            **({"note": "; ".join(notes)} if notes else {})}
+
+
+def _reason(event: BoardEvent) -> str:
+    """The move's reason, "board: from -> to". A column's name is the board's (Trello's run to
+    16,384 characters): cut, so the reason fits a move rather than the move being refused."""
+    def column(name: str | None) -> str:
+        return name[:199] + "…" if name and len(name) > 200 else name or "?"
+    return f"{event.board}: {column(event.from_column)} -> {column(event.to_column or event.stage)}"
+
+
+def _name(actor: str | None) -> str | None:
+    """Who acted, as a move or comment can carry it: a board's display name longer than that is
+    cut rather than the event lost."""
+    return actor[:MAX_ACTOR] if actor else None
+
+
+async def _say(cards: CardService, ref: CardRef, sent: str, *, author: str | None, delivery_id: str) -> list[str]:
+    """The comment joins the card's history; what the answer should say about it."""
+    text = cut_comment(sent)
+    await cards.say(ref, text, author=author, delivery_id=delivery_id)
+    if text == sent:
+        return []
+    # Refusing it would lose it (a board does not send a comment twice): kept, cut, said.
+    return [f"the comment was cut to its first and last characters: {len(sent):,} "
+            f"is over the history's {MAX_COMMENT_CHARS:,} per comment"]
 
 
 @router.head("/webhooks/{board}", include_in_schema=False)
@@ -186,6 +233,8 @@ async def _deliver(board: str, request: Request, svc: Services) -> Response:
     except (RPCError, RuntimeError, ConfigError) as err:
         log.error("%s webhook not applied, Temporal unavailable: %s", board, err)
         return _error(503, "the event could not be handed to Temporal; redeliver later", applied=results)
+    except ValidationError as err:  # a value the board sent that a card or a signal cannot carry
+        return _error(400, f"the delivery cannot be applied: {field_problems(err)}", applied=results)
     except (InputError, ValueError) as err:
         return _error(400, str(err), applied=results)
     return JSONResponse({"status": "ok", "tenant": tenant, "events": results})

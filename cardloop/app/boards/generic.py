@@ -8,10 +8,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cardloop.app.boards.events import BoardEvent, Ignored
-from cardloop.app.boards.payload import bad, event, finite_number, header, kind, load_object
+from cardloop.app.boards.payload import bad, event, field_problems, finite_number, header, kind, load_object
 from cardloop.app.boards.replay import json_object
 from cardloop.app.boards.signatures import verify_github
 from cardloop.contracts.config import BoardConfig, StageTarget
+from cardloop.prompts.card import MAX_BRANCH, MAX_REPO, MAX_TITLE, MAX_URL, REPO_PATTERN
 
 _Text = Field(default=None, max_length=100_000)
 # Room left in BoardEvent.delivery_id (300) for the ":comment" suffix of a move's comment.
@@ -34,7 +35,9 @@ class GenericEvent(BaseModel):
       boards.generic.replay_window_seconds of now.
     - `tenant`, when given, is a key of [boards.generic.tenants] or a tenant's name, and must be
       the tenant whose secret signed the body (else 403).
-    Unknown fields are refused, so a misspelt `stgae` fails loudly instead of being dropped."""
+    Unknown fields are refused, so a misspelt `stgae` fails loudly instead of being dropped. The
+    card's fields (title, url, repo, branch) have the card's own limits (prompts/card.py): a
+    value accepted here is never refused when the card is created."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -45,11 +48,12 @@ class GenericEvent(BaseModel):
                                   description="The column the card moved to.")
     stage: StageTarget | None = Field(default=None, description="The stage to run, instead of a column.")
     from_column: str | None = Field(default=None, max_length=200, description="The column the card left.")
-    title: str | None = Field(default=None, max_length=1_000)
+    title: str | None = Field(default=None, max_length=MAX_TITLE)
     body: str | None = _Text
-    url: str | None = Field(default=None, max_length=2_000)
-    repo: str | None = Field(default=None, max_length=200, description='Repository, "owner/name".')
-    branch: str | None = Field(default=None, max_length=300)
+    url: str | None = Field(default=None, max_length=MAX_URL)
+    repo: str | None = Field(default=None, max_length=MAX_REPO, pattern=REPO_PATTERN,
+                             description='Repository, "owner/name".')
+    branch: str | None = Field(default=None, max_length=MAX_BRANCH)
     actor: str | None = Field(default=None, max_length=200, description="Who made the change.")
     delivery_id: str | None = Field(default=None, min_length=1, max_length=MAX_DELIVERY_ID,
                                     description="Unique per event; else the X-Delivery-Id header.")
@@ -100,10 +104,7 @@ class GenericAdapter:
         try:
             posted = GenericEvent.model_validate(data)
         except ValidationError as exc:
-            # loc and msg only: pydantic's own text would echo the (possibly huge) input back.
-            problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}"
-                                 for err in exc.errors()[:5])
-            raise bad(f"not a generic card event: {problems}") from None
+            raise bad(f"not a generic card event: {field_problems(exc)}") from None
         delivery = posted.delivery_id or header(headers, "X-Delivery-Id")
         if not delivery:
             raise bad("missing delivery_id (in the body or the X-Delivery-Id header)")

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cardloop.app.boards.events import BoardEvent, WebhookError
+from cardloop.prompts.card import REPO_RULE
 from cardloop.prompts.surrogates import find_surrogate
 
 
@@ -155,13 +156,24 @@ def header(headers: Mapping[str, str], name: str) -> str | None:
     return (value.strip() or None) if isinstance(value, str) else None
 
 
+def field_problems(exc: ValidationError, limit: int = 5) -> str:
+    """Each failed field and what is wrong with it, for an answer to the sender: never pydantic's
+    own text, which echoes the (possibly huge, possibly secret) input and links its website."""
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {_says(err)}" for err in exc.errors()[:limit])
+
+
+def _says(err: Any) -> str:
+    if err["type"] == "string_pattern_mismatch" and err["loc"][-1:] == ("repo",):
+        return REPO_RULE   # the rule in words: a regex tells a sender little
+    return str(err["msg"])
+
+
 def event(**fields: Any) -> BoardEvent:
     """A BoardEvent, or 400 when a sender's value breaks one of its limits (e.g. an over-long card id)."""
     try:
         return BoardEvent(**fields)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors())
-        raise bad(f"payload yields an invalid event: {problems}") from None
+        raise bad(f"payload yields an invalid event: {field_problems(exc, limit=20)}") from None
 
 
 def short(value: Any, limit: int = 60) -> str:
