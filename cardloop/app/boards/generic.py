@@ -57,8 +57,10 @@ class GenericEvent(BaseModel):
     actor: str | None = Field(default=None, max_length=200, description="Who made the change.")
     delivery_id: str | None = Field(default=None, min_length=1, max_length=MAX_DELIVERY_ID,
                                     description="Unique per event; else the X-Delivery-Id header.")
-    comment: str | None = Field(default=None, min_length=1, max_length=100_000,
-                                description="A comment that joins the card's chat history.")
+    # No length limits of its own: the route answers a blank comment "ignored" (its move still
+    # runs) and keeps a long one (a pasted log) cut to its head and tail, as for every board;
+    # api.max_body_bytes bounds it.
+    comment: str | None = Field(default=None, description="A comment that joins the card's chat history.")
     timestamp: float | None = Field(default=None, strict=True, allow_inf_nan=False,
                                     description="When the event was sent, seconds since the epoch: a replay "
                                                 "further than boards.generic.replay_window_seconds is refused.")

@@ -89,6 +89,34 @@ async def test_a_comment_over_the_limit_is_kept_cut_and_the_answer_says_so(stack
 
 
 @pytest.mark.stack_env(**ROOMY)
+async def test_an_empty_generic_comment_is_ignored_as_on_every_board_and_its_move_runs(stack: Stack, api) -> None:
+    body = generic("WEB-B2", "review", "b-2", comment="")
+    r = await post(api, "generic", body, sign(body))
+    assert r.status_code == 200, r.text
+    events = r.json()["events"]
+    assert [(e["kind"], e["status"]) for e in events] == [("comment", "ignored"), ("transition", "accepted")]
+    assert events[0]["reason"] == "the comment has no text"
+    ref = CardRef(tenant="default", board="generic", card_id="WEB-B2")
+    await stack.cards.wait_for(ref, lambda s: s.status == "done", timeout=60)
+    alone = comment("WEB-B2", "b-3", "")
+    r = await post(api, "generic", alone, sign(alone))
+    assert r.status_code == 200 and r.json()["events"][0]["status"] == "ignored", r.text
+
+
+@pytest.mark.stack_env(**ROOMY)
+async def test_a_generic_comment_over_100_000_characters_is_kept_cut_not_refused(stack: Stack, api) -> None:
+    ref = await a_card_that_ran(stack, api, "WEB-L3")
+    log = "".join(f"step {i}: ok\n" for i in range(9_000)) + "FAILED: the cap test: 32 != 30\n"
+    assert len(log) > 100_000
+    body = comment("WEB-L3", "l-3", log)
+    r = await post(api, "generic", body, sign(body))
+    assert r.status_code == 200, r.text
+    [event] = r.json()["events"]
+    assert event["status"] == "accepted" and f"{len(log):,}" in event["note"]
+    assert await stored_comment(stack, ref, "step 0: ok") == [cut_comment(log)]
+
+
+@pytest.mark.stack_env(**ROOMY)
 async def test_a_comment_at_the_limit_is_kept_whole(stack: Stack, api) -> None:
     ref = await a_card_that_ran(stack, api, "WEB-L2")
     whole = "y" * MAX_COMMENT_CHARS
