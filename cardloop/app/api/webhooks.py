@@ -120,6 +120,11 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str]) -
         stage = None
     else:
         stage = event.stage
+        if event.comment:
+            # What the board says about the move (a failed CI run: which one, at which commit, its
+            # link) joins the history first: the stage the move starts and the people reading the
+            # card see it. Its own delivery id, so a redelivery after a lost answer says it once.
+            notes += await _say(svc.cards, ref, event.comment, author=event.board, delivery_id=f"{key}/note")
         await svc.cards.move(ref, stage or "done", delivery_id=key, actor=actor, reason=_reason(event))
     # Recorded only now that Temporal holds the event: a delivery that failed before is retried.
     first = await run_in_threadpool(svc.store.record_delivery, ref.tenant, event.board, key)

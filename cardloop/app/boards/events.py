@@ -15,7 +15,8 @@ class BoardEvent(BaseModel):
     kind "transition": the card moved to `to_column`; `stage` is what config.toml maps that column
     to (None: an unmapped column, acknowledged and ignored). kind "comment": `comment` joins the
     card's chat history. kind "build_failed": CI failed on the card's branch (`stage` is the
-    board's failure_stage).
+    board's failure_stage). A `comment` on a move or build failure is what the board says about it
+    (which run failed, where): it joins the history, from the board, before the move.
 
     `tenant` is the tenant the payload NAMES (through boards.<board>.tenants), None when it names
     none: a claim that the route checks against the tenant whose secret signed the delivery.
