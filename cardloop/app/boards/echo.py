@@ -4,7 +4,8 @@ Without this a move cardloop made (auto-advance moved the card to "In Review") w
 as a delivery moving the card to "In Review", and the card workflow would cancel the review it
 just started and start it again. A delivery is our echo when:
 
-- its actor is the board's `write_actor` (the user, bot or member cardloop's credential acts as);
+- its actor is the board's `write_actor` (the user, bot or member cardloop's credential acts as),
+  unless it is a failed CI run: cardloop never writes one, and one on its own push is to be fixed;
 - it is a comment carrying a cardloop marker line (every comment cardloop writes has one);
 - it moves the card into the column cardloop last moved it to, within `echo_window_seconds` of
   that move (the store's record of the board.move write): boards that do not say who moved a
@@ -26,6 +27,10 @@ from cardloop.store import Store
 
 def own_echo(config: Config, store: Store, event: BoardEvent, card_key: str, now: float) -> str | None:
     """Why the delivery is cardloop's own write coming back, or None when it is someone else's."""
+    if event.kind == "build_failed":
+        # cardloop writes comments and moves, never a CI result: a run that failed on a commit
+        # cardloop pushed (its sender is cardloop's own account) is exactly one to fix.
+        return None
     board = config.board(event.board)
     if board.write_actor and same_name(event.actor, board.write_actor):
         return f"the {event.kind} was made by {event.actor}, cardloop's own {event.board} account"

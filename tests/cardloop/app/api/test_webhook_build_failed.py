@@ -1,7 +1,8 @@
 """A failed CI run on a card's pull request, through the real app and Temporal: GitHub's real
 workflow_run delivery moves the card to error_fixing, and what the board said about the run
 (which workflow run failed, on which branch, at which commit, its link) joins the card's history
-first, from the board, so the error_fixing stage and the people reading the card see it."""
+first, from the board, so the error_fixing stage and the people reading the card see it. A run
+that failed on cardloop's own push (its sender is cardloop's account) is no echo: it is fixed."""
 
 from __future__ import annotations
 
@@ -58,3 +59,9 @@ async def test_the_failed_runs_details_join_the_history_before_error_fixing_star
     assert again["status"] == "duplicate"
     assert [m.content for m in stack.store.messages(ref.key)].count(NOTE) == 1
 
+
+@pytest.mark.stack_env(**ENV, CARDLOOP_BOARDS__GITHUB__WRITE_ACTOR='"Codertocat"')
+async def test_a_run_that_failed_on_cardloops_own_push_is_fixed_not_taken_for_an_echo(stack: Stack) -> None:
+    a_known_card(stack)   # the example run's sender, Codertocat, is cardloop's own account here
+    event = await deliver(stack, failed_run(), "gh-run-2")
+    assert (event["status"], event["stage"]) == ("accepted", "error_fixing"), event
