@@ -8,8 +8,6 @@ after another attempt's) is billed as a retry and not kept. Readers get what the
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from sqlalchemy import select
 
 from cardloop.prompts.card import Message
@@ -17,7 +15,7 @@ from cardloop.store import schema as s
 from cardloop.store.base import check_text
 from cardloop.store.cards import CardsMixin, message_by_key_in
 from cardloop.store.usage import UsageMixin, kept_usage
-from cardloop.store.values import MAX_KEY, StoredEffect, StoredReply, UsageRecord
+from cardloop.store.values import MAX_KEY, LatestEffect, StoredEffect, StoredReply, UsageRecord
 
 
 class LedgerMixin(CardsMixin, UsageMixin):
@@ -71,17 +69,18 @@ class LedgerMixin(CardsMixin, UsageMixin):
             return None
         return StoredEffect(key=key, result=result, usage=self.call_usage(card_key, key))
 
-    def latest_effect(self, card_key: str, kind: str) -> tuple[str, datetime] | None:
-        """The newest result recorded with `kind` for the card and when it was recorded (the
+    def latest_effect(self, card_key: str, kind: str) -> LatestEffect | None:
+        """The newest effect recorded with `kind` for the card: its key, result and time (the
         webhook route asks for cardloop's last board move, to know its echo when it comes back)."""
         tenant = self._card_tenant(card_key)
         e = s.effects.c
         with self._db.read(tenant) as conn:
             row = conn.execute(
-                select(e.result, e.inserted_at).where(e.card_key == card_key, e.tenant == tenant, e.kind == kind)
+                select(e.effect_key, e.result, e.inserted_at)
+                .where(e.card_key == card_key, e.tenant == tenant, e.kind == kind)
                 .order_by(e.inserted_at.desc()).limit(1)
             ).first()
-        return None if row is None else (row[0], row[1])
+        return None if row is None else LatestEffect(key=row[0], result=row[1], at=row[2])
 
 
 def _settled(usage: UsageRecord, *, kept: bool) -> UsageRecord:

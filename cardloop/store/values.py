@@ -199,6 +199,14 @@ class StoredEffect(_Value):
     usage: UsageRecord | None = None
 
 
+class LatestEffect(_Value):
+    """The newest effect of a kind on a card: its key, its result and when it was recorded."""
+
+    key: str
+    result: str
+    at: AwareDatetime
+
+
 class TenantPromptVersion(_Value):
     """One immutable version of a tenant's custom prompt; `deleted` marks a deletion.
 

@@ -26,7 +26,7 @@ from temporalio.service import RPCError
 
 from cardloop.app.api.logsafe import safe_logger
 from cardloop.app.api.services import Services, services
-from cardloop.app.boards.echo import own_echo
+from cardloop.app.boards.echo import own_echo, remember_actor, remember_move
 from cardloop.app.boards.events import BoardEvent, Ignored, WebhookError
 from cardloop.app.boards.payload import field_problems
 from cardloop.app.boards.replay import check_window, delivery_key
@@ -92,6 +92,9 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str]) -
         reason = (f"column {event.to_column!r} is not mapped to a stage in boards.{event.board}.columns"
                   if event.kind == "transition" else f"boards.{event.board}.failure_stage is off")
         log.info("ignored %s delivery %s: %s", event.board, event.delivery_id, reason)
+        if event.kind == "transition":
+            # The card left cardloop's column all the same: a move back into it is someone's.
+            await run_in_threadpool(remember_move, svc.config, svc.store, event, ref.key)
         return {**base, "status": "ignored", "reason": reason}
     if event.kind == "comment" and not (event.comment or "").strip():
         # A comment with no text (whitespace, an image the board sent no text for) asks nothing:
@@ -126,10 +129,18 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str]) -
             # card see it. Its own delivery id, so a redelivery after a lost answer says it once.
             notes += await _say(svc.cards, ref, event.comment, author=event.board, delivery_id=f"{key}/note")
         await svc.cards.move(ref, stage or "done", delivery_id=key, actor=actor, reason=_reason(event))
+    # Before the delivery's key: a failure here is retried with the delivery (Temporal dedups it).
+    await run_in_threadpool(_remember, svc, event, ref.key)
     # Recorded only now that Temporal holds the event: a delivery that failed before is retried.
     first = await run_in_threadpool(svc.store.record_delivery, ref.tenant, event.board, key)
     return {**base, "status": "accepted" if first else "duplicate", "stage": stage, "workflow_id": ref.workflow_id,
             **({"note": "; ".join(notes)} if notes else {})}
+
+
+def _remember(svc: Services, event: BoardEvent, card_key: str) -> None:
+    """What the echo check must know of a delivery taken as someone else's (boards/echo.py)."""
+    remember_move(svc.config, svc.store, event, card_key)
+    remember_actor(svc.config, svc.store, event, card_key)
 
 
 def _reason(event: BoardEvent) -> str:
