@@ -6,7 +6,8 @@ just started and start it again. A delivery is our echo when:
 
 - its actor is the board's `write_actor` (the user, bot or member cardloop's credential acts as),
   unless it is a failed CI run: cardloop never writes one, and one on its own push is to be fixed;
-- it is a comment carrying a cardloop marker line (every comment cardloop writes has one);
+- it is a comment carrying a cardloop marker line (every comment cardloop writes has one) outside
+  any quote: a person's reply quoting our comment, marker and all, is theirs;
 - it moves the card into the column cardloop last moved it to, within `echo_window_seconds` of
   that move (the store's record of the board.move write): boards that do not say who moved a
   card (Jira's automation user, a Trello power-up) are recognised by what the delivery says.

@@ -34,30 +34,61 @@ from cardloop.contracts.config import BoardConfig
 _ADF_MAX_NODES = 10_000
 
 
+class _Quote(int):
+    """A stack entry of adf_text: entering (+1) or leaving (-1) a blockquote."""
+
+
 def adf_text(doc: Any) -> str:
     """Plain text of an Atlassian Document Format tree (what REST v3 returns for descriptions and
-    comments); blocks end with newlines. Walked iteratively: a hostile tree may nest deeply."""
-    out: list[str] = []
+    comments); blocks end with newlines, and a blockquote's lines start with "> " as in markdown,
+    so quoted text stays quoted (a reply quoting cardloop's comment is not cardloop's comment).
+    Walked iteratively: a hostile tree may nest deeply."""
+    pieces: list[tuple[str, int]] = []   # text and the blockquote depth it was written at
     stack: list[Any] = [doc]
-    seen = 0
+    depth = seen = 0
     while stack and seen < _ADF_MAX_NODES:
         node = stack.pop()
         seen += 1
+        if isinstance(node, _Quote):
+            depth += node
+            continue
         if isinstance(node, str):  # a block's closing newline, pushed below
-            out.append(node)
+            pieces.append((node, depth))
             continue
         if not isinstance(node, dict):
             continue
         if node.get("type") == "text" and isinstance(node.get("text"), str):
-            out.append(node["text"])
+            pieces.append((node["text"], depth))
         elif node.get("type") == "hardBreak":
-            out.append("\n")
+            pieces.append(("\n", depth))
         children = node.get("content")
         if isinstance(children, list):
             if node.get("type") in ("paragraph", "heading", "listItem", "codeBlock", "blockquote"):
                 stack.append("\n")
+            quote = node.get("type") == "blockquote"
+            if quote:
+                stack.append(_Quote(-1))   # popped after the children: the quote ends
             stack.extend(reversed(children))
-    return "".join(out).strip()
+            if quote:
+                stack.append(_Quote(1))    # popped first: the quote starts
+    return _quoted_lines(pieces).strip()
+
+
+def _quoted_lines(pieces: list[tuple[str, int]]) -> str:
+    """The pieces joined, each line prefixed with "> " once per blockquote its first text is in."""
+    lines: list[str] = []
+    line: list[str] = []
+    depth: int | None = None
+    for text, at in pieces:
+        for i, part in enumerate(text.split("\n")):
+            if i:
+                lines.append("> " * (depth or 0) + "".join(line))
+                line, depth = [], None
+            if part:
+                depth = at if depth is None else depth
+                line.append(part)
+    lines.append("> " * (depth or 0) + "".join(line))
+    return "\n".join(lines)
 
 
 def _text(data: Any, path: str) -> str | None:

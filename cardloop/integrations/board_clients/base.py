@@ -32,9 +32,11 @@ from cardloop.integrations.upstream import UpstreamError, clamp_wait, lower_keys
 USER_AGENT = "cardloop"
 MARKER_CHARS = re.compile(r"[A-Za-z0-9_.:/#@+=%-]{1,600}")
 # A line that is a cardloop marker, hidden (`<!-- cardloop:... -->`) or plain (`cardloop:...`):
-# what the inbound adapters look for to recognise our own comment coming back.
-MARKER_LINE = re.compile(r"^\s*(?:<!--\s*cardloop:[A-Za-z0-9_.:/#@+=%-]+\s*-->|cardloop:[A-Za-z0-9_.:/#@+=%-]+)\s*$",
-                         re.MULTILINE)
+# what the inbound adapters look for to recognise our own comment coming back. A quoted line
+# ("> cardloop:...", markdown's quote and how the Jira adapter renders an ADF blockquote) is not one.
+MARKER_LINE = re.compile(r"\s*(?:<!--\s*cardloop:[A-Za-z0-9_.:/#@+=%-]+\s*-->|cardloop:[A-Za-z0-9_.:/#@+=%-]+)\s*")
+# Jira wiki markup (the body a Jira webhook sends) quotes between two of these, on lines of their own or not.
+_WIKI_QUOTE = re.compile(r"\{quote\}", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -99,8 +101,22 @@ def with_line(body: str, line: str, limit: int) -> str:
 
 
 def is_own_comment(text: str | None) -> bool:
-    """True when a comment carries a cardloop marker line: ours, coming back through a webhook."""
-    return bool(text) and MARKER_LINE.search(text or "") is not None
+    """True when a comment carries a cardloop marker line outside any quote: ours, coming back
+    through a webhook. A person's reply quoting our comment, marker and all, is theirs (the
+    answer to a blocked run's question often is one)."""
+    return any(MARKER_LINE.fullmatch(line) for line in unquoted_lines(text or ""))
+
+
+def unquoted_lines(text: str) -> list[str]:
+    """The lines of a comment outside Jira's {quote} blocks (markdown's "> " lines are left as
+    they are: a marker line never starts with ">")."""
+    lines, quoted = [], False
+    for line in text.splitlines():
+        fences = len(_WIKI_QUOTE.findall(line))
+        if not quoted and not fences:
+            lines.append(line)
+        quoted ^= fences % 2 == 1
+    return lines
 
 
 def same_name(a: str | None, b: str | None) -> bool:

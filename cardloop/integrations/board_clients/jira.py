@@ -31,7 +31,9 @@ def adf(text: str) -> dict[str, Any]:
 
 
 def adf_text(doc: Any) -> str:
-    """An Atlassian Document's text: each paragraph a line, hard breaks as line breaks."""
+    """An Atlassian Document's text: each paragraph a line, hard breaks as line breaks, a
+    blockquote's lines after "> " (a person quoting our comment has not posted it: its marker
+    line, quoted, is not the one has_line looks for)."""
     if isinstance(doc, str):
         return doc
     if not isinstance(doc, dict):
@@ -41,6 +43,8 @@ def adf_text(doc: Any) -> str:
     if doc.get("type") == "hardBreak":
         return "\n"
     inner = "".join(adf_text(c) for c in doc.get("content") or [])
+    if doc.get("type") == "blockquote":
+        return "".join(f"> {line}\n" for line in inner.splitlines())
     return inner + "\n" if doc.get("type") == "paragraph" else inner
 
 

@@ -139,6 +139,22 @@ def test_a_write_whose_answer_was_lost_is_found_by_the_next_attempt() -> None:
     assert adf_text(json.loads(board.comments[0])).splitlines()[-1] == "cardloop:acme/x/2/coding"
 
 
+def test_a_persons_jira_reply_quoting_our_comment_is_not_our_comment() -> None:
+    # Our comment was deleted; the reply that quoted it (an ADF blockquote, marker line and all)
+    # stays. The marker, quoted, says nothing of what we posted: the comment is posted again.
+    marker = "cardloop:acme/x/1/ended"
+    quoted = {"type": "doc", "version": 1, "content": [
+        {"type": "blockquote", "content": [{"type": "paragraph", "content": [{"type": "text", "text": marker}]}]},
+        {"type": "paragraph", "content": [{"type": "text", "text": "Use 30 seconds."}]}]}
+    with serving("jira") as board:
+        board.comments.append(json.dumps(quoted))
+        c = client("jira", board)
+        written = c.comment(card("jira"), body="cardloop · planning (run 1) is blocked.", marker="acme/x/1/ended")
+        c.close()
+    assert written.acted and len(board.comments) == 2
+    assert adf_text(quoted) == f"> {marker}\nUse 30 seconds.\n"
+
+
 def test_the_generic_webhook_is_signed_like_the_incoming_one_and_keeps_its_delivery_id() -> None:
     with serving("generic") as board:
         c = client("generic", board)
