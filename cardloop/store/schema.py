@@ -212,7 +212,7 @@ llm_usage = Table(
     Column("purpose", String(16), nullable=False),
     Column("retry", Boolean, nullable=False, server_default=false()),  # attempt > 1, or its reply came too late
     Column("kept", Boolean, nullable=False, server_default=text("TRUE")),  # its result is the one stored
-    Column("status", String(16), nullable=False, server_default=text("'done'")),  # calling | done | failed
+    Column("status", String(16), nullable=False, server_default=text("'done'")),  # UsageRecord.status
     Column("input_tokens", BigInteger, nullable=False),
     Column("output_tokens", BigInteger, nullable=False),
     Column("cache_read_tokens", BigInteger, nullable=False),

@@ -122,15 +122,17 @@ class UsageRecord(_Value):
     `retry`: the attempt is not the first, or its reply arrived after another attempt's reply
     was stored. `kept`: its result is the one the store holds (the turn's own usage).
     `status`: "calling" while the call runs (a row left so belongs to a worker that died
-    mid-call: billed by the provider, usage unknown), "done", "failed" (an error answer), or
-    "refused" (a spend limit refused it before the request left: `note` says which; nothing
-    was billed). `token_id`: the API token of a prompt gateway call."""
+    mid-call: billed by the provider, usage unknown), "done", "failed" (an error answer; a
+    stream the provider cut keeps the usage known so far), "cancelled" (a gateway stream its
+    caller left before the end: the usage known so far, `note` says so), or "refused" (a
+    spend limit refused it before the request left: `note` says which; nothing was billed).
+    `token_id`: the API token of a prompt gateway call."""
 
     call_key: str = Field(min_length=1, max_length=MAX_KEY)
     attempt: int = Field(default=1, ge=1)
     retry: bool = False
     kept: bool = True
-    status: Literal["calling", "done", "failed", "refused"] = "done"
+    status: Literal["calling", "done", "failed", "cancelled", "refused"] = "done"
     card_key: str = Field(min_length=1, max_length=MAX_KEY)
     tenant: str = Field(min_length=1, max_length=100)
     stage: str = Field(min_length=1, max_length=64)

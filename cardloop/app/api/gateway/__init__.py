@@ -26,7 +26,7 @@ Every call (tenant API token -> tenant: `Authorization: Bearer` on both routes, 
    Retry-After in the caller's shape, a "refused" row is left, and the model is not called.
 6. The conversation goes to `config.gateway.profile`'s provider (`ActivityDeps.provider`), rendered in
    that provider's format by the provider itself; the row is settled with usage and cost, or as
-   "failed" (no cost) when the provider fails.
+   "failed" (no cost) when the provider fails before answering.
 
 Decisions callers and operators should know:
 
@@ -45,8 +45,13 @@ Decisions callers and operators should know:
   is forwarded as the provider produces it; the response starts once the provider has accepted
   the call, so a failure before that is the plain HTTP error below, and a failure after it ends
   the stream with an error event (Anthropic `event: error`; OpenAI a `data: {"error": ...}` line,
-  no `[DONE]`). Usage is recorded from the stream's final event. Other providers' answers are
-  completed first and replayed as events (the first event leaves once the provider has answered).
+  no `[DONE]`). Usage is recorded from the stream's final event; a stream that ends any other
+  way is settled with the usage known so far (the input its start reported, the output counted
+  from the text forwarded): "cancelled" when the caller hung up, "failed" when the provider cut
+  it, so a caller who leaves early still counts against its tenant's caps (streaming.LiveResponse
+  settles it as the request ends, not whenever the generator is collected). Other providers'
+  answers are completed first and replayed as events (the first event leaves once the provider
+  has answered).
 - Status mapping of provider failures: rate limited -> 429; overloaded, 5xx, timeout, connection
   and other retryable failures -> 503; both with `retry-after` (whole seconds) when the provider
   said how long. No key for the profile on this server -> 503 `no_provider_key` (no call made,

@@ -4,11 +4,13 @@ the answer, a live provider stream, and the error every part raises in the calle
 from __future__ import annotations
 
 import logging
+import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from cardloop.integrations.providers import Completion, StreamStart
+from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.conversation import Conversation
 
 # One logger for the whole gateway, under the name operators already filter on.
@@ -71,13 +73,24 @@ class Prepared:
     temperature: float | None
 
 
+class StreamLedger(typing.Protocol):  # typing's: `Protocol` here names the caller's wire protocol
+    """A live stream's ledger row (provider.StreamLedger), settled exactly once however it ends."""
+
+    def delta(self, text: str) -> None: ...  # text forwarded to the caller (the output so far)
+
+    def finish(self, done: Completion) -> None: ...  # the final event: its usage
+
+    def fail(self, err: UpstreamError) -> GatewayError: ...  # the provider failed mid-stream
+
+    def close(self) -> None: ...  # any other end: the caller hung up, or nobody read on
+
+
 @dataclass
 class LiveStream:
     """A provider stream that has started (its StreamStart is in hand), to be forwarded."""
 
     events: Iterator[Any]  # the rest of the provider's StreamEvents
     start: StreamStart
-    finish: Any  # Callable[[Completion], None]: records usage once the final event arrives
-    fail: Any  # Callable[[UpstreamError], GatewayError]: logs a mid-stream failure
+    ledger: StreamLedger
     call_id: str
     model: str  # the caller's label, else the profile's model

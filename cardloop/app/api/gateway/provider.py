@@ -3,9 +3,12 @@ record usage and cost, and turn a provider failure into the caller's status."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+import threading
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Any, Literal
 
 from cardloop.app.api.gateway.layering import prepare
 from cardloop.app.api.gateway.models import (
@@ -19,7 +22,7 @@ from cardloop.app.api.gateway.models import (
 )
 from cardloop.app.api.services import Services
 from cardloop.contracts.limits import limits_for
-from cardloop.integrations.providers import Completion, Provider, StreamingProvider, StreamStart, TextDelta
+from cardloop.integrations.providers import Completion, Provider, StreamingProvider, StreamStart, TextDelta, Usage
 from cardloop.integrations.upstream import UpstreamError
 from cardloop.store import UsageRecord
 
@@ -75,15 +78,8 @@ def open_stream(svc: Services, tenant: str, call: GatewayCall, call_id: str, p: 
         _settle_failed(svc, row)
         raise from_provider_error(UpstreamError("stream did not start", kind="bad_response", retryable=True))
 
-    def finish(done: Completion) -> None:
-        _record_usage(svc, row, done)
-
-    def fail(err: UpstreamError) -> GatewayError:
-        _provider_failed(call_id, tenant, err)
-        _settle_failed(svc, row)
-        return from_provider_error(err)
-
-    return LiveStream(events, first, finish, fail, call_id, call.model_label or profile.model)
+    ledger = StreamLedger(svc, row, first.usage, events, svc.runtime.assembler.counter.count)
+    return LiveStream(events, first, ledger, call_id, call.model_label or profile.model)
 
 
 def live_events(live: LiveStream) -> Iterator[str | Completion | GatewayError]:
@@ -92,20 +88,71 @@ def live_events(live: LiveStream) -> Iterator[str | Completion | GatewayError]:
         for event in live.events:
             if isinstance(event, TextDelta):
                 if event.text:
+                    live.ledger.delta(event.text)  # counted before it leaves: a hang-up after it pays for it
                     yield event.text
             elif isinstance(event, Completion):
-                live.finish(event)
+                live.ledger.finish(event)
                 yield event
                 return
         # The provider's iterator ended without its final event: a cut stream, never a silent end.
-        yield live.fail(UpstreamError("provider stream ended before its final event", kind="bad_response",
-                                      retryable=True))
+        yield live.ledger.fail(UpstreamError("provider stream ended before its final event", kind="bad_response",
+                                             retryable=True))
     except UpstreamError as err:
-        yield live.fail(err)
+        yield live.ledger.fail(err)
     finally:
-        close = getattr(live.events, "close", None)
-        if close is not None:
-            close()  # a caller that hung up: release the provider's connection now
+        live.ledger.close()  # a caller that hung up: release the provider's connection, bill what was used
+
+
+class StreamLedger:
+    """A live stream's ledger row, settled exactly once however the stream ends.
+
+    The final event settles it "done" with the provider's usage. Any other end is settled with
+    the usage known so far, never left "calling" (which no limit counts, so a caller who hangs
+    up early would stream past its tenant's caps for free): the input side as the stream's
+    start reported it, the output as the text forwarded so far (counted, at least one token a
+    delta). "cancelled" when the caller went away, "failed" when the provider cut the stream.
+    """
+
+    def __init__(self, svc: Services, row: UsageRecord, started: Usage, events: Iterator[Any],
+                 count: Callable[[str], int]) -> None:
+        self._svc, self._row, self._started, self._events, self._count = svc, row, started, events, count
+        self._sent: list[str] = []
+        self._settled = False
+        self._lock = threading.Lock()  # the response's close and the stream's own end run in worker threads
+
+    def delta(self, text: str) -> None:
+        self._sent.append(text)
+
+    def finish(self, done: Completion) -> None:
+        if self._claim():
+            _record_usage(self._svc, self._row, done)
+
+    def fail(self, err: UpstreamError) -> GatewayError:
+        _provider_failed(self._row.call_key.removeprefix("gateway/"), self._row.tenant, err)
+        if self._claim():
+            self._settle_so_far("failed", f"the provider's stream failed ({err.kind}) before its final event")
+        return from_provider_error(err)
+
+    def close(self) -> None:
+        try:
+            close = getattr(self._events, "close", None)
+            if close is not None:
+                close()  # stops the provider's generation: nothing more is billed after this
+        finally:
+            if self._claim():
+                self._settle_so_far("cancelled", "the caller left before the stream's final event")
+
+    def _claim(self) -> bool:
+        with self._lock:
+            first, self._settled = not self._settled, True
+            return first
+
+    def _settle_so_far(self, status: Literal["failed", "cancelled"], why: str) -> None:
+        sent = "".join(self._sent)
+        output = max(self._started.output_tokens, self._count(sent), len(self._sent))
+        usage = dataclasses.replace(self._started, output_tokens=output)
+        logger.info("%s: %s; settled with the usage known so far (%s)", self._row.call_key, why, usage)
+        _settle_usage(self._svc, self._row, usage, status=status, note=f"{why}; output counted from the text sent")
 
 
 def _provider(svc: Services, tenant: str, call_id: str, profile: str) -> Provider:
@@ -152,12 +199,17 @@ def _settle_failed(svc: Services, row: UsageRecord) -> None:
 
 
 def _record_usage(svc: Services, row: UsageRecord, done: Completion) -> None:
-    u = done.usage
+    _settle_usage(svc, row, done.usage, status="done", model=done.model)
+
+
+def _settle_usage(svc: Services, row: UsageRecord, u: Usage, *, status: Literal["done", "failed", "cancelled"],
+                  model: str | None = None, note: str | None = None) -> None:
     try:
         svc.store.settle_call(row.model_copy(update={
-            "status": "done", "model": done.model or row.model, "input_tokens": u.input_tokens,
+            "status": status, "model": model or row.model, "input_tokens": u.input_tokens,
             "output_tokens": u.output_tokens, "cache_read_tokens": u.cache_read_tokens,
-            "cache_write_tokens": u.cache_write_tokens, "cost_usd": Decimal(str(svc.runtime.cost(row.model, u)))}))
+            "cache_write_tokens": u.cache_write_tokens, "cost_usd": Decimal(str(svc.runtime.cost(row.model, u))),
+            "note": note}))
     except Exception:
         logger.exception("%s tenant %s: usage not recorded (%s)", row.call_key, row.tenant, u)
 

@@ -17,6 +17,7 @@ from cardloop.app.api.gateway.layering import prepare
 from cardloop.app.api.gateway.models import GatewayError, Protocol
 from cardloop.app.api.gateway.provider import complete, open_stream
 from cardloop.app.api.gateway.streaming import (
+    LiveResponse,
     anthropic_events,
     live_anthropic_events,
     live_openai_events,
@@ -115,8 +116,7 @@ async def _serve(request: Request, tenant: str | None, svc: Services, protocol: 
         # read and the usage write stay off the event loop.
         events = (live_openai_events(live, created, call.include_usage) if protocol == "openai"
                   else live_anthropic_events(live))
-        return StreamingResponse(events, media_type="text/event-stream",
-                                 headers={**headers, "cache-control": "no-cache"})
+        return LiveResponse(events, live, headers={**headers, "cache-control": "no-cache"})
     assert outcome is not None
     if call.stream:
         events = (openai_events(outcome, created, call.include_usage) if protocol == "openai"

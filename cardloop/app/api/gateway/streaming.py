@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
+
+import anyio
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.types import Receive, Scope, Send
 
 from cardloop.app.api.gateway.answers import (
     ANTHROPIC_ERROR_TYPES,
@@ -16,7 +21,7 @@ from cardloop.app.api.gateway.answers import (
     openai_finish_reason,
     openai_usage,
 )
-from cardloop.app.api.gateway.models import LiveStream, Outcome
+from cardloop.app.api.gateway.models import LiveStream, Outcome, logger
 from cardloop.app.api.gateway.provider import live_events
 from cardloop.integrations.providers import Completion
 
@@ -128,3 +133,36 @@ def live_anthropic_events(live: LiveStream) -> Iterator[str]:
             # The API's own mid-stream failure event; the SDK raises it as an APIStatusError.
             yield _event("error", {"error": {"type": ANTHROPIC_ERROR_TYPES.get(item.status, "api_error"),
                                              "message": item.message}})
+
+
+class LiveResponse(StreamingResponse):
+    """A live stream's response: however it ends, its events and the provider's stream are closed
+    and the call settled before the request is done.
+
+    Starlette just stops pulling the events when the caller hangs up: closing them and settling
+    the ledger row were otherwise left to garbage collection, and the row stayed "calling" (no
+    tokens, so no cap counted the call)."""
+
+    def __init__(self, events: Iterator[str], live: LiveStream, headers: Mapping[str, str]) -> None:
+        super().__init__(events, media_type="text/event-stream", headers=headers)
+        self._events = events
+        self._live = live
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # Shielded: a request cancelled as a whole must settle all the same. In a thread: it
+            # writes to the store, and a worker thread pulling the events ran to its end first
+            # (Starlette's pull is not abandoned on cancel), so nothing else runs the generator.
+            with anyio.CancelScope(shield=True):
+                await run_in_threadpool(self._end)
+
+    def _end(self) -> None:
+        try:
+            close = getattr(self._events, "close", None)
+            if close is not None:
+                close()
+        except Exception:  # the provider's connection failing to close must not skip the settling
+            logger.exception("gateway/%s: closing the stream failed", self._live.call_id)
+        self._live.ledger.close()

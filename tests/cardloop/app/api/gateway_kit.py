@@ -1,20 +1,27 @@
-"""What the prompt gateway's tests share: the app around the router with the real Anthropic
-client behind it, a store with tenant methods, and the error-shape checks (fixtures model, gw
-and tenant_gw are in conftest.py)."""
+"""What the prompt gateway's tests share: the app around the router (or the whole app) with the
+real Anthropic client behind it, uvicorn on loopback, a store with tenant methods, and the
+error-shape checks (fixtures model, gw and tenant_gw are in conftest.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from cardloop.activities.deps import ActivityDeps
 from cardloop.app.api import gateway
+from cardloop.app.api.app import create_app
 from cardloop.app.api.gateway.routes import anthropic_tenant, openai_tenant
 from cardloop.app.api.services import Services
 from cardloop.app.scripted_model import ScriptedModel
@@ -69,6 +76,38 @@ def build_app(tmp_path: Path, *, store: Store, env: dict[str, str] | None = None
         app.dependency_overrides[openai_tenant] = lambda: "acme"
         app.dependency_overrides[anthropic_tenant] = lambda: "acme"
     return app
+
+
+def build_full_app(tmp_path: Path, *, store: Store, env: dict[str, str] | None = None,
+                   base_urls: dict[str, str] | None = None) -> FastAPI:
+    """The whole API as `cardloop api` serves it (middleware, every router, the real token lookup)."""
+    config = load_config(REPO_CONFIG, env={"ANTHROPIC_API_KEY": API_KEY,
+                                           "CARDLOOP_PATHS__PROMPT_OVERRIDES": str(tmp_path / "no-overrides"),
+                                           **(env or {})})
+    runtime = ActivityDeps.build(config, store, base_urls=base_urls)
+    return create_app(Services(config=config, store=store, runtime=runtime, cards=None, http=httpx.AsyncClient()))
+
+
+@contextmanager
+def serve(app: FastAPI) -> Iterator[str]:
+    """`app` on a real loopback port (uvicorn): its base URL. For clients that bring their own
+    HTTP stack, and for what only a real connection does (a client hanging up mid-stream)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.started
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
 
 
 def close_app(app: FastAPI) -> None:

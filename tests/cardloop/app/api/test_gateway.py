@@ -5,7 +5,6 @@ provider). What the provider received is checked on the wire: layering, turns, r
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections import deque
@@ -17,7 +16,6 @@ from typing import Any
 import anthropic
 import httpx
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 from cardloop.app.api import gateway
@@ -42,6 +40,7 @@ from tests.cardloop.app.api.gateway_kit import (
     build_app,
     close_app,
     reply,
+    serve,
     system_text,
     turns,
 )
@@ -525,20 +524,8 @@ def test_openai_provider_profile_gets_openai_format(tmp_path: Path) -> None:
 @pytest.fixture
 def served(tenant_gw: Gateway) -> Iterator[str]:
     """The gateway app on a real loopback port (uvicorn), for clients that bring their own HTTP stack."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(tenant_gw.app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert server.started
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    with serve(tenant_gw.app) as url:
+        yield url
 
 
 def test_the_anthropic_sdk_reads_our_messages_and_our_stream(served: str, tenant_gw: Gateway) -> None:
@@ -649,8 +636,11 @@ def test_provider_lost_mid_stream_ends_with_an_error_event(served: str, tenant_g
     else:
         events = [line for line in lines if line.startswith("event: ")]
         assert events[-1] == "event: error" and "message_stop" not in "\n".join(lines)
-    # The attempt is in the ledger as failed, at no cost (the stream's usage never came).
-    assert [(r.status, r.cost_usd) for r in tenant_gw.store.ledger("acme/gateway/-")] == [("failed", 0)]
+    # The attempt is in the ledger as failed, with the usage the stream reported before it broke
+    # (the input from its start, the output forwarded): the provider bills what it processed.
+    [row] = tenant_gw.store.ledger("acme/gateway/-")
+    assert row.status == "failed" and row.input_tokens > 0 and row.output_tokens >= 1 and row.cost_usd > 0
+    assert "the provider's stream failed (connection)" in (row.note or "")
 
 
 @pytest.mark.parametrize(("path", "messages", "where"), [

@@ -9,23 +9,27 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
 from cardloop.app.api import tenants
 from cardloop.app.scripted_model import ScriptedModel
-from cardloop.store import Store
+from cardloop.store import Store, UsageRecord
 from tests.cardloop.app.api.gateway_kit import (
     ANTHROPIC,
     OPENAI,
     assert_anthropic_error,
     assert_openai_error,
     build_app,
+    build_full_app,
     close_app,
+    serve,
 )
 from tests.conftest import ROOT
 
@@ -146,3 +150,58 @@ def test_a_tenants_monthly_cost_cap_is_insufficient_quota_until_the_month_turns(
     text = subprocess.run([str(CLI), "tenant", "show", "acme"], capture_output=True, text=True, cwd=ROOT,
                           env=env, timeout=60).stdout
     assert "refused today                2" in text and "of $0.000001 per month" in text
+
+
+# About 13,000 characters: some 3,200 input tokens, over a cap of 1,000 tokens a day in one call.
+LONG_PROMPT = "Please review this change for races and leaks before it ships. " * 200
+# Twenty deltas 0.3 s apart (ScriptedModel): the stream is still running when its client leaves.
+SLOW_REPLY = "First words arrive early, then more words follow, and yet more, until the end. " * 4
+
+
+def settled_row(store: Store, timeout: float = 10.0) -> UsageRecord:
+    """The gateway's one ledger row once it has left "calling": the server settles a stream the
+    client left after the connection closed, so the test waits for it (never for a fixed time)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = store.ledger("acme/gateway/-")
+        if (rows and rows[-1].status != "calling") or time.monotonic() > deadline:
+            assert len(rows) == 1, rows
+            return rows[0]
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("path", [OPENAI, ANTHROPIC])
+def test_a_stream_the_client_cuts_off_is_billed_and_the_token_cap_then_holds(
+        tmp_path: Path, model: ScriptedModel, path: str) -> None:
+    """The client hangs up after the first text delta: the call is settled "cancelled" with the
+    input tokens the provider's stream reported and the output forwarded so far, so the tenant's
+    tokens_per_day counts it and the next call is refused (before, the row stayed "calling" with
+    no tokens and every such call went through)."""
+    store = Store.open(f"sqlite:///{tmp_path / 'gateway.sqlite'}")
+    app = build_full_app(tmp_path, store=store, env={"CARDLOOP_TENANTS__ACME__LIMITS__TOKENS_PER_DAY": "1000"},
+                         base_urls={"claude": model.url})
+    auth = {"authorization": f"Bearer {store.create_api_token('acme', 'app').token}"}
+    body = {"model": "m", "max_tokens": 200, "stream": True, "messages": [{"role": "user", "content": LONG_PROMPT}]}
+    model.inject(content=[{"type": "text", "text": SLOW_REPLY}], chunk_delay=0.3)
+    try:
+        with serve(app) as url:
+            with httpx.stream("POST", url + path, json=body, headers=auth, timeout=10) as response:
+                assert response.status_code == 200
+                for line in response.iter_lines():
+                    if "First words" in line:
+                        break  # leaving the block closes the connection mid-stream
+            row = settled_row(store)
+            assert row.status == "cancelled", row
+            assert row.input_tokens + row.cache_read_tokens + row.cache_write_tokens > 3000
+            # The first delta or a few, not the whole reply (about 80 tokens).
+            assert 1 <= row.output_tokens < 40 and row.cost_usd > 0
+            usage = httpx.get(url + "/tenants/acme/limits", headers=auth).json()["usage"]
+            assert usage["tokens_today"] == (row.input_tokens + row.output_tokens + row.cache_read_tokens
+                                             + row.cache_write_tokens)
+            assert usage["cost_usd_this_month"] > 0
+            r = httpx.post(url + path, json=body, headers=auth, timeout=10)
+            error = assert_openai_error(r, 429) if path == OPENAI else assert_anthropic_error(r, 429)
+            assert "cap of 1,000 model tokens per day" in error["message"]
+            assert model.request_count == 1  # the refused call never reached the model
+    finally:
+        close_app(app)
