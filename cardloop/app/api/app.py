@@ -79,7 +79,8 @@ def create_app(svc: Services) -> FastAPI:
 
     for module in (webhooks, tenants, cards, gateway):
         app.include_router(module.router)
-    app.add_middleware(BodySizeLimit, max_bytes=svc.config.api.max_body_bytes)
+    app.add_middleware(BodySizeLimit, max_bytes=svc.config.api.max_body_bytes,
+                       shaped=gateway.too_large_answer)
     return app
 
 

@@ -1,12 +1,18 @@
 """Request body size limit as ASGI middleware: a body larger than the limit is refused with
-413 before the route reads it, whether or not the sender declared Content-Length."""
+413 before the route reads it, whether or not the sender declared Content-Length.
+
+The refusal is {"detail": ...} unless `shaped` answers for the request's path: routes that speak
+another API's error shape (the prompt gateway's OpenAI and Anthropic routes) give their own."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 Scope = dict[str, Any]
+# (path within the app, the limit) -> an ASGI response to send instead of {"detail"}, or None.
+Shaped = Callable[[str, int], Any]
 
 
 class BodyTooLarge(Exception):
@@ -14,9 +20,10 @@ class BodyTooLarge(Exception):
 
 
 class BodySizeLimit:
-    def __init__(self, app: Any, max_bytes: int) -> None:
+    def __init__(self, app: Any, max_bytes: int, shaped: Shaped | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.shaped = shaped
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -24,7 +31,7 @@ class BodySizeLimit:
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
+            await self._refuse(scope, receive, send)
             return
         seen = 0
         started = False
@@ -48,9 +55,14 @@ class BodySizeLimit:
             await self.app(scope, limited_receive, tracking_send)
         except BodyTooLarge:
             if not started:
-                await self._refuse(send)
+                await self._refuse(scope, receive, send)
 
-    async def _refuse(self, send: Any) -> None:
+    async def _refuse(self, scope: Scope, receive: Any, send: Any) -> None:
+        path = scope["path"].removeprefix(scope.get("root_path") or "")
+        answer = self.shaped(path, self.max_bytes) if self.shaped is not None else None
+        if answer is not None:
+            await answer(scope, receive, send)
+            return
         body = json.dumps({"detail": f"request body larger than {self.max_bytes:,} bytes"}).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})

@@ -28,6 +28,9 @@ from cardloop.app.api.services import Services, services
 
 router = APIRouter(tags=["gateway"])
 
+OPENAI_PATH, ANTHROPIC_PATH = "/v1/chat/completions", "/v1/messages"
+_PROTOCOLS: dict[str, Protocol] = {OPENAI_PATH: "openai", ANTHROPIC_PATH: "anthropic"}
+
 
 ServicesDep = Annotated[Services, Depends(services)]
 
@@ -67,18 +70,29 @@ def _unauthorized(request: Request, protocol: Protocol) -> GatewayError:
                              f"{AUTH_HELP[protocol]}", code="invalid_api_key")
 
 
-@router.post("/v1/chat/completions", summary="OpenAI-compatible chat completions through the prompt gateway")
+@router.post(OPENAI_PATH, summary="OpenAI-compatible chat completions through the prompt gateway")
 async def chat_completions(request: Request, tenant: Annotated[str | None, Depends(openai_tenant)],
                            svc: ServicesDep) -> Response:
     """Needs a tenant API token: `Authorization: Bearer cl_...`."""
     return await _serve(request, tenant, svc, "openai")
 
 
-@router.post("/v1/messages", summary="Anthropic-compatible messages through the prompt gateway")
+@router.post(ANTHROPIC_PATH, summary="Anthropic-compatible messages through the prompt gateway")
 async def messages(request: Request, tenant: Annotated[str | None, Depends(anthropic_tenant)],
                    svc: ServicesDep) -> Response:
     """Needs a tenant API token: `x-api-key: cl_...` or `Authorization: Bearer cl_...`."""
     return await _serve(request, tenant, svc, "anthropic")
+
+
+def too_large(max_bytes: int) -> GatewayError:
+    return GatewayError(413, f"request body larger than {max_bytes:,} bytes", code="too_large")
+
+
+def too_large_answer(path: str, max_bytes: int) -> Response | None:
+    """The app's body limit (limits.BodySizeLimit) refusing a gateway route, in its caller's shape
+    (an SDK reads {"detail": ...} as no error of its API); None for any other route."""
+    protocol = _PROTOCOLS.get(path)
+    return None if protocol is None else error_response(protocol, too_large(max_bytes), uuid.uuid4().hex)
 
 
 async def _serve(request: Request, tenant: str | None, svc: Services, protocol: Protocol) -> Response:
@@ -88,8 +102,8 @@ async def _serve(request: Request, tenant: str | None, svc: Services, protocol: 
             raise _unauthorized(request, protocol)
         raw = await request.body()
         if len(raw) > svc.config.api.max_body_bytes:
-            raise GatewayError(413, f"request body larger than {svc.config.api.max_body_bytes} bytes",
-                               code="too_large")
+            # The app's BodySizeLimit refuses first (too_large_answer); this holds the router alone.
+            raise too_large(svc.config.api.max_body_bytes)
         call = read_request(raw, protocol)
         # Store, prompt assembly and the provider call all block: keep them off the event loop.
         prepared = await run_in_threadpool(prepare, svc, tenant, call)

@@ -38,6 +38,7 @@ from tests.cardloop.app.api.gateway_kit import (
     assert_anthropic_error,
     assert_openai_error,
     build_app,
+    build_full_app,
     close_app,
     reply,
     serve,
@@ -401,6 +402,40 @@ def test_oversized_body_is_413_in_the_callers_shape(gw: Gateway) -> None:
     big = "x" * (gw.app.state.services.config.api.max_body_bytes + 1)
     r = gw.client.post(ANTHROPIC, json={"max_tokens": 10, "messages": [{"role": "user", "content": big}]})
     assert assert_anthropic_error(r, 413)["type"] == "request_too_large"
+
+
+def test_oversized_body_through_the_whole_app_is_413_in_the_callers_shape(tmp_path: Path,
+                                                                          model: ScriptedModel) -> None:
+    """The app's body limit (api.max_body_bytes, 1 MiB) answers a gateway route in its caller's
+    shape, whether the body declares its length or arrives chunked; other routes keep {"detail"}.
+    Before, every route got {"detail": ...}, which neither SDK reads as an error of its API."""
+    store = TenantStore.open(f"sqlite:///{tmp_path / 'gateway.sqlite'}")
+    assert isinstance(store, TenantStore)
+    store.tokens, store.prompt = {"tok-acme": "acme"}, None
+    app = build_full_app(tmp_path, store=store, base_urls={"claude": model.url})
+    limit = app.state.services.config.api.max_body_bytes
+    big = json.dumps({"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x" * limit}]})
+
+    def chunked() -> Iterator[bytes]:  # no content-length: the limit counts the bytes as they come
+        for at in range(0, len(big), 65536):
+            yield big[at:at + 65536].encode()
+
+    try:
+        with TestClient(app, headers={"authorization": "Bearer tok-acme"}) as client:
+            r = client.post(ANTHROPIC, content=big, headers={"content-type": "application/json"})
+            error = assert_anthropic_error(r, 413)
+            assert error["type"] == "request_too_large" and f"{limit:,} bytes" in error["message"]
+            for body in (big, chunked()):
+                error = assert_openai_error(client.post(OPENAI, content=body), 413)
+                assert (error["type"], error["code"]) == ("invalid_request_error", "too_large")
+            r = client.post(ANTHROPIC, content=chunked())
+            assert assert_anthropic_error(r, 413)["type"] == "request_too_large"
+            # Another route: the app's own shape, as before.
+            r = client.post("/webhooks/generic", content=big)
+            assert r.status_code == 413 and set(r.json()) == {"detail"}
+        assert model.request_count == 0
+    finally:
+        close_app(app)
 
 
 # --- usage, auth ---------------------------------------------------------------------------
