@@ -7,7 +7,8 @@ Every call (tenant API token -> tenant: `Authorization: Bearer` on both routes, 
 /v1/messages too; a missing or unknown one is a 401 in the caller's error shape, routes.py):
 
 1. The body is validated by hand, so a malformed one is a 400 in the caller's own error shape
-   (FastAPI's validation errors would answer 422 in neither shape).
+   (FastAPI's validation errors would answer 422 in neither shape), naming the exact param
+   (`messages.0.content.1.text`, `messages.2.tool_calls.0.function`), before any call.
 2. `cardloop.prompts.formats.intercept` reads the request in whatever form its system prompt comes
    (OpenAI system/developer messages, Anthropic `system`, Gemma/ChatML markers or
    Human:/Assistant: text inside a system text): system text is cleaned, embedded turns are

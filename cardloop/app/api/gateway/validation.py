@@ -74,10 +74,80 @@ def _temperature(body: Mapping[str, Any], top: float) -> float | None:
     return float(value)
 
 
+# What a content part of each type must carry for the prompt core to read it as the caller meant
+# (a dotted name is a field of a nested object, checked after its parent). Without these, a
+# text part whose text is a number became "[text]" and a tool call without its function
+# "[tool_call  id=a]": sent altered, or refused by the provider after counting against the
+# tenant's limits. Other types are read as the prompt core reads them (kept as text, or a
+# placeholder with a warning).
+_STR, _OBJECT = (str, "a string"), (dict, "an object")
+_PART_FIELDS: dict[str, tuple[tuple[str, tuple[type, str]], ...]] = {
+    "text": (("text", _STR),),
+    "input_text": (("text", _STR),),
+    "output_text": (("text", _STR),),
+    "refusal": (("refusal", _STR),),
+    "image_url": (("image_url", _OBJECT), ("image_url.url", _STR)),
+    "image": (("source", _OBJECT),),
+    "document": (("source", _OBJECT),),
+    "tool_use": (("id", _STR), ("name", _STR), ("input", _OBJECT)),
+    "tool_result": (("tool_use_id", _STR),),
+}
+_FUNCTION = (("name", _STR), ("arguments", _STR))  # OpenAI's function of a tool call
+_MISSING = object()
+
+
+def _field(value: Mapping[str, Any], dotted: str) -> Any:
+    for name in dotted.split("."):
+        value = value.get(name, _MISSING) if isinstance(value, Mapping) else _MISSING
+    return value
+
+
+def _check_fields(value: Mapping[str, Any], fields: tuple[tuple[str, tuple[type, str]], ...], where: str) -> None:
+    for name, (kind, words) in fields:
+        found = _field(value, name)
+        if not isinstance(found, kind):
+            param = f"{where}.{name}"
+            raise invalid(f"{param}: {'field required' if found is _MISSING else 'must be ' + words}", param)
+
+
 def _check_parts(content: list[Any], where: str) -> None:
     for j, part in enumerate(content):
+        at = f"{where}.{j}"
         if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-            raise invalid(f"{where}.{j}: must be an object with a string 'type'", where)
+            raise invalid(f"{at}: must be an object with a string 'type'", at)
+        _check_fields(part, _PART_FIELDS.get(part["type"], ()), at)
+        inner = part.get("content")  # a tool_result's own blocks
+        if part["type"] == "tool_result" and inner is not None:
+            if isinstance(inner, list):
+                _check_parts(inner, f"{at}.content")
+            elif not isinstance(inner, str):
+                raise invalid(f"{at}.content: must be a string or a list of content blocks", f"{at}.content")
+
+
+def _check_tool_calls(message: Mapping[str, Any], where: str) -> None:
+    """An OpenAI message's tool_calls (and the older function_call): an assistant's, each a
+    function call with its name and arguments, as the API requires."""
+    calls, legacy = message.get("tool_calls"), message.get("function_call")
+    if (calls is not None or legacy is not None) and message.get("role") != "assistant":
+        param = f"{where}.{'tool_calls' if calls is not None else 'function_call'}"
+        raise invalid(f"{param}: only an assistant message has tool calls", param)
+    if legacy is not None:
+        if not isinstance(legacy, dict):
+            raise invalid(f"{where}.function_call: must be an object", f"{where}.function_call")
+        _check_fields(legacy, _FUNCTION, f"{where}.function_call")
+    if calls is None:
+        return
+    if not isinstance(calls, list):
+        raise invalid(f"{where}.tool_calls: must be a list of tool calls", f"{where}.tool_calls")
+    for k, call in enumerate(calls):
+        at = f"{where}.tool_calls.{k}"
+        if not isinstance(call, dict):
+            raise invalid(f"{at}: must be an object", at)
+        if call.get("type", "function") != "function":
+            # A custom tool's call has no function: the gateway could carry only its id.
+            raise invalid(f"{at}.type: must be 'function' (the only tool calls this gateway carries)", f"{at}.type")
+        _check_fields(call, (("id", _STR), ("function", _OBJECT)), at)
+        _check_fields(call["function"], _FUNCTION, f"{at}.function")
 
 
 def _read_openai(body: dict[str, Any], messages: list[Any], model: str | None, stream: bool,
@@ -94,6 +164,7 @@ def _read_openai(body: dict[str, Any], messages: list[Any], model: str | None, s
             _check_parts(content, f"{where}.content")
         elif not isinstance(content, str) and not (content is None and role == "assistant"):
             raise invalid(f"{where}.content: must be a string or a list of content parts", f"{where}.content")
+        _check_tool_calls(message, where)
     n = body.get("n")
     if n is not None and n != 1:
         raise invalid("n: only 1 is supported by this gateway", "n")

@@ -388,6 +388,73 @@ def test_malformed_anthropic_body_is_400_in_anthropic_shape(gw: Gateway, why: st
     assert gw.model.request_count == 0
 
 
+USER_HI = {"role": "user", "content": "hi"}
+CALL = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+
+
+def _user(*parts: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": list(parts)}]
+
+
+def _assistant(**fields: Any) -> list[dict[str, Any]]:
+    return [USER_HI, {"role": "assistant", "content": None, **fields}]
+
+
+TOOL_USE = {"type": "tool_use", "id": "t1", "name": "lookup", "input": {}}
+# Content parts and tool calls the gateway cannot read as the caller meant: (route, messages,
+# the param the 400 names, what it says). Before, each was accepted and altered ("[text]",
+# "[tool_call  id=a]") or forwarded for the provider to refuse, and counted against the limits.
+MALFORMED_PARTS = [
+    pytest.param(OPENAI, _user({"type": "text", "text": 5}), "messages.0.content.0.text", "must be a string",
+                 id="openai text a number"),
+    pytest.param(OPENAI, _user({"type": "text", "text": None}), "messages.0.content.0.text", "must be a string",
+                 id="openai text null"),
+    pytest.param(OPENAI, _user({"type": "text"}), "messages.0.content.0.text", "field required",
+                 id="openai text missing"),
+    pytest.param(OPENAI, _user({"type": "text", "text": "ok"}, {"type": "text", "text": ["x"]}),
+                 "messages.0.content.1.text", "must be a string", id="openai second part's text a list"),
+    pytest.param(OPENAI, _user({"type": "image_url", "image_url": {}}), "messages.0.content.0.image_url.url",
+                 "field required", id="openai image_url without url"),
+    pytest.param(OPENAI, _assistant(tool_calls=[{"id": "a", "type": "function"}]), "messages.1.tool_calls.0.function",
+                 "field required", id="openai tool call without function"),
+    pytest.param(OPENAI, _assistant(tool_calls="nope"), "messages.1.tool_calls", "must be a list of tool calls",
+                 id="openai tool_calls a string"),
+    pytest.param(OPENAI, _assistant(tool_calls=["nope"]), "messages.1.tool_calls.0", "must be an object",
+                 id="openai tool call a string"),
+    pytest.param(OPENAI, _assistant(tool_calls=[{**CALL, "function": {"name": "lookup"}}]),
+                 "messages.1.tool_calls.0.function.arguments", "field required",
+                 id="openai function without arguments"),
+    pytest.param(OPENAI, _assistant(tool_calls=[CALL, {**CALL, "type": "custom"}]), "messages.1.tool_calls.1.type",
+                 "must be 'function'", id="openai custom tool call"),
+    pytest.param(OPENAI, [{**USER_HI, "tool_calls": [CALL]}], "messages.0.tool_calls", "only an assistant message",
+                 id="openai tool_calls on a user message"),
+    pytest.param(OPENAI, _assistant(function_call={"arguments": "{}"}), "messages.1.function_call.name",
+                 "field required", id="openai function_call without name"),
+    pytest.param(ANTHROPIC, _user({"type": "text", "text": 5}), "messages.0.content.0.text", "must be a string",
+                 id="anthropic text a number"),
+    pytest.param(ANTHROPIC, _user({"type": "text", "text": "see"}, {"type": "image"}), "messages.0.content.1.source",
+                 "field required", id="anthropic image without source"),
+    pytest.param(ANTHROPIC, [USER_HI, {"role": "assistant", "content": [{**TOOL_USE, "input": None}]}],
+                 "messages.1.content.0.input", "must be an object", id="anthropic tool_use input null"),
+    pytest.param(ANTHROPIC, [USER_HI, {"role": "assistant", "content": [TOOL_USE]},
+                             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                                           "content": [{"type": "text"}]}]}],
+                 "messages.2.content.0.content.0.text", "field required", id="anthropic tool_result's text missing"),
+]
+
+
+@pytest.mark.parametrize(("path", "messages", "param", "says"), MALFORMED_PARTS)
+def test_a_malformed_content_part_or_tool_call_is_400_naming_it_before_any_call(
+        gw: Gateway, path: str, messages: list[Any], param: str, says: str) -> None:
+    r = gw.client.post(path, json={"model": "m", "max_tokens": 10, "messages": messages})
+    error = assert_openai_error(r, 400) if path == OPENAI else assert_anthropic_error(r, 400)
+    assert error["message"].startswith(f"{param}: {says}")
+    if path == OPENAI:
+        assert (error["param"], error["code"]) == (param, "invalid_request")
+    assert gw.model.request_count == 0
+    assert gw.store.ledger("acme/gateway/-") == []  # no call made, none counted against the limits
+
+
 def test_missing_max_tokens_message_names_the_field(gw: Gateway) -> None:
     r = gw.client.post(ANTHROPIC, json={"model": "m", "messages": OK_MESSAGES})
     assert assert_anthropic_error(r, 400)["message"] == "max_tokens: Field required"
