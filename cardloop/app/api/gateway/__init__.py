@@ -41,6 +41,11 @@ Decisions callers and operators should know:
   ignored and named in the `x-cardloop-ignored-params` response header; tool calls and tool
   results in the history are carried as readable text (intercept's rules). `n` other than 1 is
   refused.
+- What intercept could not carry as sent (an image or document left as a placeholder, a
+  thinking block dropped, an unknown block kept as text) is named in the `x-cardloop-warnings`
+  response header, whole or streamed answer alike (answers.warnings_header: an RFC 8941 list of
+  strings, printable ASCII, bounded), not only in the log: the caller's application would
+  otherwise get an answer about an image the model never saw.
 - Streaming ("stream": true) is answered as server-sent events in the caller's protocol. When
   the profile's provider can stream (`StreamingProvider`: the anthropic provider), each text delta
   is forwarded as the provider produces it; the response starts once the provider has accepted

@@ -1,9 +1,13 @@
 """Whole answers in the caller's protocol: the OpenAI chat.completion or Anthropic message body,
-usage in each protocol's words, and errors in each protocol's error shape."""
+usage in each protocol's words, errors in each protocol's error shape, and the headers every
+answer carries (the warnings header)."""
 
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi.responses import JSONResponse
@@ -14,6 +18,12 @@ ANTHROPIC_ERROR_TYPES = {
     400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
     413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error", 504: "timeout_error",
 }
+# x-cardloop-warnings at most: proxies refuse a response whose headers pass 8 KB or so, and a
+# warning can quote the caller's own words (an unknown block type) at any length.
+WARNINGS_HEADER_CHARS = 1024
+_WARNING_CHARS = 200  # one warning at most, the rest cut to "..."
+_MORE_ROOM = 24  # kept free for the last item, "and N more"
+_NOT_PRINTABLE_ASCII = re.compile(r"[^\x20-\x7e]")
 # Completion.stop_reason speaks Anthropic's words; OpenAI-compatible words are accepted too.
 _TO_OPENAI_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "refusal": "content_filter",
                      "stop": "stop", "length": "length", "content_filter": "content_filter"}
@@ -80,3 +90,34 @@ def anthropic_body(outcome: Outcome) -> dict[str, Any]:
         "stop_reason": anthropic_stop_reason(outcome.completion.stop_reason), "stop_sequence": None,
         "usage": anthropic_usage(outcome),
     }
+
+
+def warnings_header(warnings: Sequence[str]) -> str | None:
+    """The prompt core's warnings (a placeholder left for an image, a block dropped...) as the
+    x-cardloop-warnings value, or None when there are none.
+
+    An RFC 8941 list of strings, so a client can split it although warnings hold commas: each
+    warning once, in order, with its count when repeated; printable ASCII only (a header
+    cannot carry more, and CR/LF would end it), other characters as Python escapes ("\\xe9");
+    at most WARNINGS_HEADER_CHARS long, the warnings that did not fit counted at the end."""
+    items = [_sf_string(text, n) for text, n in Counter(warnings).items()]
+    kept: list[str] = []
+    used = 0
+    for i, item in enumerate(items):
+        if used + len(item) + 2 > WARNINGS_HEADER_CHARS - _MORE_ROOM:
+            kept.append(_sf_string(f"and {len(items) - i} more"))
+            break
+        kept.append(item)
+        used += len(item) + 2
+    return ", ".join(kept) or None
+
+
+def _sf_string(text: str, times: int = 1) -> str:
+    """`text` as an RFC 8941 string: made printable ASCII, cut to _WARNING_CHARS, then escaped
+    (after the cut, so that a cut never splits an escape)."""
+    text = _NOT_PRINTABLE_ASCII.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    if len(text) > _WARNING_CHARS:
+        text = text[:_WARNING_CHARS - 3] + "..."
+    if times > 1:
+        text += f" ({times} times)"
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

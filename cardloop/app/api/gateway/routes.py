@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from cardloop.app.api.auth import bearer_token
-from cardloop.app.api.gateway.answers import anthropic_body, error_response, openai_body
+from cardloop.app.api.gateway.answers import anthropic_body, error_response, openai_body, warnings_header
 from cardloop.app.api.gateway.layering import prepare
 from cardloop.app.api.gateway.models import GatewayError, Protocol
 from cardloop.app.api.gateway.provider import complete, open_stream
@@ -124,6 +124,9 @@ async def _serve(request: Request, tenant: str | None, svc: Services, protocol: 
         headers["x-cardloop-ignored-params"] = ", ".join(call.ignored)
     if prepared.redactions:
         headers["x-cardloop-redactions"] = str(prepared.redactions)
+    # What the gateway changed in the request (media left as placeholders...): the caller's to know.
+    if (warned := warnings_header(prepared.warnings)) is not None:
+        headers["x-cardloop-warnings"] = warned
     created = int(svc.clock())
     if live is not None:
         # A sync iterator: Starlette pulls each event in a worker thread, so the blocking provider

@@ -5,6 +5,7 @@ provider). What the provider received is checked on the wire: layering, turns, r
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -209,6 +210,55 @@ def test_secrets_in_the_request_never_reach_the_provider(gw: Gateway) -> None:
                                         "messages": [{"role": "user", "content": f"{GITHUB_TOKEN}"}]})
     assert r.status_code == 200, r.text
     assert GITHUB_TOKEN not in json.dumps(gw.model.last_request)
+
+
+# --- what the gateway changed, told to the caller --------------------------------------------
+
+IMAGE_URL = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+DOCUMENT = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "a memo"}}
+
+
+def test_media_left_as_placeholders_are_named_in_the_warnings_header(gw: Gateway) -> None:
+    """Images and documents cannot be carried as text: the model gets "[image_url omitted]", and
+    the caller is told so in x-cardloop-warnings on a whole answer and on a live stream alike
+    (before, only cardloop.log heard of it)."""
+    r = gw.client.post(OPENAI, json={"model": "m", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Compare these."}, IMAGE_URL, IMAGE_URL]}]})
+    assert r.status_code == 200, r.text
+    assert turns(gw.model.last_request) == [("user", "Compare these.\n\n[image_url omitted]\n\n[image_url omitted]")]
+    assert r.headers["x-cardloop-warnings"] == (
+        '"image_url content cannot be carried as text; left a placeholder (2 times)"')
+    reply(gw.model, "A chart and a memo.")
+    r = gw.client.post(ANTHROPIC, json={"model": "m", "max_tokens": 50, "stream": True, "messages": [
+        {"role": "user", "content": [IMAGE, {"type": "text", "text": "and"}, DOCUMENT]}]})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    assert gw.model.last_request["stream"] is True  # the live stream, not a replayed answer
+    assert r.headers["x-cardloop-warnings"] == ('"image content cannot be carried as text; left a placeholder", '
+                                                '"document content cannot be carried as text; left a placeholder"')
+    r = gw.client.post(OPENAI, json={"model": "m", "messages": OK_MESSAGES})
+    assert r.status_code == 200 and "x-cardloop-warnings" not in r.headers  # nothing changed, nothing said
+
+
+def test_the_warnings_header_is_printable_ascii_and_bounded(gw: Gateway) -> None:
+    """Warnings quote the caller's own words (an unknown block type): the header stays one line
+    of printable ASCII, an RFC 8941 list of strings, at most 1,024 characters, the rest counted.
+    Written raw, "\u2603" could not even be encoded as a header (a 500), and a long type would
+    pass what proxies take."""
+    odd = {"type": '\u2603 snow\u00e9 "quoted" back\\slash', "x": "1"}
+    long = [{"type": f"custom-{n}-" + "z" * 300, "x": "1"} for n in range(30)]
+    r = gw.client.post(ANTHROPIC, json={"model": "m", "max_tokens": 50, "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}, odd, *long]}]})
+    assert r.status_code == 200, r.text
+    raw = dict(r.headers.raw)[b"x-cardloop-warnings"]
+    assert len(raw) <= 1024 and all(0x20 <= byte <= 0x7E for byte in raw)
+    # sf-strings, comma separated; inside one, \" and \\ are the only escapes.
+    items = [re.sub(r"\\(.)", r"\1", item) for item in re.findall(r'"((?:[^"\\]|\\.)*)"', raw.decode())]
+    # The type's repr (its backslash doubled), non-ASCII written as Python escapes.
+    assert items[0] == r"""unknown content block type '\u2603 snow\xe9 "quoted" back\\slash' kept as text"""
+    assert items[1].startswith("unknown content block type 'custom-0-zzz") and items[1].endswith("...")
+    assert len(items[1]) <= 200
+    assert re.fullmatch(r"and \d+ more", items[-1]) and len(items) < 31
 
 
 # --- streaming -----------------------------------------------------------------------------
