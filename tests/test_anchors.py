@@ -14,13 +14,12 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from cardloop.app.api.gateway import layering
 from cardloop.app.boards.github import _repo_from_api_url
 from cardloop.contracts.config import REPO_CONFIG, load_config
 from cardloop.contracts.payloads import CardRef
 from cardloop.integrations.sources.github import parse_pr_ref
 from cardloop.integrations.sources.kubernetes.source import _selectors
-from cardloop.prompts.card import Card
+from cardloop.prompts.card import Card, is_tenant_id
 from cardloop.store import StoreError, blob_ref
 from cardloop.store.values import check_blob_ref, check_tenant, tenant_of
 
@@ -81,8 +80,9 @@ def test_blob_refs_and_card_refs_are_anchored() -> None:
         CardRef(tenant="acme\n", board="github", card_id="PAY-1")
 
 
-def test_gateway_card_label_and_board_repo_urls_are_anchored() -> None:
-    assert layering._CARD_TENANT.match("acme\n") is None
+def test_the_card_tenant_rule_and_board_repo_urls_are_anchored() -> None:
+    # The rule the gateway's card label, the tenant routes and `cardloop tenant` share.
+    assert not is_tenant_id("acme\n") and is_tenant_id("acme")
     assert _repo_from_api_url("https://api.github.com/repos/acme/api") == "acme/api"
     assert _repo_from_api_url("https://api.github.com/repos/acme/api\n") is None
 

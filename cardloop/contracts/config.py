@@ -20,7 +20,6 @@ from cardloop.contracts.config_sections import (  # noqa: F401  (re-exported: on
     _READ_TOOLS,
     READ_ONLY_STAGES,
     REPO_PATTERN,
-    TENANT_NAME,
     TOOL_NAMES,
     WRITE_TOOLS,
     ApiConfig,
@@ -64,6 +63,7 @@ from cardloop.contracts.errors import ConfigError
 from cardloop.contracts.payloads import ResearchSettings
 from cardloop.contracts.retry import RetryConfig
 from cardloop.contracts.secrets import Secret, secret_from_env
+from cardloop.prompts.card import is_tenant_id
 from cardloop.prompts.formats import resolve_format
 from cardloop.prompts.settings import (
     AssemblySettings,
@@ -406,7 +406,7 @@ def _tenant_problems(config: Config) -> list[str]:
     owners: dict[str, str] = {}
     for tenant, cfg in (config.tenants or {}).items():
         key = f"tenants.{tenant}"
-        if not TENANT_NAME.match(tenant):
+        if not is_tenant_id(tenant):
             problems.append(f"{key}: not a tenant name (lower-case letters, digits, '-' and '_', "
                             "as a card's `tenant` is written)")
         for pattern in cfg.repos:

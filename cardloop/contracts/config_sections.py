@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cardloop.contracts.payloads import DEFAULT_MAX_HISTORY_EVENTS, Target
 from cardloop.contracts.retry import Seconds
-from cardloop.prompts.card import ContextKind
+from cardloop.prompts.card import MAX_TENANT_CHARS, TENANT_PATTERN, ContextKind
 from cardloop.prompts.stages import Stage
 
 
@@ -171,14 +171,14 @@ class TenantPromptsConfig(_Section):
 class BoardConfig(_Section):
     """One board's webhook settings; the board-specific keys are optional."""
 
-    tenant: str = Field(default="default", pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    tenant: str = Field(default="default", max_length=MAX_TENANT_CHARS, pattern=TENANT_PATTERN)
     # A key the board's payload carries (org login, organization id, project key, board id;
     # the generic body's `tenant`) -> the tenant it belongs to. A claim, checked against the
     # tenant whose secret signed the delivery, never trusted on its own.
     tenants: dict[str, str] = Field(default_factory=dict)
     # Tenant -> the environment variable holding that tenant's webhook secret for this board.
     # The board's own variable (e.g. CARDLOOP_GENERIC_WEBHOOK_SECRET) is `tenant`'s secret.
-    secrets: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,99}$")],
+    secrets: dict[Annotated[str, Field(max_length=MAX_TENANT_CHARS, pattern=TENANT_PATTERN)],
                   Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")]] = Field(default_factory=dict)
     # A signed delivery whose event time (from its body) is further than this from now is
     # refused as a replay; 0 turns the check off. Linear's own 60 s check is separate.
@@ -342,7 +342,6 @@ class SourcesConfig(_Section):
     repository: RepositorySourceConfig = RepositorySourceConfig()
 
 
-TENANT_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}\Z")  # as a card's `tenant`
 # "owner/name", each part of GitHub's name characters plus fnmatch's * and ? (no [...] classes).
 REPO_PATTERN = re.compile(r"^[A-Za-z0-9_.*?-]+/[A-Za-z0-9_.*?-]+\Z")
 

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from cardloop.contracts.config import TENANT_NAME, Config, TenantConfig
+from cardloop.contracts.config import Config, TenantConfig
 from cardloop.contracts.secrets import Secret
 from cardloop.integrations.upstream import UpstreamError
+from cardloop.prompts.card import is_tenant_id
 
 # The cache key of an unscoped configuration's one set of credentials; no tenant is named "".
 SERVICE = ""
@@ -94,7 +95,7 @@ def tenant_access(config: Config, tenant: str) -> TenantAccess:
 
 def _listed(tenants: dict[str, TenantConfig], tenant: str) -> TenantConfig:
     cfg = tenants.get(tenant)
-    if cfg is None or not TENANT_NAME.match(tenant):
+    if cfg is None or not is_tenant_id(tenant):
         raise AccessDenied(f"tenant {tenant!r} has no [tenants.{tenant}] section in the configuration, "
                            "so its cards may read no repository")
     return cfg
@@ -141,5 +142,5 @@ def tenant_dir(config: Config, base: str | Path, tenant: str) -> Path:
     root = Path(base).expanduser()
     if config.tenants is None:
         return root
-    _listed(config.tenants, tenant)  # a listed name matches TENANT_NAME: safe as a folder name
+    _listed(config.tenants, tenant)  # a listed name is a card's tenant: safe as a folder name
     return root / ".tenants" / tenant

@@ -14,6 +14,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 
 from cardloop.app.api.services import Services, services
+from cardloop.prompts.card import TENANT_RULE, is_tenant_id
 
 SvcDep = Annotated[Services, Depends(services)]
 
@@ -37,11 +38,21 @@ def require_tenant(request: Request, svc: Annotated[Services, Depends(services)]
     return tenant
 
 
+def card_tenant(tenant_id: str) -> str:
+    """`tenant_id` when a card could carry it as its tenant, else 400 naming it: a prompt stored
+    for any other id could never be used (the effective prompt builds a card for the tenant)."""
+    if not is_tenant_id(tenant_id):
+        raise HTTPException(400, f"tenant_id: {TENANT_RULE}")
+    return tenant_id
+
+
 def require_tenant_path(tenant_id: str, tenant: Annotated[str, Depends(require_tenant)]) -> str:
-    """For /tenants/{tenant_id}/...: the token's tenant must be the path's, else 404."""
+    """For /tenants/{tenant_id}/...: the token's tenant must be the path's, else 404 (another
+    tenant's id, well-formed or not, learns nothing). A token of the path's own tenant that no
+    card could carry (issued before tokens were checked) is 400, before anything is stored."""
     if tenant_id != tenant:
         raise HTTPException(404, "not found")
-    return tenant
+    return card_tenant(tenant)
 
 
 def require_admin(request: Request, svc: Annotated[Services, Depends(services)]) -> None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -37,7 +36,14 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from cardloop.app.api.auth import ADMIN_TOKEN_ENV, bearer_token, require_admin_path, require_tenant, require_tenant_path
+from cardloop.app.api.auth import (
+    ADMIN_TOKEN_ENV,
+    bearer_token,
+    card_tenant,
+    require_admin_path,
+    require_tenant,
+    require_tenant_path,
+)
 from cardloop.app.api.prompt_guard import guard_check
 from cardloop.app.api.services import Services, services
 from cardloop.contracts.config import Config
@@ -64,8 +70,6 @@ TenantDep = Annotated[str, Depends(require_tenant_path)]
 # validation work; up to this size the validator answers, naming the "length" issue.
 HARD_MAX_CHARS = MAX_TENANT_PROMPT_CHARS * 4
 MAX_TONE_ENTRIES = 20
-# The tenant of a card (prompts.card.Card.tenant): a token is only issued for a name cards can carry.
-_CARD_TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}\Z")
 
 
 # --------------------------------------------------------------------------- models
@@ -353,10 +357,8 @@ AdminDep = Depends(require_admin_path)
 
 
 def _token_tenant(tenant_id: str) -> str:
-    if not _CARD_TENANT.match(tenant_id):
-        raise HTTPException(400, "tenant_id: use lower-case letters, digits, '_' and '-' "
-                                 "(at most 100, starting with a letter or digit), as a card's tenant")
-    return tenant_id
+    # A token is only issued for a name cards can carry (prompts.card.Card.tenant).
+    return card_tenant(tenant_id)
 
 
 @router.post("/{tenant_id}/tokens", status_code=201, response_model=IssuedTokenOut, dependencies=[AdminDep],

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import re
 import shutil
 import sys
 import tempfile
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from cardloop.contracts.errors import ConfigError, InputError
+from cardloop.prompts.card import TENANT_RULE, is_tenant_id
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -64,8 +64,8 @@ def cmd_research(args: argparse.Namespace, config: Config) -> int:
         raise InputError("--question: say what to find out (e.g. --question \"why did the build fail?\")")
     if len(question) > 4_000:
         raise InputError("--question: at most 4,000 characters")
-    if not re.fullmatch(r"[a-z0-9][a-z0-9_-]{0,99}", args.tenant):
-        raise InputError(f"--tenant {args.tenant!r}: use lowercase letters, digits, _ and - (as a card's tenant)")
+    if not is_tenant_id(args.tenant):
+        raise InputError(f"--tenant {args.tenant!r}: {TENANT_RULE}")
     artifacts = read_artifacts(args.files)
     settings = research_settings(config, args.analyst_model, args.synthesizer_model)
     if args.max_chunks is not None:

@@ -5,17 +5,34 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cardloop.contracts.errors import InputError, RejectedError
 from cardloop.contracts.limits import usd
+from cardloop.prompts.card import TENANT_RULE, is_tenant_id
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) and the prompt core load when a command runs
     from cardloop.contracts.config import Config
     from cardloop.store import Store
 
 ACTOR = "cli"
+
+Command = Callable[[argparse.Namespace, "Config"], int]
+
+
+def _card_tenant(func: Command) -> Command:
+    """`func`, run only for a tenant id a card can carry: the store takes a wider set (any key
+    part), so an id like "ACME" would be stored and only fail later, when the effective prompt
+    builds a card for it. Refused before the store is opened, nothing stored."""
+
+    def run(args: argparse.Namespace, config: Config) -> int:
+        if not is_tenant_id(args.tenant):
+            raise InputError(f"tenant {args.tenant!r}: {TENANT_RULE}")
+        return func(args, config)
+
+    return run
 
 
 def _version_dict(v: Any) -> dict[str, Any]:
@@ -174,13 +191,14 @@ def add_tenant_commands(sub: argparse._SubParsersAction) -> None:
     tenant = sub.add_parser("tenant", help="tenant prompts and API tokens (straight against the store)")
     tsub = tenant.add_subparsers(dest="tenant_command", required=True, metavar="SUBCOMMAND")
 
-    def common(p: argparse.ArgumentParser, json_flag: bool = True) -> None:
-        p.add_argument("tenant", help="tenant id")
+    def common(p: argparse.ArgumentParser, func: Command, json_flag: bool = True) -> None:
+        p.add_argument("tenant", help="tenant id: lower-case letters, digits, '_' and '-', as a card's tenant")
         if json_flag:
             p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.set_defaults(func=_card_tenant(func))
 
     p = tsub.add_parser("set-prompt", help="validate and store a new version of the tenant's prompt")
-    common(p)
+    common(p, cmd_set_prompt)
     p.add_argument("file", help="text file with the custom system prompt")
     p.add_argument("--mode", choices=("append", "replace_behavior"), default="append",
                    help="append: added after the configured behaviour prompts (default); replace_behavior: "
@@ -188,22 +206,16 @@ def add_tenant_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--language", default="auto",
                    help="language the agent answers in, e.g. German (default auto: no language instruction)")
     p.add_argument("--tone", action="append", metavar="KEY=VALUE", help="tone profile entry (repeatable)")
-    p.set_defaults(func=cmd_set_prompt)
     p = tsub.add_parser("show", help="the current prompt, the effective system prompt, the spend limits and usage")
-    common(p)
-    p.set_defaults(func=cmd_show)
+    common(p, cmd_show)
     p = tsub.add_parser("versions", help="every version, oldest first")
-    common(p)
-    p.set_defaults(func=cmd_versions)
+    common(p, cmd_versions)
     p = tsub.add_parser("rollback", help="make a copy of VERSION the current version")
-    common(p)
+    common(p, cmd_rollback)
     p.add_argument("version", type=int, help="the version number to restore (see `tenant versions`)")
-    p.set_defaults(func=cmd_rollback)
     p = tsub.add_parser("token-create", help="issue an API token for the tenant (shown once)")
-    common(p, json_flag=False)
+    common(p, cmd_token_create, json_flag=False)
     p.add_argument("name", help="a label for the token (who or what uses it), shown in `tenant show`")
-    p.set_defaults(func=cmd_token_create)
     p = tsub.add_parser("token-revoke", help="revoke one of the tenant's API tokens")
-    common(p, json_flag=False)
+    common(p, cmd_token_revoke, json_flag=False)
     p.add_argument("token_id", help="the token's id (from token-create or `tenant show`), not the token")
-    p.set_defaults(func=cmd_token_revoke)

@@ -4,7 +4,6 @@ prompt by the prompt core, its turns redacted, ready for the profile's provider.
 from __future__ import annotations
 
 import dataclasses
-import re
 import threading
 from collections import Counter
 from collections.abc import Mapping
@@ -15,7 +14,7 @@ from pydantic import ValidationError
 from cardloop.app.api.gateway.models import STAGE, GatewayCall, GatewayError, Prepared, invalid, logger
 from cardloop.app.api.services import Services
 from cardloop.prompts.assemble import AssemblyError, AssemblyRequest
-from cardloop.prompts.card import Card, TenantPrompt
+from cardloop.prompts.card import Card, TenantPrompt, is_tenant_id
 from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
 from cardloop.prompts.formats import intercept
 from cardloop.prompts.layers import request_verdict
@@ -23,8 +22,6 @@ from cardloop.prompts.validate import ValidationStatus
 
 # Sent first when the caller's conversation opens with the assistant (see the package docstring).
 OPENER = "(The conversation continues.)"
-
-_CARD_TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]*\Z")
 
 # The assembler's and scrubber's caches are plain dicts (see PromptActivities): one at a time.
 _PROMPT_LOCK = threading.Lock()
@@ -88,7 +85,7 @@ def layered_conversation(svc: Services, tenant: str, call: GatewayCall) -> tuple
     settings = dataclasses.replace(settings, budget=dataclasses.replace(settings.budget,
                                                                        system=settings.budget.total))
     # The card's tenant field is stricter than the store's tenant rule; it only labels explain rows.
-    card = Card(id="gateway", tenant=tenant if _CARD_TENANT.match(tenant) else "gateway", board=STAGE,
+    card = Card(id="gateway", tenant=tenant if is_tenant_id(tenant) else "gateway", board=STAGE,
                 title="prompt gateway request")
     tenant_prompt = tenant_prompt_for(svc.store, tenant)
     assembler = svc.runtime.assembler

@@ -324,6 +324,21 @@ def test_no_token_for_a_tenant_with_a_newline(api: Api, tenant_id: str) -> None:
     assert [t.tenant for t in api.store.api_tokens("acme")] == ["acme"]  # only the fixture's own token
 
 
+def test_a_token_of_a_tenant_no_card_could_carry_is_400_on_every_route_and_stores_nothing(api: Api) -> None:
+    """`cardloop tenant token-create ACME` once issued such a token: its PUT stored a version, then
+    answered 500 when the effective prompt built a card for "ACME"."""
+    issued = api.store.create_api_token("ACME", "old cli token")
+    headers = {"authorization": f"Bearer {issued.token}"}
+    for method, path, body in [*PROMPT_ROUTES, ("GET", "/tenants/{t}/limits", None)]:
+        r = call(api, method, path, body, headers, "ACME")
+        assert r.status_code == 400, (method, path, r.text)
+        assert r.json()["detail"].startswith("tenant_id: use lower-case letters, digits, '_' and '-'")
+    assert api.store.tenant_prompt_versions("ACME") == []
+    # Another tenant's id stays 404 whatever its form: the token's owner learns nothing from it.
+    assert call(api, "GET", "/tenants/{t}/prompt", None, headers, "acme").status_code == 404
+    assert call(api, "GET", "/tenants/{t}/prompt", None, api.auth("acme"), "ACME").status_code == 404
+
+
 @pytest.mark.parametrize(("raw", "where"), [
     (b'{"custom_system_prompt": "Be brief.", "tone_profile": {"\\udc00": "x"}}', "tone_profile.\\udc00 (a key)"),
     (b'{"custom_system_prompt": "Be brief.", "tone_profile": {"style": "terse \\ud800"}}', "tone_profile.style"),

@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from cardloop.store import Store
 from tests.conftest import ROOT
 
 CLI = Path(sys.executable).parent / "cardloop"
@@ -62,3 +65,29 @@ def test_a_tenant_with_a_newline_is_refused(tmp_path: Path) -> None:
     out = run(tmp_path, "token-create", "acme\n", "ci")
     assert out.returncode == 2 and "tenant 'acme\\n'" in out.stderr
     assert "cl_" not in out.stdout
+
+
+@pytest.mark.parametrize("argv", [
+    ["set-prompt", "ACME", "{prompt}"],
+    ["set-prompt", "acme.x", "{prompt}"],
+    ["show", "ACME"],
+    ["versions", "ACME"],
+    ["rollback", "a b", "1"],
+    ["token-create", "ACME", "ci"],
+    ["token-revoke", "acme.x", "tok_0123"],
+])
+def test_a_tenant_id_no_card_could_carry_is_one_line_exit_2_and_nothing_stored(tmp_path: Path,
+                                                                                argv: list[str]) -> None:
+    """"ACME" once got a stored prompt version and a token, then a pydantic traceback (exit 1)
+    when the effective prompt built a card for it; "a b" was told ". _ : # -" were allowed."""
+    prompt = tmp_path / "good.txt"
+    prompt.write_text("Be brief.")
+    tenant = argv[1]
+    out = run(tmp_path, *(arg.format(prompt=prompt) for arg in argv))
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines() == [f"cardloop: error: tenant {tenant!r}: use lower-case letters, digits, "
+                                       "'_' and '-' (at most 100, starting with a letter or digit), as a card's tenant"]
+    assert out.stdout == ""
+    with Store.open(f"sqlite:///{tmp_path / 'store.sqlite'}") as store:
+        if " " not in tenant:  # the store's own (wider) rule takes it: nothing of it was stored
+            assert store.tenant_prompt_versions(tenant) == [] and store.api_tokens(tenant) == []
