@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from cardloop.contracts.errors import InputError, RejectedError
 from cardloop.contracts.limits import usd
-from cardloop.prompts.card import TENANT_RULE, is_tenant_id
+from cardloop.prompts.card import TENANT_RULE, TenantPrompt, is_tenant_id
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) and the prompt core load when a command runs
     from cardloop.contracts.config import Config
     from cardloop.store import Store
 
 ACTOR = "cli"
+EFFECTIVE_HEADING = "--- effective system prompt (what the tenant's cards get) ---\n"
 
 Command = Callable[[argparse.Namespace, "Config"], int]
 
@@ -45,13 +46,18 @@ def open_store(config: Config) -> Store:
     return _open(config)
 
 
-def _print_version(v: Any, config: Config, as_json: bool, extra: dict[str, Any] | None = None) -> None:
+def _effective(config: Config, tenant: str, prompt: TenantPrompt | None) -> str:
+    """The system prompt the tenant's cards get, as the API answers it (`effective_prompt`)."""
     from cardloop.app.api.tenants import effective_prompt
     from cardloop.prompts.assemble import PromptAssembler
     from cardloop.prompts.scrub import Scrubber
 
     assembler = PromptAssembler(config.template_store(), config.token_counter(), Scrubber())
-    effective = effective_prompt(assembler, config, v.tenant, v.prompt) if not v.deleted else None
+    return effective_prompt(assembler, config, tenant, prompt)
+
+
+def _print_version(v: Any, config: Config, as_json: bool, extra: dict[str, Any] | None = None) -> None:
+    effective = _effective(config, v.tenant, v.prompt) if not v.deleted else None
     if as_json:
         print(json.dumps({**_version_dict(v), "effective_prompt": effective, **(extra or {})}, indent=2,
                          ensure_ascii=False))
@@ -61,7 +67,19 @@ def _print_version(v: Any, config: Config, as_json: bool, extra: dict[str, Any] 
           + (f" · restored from {v.restored_from}" if v.restored_from else ""))
     print("--- custom system prompt ---\n" + v.custom_system_prompt)
     if effective:
-        print("--- effective system prompt (what the tenant's cards get) ---\n" + effective)
+        print(EFFECTIVE_HEADING + effective)
+
+
+def _print_no_prompt(tenant: str, config: Config, as_json: bool, limits: dict[str, Any]) -> None:
+    """A tenant without a custom prompt (never set, or deleted) is a normal state: its cards get
+    the default layers, which is what is shown."""
+    effective = _effective(config, tenant, None)
+    if as_json:
+        print(json.dumps({"tenant": tenant, "version": None, "effective_prompt": effective, "limits": limits},
+                         indent=2, ensure_ascii=False))
+        return
+    print(f"tenant {tenant} has no custom prompt: its cards get the default layers")
+    print(EFFECTIVE_HEADING + effective)
 
 
 def _tone(pairs: list[str]) -> dict[str, str]:
@@ -112,12 +130,10 @@ def cmd_show(args: argparse.Namespace, config: Config) -> int:
         limits = limits_report(config, store, args.tenant, datetime.now(UTC))
     if current is not None:
         _print_version(current, config, args.json, extra={"limits": limits})
-    elif args.json:
-        print(json.dumps({"tenant": args.tenant, "limits": limits}, indent=2, ensure_ascii=False))
+    else:
+        _print_no_prompt(args.tenant, config, args.json, limits)
     if not args.json:
         _print_limits(limits)
-    if current is None:
-        raise InputError(f"tenant {args.tenant} has no prompt")
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -36,7 +37,25 @@ def test_set_show_versions_rollback(tmp_path: Path) -> None:
     assert out.returncode == 0 and "version 3" in out.stdout and "restored from 1" in out.stdout
     shown = run(tmp_path, "show", "acme")
     assert "Prefer small pull requests." in shown.stdout
-    assert run(tmp_path, "show", "other").returncode == 2  # another tenant sees nothing
+    other = run(tmp_path, "show", "other")
+    assert other.returncode == 0 and "Prefer small pull requests." not in other.stdout  # another tenant sees nothing
+
+
+def test_show_of_a_tenant_without_a_prompt_says_so_and_exits_0(tmp_path: Path) -> None:
+    """Having no prompt is a normal state (`versions` exits 0 too): show once printed the limits,
+    then "error: tenant acme has no prompt" with exit 2."""
+    out = run(tmp_path, "show", "acme")
+    assert out.returncode == 0 and out.stderr == ""
+    lines = out.stdout.splitlines()
+    assert lines[0] == "tenant acme has no custom prompt: its cards get the default layers"
+    assert lines[1] == "--- effective system prompt (what the tenant's cards get) ---"
+    assert lines[2] == "# Core guardrails (platform, immutable)"
+    assert "--- limits (tenant acme;" in out.stdout and "refused today" in out.stdout
+    shown = run(tmp_path, "show", "acme", "--json")
+    assert shown.returncode == 0 and shown.stderr == ""
+    body = json.loads(shown.stdout)
+    assert body["version"] is None and body["effective_prompt"].startswith("# Core guardrails")
+    assert body["tenant"] == body["limits"]["tenant"] == "acme"
 
 
 def test_rejected_prompt_exits_1_with_issues_and_stores_nothing(tmp_path: Path) -> None:
