@@ -41,7 +41,7 @@ PostgreSQL deployment (two roles; superusers and BYPASSRLS roles are never isola
 from cardloop.store.core import TOKEN_PREFIX, Store, scram_sha256_verifier
 from cardloop.store.migrations import MIGRATIONS, Migration
 from cardloop.store.schema import RLS_TABLES
-from cardloop.store.tenant_prompts import GuardRecord
+from cardloop.store.tenant_prompts import MAX_PROMPT_VERSION, GuardRecord
 from cardloop.store.values import (
     ApiToken,
     IssuedApiToken,
@@ -62,6 +62,7 @@ from cardloop.store.values import (
 )
 
 __all__ = [
+    "MAX_PROMPT_VERSION",
     "MIGRATIONS",
     "RLS_TABLES",
     "TOKEN_PREFIX",

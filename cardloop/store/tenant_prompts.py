@@ -20,6 +20,11 @@ from cardloop.store import schema as s
 from cardloop.store.base import StoreBase, check_text
 from cardloop.store.values import NotFoundError, StoreError, TenantPromptVersion, check_tenant, encode_text
 
+# The version column is an INTEGER: 4 bytes on PostgreSQL, 8 on SQLite. No version above the
+# smaller bound can exist on either, and asking for one is a driver error (PostgreSQL "integer
+# out of range", SQLite OverflowError past 2**63 - 1), so such a number is simply not found.
+MAX_PROMPT_VERSION = 2**31 - 1
+
 
 @dataclass(frozen=True)
 class GuardRecord:
@@ -94,6 +99,8 @@ class TenantPromptsMixin(StoreBase):
 
     def tenant_prompt_version(self, tenant: str, version: int) -> TenantPromptVersion | None:
         self._tenant(check_tenant(tenant))
+        if not _storable(version):
+            return None
         with self._db.read(tenant) as conn:
             row = conn.execute(_version_query(tenant, version)).one_or_none()
         return None if row is None else _prompt_version(row._mapping)
@@ -135,7 +142,7 @@ class TenantPromptsMixin(StoreBase):
         with self._db.write(tenant) as conn:
             # The head first: rollbacks and PUTs of one tenant queue on it in one order.
             self._prompt_head(conn, tenant)
-            row = conn.execute(_version_query(tenant, version)).one_or_none()
+            row = conn.execute(_version_query(tenant, version)).one_or_none() if _storable(version) else None
             if row is None:
                 raise NotFoundError(f"tenant {tenant!r} has no prompt version {version}")
             source = row._mapping
@@ -178,6 +185,10 @@ class TenantPromptsMixin(StoreBase):
             .values(latest_version=version, current_version=version if active else None, updated_at=now)
         )
         return _prompt_version(row)
+
+
+def _storable(version: int) -> bool:
+    return 1 <= version <= MAX_PROMPT_VERSION
 
 
 def _version_query(tenant: str, version: int) -> Any:

@@ -59,7 +59,7 @@ from cardloop.prompts.validate import (
     ValidationStatus,
     validate_tenant_prompt,
 )
-from cardloop.store import NotFoundError, Store, StoreError, TenantPromptVersion
+from cardloop.store import MAX_PROMPT_VERSION, NotFoundError, Store, StoreError, TenantPromptVersion
 
 router = APIRouter(prefix="/tenants", tags=["tenants"])
 
@@ -112,7 +112,7 @@ class PromptIn(_Body):
 
 
 class RollbackIn(_Body):
-    version: int = Field(ge=1, description="The version to copy into a new current version.")
+    version: int = Field(ge=1, le=MAX_PROMPT_VERSION, description="The version to copy into a new current version.")
 
 
 class TokenIn(_Body):
@@ -318,7 +318,8 @@ def list_versions(tenant: TenantDep, svc: SvcDep) -> VersionsOut:
 
 @router.get("/{tenant_id}/prompt/versions/{version}", response_model=PromptVersionOut, summary="One version",
             responses=_NOT_FOUND)
-def get_version(tenant: TenantDep, svc: SvcDep, version: Annotated[int, Path(ge=1)]) -> PromptVersionOut:
+def get_version(tenant: TenantDep, svc: SvcDep,
+                version: Annotated[int, Path(ge=1, le=MAX_PROMPT_VERSION)]) -> PromptVersionOut:
     found = svc.store.for_tenant(tenant).tenant_prompt_version(tenant, version)
     if found is None:
         raise HTTPException(404, f"the tenant has no prompt version {version}")

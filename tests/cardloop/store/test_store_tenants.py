@@ -29,6 +29,7 @@ from cardloop.prompts.card import ContextItem, ContextKind, Message, TenantPromp
 from cardloop.prompts.research.chunks import ChunkSpan
 from cardloop.prompts.validate import ValidationStatus, validate_tenant_prompt
 from cardloop.store import (
+    MAX_PROMPT_VERSION,
     MIGRATIONS,
     RLS_TABLES,
     TOKEN_PREFIX,
@@ -140,6 +141,18 @@ def test_rollback_makes_a_new_version_copying_the_old_one(store: Store) -> None:
     with pytest.raises(StoreError, match="records a deletion"):
         store.rollback_tenant_prompt("acme", 3)
     assert len(store.tenant_prompt_versions("acme")) == 4
+
+
+@pytest.mark.parametrize("version", [MAX_PROMPT_VERSION, MAX_PROMPT_VERSION + 1, 2**63 - 1, 2**63, 2**64 + 1,
+                                     10**40, 0, -1, -(2**63) - 1])
+def test_a_version_the_column_cannot_hold_is_not_found(store: Store, version: int) -> None:
+    """Once a driver error (a 500 over HTTP, a traceback in the CLI): on SQLite an OverflowError
+    past 2**63 - 1, on PostgreSQL (a 4-byte INTEGER column) "integer out of range" past 2**31 - 1."""
+    store.put_tenant_prompt("acme", *accepted("Be brief."), created_by="a")
+    assert store.tenant_prompt_version("acme", version) is None
+    with pytest.raises(NotFoundError, match=f"no prompt version {version}"):
+        store.rollback_tenant_prompt("acme", version)
+    assert [v.version for v in store.tenant_prompt_versions("acme")] == [1]
 
 
 def test_concurrent_puts_get_consecutive_versions(store: Store) -> None:

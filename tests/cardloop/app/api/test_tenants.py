@@ -20,7 +20,7 @@ from cardloop.activities.prompt import PromptActivities
 from cardloop.contracts.config import Config
 from cardloop.contracts.payloads import AssembleInput
 from cardloop.prompts.card import Card, TenantPrompt
-from cardloop.store import Store
+from cardloop.store import MAX_PROMPT_VERSION, Store
 from tests.cardloop.app.api.tenants_kit import ADMIN, build_app, close_app
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -233,6 +233,28 @@ def test_versions_delete_and_rollback(api: Api) -> None:
         r = api.client.post("/tenants/acme/prompt/rollback", json=bad, headers=api.auth())
         assert 400 <= r.status_code < 500, bad
     assert len(api.client.get("/tenants/acme/prompt/versions", headers=api.auth()).json()["versions"]) == 4
+
+
+@pytest.mark.parametrize("version", [MAX_PROMPT_VERSION + 1, 2**63 - 1, 2**63, 2**64 + 1, 10**40])
+def test_a_version_beyond_the_version_column_is_400_naming_it(api: Api, version: int) -> None:
+    """Such a number once answered 500: past 2**63 - 1 an OverflowError converting it to an SQLite
+    INTEGER; on PostgreSQL, whose column is a 4-byte INTEGER, past 2**31 - 1 already."""
+    assert api.put({"custom_system_prompt": "First."}).status_code == 200
+    r = api.client.get(f"/tenants/acme/prompt/versions/{version}", headers=api.auth())
+    assert r.status_code == 400, r.text
+    assert [p["loc"] for p in r.json()["problems"]] == ["path.version"]
+    r = api.client.post("/tenants/acme/prompt/rollback", json={"version": version}, headers=api.auth())
+    assert r.status_code == 400, r.text
+    assert [p["loc"] for p in r.json()["problems"]] == ["body.version"]
+    assert [v.version for v in api.store.tenant_prompt_versions("acme")] == [1]
+
+
+def test_the_largest_version_the_column_holds_is_404_when_not_stored(api: Api) -> None:
+    version = MAX_PROMPT_VERSION
+    assert api.put({"custom_system_prompt": "First."}).status_code == 200
+    assert api.client.get(f"/tenants/acme/prompt/versions/{version}", headers=api.auth()).status_code == 404
+    r = api.client.post("/tenants/acme/prompt/rollback", json={"version": version}, headers=api.auth())
+    assert r.status_code == 404 and r.json()["detail"] == f"the tenant has no prompt version {version}"
 
 
 # -- auth ----------------------------------------------------------------------------------------

@@ -69,6 +69,17 @@ def test_rejected_prompt_exits_1_with_issues_and_stores_nothing(tmp_path: Path) 
     assert run(tmp_path, "set-prompt", "acme", str(tmp_path / "missing.txt")).returncode == 2
 
 
+def test_rollback_to_a_version_no_database_integer_holds_is_one_line_exit_2(tmp_path: Path) -> None:
+    """2**63 once ended in an OverflowError traceback from the SQLite driver."""
+    prompt = tmp_path / "v1.txt"
+    prompt.write_text("Be brief.")
+    assert run(tmp_path, "set-prompt", "acme", str(prompt)).returncode == 0
+    out = run(tmp_path, "rollback", "acme", str(2**63))
+    assert out.returncode == 2
+    assert out.stderr.splitlines() == [f"cardloop: error: tenant acme has no version {2**63}"]
+    assert run(tmp_path, "versions", "acme").stdout.split()[0] == "v1"
+
+
 def test_tokens_are_shown_once_and_revocable(tmp_path: Path) -> None:
     out = run(tmp_path, "token-create", "acme", "ci")
     assert out.returncode == 0
