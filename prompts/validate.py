@@ -85,12 +85,14 @@ class ViolationPolicy(StrEnum):
 
 @dataclass(frozen=True)
 class ValidationIssue:
-    """One problem; `start`/`end` index the ORIGINAL text (end exclusive)."""
+    """One problem; `start`/`end` index the ORIGINAL text (end exclusive). `field` says which
+    text that is when one verdict covers several (a tenant prompt's language and tone too)."""
 
     category: str
     message: str
     start: int
     end: int
+    field: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ class ValidationResult:
             "sanitized_prompt": self.sanitized_prompt,
             "issues": [
                 {"category": i.category, "message": i.message, "start": i.start, "end": i.end}
+                | ({"field": i.field} if i.field is not None else {})
                 for i in self.issues
             ],
         }

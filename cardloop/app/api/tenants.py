@@ -51,12 +51,13 @@ from cardloop.contracts.limits import limits_for, windows
 from cardloop.prompts.assemble import AssemblyError, AssemblyRequest, PromptAssembler
 from cardloop.prompts.card import Card, TenantPrompt
 from cardloop.prompts.layers import tenant_text
-from cardloop.prompts.surrogates import printable, refuse_surrogates
+from cardloop.prompts.surrogates import refuse_surrogates
 from cardloop.prompts.validate import (
     MAX_TENANT_PROMPT_CHARS,
     ValidationIssue,
     ValidationResult,
     ValidationStatus,
+    sanitize,
     validate_tenant_prompt,
 )
 from cardloop.store import MAX_PROMPT_VERSION, NotFoundError, Store, StoreError, TenantPromptVersion
@@ -108,7 +109,30 @@ class PromptIn(_Body):
         for key, item in value.items():
             if not 1 <= len(key) <= 64 or len(item) > 500:
                 raise ValueError("tone_profile keys are 1-64 characters, values at most 500")
+        problems = _tone_key_problems(value)
+        if problems:
+            raise ValueError("; ".join(problems) + f" ({CLEANUP}): send each key once, as the text it is")
         return value
+
+
+CLEANUP = "invisible characters removed, compatibility forms normalized (NFKC), spaces trimmed"
+
+
+def _tone_key_problems(tone: dict[str, str]) -> list[str]:
+    """Tone keys are stored cleaned up as every tenant text is (`sanitize`): keys that become one
+    key would silently keep only the last value, and a key that becomes empty names nothing."""
+    by_clean: dict[str, list[str]] = {}
+    for key in tone:
+        by_clean.setdefault(sanitize(key), []).append(key)
+    problems = []
+    for clean, keys in by_clean.items():
+        if len(keys) > 1:
+            named = f"keys {', '.join(map(repr, keys[:-1]))} and {keys[-1]!r}"
+            problems.append(f"tone_profile {named} are " + (f"one key, {clean!r}," if clean else "empty")
+                            + " once cleaned up")
+        elif not clean:
+            problems.append(f"tone_profile key {keys[0]!r} is empty once cleaned up")
+    return problems
 
 
 class RollbackIn(_Body):
@@ -146,7 +170,9 @@ class PromptVersionOut(BaseModel):
     language_preference: str
     tone_profile: dict[str, str]
     validation_status: Literal["VALID", "SANITIZED"] | None = Field(description="None on a deletion.")
-    issues: list[dict[str, Any]]
+    issues: list[dict[str, Any]] = Field(
+        description="What validation cleaned up (SANITIZED): category, message, start and end, and the field "
+                    "it applies to (as in a 400's issues; versions stored before fields were named have none).")
     restored_from: int | None = Field(description="The version a rollback copied.")
     guard_verdict: Literal["allow"] | None = Field(
         default=None, description="The guard model's verdict at PUT time; None when no guard model is configured.")
@@ -198,8 +224,14 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
 # --------------------------------------------------------------------------- validation
 
 
+def _shown(text: str) -> str:
+    """`text` with what does not print escaped (zero-width, soft hyphen, a lone surrogate), so a
+    field named after a tone key says which key it was."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
 def _issues(field: str, result: ValidationResult) -> list[Issue]:
-    return [Issue(field=printable(field), category=i.category, message=i.message, start=i.start, end=i.end)
+    return [Issue(field=_shown(field), category=i.category, message=i.message, start=i.start, end=i.end)
             for i in result.issues]
 
 
@@ -233,7 +265,7 @@ def check_prompt(body: PromptIn) -> tuple[TenantPrompt, ValidationResult, list[I
     else:
         status = ValidationStatus.VALID
     verdict = ValidationResult(status, main.sanitized_prompt,
-                               tuple(ValidationIssue(i.category, i.message, i.start, i.end) for i in issues))
+                               tuple(ValidationIssue(i.category, i.message, i.start, i.end, i.field) for i in issues))
     return prompt, verdict, issues
 
 

@@ -88,6 +88,8 @@ def _tone(pairs: list[str]) -> dict[str, str]:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise InputError(f"--tone {pair!r}: use KEY=VALUE")
+        if key.strip() in tone:  # the later one would silently replace the earlier
+            raise InputError(f"--tone {key.strip()!r}: given twice; give each key once")
         tone[key.strip()] = value.strip()
     return tone
 

@@ -112,6 +112,43 @@ def test_a_secret_is_sanitized_away_before_storage(api: Api) -> None:
     assert GITHUB_TOKEN not in api.client.get("/tenants/acme/prompt/versions", headers=api.auth()).text
 
 
+def test_each_sanitization_issue_names_the_field_it_applies_to(api: Api) -> None:
+    r = api.put({"custom_system_prompt": "Be brief.", "language_preference": "Ger\u200bman",
+                 "tone_profile": {"style\u200b": "formal", "humour": "dry\u200c"}})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["validation_status"] == "SANITIZED"
+    assert (body["language_preference"], body["tone_profile"]) == ("German", {"style": "formal", "humour": "dry"})
+    assert [(i["field"], i["category"], i["start"], i["end"]) for i in body["issues"]] == [
+        ("language_preference", "invisible", 3, 4),
+        ("tone_profile.style\\u200b (key)", "invisible", 5, 6),
+        ("tone_profile.humour", "invisible", 3, 4),
+    ]
+    stored = api.client.get("/tenants/acme/prompt/versions/1", headers=api.auth()).json()
+    assert stored["issues"] == body["issues"]
+
+
+@pytest.mark.parametrize(("tone", "message"), [
+    ({"style\u200b": "formal", "style": "casual"},
+     "tone_profile keys 'style\\u200b' and 'style' are one key, 'style', once cleaned up"),
+    ({"style": "formal", "\uff53tyle ": "casual", "sty\u00adle": "dry"},
+     "tone_profile keys 'style', '\uff53tyle ' and 'sty\\xadle' are one key, 'style', once cleaned up"),
+    ({"\u200b": "x", "\u200c": "y"}, "tone_profile keys '\\u200b' and '\\u200c' are empty once cleaned up"),
+    ({"style": "formal", "\ufeff": "x"}, "tone_profile key '\\ufeff' is empty once cleaned up"),
+])
+def test_tone_keys_that_clean_up_to_one_key_or_to_nothing_are_400_naming_them(
+        api: Api, tone: dict[str, str], message: str) -> None:
+    """Keys are stored cleaned up (invisible characters removed, NFKC, trimmed): two that became one
+    once answered 200 with one value silently dropped, and keys that became empty were stored as ""."""
+    r = api.put({"custom_system_prompt": "Be brief.", "tone_profile": tone})
+    assert r.status_code == 400, r.text
+    problems = r.json()["problems"]
+    assert [p["loc"] for p in problems] == ["body.tone_profile"]
+    assert message in problems[0]["msg"]
+    assert "(invisible characters removed, compatibility forms normalized (NFKC), spaces trimmed)" in problems[0]["msg"]
+    assert api.store.tenant_prompt_versions("acme") == []
+
+
 # -- REJECTED ----------------------------------------------------------------------------------
 
 

@@ -80,6 +80,22 @@ def test_rollback_to_a_version_no_database_integer_holds_is_one_line_exit_2(tmp_
     assert run(tmp_path, "versions", "acme").stdout.split()[0] == "v1"
 
 
+@pytest.mark.parametrize(("tones", "message"), [
+    (["style\u200b=formal", "style=casual"], "tone_profile keys 'style\\u200b' and 'style' are one key, 'style', "
+                                             "once cleaned up"),
+    (["\u200b=formal"], "tone_profile key '\\u200b' is empty once cleaned up"),
+    (["style=formal", "style = casual"], "--tone 'style': given twice; give each key once"),
+])
+def test_tone_keys_that_would_drop_a_value_are_one_line_exit_2_and_nothing_stored(
+        tmp_path: Path, tones: list[str], message: str) -> None:
+    """The later of two such keys once replaced the earlier one without a word."""
+    prompt = tmp_path / "good.txt"
+    prompt.write_text("Be brief.")
+    out = run(tmp_path, "set-prompt", "acme", str(prompt), *(f"--tone={tone}" for tone in tones))
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1 and message in out.stderr, out.stderr
+    assert run(tmp_path, "versions", "acme").stdout.strip() == "tenant acme has no prompt versions"
+
+
 def test_tokens_are_shown_once_and_revocable(tmp_path: Path) -> None:
     out = run(tmp_path, "token-create", "acme", "ci")
     assert out.returncode == 0
