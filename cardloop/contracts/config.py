@@ -273,11 +273,20 @@ def apply_env_overrides(data: dict[str, Any], env: Mapping[str, str]) -> dict[st
     return origins
 
 
+def _origin(key: str, origins: Mapping[str, str]) -> str | None:
+    """The variable that set `key`, itself or a table holding it (CARDLOOP_LIMITS__PER_TOKEN='{...}')."""
+    parts = key.split(".")
+    for end in range(len(parts), 0, -1):
+        if (name := origins.get(".".join(parts[:end]))) is not None:
+            return name
+    return None
+
+
 def _format_validation(exc: ValidationError, source: str, origins: Mapping[str, str]) -> str:
     lines = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
-        where = f" (from {origins[loc]})" if loc in origins else ""
+        where = f" (from {name})" if (name := _origin(loc, origins)) else ""
         msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
         lines.append(f"  {loc}{where}: {msg}")
     return f"{source}: invalid configuration:\n" + "\n".join(lines)
@@ -320,14 +329,15 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         config = Config.model_validate({**data, "source": str(file), "env": env})
     except ValidationError as exc:
         raise ConfigError(_format_validation(exc, str(file), origins)) from None
-    problems = check_config(config)
+    problems = check_config(config, origins)
     if problems:
         raise ConfigError(f"{file}: invalid configuration:\n" + "\n".join(f"  {p}" for p in problems))
     return config
 
 
-def check_config(config: Config) -> list[str]:
-    """Cross-key rules, one message per problem, each naming its key."""
+def check_config(config: Config, origins: Mapping[str, str] | None = None) -> list[str]:
+    """Cross-key rules, one message per problem, each naming its key (and, from `origins`, dotted
+    key -> the CARDLOOP_... variable that set it, where a value came from the environment)."""
     problems: list[str] = []
     try:
         check_encoding(config.tokens.encoding)
@@ -373,7 +383,7 @@ def check_config(config: Config) -> list[str]:
             problems.append(f"workspace.test_commands.{repo}: not an owner/name repository")
         if not command.strip():
             problems.append(f"workspace.test_commands.{repo}: empty command")
-    problems += _tenant_problems(config)
+    problems += _tenant_problems(config, origins or {})
     missing = [s for s in STAGE_NAMES if s not in config.stages]
     if missing:
         problems.append(f"stages: missing [stages.{missing[0]}]" +
@@ -401,7 +411,7 @@ def check_config(config: Config) -> list[str]:
     return sorted(set(problems), key=problems.index)
 
 
-def _tenant_problems(config: Config) -> list[str]:
+def _tenant_problems(config: Config, origins: Mapping[str, str]) -> list[str]:
     problems: list[str] = []
     owners: dict[str, str] = {}
     for tenant, cfg in (config.tenants or {}).items():
@@ -419,12 +429,14 @@ def _tenant_problems(config: Config) -> list[str]:
                             "each tenant gets its own token (leave it empty for the service's)")
         if env_name:
             owners.setdefault(env_name, tenant)
-    problems += _limit_problems(config)
+    problems += _limit_problems(config, origins)
     return problems
 
 
-def _limit_problems(config: Config) -> list[str]:
-    """A per-token limit above its tenant's own never applies: a mistake, named by its key."""
+def _limit_problems(config: Config, origins: Mapping[str, str]) -> list[str]:
+    """A per-token limit above its tenant's own never applies: a mistake, named by its key and,
+    as every configuration error, by where each value came from (a variable, or [limits] that a
+    tenant's table inherits)."""
     from cardloop.contracts.limits import LIMIT_NAMES, limits_for
 
     problems: list[str] = []
@@ -434,9 +446,31 @@ def _limit_problems(config: Config) -> list[str]:
         for name in LIMIT_NAMES:
             whole, each = getattr(effective.tenant, name), getattr(effective.token, name)
             if whole and each > whole:
-                problems.append(f"{key}.per_token.{name}: {each:g} is above the tenant's own {name} "
-                                f"({whole:g}), so it would never apply; lower it or set 0 (no per-token limit)")
+                each_key = f"{key}.per_token.{name}"
+                each_from = _source(_limit_key(config, tenant, name, per_token=True), each_key, origins)
+                whole_from = _source(_limit_key(config, tenant, name, per_token=False), f"{key}.{name}", origins)
+                problems.append(f"{each_key}{f' (from {each_from})' if each_from else ''}: {each:g} is above the "
+                                f"tenant's own {name} ({whole:g}{f', from {whole_from}' if whole_from else ''}), "
+                                "so it would never apply; lower it or set 0 (no per-token limit)")
     return problems
+
+
+def _limit_key(config: Config, tenant: str | None, name: str, *, per_token: bool) -> str:
+    """The key whose value limits_for uses: the tenant's table when it sets `name`, else [limits]."""
+    own = (config.tenants or {}).get(tenant) if tenant else None
+    table: Any = own.limits if own is not None else None
+    if per_token and table is not None:
+        table = table.per_token
+    path = ".per_token" if per_token else ""
+    if table is not None and name in table.model_fields_set:
+        return f"tenants.{tenant}.limits{path}.{name}"
+    return f"limits{path}.{name}"
+
+
+def _source(key: str, named: str, origins: Mapping[str, str]) -> str | None:
+    """Where the value of `key` came from, for a message that names `named`: the variable that set
+    it; else `key` itself when it is not the key named (inherited); else None (the file, as named)."""
+    return _origin(key, origins) or (key if key != named else None)
 
 
 

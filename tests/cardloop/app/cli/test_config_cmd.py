@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
+from pathlib import Path
 
 from tests.cardloop.app.cli.procs import CLI
-from tests.conftest import ROOT
+from tests.conftest import BUNDLED_CONFIG, ROOT
 
 SECRET_VALUES = {
     "DATABASE_URL": "postgresql://cardloop_app:pg-pass-4711@db.example:5432/cardloop",
@@ -66,3 +68,17 @@ def test_a_bad_short_port_variable_is_named_as_the_user_set_it() -> None:
     assert out.returncode == 2
     assert "api.port (from CARDLOOP_API_PORT)" in out.stderr
     assert "CARDLOOP_API__PORT" not in out.stderr
+
+
+def test_a_per_token_limit_above_the_tenants_own_names_the_variable_it_came_from(
+        config_file: Callable[[str], Path]) -> None:
+    """The one configuration error that once named its key but not the variable that set its value."""
+    path = config_file(BUNDLED_CONFIG + "\n[tenants.limrpm]\nrepos = []\n[tenants.limrpm.limits]\n"
+                                        "requests_per_minute = 3\n")
+    out = run("--config", str(path), "config", "check",
+              env={"CARDLOOP_LIMITS__PER_TOKEN__REQUESTS_PER_MINUTE": "10"})
+    assert out.returncode == 2
+    assert out.stderr.splitlines()[1:] == [
+        "  tenants.limrpm.limits.per_token.requests_per_minute (from CARDLOOP_LIMITS__PER_TOKEN__REQUESTS_PER_MINUTE): "
+        "10 is above the tenant's own requests_per_minute (3), so it would never apply; lower it or set 0 "
+        "(no per-token limit)"]
