@@ -132,3 +132,59 @@ async def test_a_delivery_id_given_again_says_so_instead_of_waiting_for_a_run(st
     assert state.stage == "planning" and len(state.history) == 1
     assert [m.content for m in stack.store.messages(ref.key)].count("hello") == 1
 
+
+class _Proxy:
+    """A loopback TCP proxy to the stack's Temporal that can be cut: the follower's server going
+    away mid-run, while the stack (and its stage) goes on behind it."""
+
+    def __init__(self, target: str) -> None:
+        self.host, port = target.rsplit(":", 1)
+        self.port = int(port)
+        self.writers: list[asyncio.StreamWriter] = []
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return f"127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
+        self.writers += [writer, up_writer]
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, asyncio.CancelledError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    async def cut(self) -> None:
+        self.server.close()
+        for w in self.writers:
+            w.transport.abort()
+
+
+@pytest.mark.stack_env(CARDLOOP_STAGES__TESTING__AUTO_ADVANCE="false")
+async def test_follow_when_temporal_stops_answering_is_one_line_and_exit_2(stack: Stack, tmp_path: Path) -> None:
+    # Exit 1 means "the stage failed": a follower that lost its server must not say that.
+    proxy = _Proxy(stack.config.temporal.address)
+    env = {**cli_env(stack, tmp_path), "CARDLOOP_TEMPORAL__ADDRESS": await proxy.start()}
+    ref = stack.cards.import_card(small_card("FOLLOW-GONE"))
+    stack.model.inject(delay=20.0)  # the stage's one turn is still waiting for the model when the cut comes
+    following = asyncio.create_task(cardloop(env, "card", "move", ref.key, "--to", "testing", "--follow"))
+    await stack.wait_state(ref, lambda s: s.status == "running")
+    await asyncio.sleep(2.0)  # the follower is polling by now
+    await proxy.cut()
+    out = await following
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "stopped answering" in lines[0] and "the stage goes on" in lines[0], out.stderr
+    assert "\x1b[" not in out.stderr and "Traceback" not in out.stderr  # no raw core log lines
+    # The stage went on where Temporal runs, as the line says.
+    state = await stack.wait_state(ref, lambda s: bool(s.history), timeout=90)
+    assert state.history[-1].stage == "testing" and state.history[-1].outcome == "completed"
+
