@@ -38,8 +38,9 @@ NONCE_BYTES = 12
 DEV_KEYS_FILE = "codec.keys"
 
 
-class CodecError(ValueError):
-    """A payload that cannot be decrypted: unknown key id, wrong key or altered bytes."""
+class CodecError(ConfigError, ValueError):
+    """A payload that cannot be decrypted: unknown key id, wrong key or altered bytes. A
+    ConfigError for the CLI (one line, exit 2: this shell's key ring is not the workers')."""
 
 
 class AesGcmCodec(PayloadCodec):

@@ -44,8 +44,14 @@ TENANT_SETTING = "cardloop.tenant"
 _SUPPORTED = "sqlite:///path/to/file.sqlite, sqlite:// (in memory) or postgresql://user@host:5432/db"
 
 
+# Query parameters libpq and the drivers read a secret from (`?password=`, `?sslpassword=`).
+_SECRET_QUERY = ("password", "sslpassword", "passfile")
+
+
 def mask(url: URL) -> str:
-    return url.render_as_string(hide_password=True)
+    """The URL as logs and errors may show it: the password hidden, in the userinfo or the query."""
+    secret = {k: "***" for k in url.query if k.lower() in _SECRET_QUERY}
+    return (url.update_query_dict(secret) if secret else url).render_as_string(hide_password=True)
 
 
 def normalize_url(url: str) -> URL:

@@ -71,9 +71,9 @@ def masked_url(url: str) -> str:
         parsed = make_url(url)
     except ArgumentError:
         return "(not a database URL)"
-    if "password" in parsed.query:
-        parsed = parsed.update_query_dict({"password": "***"})
-    return parsed.render_as_string(hide_password=True)
+    from cardloop.store.engine import mask
+
+    return mask(parsed)
 
 
 def store_view(config: Config) -> dict[str, Any]:

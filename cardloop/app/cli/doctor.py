@@ -85,9 +85,16 @@ def _temporal(config: Config) -> Check:
         with socket.create_connection((host or "127.0.0.1", int(port)), timeout=2.0):
             pass
     except (OSError, ValueError) as exc:
-        return Check("temporal", "warn", f"{config.temporal.address} does not answer ({exc}); "
-                                         "`cardloop dev` starts a local one")
+        if _dev_address(config):  # the dev stack's, not started yet: `cardloop dev` is the answer
+            return Check("temporal", "warn", f"{config.temporal.address} does not answer ({exc}); "
+                                             "`cardloop dev` starts a local one")
+        # A configured server (a cluster, Temporal Cloud) that does not answer is a failure.
+        return Check("temporal", "fail", f"{config.temporal.address} does not answer ({exc})")
     return _namespace(config)
+
+
+def _dev_address(config: Config) -> bool:
+    return config.temporal.address == f"127.0.0.1:{config.dev.temporal_port}"
 
 
 def _namespace(config: Config) -> Check:
@@ -101,7 +108,8 @@ def _namespace(config: Config) -> Check:
     try:
         problems = asyncio.run(asyncio.wait_for(missing_setup(config), 10))
     except Exception as exc:  # an unreachable or refusing server: say what, never a traceback
-        return Check("temporal", "warn", f"{t.address} accepts connections but did not answer: "
+        return Check("temporal", "warn" if _dev_address(config) else "fail",
+                     f"{t.address} accepts connections but did not answer: "
                                          f"{type(exc).__name__}: {exc}"[:300])
     if problems:
         return Check("temporal", "fail", f"{t.address} namespace {t.namespace}: {'; '.join(problems)}; "

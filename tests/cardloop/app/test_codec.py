@@ -19,7 +19,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from cardloop.app.codec import AesGcmCodec, CodecError, KeyRing, data_converter, keyring
 from cardloop.app.codec_server import codec_app_for
 from cardloop.contracts.config import REPO_CONFIG, load_config
-from cardloop.contracts.errors import ConfigError
+from cardloop.contracts.errors import CardloopError, ConfigError
 
 OLD, NEW = KeyRing.generate("old"), KeyRing.generate("new")
 PLAIN = Payload(metadata={"encoding": b"json/plain"}, data=b'{"text": "card body with a password"}')
@@ -41,6 +41,8 @@ async def test_rotation_the_first_key_encrypts_and_every_key_decrypts() -> None:
     [new_payload] = await rotated.encode([PLAIN])
     assert new_payload.metadata["encryption-key-id"] == b"new"
     assert await rotated.decode([old_payload, new_payload]) == [PLAIN, PLAIN]
+    # The CLI says it in one line with exit 2 (a shell whose key ring is not the workers'), not a traceback.
+    assert issubclass(CodecError, CardloopError) and CodecError.exit_code == 2
     with pytest.raises(CodecError, match=r"key id 'old'.*not among the configured keys"):
         await AesGcmCodec(NEW).decode([old_payload])
 

@@ -189,6 +189,20 @@ def test_newer_schema_version_is_refused_with_a_clear_message(db_url: str) -> No
     assert "hunter2" not in str(info.value)
 
 
+def test_a_password_in_the_urls_query_is_hidden_too(db_url: str) -> None:
+    # libpq reads `?password=` as well as the userinfo: a URL written that way printed it in the
+    # worker's start-up line, `doctor` and every store error.
+    url = make_url(db_url)
+    if not url.drivername.startswith("postgres"):
+        pytest.skip("only a server URL carries a password")
+    with Store.open(url.update_query_dict({"password": "hunter2"}).render_as_string(hide_password=False)) as store:
+        assert "hunter2" not in store.url and "password=%2A%2A%2A" in store.url
+    unreachable = url.set(port=1).update_query_dict({"password": "hunter2", "connect_timeout": "2"})
+    with pytest.raises(StoreError) as info:
+        Store.open(unreachable.render_as_string(hide_password=False))
+    assert "hunter2" not in str(info.value)
+
+
 def test_a_failing_migration_leaves_no_trace(store: Store) -> None:
     def fail(_: Any) -> None:
         raise RuntimeError("step 2 failed")

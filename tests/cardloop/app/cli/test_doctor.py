@@ -18,7 +18,9 @@ from tests.cardloop.integrations.sources.fake_kubernetes import FakeCluster
 @pytest.fixture
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("CARDLOOP_STORE__URL", f"sqlite:///{tmp_path / 'store.sqlite'}")
-    monkeypatch.setenv("CARDLOOP_TEMPORAL__ADDRESS", f"127.0.0.1:{free_port()}")  # nothing listens there
+    # The dev stack's Temporal (temporal.address follows dev.temporal_port), not started: nothing listens.
+    monkeypatch.setenv("CARDLOOP_DEV__TEMPORAL_PORT", str(free_port()))
+    monkeypatch.delenv("CARDLOOP_TEMPORAL__ADDRESS", raising=False)
     monkeypatch.setenv("CARDLOOP_WORKSPACE__ROOT", str(tmp_path / "ws"))
     monkeypatch.setenv("CARDLOOP_SOURCES__GITHUB__API_URL", f"http://127.0.0.1:{free_port()}")  # nothing there
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
@@ -45,6 +47,17 @@ def test_a_laptop_without_temporal_or_keys_gets_warnings_not_failures(env: Path,
     assert found["git"][0]["status"] == "ok" and found["workspace root"][0]["status"] == "ok"
     sandbox = " | ".join(c["detail"] for c in found["sandbox"])
     assert "the whole process group killed" in sandbox and ("network" in sandbox) and "PID namespace" in sandbox
+
+
+def test_a_configured_temporal_that_does_not_answer_fails_with_exit_1(env: Path, capsys,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # A cluster or Temporal Cloud named in the configuration is not a laptop's dev stack: its
+    # silence is a failure, and `cardloop dev` is no advice for it.
+    monkeypatch.setenv("CARDLOOP_TEMPORAL__ADDRESS", f"127.0.0.2:{free_port()}")
+    assert main(["doctor", "--json"]) == 1
+    [temporal] = checks(capsys)["temporal"]
+    assert temporal["status"] == "fail" and "does not answer" in temporal["detail"]
+    assert "cardloop dev" not in temporal["detail"]
 
 
 def test_an_unreachable_store_fails_with_exit_1(env: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
