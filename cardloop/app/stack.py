@@ -237,18 +237,30 @@ async def run_worker(config: Config) -> None:
         loop.add_signal_handler(sig, stop.set)
     configure_logging(config)
     obs = await start_observability(config, worker=True)
-    client = await connect_with_backoff(config, lambda line: print(line, flush=True), stop=stop,
-                                        runtime=obs.runtime, interceptors=obs.interceptors)
+    # The probes answer from the start: live and not ready while Temporal is down.
+    health = WorkerHealth(interval=w.health_interval)
+    try:
+        await health.start(w.health_host, w.health_port)
+    except OSError as err:
+        await obs.stop()
+        raise DevStackError(f"the worker's probes cannot listen on {w.health_host}:{w.health_port}: "
+                            f"{err.strerror or err} (worker.health_port, CARDLOOP_WORKER__HEALTH_PORT)") from None
+
+    def said(line: str) -> None:
+        health.last_error = line
+        print(line, flush=True)
+
+    client = await connect_with_backoff(config, said, stop=stop, runtime=obs.runtime, interceptors=obs.interceptors)
     if client is None:
         print("stopped before Temporal was reachable", flush=True)
+        await health.stop()
         await obs.stop()
         return
     store = open_store(config)
     runtime = ActivityDeps.build(config, store)
     worker = build_worker(client, runtime, graceful_shutdown=timedelta(seconds=w.graceful_shutdown_seconds))
-    health = WorkerHealth(worker, client, interval=w.health_interval)
+    health.attach(worker, client)
     task = asyncio.create_task(worker.run())
-    await health.start(w.health_host, w.health_port)
     print(f"worker on {config.temporal.address} namespace {config.temporal.namespace} "
           f"task queue {config.temporal.task_queue}; store {store.url}"
           + (f"; probes on http://{w.health_host}:{w.health_port}/livez and /readyz" if w.health_port else "")

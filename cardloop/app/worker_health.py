@@ -24,7 +24,11 @@ _STATUS = {200: "OK", 404: "Not Found", 503: "Service Unavailable"}
 
 
 class WorkerHealth:
-    def __init__(self, worker: Worker, client: Client, *, interval: float,
+    """Served from the worker's start, before Temporal first answers: a worker still connecting is
+    live and not ready (a startup probe that found no port would have the pod restarted for as
+    long as Temporal is down). `attach` hands it the worker once connected."""
+
+    def __init__(self, worker: Worker | None = None, client: Client | None = None, *, interval: float,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.worker = worker
         self.client = client
@@ -40,11 +44,15 @@ class WorkerHealth:
     def live(self) -> tuple[bool, str]:
         if self.failed:
             return False, f"worker stopped: {self.failed}"
+        if self.worker is None:
+            return True, "connecting to Temporal"
         return True, "worker running" if self.worker.is_running else "worker starting"
 
     def ready(self) -> tuple[bool, str]:
         if self.draining:
             return False, "draining after SIGTERM"
+        if self.worker is None:
+            return False, f"connecting to Temporal: {self.last_error}"
         if self.failed or not self.worker.is_running:
             return False, self.failed or "worker not running"
         if self.last_ok is None or self.clock() - self.last_ok > 3 * self.interval:
@@ -52,6 +60,7 @@ class WorkerHealth:
         return True, "polling"
 
     async def _watch(self) -> None:
+        assert self.client is not None
         while True:
             try:
                 await asyncio.wait_for(self.client.service_client.check_health(), timeout=self.interval)
@@ -79,8 +88,14 @@ class WorkerHealth:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
 
-    async def start(self, host: str, port: int) -> None:
+    def attach(self, worker: Worker, client: Client) -> None:
+        """The worker, once Temporal answered: readiness follows Temporal's health from now on."""
+        self.worker, self.client = worker, client
         self._tasks.append(asyncio.create_task(self._watch()))
+
+    async def start(self, host: str, port: int) -> None:
+        if self.worker is not None and self.client is not None:
+            self._tasks.append(asyncio.create_task(self._watch()))
         if port:
             self._server = await asyncio.start_server(self._handle, host, port)
 

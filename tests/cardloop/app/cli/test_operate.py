@@ -76,6 +76,42 @@ def test_worker_probes_follow_temporal_and_sigterm_drains(tmp_path: Path) -> Non
     assert f"probes on http://127.0.0.1:{health}/livez" in out
 
 
+def test_a_worker_started_before_temporal_is_live_not_ready_until_it_answers(tmp_path: Path) -> None:
+    # Kubernetes' startup probe reads /livez: a worker that served nothing while it waited for
+    # Temporal was restarted again and again for as long as Temporal was down.
+    port, health = free_port(), free_port()
+    env = {**base_env(tmp_path, f"127.0.0.1:{port}"), "CARDLOOP_WORKER__HEALTH_PORT": str(health),
+           "CARDLOOP_WORKER__HEALTH_INTERVAL": "0.3", "CARDLOOP_TEMPORAL__RECONNECT_MAX_INTERVAL": "1"}
+    worker = subprocess.Popen([str(CLI), "worker"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    server = TemporalDevServer(port=port, ui_port=None, retention=None, log_file=tmp_path / "t.log")
+    try:
+        wait_for(lambda: port_open(health))
+        assert probe(health, "/livez") == (200, {"ok": True, "reason": "connecting to Temporal"})
+        status, body = probe(health, "/readyz")
+        assert status == 503 and body["reason"].startswith("connecting to Temporal")
+        server.start()
+        assert wait_for(lambda: probe(health, "/readyz")[0] == 200)
+        assert probe(health, "/livez") == (200, {"ok": True, "reason": "worker running"})
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(60) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        server.stop()
+
+
+def test_a_taken_probe_port_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        env = {**base_env(tmp_path, f"127.0.0.1:{free_port()}"),
+               "CARDLOOP_WORKER__HEALTH_PORT": str(taken.getsockname()[1])}
+        done = subprocess.run([str(CLI), "worker"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the worker's probes cannot listen on 127.0.0.1:" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_temporal_setup_creates_the_namespace_and_search_attributes_once(tmp_path: Path) -> None:
     with TemporalDevServer(port=free_port(), ui_port=None, retention=None, log_file=tmp_path / "t.log") as server:
         env = {**base_env(tmp_path, server.address), "CARDLOOP_TEMPORAL__NAMESPACE": "cards-prod"}
