@@ -131,8 +131,15 @@ def test_the_config_map_is_valid_configuration_and_holds_no_secret(overlay: str)
     docs = render(overlay)
     config = config_of(docs)
     assert config.temporal.namespace == "cardloop" and config.temporal.encrypt_payloads
+    # The agent's checkouts on the workspaces volume (10 GiB), not under HOME on the 1 GiB tmp one.
+    assert config.workspace.root == "/var/lib/cardloop/workspaces"
     [config_map] = [d for d in of_kind(docs, "ConfigMap") if d["metadata"]["name"].startswith("cardloop-config")]
     assert not set(config_map["data"]) & secret_env_names()
+
+
+def board_write_tokens() -> set[str]:
+    """What the worker writes results back to each board with (boards.<b>.write_token_env)."""
+    return {b.write_token_env for b in load_config(REPO_CONFIG, env={}).boards.values() if b.write_token_env}
 
 
 def secret_env_names() -> set[str]:
@@ -143,6 +150,7 @@ def secret_env_names() -> set[str]:
              config.sources.github.app_id_env, config.sources.github.app_private_key_env,
              config.sources.repository.token_env}
     names |= {p.api_key_env for p in config.profiles.values() if p.api_key_env}
+    names |= board_write_tokens()
     for path in (ROOT / "cardloop" / "app" / "boards").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "secret_env" for t in node.targets):
@@ -161,8 +169,9 @@ def test_every_secret_comes_from_a_secret_key_ref(overlay: str) -> None:
     docs = render(overlay)
     secrets = secret_env_names()
     board_secrets = {n for n in secrets if n.endswith("_WEBHOOK_SECRET") or n == "CARDLOOP_TRELLO_SECRET"}
-    needs = {"cardloop-api": secrets,
-             "cardloop-worker": secrets - board_secrets - {ADMIN_TOKEN_ENV}}  # the worker serves no webhook
+    # The worker serves no webhook; the API writes to no board (GitHub's token also reads, so it stays).
+    needs = {"cardloop-api": secrets - (board_write_tokens() - {"CARDLOOP_GITHUB_TOKEN"}),
+             "cardloop-worker": secrets - board_secrets - {ADMIN_TOKEN_ENV}}
     for name, spec in pod_specs(docs):
         [c] = spec["containers"]
         env = {e["name"]: e for e in c.get("env", [])}
