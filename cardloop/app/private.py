@@ -22,3 +22,23 @@ def private_files(*paths: Path) -> None:
         for candidate in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
             with contextlib.suppress(FileNotFoundError, PermissionError):
                 os.chmod(candidate, 0o600)
+
+
+_PR_SET_DUMPABLE = 4
+
+
+def private_process() -> bool:
+    """Make this process's /proc entries (environ, mem, cmdline's neighbours) unreadable by other
+    processes of the same user: the agent's commands run as the worker's user, and the worker's
+    environment holds its API keys and database URL. Linux only (prctl PR_SET_DUMPABLE 0: also no
+    core dumps, and no same-user ptrace or py-spy without privileges). True when it took."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name or not os.path.isdir("/proc"):
+        return False
+    try:
+        return ctypes.CDLL(name, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False

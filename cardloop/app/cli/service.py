@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 
 
 def cmd_worker(args: argparse.Namespace, config: Config) -> int:
+    from cardloop.app.private import private_process
     from cardloop.app.stack import run_worker
 
+    private_process()  # the agent's commands, run as this user, cannot read this process's environment
     asyncio.run(run_worker(config))
     return 0
 
@@ -42,7 +44,10 @@ def cmd_api(args: argparse.Namespace, config: Config) -> int:
 def cmd_dev(args: argparse.Namespace, config: Config) -> int:
     from cardloop.app.lifecycle import run_until_stopped
     from cardloop.app.logs import log_to_data_dir
+    from cardloop.app.private import private_process
     from cardloop.app.stack import data_dir, dev_stack, wait_for_ctrl_c
+
+    private_process()  # its worker runs the agent's commands as this user: keep its environment from them
 
     model = None
     base_urls: dict[str, str] = {}
@@ -99,6 +104,9 @@ async def _preflight_warning(config: Config, base_urls: dict[str, str]) -> None:
 def cmd_demo(args: argparse.Namespace, config: Config) -> int:
     from cardloop.app.demo import run_demo
     from cardloop.app.lifecycle import run_until_stopped
+    from cardloop.app.private import private_process
+
+    private_process()
 
     return run_until_stopped(lambda: run_demo(args.config, keep_running=args.keep_running,
                                               out=lambda s: print(s, flush=True)))

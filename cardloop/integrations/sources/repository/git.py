@@ -83,6 +83,14 @@ _TRANSIENT = re.compile(
 )
 
 
+# What git may read from the worker's environment; everything else (API keys, DATABASE_URL, the
+# codec keys) stays out of reach of whatever a worktree's config makes git run.
+_GIT_ENV = frozenset({"PATH", "HOME", "TMPDIR", "USER", "LOGNAME", "SSL_CERT_FILE", "SSL_CERT_DIR",
+                      "GIT_SSL_CAINFO", "GIT_SSL_CAPATH", "GIT_SSH", "GIT_SSH_COMMAND", "SSH_AUTH_SOCK"})
+# The commands that reach the remote, and so get the clone token.
+_NETWORK_COMMANDS = frozenset({"clone", "fetch", "push", "ls-remote", "pull", "remote"})
+
+
 class GitCheckouts:
     """The cache of shallow checkouts: `locked(repo)` holds a repository's checkout exclusively,
     `checkout(repo, branch)` (under that lock) brings it to the branch's head, `run` runs git."""
@@ -232,10 +240,11 @@ class GitCheckouts:
     def _token_value(self) -> str | None:
         return reveal(self._token)
 
-    def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("GIT_ASKPASS", "SSH_ASKPASS", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")
-               and not k.startswith("GIT_CONFIG_")}
+    def env(self, *, network: bool = True) -> dict[str, str]:
+        """git's environment: only what git needs from the worker's (never its API keys or
+        database URL: a worktree's git config can make git run a program, a filter or an
+        fsmonitor the agent wrote), and the clone token only for commands that reach the remote."""
+        env = {k: v for k, v in os.environ.items() if k in _GIT_ENV or k.lower().endswith("_proxy")}
         env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANG="C")
         config = [
             ("credential.helper", ""),      # a helper could store the token on the worker's disk
@@ -243,8 +252,13 @@ class GitCheckouts:
             ("http.lowSpeedTime", "30"),
             ("protocol.ext.allow", "never"),
             ("core.hooksPath", os.devnull),  # the repository's hooks never run here
+            # Programs a repository's own config could make the worker's git run (these settings
+            # override it): an fsmonitor on every status, a signing program on every commit.
+            ("core.fsmonitor", "false"),
+            ("commit.gpgSign", "false"),
+            ("tag.gpgSign", "false"),
         ]
-        token = self._token_value()
+        token = self._token_value() if network else None
         url = self.clone_url_template
         parts = urlsplit(url)
         if token and parts.scheme in ("https", "http") and "@" not in parts.netloc:
@@ -272,7 +286,7 @@ class GitCheckouts:
             proc = subprocess.Popen(
                 [self.git, *args],
                 cwd=cwd,
-                env=self.env(),
+                env=self.env(network=command in _NETWORK_COMMANDS),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
