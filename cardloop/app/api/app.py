@@ -6,6 +6,7 @@ connects the store, Temporal and the board adapters for `cardloop api` / `cardlo
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import httpx
 from fastapi import FastAPI, Request
@@ -67,10 +68,16 @@ def create_app(svc: Services) -> FastAPI:
         return JSONResponse({"detail": "internal error", "incident": incident}, status_code=500)
 
     @app.get("/healthz", tags=["ops"], summary="Liveness: the app and its store answer; Temporal's state")
-    async def healthz() -> dict[str, str]:
+    async def healthz() -> Any:
         """200 while the app and its store answer. `temporal` is what a probe found (cached
-        for a second or two): "connected", or why not; webhooks answer 503 meanwhile."""
-        await run_in_threadpool(svc.store.schema_version)
+        for a second or two): "connected", or why not; webhooks answer 503 meanwhile. 503 with
+        the reason while the store does not answer (a database outage is no reason for a 500)."""
+        try:
+            await run_in_threadpool(svc.store.schema_version)
+        except Exception as exc:  # any store failure is the answer's reason
+            log.warning("health: the store does not answer: %s", str(exc)[:300])
+            return JSONResponse({"status": "unavailable", "store": f"unavailable: {type(exc).__name__}"},
+                                status_code=503)
         if svc.cards is None:
             return {"status": "ok", "temporal": "not configured"}
         ok, detail = await svc.cards.link.status()

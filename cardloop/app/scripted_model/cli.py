@@ -27,6 +27,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     model = ScriptedModel(transcript, host=args.host, port=args.port, latency=args.latency)
+    try:
+        model.start()
+    except OSError as exc:  # the port is taken, or the host is not this machine's
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     with model:
         print(f"ScriptedModel listening on {model.url} (ANTHROPIC_BASE_URL={model.url}); Ctrl-C stops it",
               flush=True)

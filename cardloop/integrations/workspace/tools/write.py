@@ -26,6 +26,9 @@ class WriteFile:
         if path.is_dir():
             raise ToolRefused(f"{args['path']} is a directory")
         existed = path.exists()
+        blocked = next((p for p in (path.parent, *path.parent.parents) if p.is_file()), None)
+        if blocked is not None:  # "README.md/child": a file where a folder would have to go
+            raise ToolRefused(f"{relative(ctx.root, blocked)} is a file, not a directory")
         path.parent.mkdir(parents=True, exist_ok=True)
         data = args["content"].encode("utf-8")
         path.write_bytes(data)

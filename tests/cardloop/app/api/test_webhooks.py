@@ -21,6 +21,7 @@ from cardloop.app.boards.adapters import build_adapters
 from cardloop.app.cards import CardService
 from cardloop.contracts.payloads import CardRef
 from cardloop.store import Store
+from cardloop.store.values import StoreUnavailable
 from tests.cardloop.app.api.webhook_kit import SECRET, generic
 from tests.cardloop.app.api.webhook_kit import hub_signature as sign
 from tests.stack import Stack
@@ -266,3 +267,31 @@ async def test_a_slow_store_under_a_webhook_never_stalls_the_other_requests(stac
     # card_fields (webhook), upsert_card (import), card_fields (start the workflow), record_delivery
     assert slow.slow_calls == 4
     assert len(gaps) >= 10 and max(gaps) < 1.0, [round(g, 3) for g in gaps]
+
+
+class DownStore:
+    """The stack's store with its database gone: every query fails as a dropped connection does."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "schema_version":
+            def down() -> int:
+                raise StoreUnavailable("the store at postgresql://app@db/cardloop is unreachable")
+            return down
+        return getattr(self._store, name)
+
+
+async def test_health_while_the_store_is_down_is_a_503_saying_so(stack: Stack) -> None:
+    # It was a 500 "internal error" with two tracebacks per probe, and a Kubernetes liveness probe
+    # on it restarted every API pod for a database blip.
+    async with httpx.AsyncClient() as http:
+        down = DownStore(stack.store)
+        svc = Services(config=stack.config, store=down, runtime=stack.runtime,  # type: ignore[arg-type]
+                       cards=CardService(stack.client, down, stack.config),  # type: ignore[arg-type]
+                       http=http, adapters=build_adapters(stack.config, http))
+        transport = httpx.ASGITransport(app=create_app(svc))
+        async with httpx.AsyncClient(transport=transport, base_url="http://cardloop") as api:
+            r = await api.get("/healthz")
+    assert r.status_code == 503 and r.json() == {"status": "unavailable", "store": "unavailable: StoreUnavailable"}

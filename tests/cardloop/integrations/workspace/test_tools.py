@@ -66,6 +66,16 @@ def test_a_symlink_escape_is_refused(box: Toolbox, ws: Workspace, tmp_path: Path
     assert not box.execute("read_file", {"path": "inside.py"}).is_error
 
 
+def test_write_file_under_a_file_is_refused_in_the_workspaces_terms(box: Toolbox, ws: Workspace) -> None:
+    # It was "FileExistsError: [Errno 17] File exists: '/abs/worker/path/...'".
+    (ws.path / "notes.md").write_text("notes\n")
+    for path in ("notes.md/child.txt", "notes.md/deeper/child.txt"):
+        result = box.execute("write_file", {"path": path, "content": "x"})
+        assert result.is_error and "notes.md is a file, not a directory" in result.text, result.text
+        assert str(ws.path) not in result.text and "Errno" not in result.text
+    assert (ws.path / "notes.md").read_text() == "notes\n"
+
+
 def test_edit_file_needs_unique_existing_text(box: Toolbox, ws: Workspace) -> None:
     box.execute("write_file", {"path": "notes/x.py", "content": "a = 1\nb = 1\na = 1\n"})
     missing = box.execute("edit_file", {"path": "notes/x.py", "old_text": "c = 1", "new_text": "c = 2"})
