@@ -104,7 +104,7 @@ def test_pods_are_restricted_and_sized(path: str) -> None:
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_long_running_containers_have_probes_on_real_endpoints(overlay: str) -> None:
     docs = render(overlay)
-    expected = {"cardloop-worker": ("/livez", "/readyz"), "cardloop-api": ("/healthz", "/healthz")}
+    expected = {"cardloop-worker": ("/livez", "/readyz"), "cardloop-api": ("/livez", "/healthz")}
     for name, spec in pod_specs(docs):
         [c] = spec["containers"]
         live, ready = c["livenessProbe"]["httpGet"], c["readinessProbe"]["httpGet"]

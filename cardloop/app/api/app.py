@@ -67,7 +67,13 @@ def create_app(svc: Services) -> FastAPI:
         log.exception("unhandled error %s on %s %s", incident, request.method, request.url.path)
         return JSONResponse({"detail": "internal error", "incident": incident}, status_code=500)
 
-    @app.get("/healthz", tags=["ops"], summary="Liveness: the app and its store answer; Temporal's state")
+    @app.get("/livez", tags=["ops"], summary="Liveness: the app's event loop answers (nothing else)")
+    async def livez() -> dict[str, str]:
+        """For a liveness probe: 200 whenever the process can answer. The store and Temporal are
+        /healthz's business: their outage makes the API unready, and a restart would not help."""
+        return {"status": "ok"}
+
+    @app.get("/healthz", tags=["ops"], summary="Readiness: the app and its store answer; Temporal's state")
     async def healthz() -> Any:
         """200 while the app and its store answer. `temporal` is what a probe found (cached
         for a second or two): "connected", or why not; webhooks answer 503 meanwhile. 503 with

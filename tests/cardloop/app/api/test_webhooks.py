@@ -294,4 +294,6 @@ async def test_health_while_the_store_is_down_is_a_503_saying_so(stack: Stack) -
         transport = httpx.ASGITransport(app=create_app(svc))
         async with httpx.AsyncClient(transport=transport, base_url="http://cardloop") as api:
             r = await api.get("/healthz")
+            live = await api.get("/livez")  # what the liveness probe reads: no restart for a database blip
     assert r.status_code == 503 and r.json() == {"status": "unavailable", "store": "unavailable: StoreUnavailable"}
+    assert live.status_code == 200 and live.json() == {"status": "ok"}
