@@ -34,8 +34,9 @@ def create_codec_app(codec: AesGcmCodec, *, token: Secret | None, cors_origins: 
     def authorize(request: Request) -> None:
         if token is None:
             return
-        given = request.headers.get("authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {token.reveal()}".encode()):
+        # The scheme is case-insensitive (RFC 9110 11.1): "bearer <token>" is the same credential.
+        scheme, _, given = request.headers.get("authorization", "").strip().partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.reveal().encode()):
             raise HTTPException(401, "missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"})
 
     async def payloads_of(request: Request) -> Payloads:

@@ -26,6 +26,16 @@ from cardloop.contracts.names import SEARCH_ATTRIBUTE_TYPES
 _RETENTION_UNITS = {"h": 3600, "m": 60, "s": 1, "d": 86400}
 
 
+def retention_said(retention: timedelta) -> str:
+    """720h as "30 days", 36h as "36 hours" (str(timedelta) says "30 days, 0:00:00")."""
+    seconds = int(retention.total_seconds())
+    if seconds % 86_400 == 0:
+        return f"{seconds // 86_400} day{'s' if seconds != 86_400 else ''}"
+    if seconds % 3_600 == 0:
+        return f"{seconds // 3_600} hours"
+    return f"{seconds:,} seconds"
+
+
 def parse_retention(text: str) -> timedelta:
     unit = text[-1:]
     if unit not in _RETENTION_UNITS or not text[:-1].isdigit():
@@ -81,7 +91,7 @@ async def setup_temporal(config: Config, *, retention: timedelta, out: Callable[
         await svc.register_namespace(RegisterNamespaceRequest(
             namespace=ns, workflow_execution_retention_period=Duration(seconds=int(retention.total_seconds())),
             description="cardloop cards"))
-        out(f"namespace {ns}: created (retention {retention})")
+        out(f"namespace {ns}: created (retention {retention_said(retention)})")
     # A new namespace reaches the frontends' caches after a few seconds: retry until it is known.
     for attempt in range(attempts):
         try:

@@ -138,6 +138,11 @@ def test_codec_server_needs_its_token_when_one_is_set() -> None:
     assert client.post("/decode", content=as_json(PLAIN), headers={"authorization": "Bearer wrong"}).status_code == 401
     ok = client.post("/decode", content=as_json(PLAIN), headers={"authorization": "Bearer t0ken-for-codec"})
     assert ok.status_code == 200
+    # The scheme is case-insensitive; the token is not.
+    for header, status in (("bearer t0ken-for-codec", 200), ("BEARER  t0ken-for-codec", 200),
+                           ("Bearer T0KEN-FOR-CODEC", 401), ("Basic t0ken-for-codec", 401), ("t0ken-for-codec", 401)):
+        answer = client.post("/decode", content=as_json(PLAIN), headers={"authorization": header})
+        assert answer.status_code == status, header
 
 
 def test_codec_server_without_a_token_binds_loopback_only() -> None:

@@ -118,7 +118,7 @@ def test_temporal_setup_creates_the_namespace_and_search_attributes_once(tmp_pat
         first = subprocess.run([str(CLI), "temporal-setup", "--retention", "30d"], cwd=ROOT, env=env,
                                capture_output=True, text=True, timeout=120)
         assert first.returncode == 0, first.stderr
-        assert "namespace cards-prod: created (retention 30 days" in first.stdout
+        assert "namespace cards-prod: created (retention 30 days)" in first.stdout
         again = subprocess.run([str(CLI), "temporal-setup"], cwd=ROOT, env=env, capture_output=True, text=True,
                                timeout=120)
         assert again.returncode == 0, again.stderr
