@@ -50,13 +50,18 @@ def base_env(tmp_path: Path, address: str) -> dict[str, str]:
             "DATABASE_URL": f"sqlite:///{tmp_path / 'store.sqlite'}", **NO_SOURCES}
 
 
+def start_worker(tmp_path: Path, address: str, health: int, **extra: str) -> subprocess.Popen[str]:
+    """`cardloop worker` against `address`, its probes on `health`, checking Temporal every 0.3 s."""
+    env = {**base_env(tmp_path, address), "CARDLOOP_WORKER__HEALTH_PORT": str(health),
+           "CARDLOOP_WORKER__HEALTH_INTERVAL": "0.3", **extra}
+    return subprocess.Popen([str(CLI), "worker"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
 def test_worker_probes_follow_temporal_and_sigterm_drains(tmp_path: Path) -> None:
     server = TemporalDevServer(port=free_port(), ui_port=None, retention=None, log_file=tmp_path / "t.log").start()
     health = free_port()
-    env = {**base_env(tmp_path, server.address), "CARDLOOP_WORKER__HEALTH_PORT": str(health),
-           "CARDLOOP_WORKER__HEALTH_INTERVAL": "0.3", "CARDLOOP_WORKER__GRACEFUL_SHUTDOWN_SECONDS": "5"}
-    worker = subprocess.Popen([str(CLI), "worker"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+    worker = start_worker(tmp_path, server.address, health, CARDLOOP_WORKER__GRACEFUL_SHUTDOWN_SECONDS="5")
     try:
         wait_for(lambda: port_open(health))
         assert wait_for(lambda: probe(health, "/readyz")[0] == 200)
@@ -80,10 +85,7 @@ def test_a_worker_started_before_temporal_is_live_not_ready_until_it_answers(tmp
     # Kubernetes' startup probe reads /livez: a worker that served nothing while it waited for
     # Temporal was restarted again and again for as long as Temporal was down.
     port, health = free_port(), free_port()
-    env = {**base_env(tmp_path, f"127.0.0.1:{port}"), "CARDLOOP_WORKER__HEALTH_PORT": str(health),
-           "CARDLOOP_WORKER__HEALTH_INTERVAL": "0.3", "CARDLOOP_TEMPORAL__RECONNECT_MAX_INTERVAL": "1"}
-    worker = subprocess.Popen([str(CLI), "worker"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+    worker = start_worker(tmp_path, f"127.0.0.1:{port}", health, CARDLOOP_TEMPORAL__RECONNECT_MAX_INTERVAL="1")
     server = TemporalDevServer(port=port, ui_port=None, retention=None, log_file=tmp_path / "t.log")
     try:
         wait_for(lambda: port_open(health))
