@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, CancelledError
 
 from cardloop.contracts import names
 from cardloop.store import StoreUnavailable
@@ -29,17 +30,31 @@ _STORE_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_
 
 
 def call_with_heartbeat(fn: Callable[[], T], *, every: float = 3.0, detail: str = "",
-                        pool: concurrent.futures.Executor = _POOL) -> T:
+                        pool: concurrent.futures.Executor = _POOL, stop: threading.Event | None = None) -> T:
+    """`fn()` on a helper thread while this one heartbeats. When the activity is cancelled (the
+    SDK raises CancelledError in this thread, after a heartbeat brought the request) or the
+    worker shuts down, `stop` is set, so that work which watches it (a sandboxed command) is
+    killed rather than left running for a stage that ended; its end is awaited (STOP_WAIT
+    seconds at most) before the cancellation goes on."""
     future = pool.submit(fn)
-    while True:
-        try:
-            return future.result(timeout=every)
-        except concurrent.futures.TimeoutError:
-            # A local activity has no heartbeat: its own timeout bounds it (the workflow decides).
-            if activity.in_activity() and not activity.info().is_local:
-                activity.heartbeat(detail)
-        except StoreUnavailable as err:
-            raise ApplicationError(str(err), type=names.STORE_UNAVAILABLE) from None
+    try:
+        while True:
+            try:
+                return future.result(timeout=every)
+            except concurrent.futures.TimeoutError:
+                # A local activity has no heartbeat: its own timeout bounds it (the workflow decides).
+                if activity.in_activity() and not activity.info().is_local:
+                    activity.heartbeat(detail)
+            except StoreUnavailable as err:
+                raise ApplicationError(str(err), type=names.STORE_UNAVAILABLE) from None
+    except CancelledError:
+        if stop is not None:
+            stop.set()
+            concurrent.futures.wait([future], timeout=STOP_WAIT)
+        raise
+
+
+STOP_WAIT = 10.0
 
 
 class HeartbeatingStore:

@@ -51,7 +51,7 @@ from cardloop.integrations.workspace import (
     repository_test_command,
     run_tests,
 )
-from cardloop.integrations.workspace.manager import sweep
+from cardloop.integrations.workspace.manager import Checkpoint, sweep
 from cardloop.integrations.workspace.tools import spec
 from cardloop.prompts.card import Card, Message
 from cardloop.prompts.conversation import ToolSpec
@@ -82,6 +82,9 @@ class WorkspaceActivities:
         self.rt = rt
         self._open: dict[str, Workspace] = {}
         self._lock = threading.Lock()
+        # One checkpoint at a time per card: a cancelled stage's checkpoint may arrive while an
+        # abandoned one still runs (git's index lock would refuse the second).
+        self._checkpointing: dict[str, threading.Lock] = {}
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -108,10 +111,10 @@ class WorkspaceActivities:
         except UpstreamError as err:
             raise ApplicationError(f"workspace: {err}", type=names.WORKSPACE_REFUSED, non_retryable=True) from None
 
-    def _toolbox(self, ws: Workspace, offered: list[str]) -> Toolbox:
+    def _toolbox(self, ws: Workspace, offered: list[str], stop: threading.Event) -> Toolbox:
         cfg = self.rt.config.workspace
-        return Toolbox(ToolContext(ws.path, ws.home, self.rt.sandbox(), max_result_chars=cfg.result_max_chars),
-                       offered=offered)
+        return Toolbox(ToolContext(ws.path, ws.home, self.rt.sandbox(), max_result_chars=cfg.result_max_chars,
+                                   stop=stop), offered=offered)
 
     def sweep(self) -> list[str]:
         """Remove the workspaces of done cards (or cards gone from the store) on this worker's
@@ -163,8 +166,11 @@ class WorkspaceActivities:
         store = self.rt.store
 
         def act() -> ToolResult:
-            box = self._toolbox(self._workspace(inp.card_key, card), inp.tools)
-            return call_with_heartbeat(lambda: box.execute(inp.name, inp.input), detail=f"running {inp.name}")
+            # A cancelled stage (a move, `card cancel`) kills the command this call runs.
+            stop = threading.Event()
+            box = self._toolbox(self._workspace(inp.card_key, card), inp.tools, stop)
+            return call_with_heartbeat(lambda: box.execute(inp.name, inp.input), detail=f"running {inp.name}",
+                                       stop=stop)
 
         def record(result: ToolResult) -> int:
             message = Message(role="tool", content=result.text or "(no output)", tool_call_id=inp.call_id,
@@ -182,9 +188,15 @@ class WorkspaceActivities:
         """Commit and push; a push the remote refuses is an answer (`rejected`), not a retry."""
         card = self._card(inp.card_key)
         ws = self._workspace(inp.card_key, card)
+        with self._lock:
+            one_at_a_time = self._checkpointing.setdefault(inp.card_key, threading.Lock())
+
+        def commit_and_push() -> Checkpoint:
+            with one_at_a_time:
+                return self._manager(card).checkpoint(ws, run=str(inp.run), turn=inp.turn)
+
         try:
-            done = call_with_heartbeat(lambda: self._manager(card).checkpoint(ws, run=str(inp.run), turn=inp.turn),
-                                       detail=f"checkpoint after turn {inp.turn}")
+            done = call_with_heartbeat(commit_and_push, detail=f"checkpoint after turn {inp.turn}")
         except PushRejected as err:
             return CheckpointResult(rejected=DEFAULT_REDACTOR.redact(str(err)).text[:2000])
         except WorkspaceError as err:
@@ -205,10 +217,11 @@ class WorkspaceActivities:
             if found is None:
                 return (f"{NOT_VERIFIED}: {NO_TEST_COMMAND} for {card.repo}: nothing says how to run its tests "
                         "(set one in [workspace.test_commands] of config.toml).")
+            stop = threading.Event()
             run = call_with_heartbeat(
                 lambda: run_tests(found[0], self.rt.sandbox(), ws.path, ws.home, timeout=cfg.test_timeout_seconds,
-                                  max_chars=cfg.result_max_chars),
-                detail=f"verifying COMPLETE: {found[0]}")
+                                  max_chars=cfg.result_max_chars, stop=stop),
+                detail=f"verifying COMPLETE: {found[0]}", stop=stop)
             if run.passed:
                 return f"{VERIFIED}: `{run.command}` succeeded.\n\n{run.output}"
             return (f"{NOT_VERIFIED}: the repository's tests fail. Fix them, then finish again.\n\n"

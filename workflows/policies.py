@@ -75,9 +75,11 @@ WORKSPACE_OPEN: ActivityConfig = ActivityConfig(
 def on_workspace(queue: str, affinity_timeout: float, *, minutes: float = 30) -> ActivityConfig:
     """A tool call, checkpoint or verification on the worker that holds the worktree. When that
     worker is gone nobody polls `queue`: the schedule-to-start timeout ends the wait and the stage
-    opens the workspace again elsewhere. Heartbeats notice a worker that died mid-call."""
+    opens the workspace again elsewhere. Heartbeats notice a worker that died mid-call, and bring
+    a cancellation to the call: the SDK sends them at most every 0.8 x the timeout, so 10 s
+    stops a cancelled stage's command within about 8 s (the activity heartbeats every 3 s)."""
     return ActivityConfig(task_queue=queue, schedule_to_start_timeout=timedelta(seconds=affinity_timeout),
-                          start_to_close_timeout=timedelta(minutes=minutes), heartbeat_timeout=timedelta(seconds=30),
+                          start_to_close_timeout=timedelta(minutes=minutes), heartbeat_timeout=timedelta(seconds=10),
                           retry_policy=_retry(timedelta(seconds=1), timedelta(seconds=10), attempts=3))
 
 

@@ -177,10 +177,10 @@ class StageWorkflow:
                               + self._kept(hands))
         except asyncio.CancelledError:
             # Superseded by another transition: everything so far is already in the store.
-            return self._done(inp, "cancelled", "the card moved to another stage")
+            return await self._cancelled(inp)
         except ActivityError as err:
-            if isinstance(err.cause, CancelledError):  # cancelled while a model call ran
-                return self._done(inp, "cancelled", "the card moved to another stage")
+            if isinstance(err.cause, CancelledError):  # cancelled while an activity ran
+                return await self._cancelled(inp)
             # Retries are spent or the failure is deterministic (a 400, a missing card): the
             # stage ends "failed" with the root cause, and the card waits for a human.
             if err.activity_type == names.ASSEMBLE and isinstance(err.cause, TemporalTimeout):
@@ -341,6 +341,26 @@ class StageWorkflow:
             return done.model_copy(update={"reason": f"{done.reason} (no pull request: {pr.skipped})"})
         workflow.set_current_details(f"**{inp.stage}** run {inp.run}: completed; pull request {pr.url}")
         return done.model_copy(update={"pull_request": pr.url})
+
+    async def _cancelled(self, inp: StageInput) -> StageRun:
+        """The run was cancelled (a move, `card cancel`). A command it ran has been stopped (the
+        tool call waits for that); what the turn's tools wrote since the last checkpoint is
+        committed and pushed now, so the branch holds all of the run's work."""
+        reason = "the card moved to another stage"
+        hands = self._hands
+        if hands is not None and hands.unsaved and versions.patched(versions.CHECKPOINT_ON_CANCEL):
+            p = self.progress
+            try:
+                cp = await hands.checkpoint(p.iteration)
+            except (ActivityError, asyncio.CancelledError) as err:
+                reason += f"; the last turn's changes were not committed: {_root_message(err)[:300]}"
+            else:
+                if cp.rejected:
+                    reason += f"; the last turn's changes could not be pushed: {cp.rejected[:300]}"
+                elif cp.committed:
+                    p.commits += 1
+                    p.last_commit = cp.sha
+        return self._done(inp, "cancelled", reason)
 
     def _kept(self, hands: Hands | None) -> str:
         p = self.progress

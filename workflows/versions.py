@@ -74,9 +74,14 @@ TENANT_LIMIT_BLOCKS = "tenant-limit-blocks"
 # A local activity's ordinary failure used to fail the stage workflow; histories recorded so
 # must still replay that way.
 LOCAL_ACTIVITY_FAILURE_ENDS_STAGE = "local-activity-failure-ends-stage"
+# A cancelled stage (a move, `card cancel`) waits until its running tool call or verification
+# has stopped (the worker kills the command), then commits and pushes what that turn's tools
+# wrote. Runs recorded before abandoned the call and left the turn to the next run's checkpoint.
+CHECKPOINT_ON_CANCEL = "checkpoint-on-cancel"
 
-# Each generation: its gate (recorded at a run's start) and the patches on in the runs that
-# have it. BOARD_WRITES is in none: runs with BOARD_ALONGSIDE never ask for it.
+# Each generation, oldest first: its gate (recorded at a run's start) and the patches it adds; a
+# run with a generation's gate has that generation's patches and every older one's. A run
+# records one gate, its newest. BOARD_WRITES is in none: runs with BOARD_ALONGSIDE never ask for it.
 GENERATIONS: tuple[tuple[str, frozenset[str]], ...] = (
     ("patches-decided-at-start", frozenset({
         STATE_IN_STORE, STATE_SAVED_LOCALLY, AUTO_RETRY, STATUS_ATTRIBUTES, SAME_STAGE_KEEPS_RUNNING,
@@ -85,6 +90,7 @@ GENERATIONS: tuple[tuple[str, frozenset[str]], ...] = (
         OUTCOME_ATTRIBUTE, CANCEL_DURING_REPORT, QUIET_LAST_TURN, TENANT_LIMIT_BLOCKS,
         LOCAL_ACTIVITY_FAILURE_ENDS_STAGE,
     })),
+    ("patches-decided-at-start-2", frozenset({CHECKPOINT_ON_CANCEL})),
 )
 # Patches only runs recorded before their successor ask for.
 SUPERSEDED = frozenset({BOARD_WRITES})
@@ -95,11 +101,14 @@ _DECIDED = "_cardloop_patches_on"
 
 
 def decide_at_start() -> None:
-    """Call first in a workflow's run method: the run's generations, decided in its first task."""
+    """Call first in a workflow's run method: the run's generation, decided in its first task.
+    Newest first: a new run records the newest gate only; a run recorded under an older one
+    finds no marker for the newer gates (False on replay, nothing recorded) and its own."""
     on: frozenset[str] = frozenset()
-    for gate, patches in GENERATIONS:
-        if workflow.patched(gate):
-            on |= patches
+    for newest in range(len(GENERATIONS) - 1, -1, -1):
+        if workflow.patched(GENERATIONS[newest][0]):
+            on = frozenset().union(*(patches for _, patches in GENERATIONS[:newest + 1]))
+            break
     setattr(workflow.instance(), _DECIDED, on)
 
 

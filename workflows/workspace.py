@@ -19,6 +19,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from cardloop.contracts import names
@@ -107,6 +108,9 @@ class Hands:
         self.info = info
         self.reopened = 0
         self.review_comments: list[LineComment] = []  # review_comment calls that succeeded, in order
+        # A tool that may write was started since the last checkpoint (it may have written even
+        # if it failed or was cancelled): a cancelled run commits it before it ends.
+        self.unsaved = False
         self._note_due = False
         # The research tool, answered in the workflow (a child workflow), not on the workspace's worker.
         self.research: Callable[[ToolCallOut, int], Awaitable[ToolOutcome]] | None = None
@@ -127,13 +131,19 @@ class Hands:
     def where(self) -> str:
         return f"branch {self.info.branch} ({self.info.created_from})"
 
-    async def _on_worker(self, activity: str, arg: Any, result_type: type, summary: str) -> Any:
+    async def _on_worker(self, activity: str, arg: Any, result_type: type, summary: str, *,
+                         stoppable: bool = False) -> Any:
+        """`stoppable`: a call that runs a command; when the stage is cancelled the workflow waits
+        until the worker has killed it, so nothing runs on in the worktree the run commits."""
         s = self.inp.settings
+        extra: dict[str, Any] = {}
+        if stoppable and versions.patched(versions.CHECKPOINT_ON_CANCEL):
+            extra["cancellation_type"] = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
         while True:
             try:
                 return await workflow.execute_activity(
                     activity, arg, result_type=result_type, summary=summary,
-                    **policies.on_workspace(self.info.queue, s.affinity_timeout))
+                    **policies.on_workspace(self.info.queue, s.affinity_timeout), **extra)
             except ActivityError as err:
                 if not _worker_gone(err) or self.reopened >= MAX_REOPENS:
                     raise
@@ -173,12 +183,15 @@ class Hands:
                     and versions.patched(versions.RESEARCH_TOOL):
                 outcome = await self.research(call, iteration)
             else:
+                if call.name in WRITING_TOOLS:
+                    self.unsaved = True
                 outcome = await self._on_worker(
                     names.TOOL,
                     ToolInput(card_key=self.inp.ref.key, stage=self.inp.stage, call_id=call.id, name=call.name,
                               input=call.input, dedup_key=f"{wf}/tool-{iteration}-{call.id}",
                               tools=self.inp.settings.tools),
-                    ToolOutcome, f"{self.inp.stage} turn {iteration}: {call.name} {brief(call.input)}".rstrip())
+                    ToolOutcome, f"{self.inp.stage} turn {iteration}: {call.name} {brief(call.input)}".rstrip(),
+                    stoppable=True)
             acts.calls += 1
             acts.errors += outcome.is_error
             watch.call(call, outcome)
@@ -199,6 +212,7 @@ class Hands:
         done = await self._on_worker(
             names.CHECKPOINT, CheckpointInput(card_key=self.inp.ref.key, run=self.inp.run, turn=iteration),
             CheckpointResult, f"{self.inp.stage} turn {iteration}: checkpoint (commit + push)")
+        self.unsaved = False
         await self._note_reopened()
         return done
 
@@ -207,7 +221,8 @@ class Hands:
             names.VERIFY,
             VerifyInput(card_key=self.inp.ref.key, stage=self.inp.stage,
                         dedup_key=f"{workflow.info().workflow_id}/verify-{iteration}"),
-            VerifyResult, f"{self.inp.stage} turn {iteration}: verify COMPLETE ({self.info.test_command or 'tests'})")
+            VerifyResult, f"{self.inp.stage} turn {iteration}: verify COMPLETE ({self.info.test_command or 'tests'})",
+            stoppable=True)
         await self._note_reopened()
         return done
 

@@ -1,19 +1,20 @@
 """run_command's sandbox: what a command the model asked for may do on the worker.
 
 - working directory inside the workspace (the tool checks the path; here it is given);
-- its own session and process group, and on a timeout the whole group is killed (SIGKILL),
-  so `sleep 1000 & wait` leaves nothing behind; where a PID namespace can be made
-  (`unshare --pid --fork --kill-child`), a process that left the group with setsid dies too,
-  because the namespace dies with its first process;
+- its own session and process group, and on a timeout, when its caller stops it (the stage
+  was cancelled) or when the worker dies (even by SIGKILL: the supervisor below), the whole
+  group is killed (SIGKILL), so `sleep 1000 & wait` leaves nothing behind; where a PID
+  namespace can be made (`unshare --pid --fork --kill-child`), a process that left the group
+  with setsid dies too, because the namespace dies with its first process;
 - the output (stdout and stderr merged) is read as it comes and capped: the first and last
   halves of `output_bytes` are kept, the middle is counted and dropped;
 - an environment built from an allow-list (PATH, locale, TZ, TERM and the names configured),
   HOME set to the card's own directory: none of the worker's secrets (API keys, tokens,
   DATABASE_URL) is inherited, whatever their names;
-- resource limits set in the child before it runs the command (a `python -I -c` wrapper calling
-  setrlimit, then exec): CPU seconds, address space, processes, file size; soft = hard, so the
-  command cannot raise them. RLIMIT_NPROC counts every process of the worker's user, and root
-  is exempt from it;
+- resource limits set in the child before it runs the command (a `python -I -S -c` supervisor
+  forks it and calls setrlimit in the child before exec): CPU seconds, address space,
+  processes, file size; soft = hard, so the command cannot raise them. RLIMIT_NPROC counts
+  every process of the worker's user, and root is exempt from it;
 - no network where a network namespace can be made (`unshare --net`, or `unshare -rn` as an
   unprivileged user with user namespaces): only a loopback interface that is down.
 
@@ -36,20 +37,52 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+STOP_POLL = 0.2  # seconds between looks at a run's stop event
+
 DEFAULT_ENV_ALLOW: tuple[str, ...] = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
 
-# Runs in the child: set the limits, then become the command. Soft = hard, capped at the
-# current hard limit (an unprivileged process cannot raise it).
-_LIMITS_WRAPPER = """
-import os, resource, sys
-for item in sys.argv[1].split(","):
-    if item:
-        name, value = item.split("=")
-        which = getattr(resource, "RLIMIT_" + name)
-        hard = resource.getrlimit(which)[1]
-        v = int(value) if hard == resource.RLIM_INFINITY else min(int(value), hard)
-        resource.setrlimit(which, (v, v))
-os.execvp(sys.argv[2], sys.argv[2:])
+# The command's first process: a small supervisor between the worker and the command.
+# - It asks the kernel for SIGTERM when the worker dies (prctl PR_SET_PDEATHSIG; the worker's
+#   thread that started it, which lives as long as the worker), and then kills the command's
+#   whole process group: a command must not go on in a workspace nobody owns any more, while a
+#   retry runs it again elsewhere. A worker gone before the request is seen through getppid.
+# - It forks the command with the limits set in the child only (soft = hard, capped at the
+#   current hard limit: an unprivileged process cannot raise it), waits for it and ends the
+#   way it ended (the same exit code, or killed by the same signal, without a core file).
+# The namespace prefix (unshare ... --kill-child) runs after it, so the namespace dies with it.
+_SUPERVISOR = """
+import os, resource, signal, sys
+parent, spec, argv = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+def stop(*_):
+    os.killpg(0, signal.SIGKILL)
+signal.signal(signal.SIGTERM, stop)
+if sys.platform.startswith("linux"):
+    import ctypes
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)
+if os.getppid() != parent:
+    stop()
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+pid = os.fork()
+if pid == 0:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for item in spec.split(","):
+        if item:
+            name, value = item.split("=")
+            which = getattr(resource, "RLIMIT_" + name)
+            hard = resource.getrlimit(which)[1]
+            v = int(value) if hard == resource.RLIM_INFINITY else min(int(value), hard)
+            resource.setrlimit(which, (v, v))
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as err:
+        sys.stderr.write(f"{argv[0]}: {err.strerror}\\n")
+        os._exit(127)
+code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+if code < 0:
+    if -code != signal.SIGKILL:
+        signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+os._exit(code & 0xFF)
 """
 
 
@@ -139,11 +172,12 @@ def detect_protections(network: bool = False, unshare: str | None = None) -> Pro
 
 @dataclass(frozen=True)
 class CommandResult:
-    exit_code: int | None  # None: killed by the timeout
+    exit_code: int | None  # None: killed by the timeout or stopped
     output: str
     timed_out: bool
     dropped_bytes: int     # output beyond the cap, not kept
     seconds: float
+    stopped: bool = False  # killed because its caller asked (the stage was cancelled)
 
 
 class _Capture:
@@ -199,14 +233,14 @@ class Sandbox:
         return env
 
     def argv(self, command: str) -> list[str]:
-        prefix = list(self.protections.namespace_prefix)
-        wrapper: list[str] = []
-        if self.protections.rlimits:
-            spec = ",".join(f"{k}={v}" for k, v in self.limits.rlimits().items())
-            wrapper = [sys.executable, "-I", "-S", "-c", _LIMITS_WRAPPER, spec]
-        return [*prefix, *wrapper, "/bin/sh", "-c", command]
+        spec = ",".join(f"{k}={v}" for k, v in self.limits.rlimits().items()) if self.protections.rlimits else ""
+        supervisor = [sys.executable, "-I", "-S", "-c", _SUPERVISOR, str(os.getpid()), spec]
+        return [*supervisor, *self.protections.namespace_prefix, "/bin/sh", "-c", command]
 
-    def run(self, command: str, cwd: Path, home: Path, *, timeout: float | None = None) -> CommandResult:
+    def run(self, command: str, cwd: Path, home: Path, *, timeout: float | None = None,
+            stop: threading.Event | None = None) -> CommandResult:
+        """Run `command`; it is killed with its process group at the timeout, or as soon as
+        `stop` is set (checked every STOP_POLL seconds)."""
         timeout = self.limits.timeout if timeout is None else min(timeout, self.limits.timeout)
         (home / "tmp").mkdir(parents=True, exist_ok=True)
         capture = _Capture(self.limits.output_bytes)
@@ -225,11 +259,21 @@ class Sandbox:
 
         reader = threading.Thread(target=pump, name="sandbox-output", daemon=True)
         reader.start()
-        timed_out = False
+        timed_out = stopped = False
+        deadline = started + timeout
         try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    proc.wait(timeout=max(min(left, STOP_POLL) if stop is not None else left, 0))
+                    break
+                except subprocess.TimeoutExpired:
+                    if stop is not None and stop.is_set():
+                        stopped = True
+                        break
+                    if time.monotonic() >= deadline:
+                        timed_out = True
+                        break
         finally:
             # Always: a command that exited may have left children running in its group.
             with suppress(ProcessLookupError, PermissionError):
@@ -237,5 +281,5 @@ class Sandbox:
             proc.wait()
         reader.join(timeout=5)  # a process outside the group may still hold the pipe open
         stream.close()
-        return CommandResult(None if timed_out else proc.returncode, capture.text(), timed_out,
-                             capture.dropped, time.monotonic() - started)
+        return CommandResult(None if timed_out or stopped else proc.returncode, capture.text(), timed_out,
+                             capture.dropped, time.monotonic() - started, stopped)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,8 +93,8 @@ class TestRun:
 
 
 def run_tests(command: str, sandbox: Sandbox, root: Path, home: Path, *, timeout: float | None = None,
-              max_chars: int = 20_000) -> TestRun:
-    done = sandbox.run(command, root, home, timeout=timeout)
+              max_chars: int = 20_000, stop: threading.Event | None = None) -> TestRun:
+    done = sandbox.run(command, root, home, timeout=timeout, stop=stop)
     passed = not done.timed_out and done.exit_code == 0
     head = f"$ {command}\n" + (f"timed out after {done.seconds:.0f}s" if done.timed_out
                                else f"exit code {done.exit_code}")

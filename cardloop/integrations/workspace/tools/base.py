@@ -9,6 +9,7 @@ which goes back to the model as the tool's answer.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ class ToolContext:
     max_result_chars: int = 20_000
     git: str = "git"
     git_timeout: float = 60.0
+    stop: threading.Event | None = None  # set when the call is cancelled: commands are killed
 
 
 class Tool(Protocol):

@@ -26,13 +26,18 @@ class RunCommand:
     def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         cwd = confine(ctx.root, args.get("cwd", "."))
         timeout = args.get("timeout_seconds")
-        done = ctx.sandbox.run(args["command"], cwd, ctx.home, timeout=float(timeout) if timeout else None)
+        done = ctx.sandbox.run(args["command"], cwd, ctx.home, timeout=float(timeout) if timeout else None,
+                               stop=ctx.stop)
         where = relative(ctx.root, cwd)
         if done.timed_out:
             head = f"timed out after {done.seconds:.0f}s: the command and its children were killed"
+        elif done.stopped:
+            head = (f"stopped after {done.seconds:.0f}s (the stage was cancelled): "
+                    "the command and its children were killed")
         else:
             head = f"exit code {done.exit_code} ({done.seconds:.1f}s)"
         if where != ".":
             head += f" in {where}"
         text = f"{head}\n{done.output}" if done.output else f"{head}\n(no output)"
-        return ToolResult(excerpt(text, ctx.max_result_chars), is_error=done.timed_out or done.exit_code != 0)
+        failed = done.timed_out or done.stopped or done.exit_code != 0
+        return ToolResult(excerpt(text, ctx.max_result_chars), is_error=failed)

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
+import sys
+import threading
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from cardloop.integrations.workspace.sandbox import Sandbox, SandboxLimits, detect_protections
+from cardloop.integrations.workspace.sandbox import Protections, Sandbox, SandboxLimits, detect_protections
 
 
 def _alive_with(marker: str) -> list[int]:
@@ -24,6 +29,12 @@ def _alive_with(marker: str) -> list[int]:
             if marker in cmdline and "pytest" not in cmdline:
                 found.append(int(entry.name))
     return found
+
+
+def _sleeping(marker: str) -> list[int]:
+    """PIDs of `sleep <marker>` processes themselves (not the shells or workers naming them)."""
+    return [pid for pid in _alive_with(f"sleep {marker}")
+            if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", marker.encode()]]
 
 
 @pytest.fixture
@@ -122,3 +133,63 @@ def test_exit_codes_pass_through(dirs: tuple[Path, Path]) -> None:
     assert Sandbox().run("exit 3", cwd, home).exit_code == 3
     assert Sandbox().run("pwd", cwd, home).output.strip() == str(cwd)
     assert os.path.isdir(home / "tmp")
+
+
+_WORKER = """
+import sys, threading
+from pathlib import Path
+from cardloop.integrations.workspace.sandbox import Protections, Sandbox, detect_protections
+cwd, home, command, isolated = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
+protections = detect_protections() if isolated else Protections(False, False, (), True)
+# From a thread of a pool, as the worker runs commands (call_with_heartbeat).
+runner = threading.Thread(target=Sandbox(protections=protections).run, args=(command, cwd, home))
+runner.start()
+runner.join()
+"""
+
+
+@pytest.mark.parametrize("isolated", [True, False], ids=["namespaces-if-any", "no-namespaces"])
+def test_a_command_dies_with_a_worker_killed_by_sigkill(dirs: tuple[Path, Path], isolated: bool) -> None:
+    """A worker SIGKILLed mid-command leaves nothing running: the retry runs the command
+    again elsewhere, so the first must not go on in a workspace nobody owns."""
+    cwd, home = dirs
+    marker = f"{300 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 977}"
+    command = f"sleep {marker} & (sleep {marker} > /dev/null 2>&1 &); touch started; wait"
+    worker = subprocess.Popen([sys.executable, "-c", _WORKER, str(cwd), str(home), command, "1" if isolated else "0"])
+    try:
+        deadline = time.monotonic() + 20
+        while not (cwd / "started").exists():
+            assert time.monotonic() < deadline and worker.poll() is None, "the command never started"
+            time.sleep(0.05)
+        assert len(_sleeping(marker)) == 2
+        worker.kill()
+        worker.wait()
+        deadline = time.monotonic() + 5
+        while _sleeping(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _sleeping(marker) == []
+    finally:
+        worker.kill()
+        worker.wait()
+        for pid in _sleeping(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_stopped_command_is_killed_at_once(dirs: tuple[Path, Path]) -> None:
+    cwd, home = dirs
+    marker = f"{300 + uuid.uuid4().int % 1000}.{uuid.uuid4().int % 971}"
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    result = Sandbox(SandboxLimits(timeout=60)).run(f"sleep {marker} & echo started; wait", cwd, home, stop=stop)
+    assert result.stopped and not result.timed_out and result.exit_code is None
+    assert result.seconds < 5 and "started" in result.output
+    assert _sleeping(marker) == []
+
+
+def test_signals_and_exit_codes_come_through_the_supervisor(dirs: tuple[Path, Path]) -> None:
+    cwd, home = dirs
+    plain = Sandbox(protections=Protections(False, False, (), True))
+    assert plain.run("kill -TERM $$", cwd, home).exit_code == -signal.SIGTERM
+    assert plain.run("kill -KILL $$", cwd, home).exit_code == -signal.SIGKILL
+    missing = plain.run("exec /nonexistent/tool", cwd, home)
+    assert missing.exit_code == 127 and "/nonexistent/tool" in missing.output
