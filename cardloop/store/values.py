@@ -21,11 +21,8 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validato
 
 from cardloop.contracts.errors import CardloopError
 from cardloop.contracts.payloads import CardRef
-from cardloop.prompts.card import Card, Message, TenantPrompt
+from cardloop.prompts.card import TENANT_RULE, Card, Message, TenantPrompt, is_tenant_id
 
-# One rule for every tenant name: the same characters CardRef allows for a key part, so the
-# tenant segment of a card key and the tenant column always agree (row-level security keys on it).
-_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:#-]{0,99}\Z")
 _BLOB_REF = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 MAX_KEY = 500
 
@@ -54,8 +51,10 @@ class StoreUnavailable(StoreError):
 
 
 def check_tenant(tenant: str) -> str:
-    if not isinstance(tenant, str) or not _TENANT.match(tenant):
-        raise StoreError(f"tenant {tenant!r}: use letters, digits and . _ : # - (at most 100, starting alphanumeric)")
+    """The card's own rule (prompts/card.py): a tenant the store keeps is one a card can name,
+    so no row is written under a tenant that no card, token or policy could then address."""
+    if not is_tenant_id(tenant):
+        raise StoreError(f"tenant {tenant!r}: {TENANT_RULE}")
     return tenant
 
 

@@ -408,6 +408,11 @@ def test_blob_round_trip_and_missing_ref(store: Store) -> None:
         store.get_blob("md5:abc", tenant="acme")
     with pytest.raises(StoreError, match="tenant"):
         store.put_blob("", "x", "prompt")
+    # The card's own tenant rule: nothing is stored under a tenant no card could name.
+    for tenant in ("Acme", "acme.corp", "acme:eu", "acme\n", "-acme", "a" * 101):
+        with pytest.raises(StoreError, match="lower-case letters, digits"):
+            store.put_blob(tenant, "x", "prompt")
+    assert store.put_blob("acme-eu_2", "x", "prompt").startswith("sha256:")
 
 
 # -- summaries -------------------------------------------------------------------------------------
