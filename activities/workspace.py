@@ -53,11 +53,13 @@ from cardloop.integrations.workspace import (
 )
 from cardloop.integrations.workspace.manager import Checkpoint, sweep
 from cardloop.integrations.workspace.tools import spec
+from cardloop.integrations.workspace.tools.base import excerpt
 from cardloop.prompts.card import Card, Message
 from cardloop.prompts.conversation import ToolSpec
 from cardloop.prompts.redact import DEFAULT_REDACTOR
 
 logger = logging.getLogger(__name__)
+EVIDENCE_CHARS = 1_500  # a verification as the run's reason and the pull request's evidence show it
 
 # The first words of a verification's note in the history: the result is read back from them.
 VERIFIED = "Verification passed"
@@ -236,6 +238,9 @@ class WorkspaceActivities:
         seq, message = once.value
         text = message.content
         command = text.split("`")[1] if text.startswith(VERIFIED) and text.count("`") >= 2 else ""
+        # What the run's reason and the pull request's evidence show: head, tail and the error
+        # lines, not the first 1,500 characters (a test runner's warnings come first, its
+        # failures and summary last).
         return VerifyResult(passed=text.startswith(VERIFIED), command=command,
-                            excerpt=DEFAULT_REDACTOR.redact(text[:1500]).text, message_seq=seq,
+                            excerpt=DEFAULT_REDACTOR.redact(excerpt(text, EVIDENCE_CHARS)).text, message_seq=seq,
                             no_command=NO_TEST_COMMAND in text.split("\n", 1)[0])

@@ -244,7 +244,7 @@ class StageWorkflow:
             p.refused_claims += 1
             if p.refused_claims >= inp.settings.stuck_repeats:
                 return self._done(inp, "blocked", f"COMPLETE was refused {p.refused_claims} times: the tests "
-                                                  f"still fail. {result.excerpt[:600]}")
+                                                  f"still fail. {result.excerpt}")
         return None
 
     async def _wait_for_ci(self, inp: StageInput, hands: Hands, iteration: int) -> StageRun | None:

@@ -156,3 +156,18 @@ async def test_a_spent_budget_keeps_the_work_on_the_branch(stack: Stack, remote:
     assert coding.reason.startswith("4 iterations without COMPLETE; the work is kept on card/PAY-8 at ")
     assert coding.last_commit[:12] in coding.reason and remote.head("card/PAY-8") == coding.last_commit
     assert FIXED in remote.show("card/PAY-8", RETRY)
+
+
+async def test_a_refused_claims_reason_shows_the_failures_not_the_warnings(stack: Stack, remote: Remote) -> None:
+    """Test output that opens with pages of warnings: the blocked run's reason still shows how
+    the tests ended (the excerpt keeps head, error lines and tail, not the first characters)."""
+    noise = {"type": "tool_use", "name": "write_file",
+             "input": {"path": "tests/conftest.py",
+                       "content": "import sys\n\nsys.stderr.write('DeprecationWarning: option unset\\n' * 200)\n"}}
+    claim = "Fixed the cap.\n\n<promise>COMPLETE</promise>"
+    script(stack, coding=[[noise], claim, claim, claim])
+    state = await run_stage(stack, "coding", "PAY-NOISE")
+    coding = state.history[0]
+    assert coding.outcome == "blocked" and coding.reason.startswith("COMPLETE was refused 3 times"), coding.reason
+    assert "1 failed, 3 passed" in coding.reason and "test_backoff_schedule_caps_at_max_delay" in coding.reason
+    assert len(coding.reason) < 2_000
