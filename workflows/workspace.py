@@ -11,6 +11,7 @@ was not checkpointed is gone. Everything here is deterministic workflow code.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, TimeoutError, TimeoutType
+from temporalio.exceptions import ActivityError, CancelledError, TimeoutError, TimeoutType
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
@@ -136,18 +137,27 @@ class Hands:
         """`stoppable`: a call that runs a command; when the stage is cancelled the workflow waits
         until the worker has killed it, so nothing runs on in the worktree the run commits."""
         s = self.inp.settings
+        waits = stoppable and versions.patched(versions.CHECKPOINT_ON_CANCEL)
         extra: dict[str, Any] = {}
-        if stoppable and versions.patched(versions.CHECKPOINT_ON_CANCEL):
+        if waits:
             extra["cancellation_type"] = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
         while True:
             try:
-                return await workflow.execute_activity(
+                result = await workflow.execute_activity(
                     activity, arg, result_type=result_type, summary=summary,
                     **policies.on_workspace(self.info.queue, s.affinity_timeout), **extra)
             except ActivityError as err:
+                # A call that ended otherwise than cancelled while the cancel was awaited (it
+                # finished first, or its worker was gone) has taken the task's cancel: honour it.
+                if waits and workflow.cancellation_reason() is not None and not isinstance(err.cause, CancelledError):
+                    raise asyncio.CancelledError("cancelled while a command ran") from None
                 if not _worker_gone(err) or self.reopened >= MAX_REOPENS:
                     raise
                 await self._reopen()
+                continue
+            if waits and workflow.cancellation_reason() is not None:
+                raise asyncio.CancelledError("cancelled while a command ran")
+            return result
 
     async def _reopen(self) -> None:
         lost = self.info.queue

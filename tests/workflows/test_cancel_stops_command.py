@@ -75,3 +75,29 @@ async def test_a_cancelled_stage_kills_its_command_and_commits_the_turn(stack: S
     tool_answers = [m for m in stack.store.messages(ref.key) if m.role == "tool"]
     assert len(tool_answers) == 1 and "NOTES.md" in tool_answers[0].content
     await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "cancel-stops-command")
+
+
+async def test_a_command_that_ends_while_the_cancel_is_on_its_way_still_ends_the_run(stack: Stack,
+                                                                                    remote: Remote) -> None:
+    """The cancel reaches a tool call with its next heartbeat; a command that ends before that
+    completes the call normally. The run must still end cancelled there, with the turn
+    committed, not go on to its next turn."""
+    stack.model.transcript = {"coding": [
+        [{"type": "tool_use", "name": "write_file", "input": {"path": "NOTES.md", "content": "notes\n"}},
+         {"type": "tool_use", "name": "run_command", "input": {"command": f"sleep 2 && echo {MARKER}"}}],
+        [{"type": "tool_use", "name": "write_file", "input": {"path": "NEXT.md", "content": "next turn\n"}}],
+    ]}
+    stack.model.reset()
+    ref = stack.cards.import_card(small_card("CANCEL-RACE", branch="card/CANCEL-RACE"))
+    await stack.cards.move(ref, "coding", delivery_id="c")
+    deadline = time.monotonic() + 90
+    while not any(m.role == "tool" for m in stack.store.messages(ref.key)):  # NOTES.md is written
+        assert time.monotonic() < deadline, "the first tool call never ran"
+        await asyncio.sleep(0.05)
+    run = await stack.cards.cancel(ref, actor="priya")
+    assert run.outcome == "cancelled" and run.iterations == 1, run
+    answers = [m.content for m in stack.store.messages(ref.key) if m.role == "tool"]
+    assert len(answers) == 2 and MARKER in answers[1]  # the command finished and was recorded
+    assert remote.show("card/CANCEL-RACE", "NOTES.md") == "notes\n" and run.commits == 1
+    assert stack.model.requests and len(stack.model.requests) == 1  # no second turn was asked for
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
