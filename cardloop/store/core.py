@@ -30,6 +30,7 @@ from cardloop.store.deliveries import DeliveriesMixin
 from cardloop.store.engine import open_database
 from cardloop.store.ledger import LedgerMixin
 from cardloop.store.limits import LimitsMixin
+from cardloop.store.reseal import ResealMixin
 from cardloop.store.research import ResearchMixin
 from cardloop.store.roles import provision, scram_sha256_verifier
 from cardloop.store.sealing import BlobSealer
@@ -50,6 +51,7 @@ class Store(
     ContextMixin,
     ResearchMixin,
     BlobsMixin,
+    ResealMixin,
     SummariesMixin,
     UsageMixin,
     DeliveriesMixin,

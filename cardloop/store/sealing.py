@@ -32,6 +32,15 @@ def is_sealed(data: bytes) -> bool:
     return data.startswith(MAGIC)
 
 
+def sealed_key_id(data: bytes) -> str | None:
+    """The key id a sealed blob names in its header; None for a blob stored in plain text."""
+    if not is_sealed(data):
+        return None
+    body = data[len(MAGIC):]
+    n = body[0] if body else 0
+    return body[1:1 + n].decode("ascii", errors="replace")
+
+
 def _aad(tenant: str, ref: str, kid: str) -> bytes:
     return b"\x00".join((b"cardloop-blob", tenant.encode(), ref.encode(), kid.encode()))
 
@@ -62,7 +71,7 @@ def open_blob(sealer: BlobSealer | None, tenant: str, ref: str, data: bytes) -> 
         return data
     body = data[len(MAGIC):]
     n = body[0] if body else 0
-    kid = body[1:1 + n].decode("ascii", errors="replace")
+    kid = sealed_key_id(data) or ""
     if sealer is None:
         raise StoreError(f"blob {ref} of tenant {tenant!r} is encrypted (key id {kid!r}) and this store has no "
                          "keys: set the codec keys (temporal.codec_keys_env) to read it")

@@ -1,5 +1,5 @@
-"""Operator commands for running cardloop for real: the codec server, codec keys and the
-Temporal namespace setup (deploy/temporal/README.md)."""
+"""Operator commands for running cardloop for real: the codec server, codec keys, the Temporal
+namespace setup (deploy/temporal/README.md) and sealing stored blobs again after a key rotation."""
 
 from __future__ import annotations
 
@@ -69,6 +69,48 @@ def cmd_temporal_setup(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def cmd_store_reseal(args: argparse.Namespace, config: Config) -> int:
+    """Exit 0 when every blob of the tenants is under the first key, 1 when some could not be
+    opened (left as they were, listed), 2 on bad input (no keys, a bad tenant, no store)."""
+    from cardloop.app.local import blob_keys, open_store
+    from cardloop.store.reseal import tenants_to_reseal
+
+    if blob_keys(config) is None:
+        raise ConfigError(f"no blob keys: set {config.temporal.codec_keys_env} (new key first, the old ones after "
+                          "it) and leave store.encrypt_blobs on; there is nothing to seal with")
+    with open_store(config) as store:
+        tenants = tenants_to_reseal(store, args.tenant or ())
+        current = store.blob_key_ids[0]
+        if not tenants:
+            print("no blobs visible: the store is empty, or row-level security hides every tenant from this role "
+                  "(PostgreSQL): name them with --tenant, or connect as a BYPASSRLS role", file=sys.stderr)
+            return 0
+        unreadable = 0
+        for tenant in tenants:
+            done = store.reseal_blobs(tenant, batch=args.batch)
+            former = ", ".join(f"{n} {'in ' if kid == 'plain text' else 'under '}{kid}"
+                               for kid, n in sorted(done.resealed.items()))
+            print(f"{tenant}: {done.total_resealed} blob(s) sealed under {current}" + (f" ({former})" if former else "")
+                  + f", {done.current} already under it, {len(done.unreadable)} unreadable", flush=True)
+            for line in done.unreadable[:20]:
+                print(f"  unreadable, left as it is: {line}", file=sys.stderr)
+            unreadable += len(done.unreadable)
+    if unreadable:
+        print(f"{unreadable} blob(s) could not be opened with the configured keys: keep the keys they name until "
+              "they are read or removed", file=sys.stderr)
+        return 1
+    print(f"every blob of {len(tenants)} tenant(s) is sealed under {current}: keys after it in the ring "
+          "are no longer needed for blobs", flush=True)
+    return 0
+
+
+def _batch(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 10_000:
+        raise argparse.ArgumentTypeError("a batch is 1 to 10000 blobs")
+    return value
+
+
 def add_operate_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("codec-server", help="decode encrypted payloads for the Temporal UI and CLI",
                        description="Serve Temporal's remote codec protocol (POST /encode, /decode) with the keys in "
@@ -87,6 +129,20 @@ def add_operate_commands(sub: argparse._SubParsersAction) -> None:
                                    "StageOutcome (Keyword) that are missing.")
     p.add_argument("--retention", help="closed workflows are kept this long (default: dev.retention, 720h)")
     p.set_defaults(func=cmd_temporal_setup)
+    store = sub.add_parser("store", help="operations on the store")
+    ssub = store.add_subparsers(dest="store_command", required=True, metavar="COMMAND")
+    p = ssub.add_parser("reseal", help="seal every stored blob under the first codec key (after a key rotation)",
+                        description="Blobs are stored by content and never written twice, so one sealed under an "
+                                    "older key stays under it. This opens each blob not under the first key of "
+                                    "the codec keys (or stored in plain text before encryption was on) and seals "
+                                    "it under that key, a batch per transaction: safe beside running workers, "
+                                    "resumed by running it again. Exit 1 when some blob cannot be opened (its key "
+                                    "is not in the ring): it is left as it is. On PostgreSQL with row-level "
+                                    "security, the application role sees no tenant unless named with --tenant.")
+    p.add_argument("--tenant", action="append", metavar="TENANT",
+                   help="only this tenant (repeatable; default: every tenant with blobs this role can see)")
+    p.add_argument("--batch", type=_batch, default=200, help="blobs per transaction (default 200)")
+    p.set_defaults(func=cmd_store_reseal)
 
 
 __all__ = ["add_operate_commands"]
