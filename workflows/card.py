@@ -12,6 +12,7 @@ and the current details keep the Temporal UI the operator's view.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -80,6 +81,13 @@ class CardWorkflow:
         self.inbox: list[Transition | CardComment] = []
         # `card cancel` asked to stop the running stage (None: nobody did).
         self.stop: CancelRequest | None = None
+        # The board lane (versions.BOARD_LANE): board writes waiting, run in order by one task
+        # beside the loop; what each run's started comment found (on the board, a dry run).
+        self._lane: list[Callable[[], Awaitable[None]]] = []
+        self._lane_busy = False
+        self._lane_used = False
+        self._lane_task: asyncio.Future[None] | None = None
+        self._opened: dict[int, tuple[bool, bool]] = {}
 
     # --- signals and queries -------------------------------------------------------------
 
@@ -260,6 +268,10 @@ class CardWorkflow:
     async def _close(self) -> bool:
         """Save the state for the card's next run; False when a move or comment arrived
         meanwhile (the run goes on instead of closing over it)."""
+        if self._lane_used:  # only runs with the board lane (versions.BOARD_LANE) ever use it
+            await self._lane_idle()
+            if self.comments or self.pending:  # arrived while the board's writes finished
+                return False
         if versions.patched(versions.STATE_IN_STORE):
             save = SaveStateInput(card_key=self.card_key, state=self.state)
             summary = "keep the card's state for its next run"
@@ -286,7 +298,10 @@ class CardWorkflow:
         self._details()
         on_board = board_comments = dry_run = False
         opening: asyncio.Future[tuple[bool, str, bool]] | None = None
-        if versions.patched(versions.BOARD_ALONGSIDE):
+        lane = versions.patched(versions.BOARD_LANE)
+        if lane:
+            self._on_lane(lambda: self._open_on_board(stage, run, was_blocked))
+        elif versions.patched(versions.BOARD_ALONGSIDE):
             # The board hears of the run while its stage starts: nothing awaited before the child.
             opening = asyncio.ensure_future(board.opening(self.card_key, stage, run, was_blocked))
         elif versions.patched(versions.BOARD_WRITES):  # runs recorded with the first board writes: comment, then stage
@@ -338,9 +353,57 @@ class CardWorkflow:
                                                              "(card cancel); its work is kept"})
             self.stop = None
         self._record(start, result, settings)
+        if lane:
+            # What the end writes say is decided now (the state as this run left it, the move
+            # auto-advance queued); the lane writes it once the run's opening is on the board.
+            auto = next((t for t in self.pending if t.delivery_id == f"auto/{result.run}"), None)
+            state = self.state.model_copy(deep=True)
+            self._on_lane(lambda: self._end_on_board(start, result, state, auto.to if auto else ""))
+            return
         if on_board and result.outcome != "cancelled":
             await self._board_ended(start, result, dry_run=dry_run)
         self.state.board_told = run
+
+    # --- the board lane ------------------------------------------------------------------
+
+    def _on_lane(self, write: Callable[[], Awaitable[None]]) -> None:
+        self._lane_used = True
+        self._lane.append(write)
+        if not self._lane_busy:
+            self._lane_busy = True
+            self._lane_task = asyncio.ensure_future(self._drain_lane())
+
+    async def _drain_lane(self) -> None:
+        try:
+            while self._lane:
+                await self._lane.pop(0)()
+        finally:
+            self._lane_busy = False
+
+    async def _lane_idle(self) -> None:
+        """Before the run closes or continues as new: nothing written to the board is dropped."""
+        if self._lane_busy:
+            await workflow.wait_condition(lambda: not self._lane_busy)
+
+    async def _open_on_board(self, stage: str, run: int, was_blocked: bool) -> None:
+        on_board, self.state.board, dry_run = await board.opening(self.card_key, stage, run, was_blocked)
+        self._opened[run] = (on_board, dry_run)
+        self._details()
+
+    async def _end_on_board(self, start: CardStart, result: StageRun, state: CardState, next_stage: str) -> None:
+        on_board, dry_run = self._opened.pop(result.run, (False, False))
+        if on_board and result.outcome != "cancelled":
+            local = dry_run and versions.patched(versions.BOARD_DRY_RUN_LOCAL)
+            writes = await board.ended(self.card_key, state, result, next_stage, local=local)
+            said = writes[0]
+            if start.ref.board == "github" and said.target:
+                history = self.state.history
+                for i, recorded in enumerate(history):
+                    if recorded.run == result.run:
+                        history[i] = recorded.model_copy(update={"comment": said.target})
+            self.state.board = "; ".join(w.line() for w in writes)
+            self._details()
+        self.state.board_told = max(self.state.board_told, result.run)
 
     async def _board_ended(self, start: CardStart, result: StageRun, *, dry_run: bool = False) -> None:
         """The run's outcome on the board, then the card to its next column (or blocked)."""
@@ -440,6 +503,7 @@ class CardWorkflow:
     async def _continue_as_new(self, start: CardStart) -> None:
         # `card cancel` answers once its run is recorded, which may be just before this: let it
         # answer (no command; when no handler runs this resolves in the same workflow task).
+        await self._lane_idle()
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(start.model_copy(update={"state": self.state, "pending": self.pending}))
 

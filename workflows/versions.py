@@ -78,6 +78,11 @@ LOCAL_ACTIVITY_FAILURE_ENDS_STAGE = "local-activity-failure-ends-stage"
 # has stopped (the worker kills the command), then commits and pushes what that turn's tools
 # wrote. Runs recorded before abandoned the call and left the turn to the next run's checkpoint.
 CHECKPOINT_ON_CANCEL = "checkpoint-on-cancel"
+# Board writes go through a lane of their own, in order, beside the card's loop: a board that
+# is down (its writes retrying for minutes) no longer holds the card's moves, comments and
+# `card cancel`. Runs recorded before awaited the started comment after starting the stage and
+# the end writes before taking the next move.
+BOARD_LANE = "board-lane"
 
 # Each generation, oldest first: its gate (recorded at a run's start) and the patches it adds; a
 # run with a generation's gate has that generation's patches and every older one's. A run
@@ -90,7 +95,7 @@ GENERATIONS: tuple[tuple[str, frozenset[str]], ...] = (
         OUTCOME_ATTRIBUTE, CANCEL_DURING_REPORT, QUIET_LAST_TURN, TENANT_LIMIT_BLOCKS,
         LOCAL_ACTIVITY_FAILURE_ENDS_STAGE,
     })),
-    ("patches-decided-at-start-2", frozenset({CHECKPOINT_ON_CANCEL})),
+    ("patches-decided-at-start-2", frozenset({CHECKPOINT_ON_CANCEL, BOARD_LANE})),
 )
 # Patches only runs recorded before their successor ask for.
 SUPERSEDED = frozenset({BOARD_WRITES})

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from cardloop.contracts.payloads import CardState
 from cardloop.integrations.board_clients.base import is_own_comment
 from tests.cardloop.integrations.board_clients.fake_boards import CARD_ID, Board, adf_plain, board_env, serving
 from tests.stack import Stack, replay_all, small_card
@@ -19,6 +20,11 @@ pytestmark = pytest.mark.timeout(120)
 STAGES = ("planning", "coding", "review", "testing")
 EXPECTED = [line for n, s in enumerate(STAGES, 1) for line in (
     f"cardloop · {s} (run {n}) started: the agent is working on this card.", f"cardloop · {s} (run {n}) completed.")]
+
+
+def told(s: CardState) -> bool:
+    """The board has heard of every run's end: its writes go in a lane beside the card's loop."""
+    return s.board_told >= s.stage_runs
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +46,7 @@ async def test_every_stage_reaches_the_board_once(stack: Stack, boards: dict[str
     board = boards[name]
     ref = stack.cards.import_card(small_card(CARD_ID[name], board=name))
     handle = await stack.cards.move(ref, "planning", delivery_id=f"{name}-every")
-    state = await stack.wait_state(ref, lambda s: s.status == "done", timeout=90)
+    state = await stack.wait_state(ref, lambda s: s.status == "done" and told(s), timeout=90)
     assert [r.outcome for r in state.history] == ["completed"] * 4
     if name == "generic":
         events = [json.loads(r.raw) for r in board.requests]
@@ -64,7 +70,7 @@ async def test_a_403_is_recorded_and_the_stage_completes(stack: Stack, boards: d
     before = len(trello.requests)
     ref = stack.cards.import_card(small_card(CARD_ID["trello"], board="trello"))
     await stack.cards.move(ref, "testing", delivery_id="trello-403")
-    state = await stack.wait_state(ref, lambda s: s.status == "done" and "403" in s.board, timeout=60)
+    state = await stack.wait_state(ref, lambda s: s.status == "done" and told(s) and "403" in s.board, timeout=60)
     assert [r.outcome for r in state.history] == ["completed"]
     assert state.board.startswith("failed:") and "403" in state.board
     posts = [r for r in trello.requests[before:] if r.method == "POST" and r.path.endswith("/actions/comments")]

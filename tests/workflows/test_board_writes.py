@@ -19,6 +19,11 @@ from tests.stack import Stack, replay_all, small_card
 pytestmark = pytest.mark.timeout(120)
 
 
+def told(s: CardState) -> bool:
+    """The board has heard of every run's end: its writes go in a lane beside the card's loop."""
+    return s.board_told >= s.stage_runs
+
+
 @pytest.fixture
 def boards() -> Iterator[dict[str, Board]]:
     with serving("github") as gh, serving("linear") as li, serving("jira") as ji, serving("trello") as tr, \
@@ -46,7 +51,7 @@ async def test_a_linear_card_gets_every_comment_and_move_exactly_once(stack: Sta
     linear.fail("commentCreate", 502, {"errors": [{"message": "Bad gateway"}]}, {"Retry-After": "0.2"}, after=True)
     ref = stack.cards.import_card(small_card(CARD_ID["linear"], board="linear"))
     handle = await stack.cards.move(ref, "planning", delivery_id="l-1")
-    state = await stack.wait_state(ref, lambda s: s.status == "done", timeout=90)
+    state = await stack.wait_state(ref, lambda s: s.status == "done" and told(s), timeout=90)
     assert [r.outcome for r in state.history] == ["completed"] * 4
 
     stages = ["planning", "coding", "review", "testing"]
@@ -74,7 +79,7 @@ async def test_a_refused_credential_is_recorded_and_the_stage_still_completes(st
     jira = boards["jira"]
     ref = stack.cards.import_card(small_card(CARD_ID["jira"], board="jira"))
     await stack.cards.move(ref, "testing", delivery_id="j-1")
-    state: CardState = await stack.wait_state(ref, lambda s: s.status == "done")
+    state: CardState = await stack.wait_state(ref, lambda s: s.status == "done" and told(s))
     assert [r.outcome for r in state.history] == ["completed"]
     assert state.board.startswith("failed: Jira rejected the credential while reading the comments of PAY-7 (HTTP 401")
     assert "revoked-token" not in state.board
@@ -91,7 +96,7 @@ async def test_a_blocked_trello_card_is_labelled_after_waiting_out_a_429(stack: 
                                         "Cap is 30s as you said.\n<promise>COMPLETE</promise>"]
     ref = stack.cards.import_card(small_card(CARD_ID["trello"], board="trello"))
     handle = await stack.cards.move(ref, "review", delivery_id="t-1")
-    state = await stack.wait_state(ref, lambda s: s.status == "blocked" and "label" in s.board)
+    state = await stack.wait_state(ref, lambda s: s.status == "blocked" and "label" in s.board and told(s))
     assert firsts(trello.comments) == ["cardloop · review (run 1) started: the agent is working on this card.",
                                        "cardloop · review (run 1) is blocked."]
     assert "Question for the team: Which cap: 30s or 60s?" in trello.comments[1]
@@ -103,7 +108,7 @@ async def test_a_blocked_trello_card_is_labelled_after_waiting_out_a_429(stack: 
 
     # The answer runs review again: the label comes off, and the card moves on as it completes.
     await stack.cards.say(ref, "Use 30 seconds.", author="priya", delivery_id="c-1")
-    await stack.wait_state(ref, lambda s: s.status == "done")
+    await stack.wait_state(ref, lambda s: s.status == "done" and told(s))
     assert trello.labels == [] and trello.moves == ["Testing", "Done"]
     assert firsts(trello.comments)[2:] == [
         "cardloop · review (run 2) started: the agent is working on this card.", "cardloop · review (run 2) completed.",
@@ -118,13 +123,13 @@ async def test_github_projects_status_and_generic_webhook(stack: Stack, boards: 
     ge = stack.cards.import_card(small_card(CARD_ID["generic"], board="generic"))
     await stack.cards.move(gh, "testing", delivery_id="g-1")
     await stack.cards.move(ge, "testing", delivery_id="w-1")
-    state = await stack.wait_state(gh, lambda s: s.status == "done")
+    state = await stack.wait_state(gh, lambda s: s.status == "done" and told(s))
     assert firsts(github.comments) == ["cardloop · testing (run 1) started: the agent is working on this card.",
                                        "cardloop · testing (run 1) completed."]
     assert github.comments[1].endswith(f"<!-- cardloop:{gh.key}/1/testing -->")
     assert github.moves == ["Done"]  # updateProjectV2ItemFieldValue with the option id of "Done"
     assert state.history[0].comment == "acme/payments-api#142"
-    await stack.wait_state(ge, lambda s: s.status == "done")
+    await stack.wait_state(ge, lambda s: s.status == "done" and told(s))
     events = [json.loads(r.raw) for r in generic.requests]
     assert [e["event"] for e in events] == ["comment", "comment", "move"] and events[2]["to_column"] == "done"
     assert len({e["delivery_id"] for e in events}) == 3 and all(e["actor"] == "cardloop" for e in events)
@@ -157,7 +162,7 @@ async def test_a_board_cardloop_cannot_write_to_gets_a_dry_run(stack: Stack, boa
     # The demo's card: board "github-projects" has no client (no credential would behave the same).
     ref = stack.cards.import_card(small_card("PAY-142", board="github-projects"))
     handle = await stack.cards.move(ref, "testing", delivery_id="d-1")
-    state = await stack.wait_state(ref, lambda s: s.status == "done")
+    state = await stack.wait_state(ref, lambda s: s.status == "done" and told(s))
     assert state.board.startswith("would comment: cardloop · testing (run 1) completed. (skipped: board "
                                   "'github-projects' is none of github, linear, jira, trello, generic")
     assert "; would move the card to the column of done (skipped: " in state.board
