@@ -54,6 +54,19 @@ SCRIPTED_BANNER = """\
 ******************************************************************************************"""
 
 
+def start_scripted_model(config: Config, transcript: Mapping[str, list] | None = None) -> ScriptedModel:
+    """The offline scripted model on 127.0.0.1:`dev.model_port` (0: a free port); a taken port is
+    one line naming the setting, not a traceback."""
+    from cardloop.app.devserver import DevStackError
+
+    port = config.dev.model_port
+    try:
+        return ScriptedModel(transcript, port=port).start()
+    except OSError as exc:
+        raise DevStackError(f"the scripted model cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}; set "
+                            "dev.model_port / CARDLOOP_DEV__MODEL_PORT (0: a free port)") from None
+
+
 def scripted_config(config_path: str | None, env: Mapping[str, str] | None = None) -> Config:
     """The configuration with every model call on the scripted model (`cardloop dev --scripted`):
     each profile a stage or the summarizer uses gets a placeholder key; all must be Anthropic's."""
@@ -211,7 +224,7 @@ async def run_demo(config_path: str | None, *, keep_running: bool | None, out=pr
                     "Temporal, the workflows, prompt assembly, RLM summarization, the store, the anthropic client,\n"
                     "and the agent's tools: a git worktree of examples/sample-repo, its tests run in the sandbox,\n"
                     "commits pushed to a local bare remote. Set ANTHROPIC_API_KEY to run the real model.")
-                model = ScriptedModel(load_transcript(EXAMPLES / "agent-transcript.json")).start()
+                model = start_scripted_model(config, load_transcript(EXAMPLES / "agent-transcript.json"))
                 base_urls = {name: model.url for name, p in config.profiles.items() if p.provider == "anthropic"}
             return await _demo(config, lock, remote, scripted, base_urls, keep_running, log_file, out)
         finally:

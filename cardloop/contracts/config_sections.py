@@ -90,6 +90,7 @@ class DevConfig(_Section):
     data_dir: str = "~/.local/share/cardloop"
     temporal_port: int = Field(default=7233, ge=1, le=65535)
     ui_port: int = Field(default=8233, ge=1, le=65535)
+    model_port: int = Field(default=0, ge=0, le=65535)  # the scripted model's; 0: a free one
     retention: str = Field(default="720h", pattern=r"^\d+[hms]$")
 
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 EPILOG = """\
 examples:
   cardloop demo                      # the sample card through every stage on the embedded stack
-  cardloop dev                       # Temporal dev server + worker (UI on http://127.0.0.1:8233)
+  cardloop dev                       # Temporal dev server + worker (UI on dev.ui_port, 8233 by default)
   cardloop card move examples/card.json --to planning
   cardloop card say acme/github-projects/PAY-142 "Use a 30 second cap" --author priya
   cardloop card show acme/github-projects/PAY-142
@@ -242,6 +242,11 @@ def cmd_config_check(args: argparse.Namespace, config: Config) -> int:
     from cardloop.prompts.assemble import PromptAssembler
 
     startup_check(config, PromptAssembler(config.template_store(), config.token_counter()))
+    codec_keys = config.secret(config.temporal.codec_keys_env) if config.temporal.codec_keys_env else None
+    if codec_keys is not None:  # malformed keys stop every worker and the API: say so here (exit 2)
+        from cardloop.contracts.keyring import KeyRing
+
+        KeyRing.parse(codec_keys.reveal(), source=config.temporal.codec_keys_env)
     warnings = missing_key_warnings(config)
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)

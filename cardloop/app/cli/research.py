@@ -75,9 +75,9 @@ def cmd_research(args: argparse.Namespace, config: Config) -> int:
     base_urls: dict[str, str] = {}
     model = None
     if args.scripted:
-        from cardloop.app.scripted_model import ScriptedModel
+        from cardloop.app.demo import start_scripted_model
 
-        model = ScriptedModel().start()
+        model = start_scripted_model(config)
         base_urls = {name: model.url for name, p in config.profiles.items() if p.provider == "anthropic"}
         # The scripted model takes any key; the provider layer still wants one to send.
         keys = {p.api_key_env: "sk-ant-scripted-model" for p in config.profiles.values() if p.api_key_env}

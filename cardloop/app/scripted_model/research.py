@@ -118,9 +118,12 @@ def _report(findings: list[tuple[str, int, str]], user: str, *, scoped: bool = F
            "", "## Key Findings"]
     for _, n, text in high:
         out.append(f"- `{text.replace('`', chr(39))}`" + (f" (recurs {n} times)" if n > 1 else ""))
+    # The synthesizer template's five sections, each present as a model following it writes them.
+    out += ["", "## Analysis"]
     if rest:
-        out += ["", "## Analysis", "Related, lower-relevance lines:"]
-        out += [f"- {text}" for _, _, text in rest[:10]]
+        out += ["Related, lower-relevance lines:"] + [f"- {text}" for _, _, text in rest[:10]]
+    else:
+        out.append("Nothing beyond the key findings bears on the question in the analysed parts.")
     if coverage:
         out += ["", "## Gaps and Limitations", f"Coverage: {coverage.group(1)}."]
     if high and not scoped:

@@ -82,3 +82,12 @@ def test_a_per_token_limit_above_the_tenants_own_names_the_variable_it_came_from
         "  tenants.limrpm.limits.per_token.requests_per_minute (from CARDLOOP_LIMITS__PER_TOKEN__REQUESTS_PER_MINUTE): "
         "10 is above the tenant's own requests_per_minute (3), so it would never apply; lower it or set 0 "
         "(no per-token limit)"]
+
+
+def test_check_refuses_malformed_codec_keys_as_the_worker_would() -> None:
+    """`config check` said ok while the same keys stopped `cardloop worker` (exit 2)."""
+    out = run("config", "check", env={"CARDLOOP_CODEC_KEYS": "bad"})
+    assert out.returncode == 2, out.stdout
+    assert "CARDLOOP_CODEC_KEYS: entry 1 is not 'kid:base64key'" in out.stderr and "Traceback" not in out.stderr
+    good = run("codec-key", "--kid", "k1", env={}).stdout.strip()
+    assert run("config", "check", env={"CARDLOOP_CODEC_KEYS": good}).returncode == 0

@@ -101,3 +101,19 @@ def test_a_log_with_a_stray_latin1_byte_is_read(tmp_path: Path) -> None:
     log.write_bytes(b"2026-01-01 ERROR caf\xe9 timed out\n" * 50)
     [(_, text)] = read_artifacts([str(log)])
     assert "caf\ufffd timed out" in text
+
+
+def test_the_scripted_model_takes_its_port_from_dev_model_port(env: dict[str, str], log_file: Path) -> None:
+    """The scripted model listens on `dev.model_port` when set; a taken one is one line, exit 1."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = cardloop({**env, "CARDLOOP_DEV__MODEL_PORT": str(port)}, str(log_file), "-q", "why?", "--scripted")
+    assert out.returncode == 1, out.stderr
+    assert f"the scripted model cannot listen on 127.0.0.1:{port}" in out.stderr
+    assert "CARDLOOP_DEV__MODEL_PORT" in out.stderr and "Traceback" not in out.stderr
+    out = cardloop({**env, "CARDLOOP_DEV__MODEL_PORT": str(port)}, str(log_file), "-q", "why?", "--scripted")
+    assert out.returncode == 0 and f"OFFLINE SCRIPTED MODEL on http://127.0.0.1:{port}" in out.stderr, out.stderr
