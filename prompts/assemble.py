@@ -21,7 +21,15 @@ from cardloop.prompts.context import RECENT_KEYS, SEAM_TOKENS, ContextFit, Conte
 from cardloop.prompts.conversation import Conversation, SystemBlock, ToolSpec, Turn
 from cardloop.prompts.explain import ExplainRow
 from cardloop.prompts.formats import render
-from cardloop.prompts.history import Fold, HistoryFitter, MessageCache, Summarizer, truncate_tokens
+from cardloop.prompts.history import (
+    Fold,
+    HistoryFitter,
+    MessageCache,
+    Summarizer,
+    results_after_calls,
+    settle_tool_calls,
+    truncate_tokens,
+)
 from cardloop.prompts.layers import GLOBAL_TEMPLATE, GUARDRAILS_TEMPLATE, resolve_behaviour
 from cardloop.prompts.logs import Excerpt
 from cardloop.prompts.scrub import Found, Scrubber, in_item
@@ -268,7 +276,7 @@ class PromptAssembler:
         history_budget = max(0, min(budget.history, left) - opener_cost)
         history = HistoryFitter(counter, self.scrubber, settings.history, overhead, self._messages, self._facts,
                                 self._pinned).fit(
-            card.history, history_budget, summarizer, found)
+            settle_tool_calls(card.history), history_budget, summarizer, found)
         rows.extend(history.rows)
         needs_opener = bool(history.turns) and history.turns[0].role == "assistant"
         left -= history.tokens + (opener_cost if needs_opener else 0)
@@ -287,8 +295,7 @@ class PromptAssembler:
         context_cost = context.tokens + (seam if context.blocks else 0)
         rows.append(turn_row)
 
-        turns = list(history.turns)
-        costs = list(history.costs)
+        turns, costs = results_after_calls(history.turns, history.costs)
         history_cost = history.tokens
         if needs_opener:
             # Providers want the conversation to open with the user.

@@ -95,6 +95,65 @@ def render_message(message: Message, text: str) -> Turn:
     ))
 
 
+INTERRUPTED = ("[{name} call {id}: no result: it was interrupted (its stage was cancelled, moved on or failed, "
+               "or its worker was lost) and did not finish]")
+
+
+def settle_tool_calls(messages: Sequence[Message]) -> Sequence[Message]:
+    """The history as the providers accept it, index for index: a tool call no result answers (the
+    stage was cancelled, moved on or failed while it ran) becomes a line of the assistant's text,
+    and a result whose call is not in the history becomes a user message. Either would make every
+    later request a 400 ("tool_use ids were found without tool_result blocks"), the card stuck.
+    Nothing moves, so message indices (and the fold's ranges over the store) stay as they are."""
+    if not any(m.tool_calls for m in messages) and not any(m.role == "tool" for m in messages):
+        return messages
+    answered = {m.tool_call_id for m in messages if m.role == "tool"}
+    called: set[str] = set()
+    out: list[Message] = []
+    for m in messages:
+        if m.tool_calls:
+            lost = [c for c in m.tool_calls if c.id not in answered]
+            if lost:
+                notes = "\n".join(INTERRUPTED.format(name=c.name, id=c.id) for c in lost)
+                m = Message(role="assistant", content=f"{m.content}\n\n{notes}".strip(), id=m.id, author=m.author,
+                            created_at=m.created_at, tool_calls=tuple(c for c in m.tool_calls if c.id in answered))
+            called.update(c.id for c in m.tool_calls)
+        elif m.role == "tool" and m.tool_call_id not in called:
+            m = Message(role="user", content=f"[the result of an earlier tool call {m.tool_call_id}]\n{m.content}",
+                        id=m.id, author=m.author, created_at=m.created_at)
+        out.append(m)
+    return out
+
+
+def results_after_calls(turns: Sequence[Turn], costs: Sequence[int]) -> tuple[list[Turn], list[int]]:
+    """Each assistant turn's tool results right after it. A comment stored while a tool ran sits
+    between the call and its result; the providers take only the call, then its results. Moves
+    turns within a call's unit only (the fold keeps or folds a unit whole), costs with them."""
+    if not any(t.tool_calls for t in turns):
+        return list(turns), list(costs)
+    given = bool(costs)
+    turns, costs = list(turns), list(costs) if given else [0] * len(turns)
+    out_t: list[Turn] = []
+    out_c: list[int] = []
+    taken: set[int] = set()
+    for i, turn in enumerate(turns):
+        if i in taken:
+            continue
+        out_t.append(turn)
+        out_c.append(costs[i])
+        waiting = {c.id for c in turn.tool_calls}
+        j = i + 1
+        while waiting and j < len(turns) and not turns[j].tool_calls:
+            ids = {r.call_id for r in turns[j].tool_results}
+            if ids and ids <= waiting:
+                taken.add(j)
+                out_t.append(turns[j])
+                out_c.append(costs[j])
+                waiting -= ids
+            j += 1
+    return out_t, out_c if given else []
+
+
 def group_units(messages: Sequence[Message]) -> list[tuple[int, int]]:
     """Inclusive index ranges that must be kept or folded together."""
     if not any(m.tool_calls for m in messages):  # the usual chat: every message is its own unit
