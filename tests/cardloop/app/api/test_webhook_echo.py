@@ -43,7 +43,7 @@ async def test_the_boards_echo_of_our_own_writes_starts_nothing(stack: Stack, re
             return r.json()["events"][0]
 
         assert (await deliver(generic("WEB-E1", "testing", "p-1", actor="priya")))["status"] == "accepted"
-        state = await stack.cards.wait_for(ref, lambda s: s.status == "done", timeout=60)
+        state = await stack.cards.wait_for(ref, lambda s: s.status == "done" and s.board_told >= s.stage_runs, timeout=60)
         # testing completed and auto-advanced: cardloop sent its comments and moved the card to "done".
         assert [json.loads(r.raw)["event"] for r in receiver.requests] == ["comment", "comment", "move"]
 
@@ -84,7 +84,7 @@ async def a_card_cardloop_moved_to_done(stack: Stack, receiver: Board, api, card
     """priya moves the card to testing; it completes and cardloop moves it on to "done" (its board move)."""
     ref = CardRef(tenant="default", board="generic", card_id=card_id)
     assert (await deliver(api, generic(card_id, "testing", f"{card_id}-1", actor="priya")))["status"] == "accepted"
-    await stack.cards.wait_for(ref, lambda s: s.status == "done", timeout=60)
+    await stack.cards.wait_for(ref, lambda s: s.status == "done" and s.board_told >= s.stage_runs, timeout=60)
     assert [json.loads(r.raw)["event"] for r in receiver.requests][-1] == "move"
     return ref
 
@@ -104,7 +104,7 @@ async def test_a_person_moving_the_card_back_into_cardloops_column_is_no_echo(st
         assert (await deliver(api, generic("WEB-E2", "review", "E2-2", actor="priya")))["status"] == "accepted"
         back = await deliver(api, generic("WEB-E2", "done", "E2-3", actor="priya"))
         assert back["status"] == "accepted" and back["stage"] == "done", back
-        await stack.cards.wait_for(ref, lambda s: s.status == "done", timeout=60)
+        await stack.cards.wait_for(ref, lambda s: s.status == "done" and s.board_told >= s.stage_runs, timeout=60)
 
 
 async def test_a_move_out_to_a_column_no_stage_maps_counts_too(stack: Stack, receiver: Board) -> None:
