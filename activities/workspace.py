@@ -72,6 +72,13 @@ def tool_specs(names_: list[str] | tuple[str, ...]) -> tuple[ToolSpec, ...]:
     return tuple(spec(TOOLS[n]) for n in names_ if n in TOOLS)
 
 
+def discard_uncommitted(manager: WorkspaceManager, ws: Workspace) -> None:
+    """Tracked changes reset and untracked files removed (ignored ones, such as a virtualenv
+    the agent built, stay); commits are kept."""
+    manager.git.run(["reset", "--hard", "--quiet", "HEAD"], ws.path)
+    manager.git.run(["clean", "-fdq"], ws.path)
+
+
 def _refused(err: WorkspaceError) -> ApplicationError:
     message = DEFAULT_REDACTOR.redact(str(err)).text
     if err.retryable:
@@ -154,6 +161,10 @@ class WorkspaceActivities:
             self._open.pop(inp.card_key, None)
         ws = self._workspace(inp.card_key, card)
         manager = self._manager(card)
+        if inp.reopen:
+            # The lost worker's last turn may have changed files before it died (this machine's
+            # worktree survived it): back to the last checkpoint, as the model is told.
+            call_with_heartbeat(lambda: discard_uncommitted(manager, ws), detail="back to the last checkpoint")
         head = manager.git.run(["rev-parse", "HEAD"], ws.path).strip()
         found = repository_test_command(card.repo, ws.path, self.rt.config.workspace.test_commands)
         activity.logger.info("workspace for %s on %s (%s), queue %s", inp.card_key, ws.branch, ws.created_from,

@@ -123,9 +123,9 @@ class Hands:
         return cls(inp, info) if info.queue else None
 
     @staticmethod
-    async def _open(inp: StageInput) -> WorkspaceInfo:
+    async def _open(inp: StageInput, *, reopen: bool = False) -> WorkspaceInfo:
         return await workflow.execute_activity(
-            names.WORKSPACE_OPEN, WorkspaceInput(card_key=inp.ref.key, stage=inp.stage, run=inp.run),
+            names.WORKSPACE_OPEN, WorkspaceInput(card_key=inp.ref.key, stage=inp.stage, run=inp.run, reopen=reopen),
             result_type=WorkspaceInfo, **policies.WORKSPACE_OPEN, summary=f"{inp.stage}: open the workspace")
 
     @property
@@ -162,7 +162,7 @@ class Hands:
     async def _reopen(self) -> None:
         lost = self.info.queue
         self.reopened += 1
-        self.info = await self._open(self.inp)
+        self.info = await self._open(self.inp, reopen=True)
         workflow.logger.warning("workspace worker %s is gone; reopened on %s", lost, self.info.queue)
         self._note_due = True
 

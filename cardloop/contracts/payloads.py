@@ -409,6 +409,9 @@ class WorkspaceInput(_Value):
     card_key: str
     stage: str
     run: int
+    # The worker that held the worktree was lost: what it left uncommitted (a command cut off
+    # half-way) is discarded, so the worktree is the last checkpoint, as the model is told.
+    reopen: bool = False
 
 
 class WorkspaceInfo(_Value):

@@ -42,3 +42,34 @@ def test_sweep_removes_done_cards_and_old_workspaces_only(tmp_path: Path) -> Non
         assert spaces["RUN-1"].path.is_dir() and (spaces["RUN-1"].path / "app" / "webhooks" / "retry.py").is_file()
         assert not any(spaces[n].path.exists() for n in ("DONE-1", "OLD-1", "GONE-1"))
         assert WorkspaceActivities(deps).sweep() == []  # nothing left to remove: a second sweep is a no-op
+
+
+def test_a_reopened_workspace_is_back_at_its_last_checkpoint(tmp_path: Path) -> None:
+    """The worker that held the worktree died mid-command; a worker on the same machine reopens
+    it. The half-done changes are discarded (the model is told they are gone); commits stay."""
+    from temporalio.testing import ActivityEnvironment
+
+    from cardloop.contracts.payloads import WorkspaceInput
+
+    remote = push_sample_repo(tmp_path / "remotes")
+    config = load_config(REPO_CONFIG, env={
+        "CARDLOOP_WORKSPACE__ENABLED": "true", "CARDLOOP_WORKSPACE__ROOT": str(tmp_path / "ws"),
+        "CARDLOOP_SOURCES__REPOSITORY__CLONE_URL": remote.url_template})
+    with Store.open(f"sqlite:///{tmp_path / 'store.sqlite'}") as store:
+        deps = ActivityDeps.build(config, store)
+        card = small_card("REOPEN-1", branch="card/REOPEN-1")
+        key = f"{card.tenant}/{card.board}/{card.id}"
+        store.upsert_card(key, card)
+        env = ActivityEnvironment()
+        first = WorkspaceActivities(deps)
+        env.run(first.open, WorkspaceInput(card_key=key, stage="coding", run=1))
+        ws = deps.workspaces(card.tenant, card.repo or "").open(card)
+        retry = ws.path / "app" / "webhooks" / "retry.py"
+        kept = retry.read_text()
+        retry.write_text(kept + "# half-done edit\n")
+        (ws.path / "half.txt").write_text("written before the worker died\n")
+        same_machine = WorkspaceActivities(deps)  # a new worker process: nothing open in memory
+        env.run(same_machine.open, WorkspaceInput(card_key=key, stage="coding", run=1))
+        assert retry.read_text().endswith("# half-done edit\n")  # a stage's ordinary open keeps the worktree
+        env.run(same_machine.open, WorkspaceInput(card_key=key, stage="coding", run=1, reopen=True))
+        assert retry.read_text() == kept and not (ws.path / "half.txt").exists()

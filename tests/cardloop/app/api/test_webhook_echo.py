@@ -43,7 +43,8 @@ async def test_the_boards_echo_of_our_own_writes_starts_nothing(stack: Stack, re
             return r.json()["events"][0]
 
         assert (await deliver(generic("WEB-E1", "testing", "p-1", actor="priya")))["status"] == "accepted"
-        state = await stack.cards.wait_for(ref, lambda s: s.status == "done" and s.board_told >= s.stage_runs, timeout=60)
+        state = await stack.cards.wait_for(ref, lambda s: s.status == "done" and s.board_told >= s.stage_runs,
+                                           timeout=60)
         # testing completed and auto-advanced: cardloop sent its comments and moved the card to "done".
         assert [json.loads(r.raw)["event"] for r in receiver.requests] == ["comment", "comment", "move"]
 
