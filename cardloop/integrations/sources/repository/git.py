@@ -14,6 +14,16 @@ Secrets: a token is never on a command line (other users can read `ps`), never i
 variables as a `url.<https://x-access-token:TOKEN@host/>.insteadOf <https://host/>` rewrite, a
 credential helper configured on the worker is switched off (it could store the token), and
 git's output is scrubbed of the token before it becomes an error message.
+
+The agent's commands run as the worker's user, so everything git reads from disk in a checkout
+or a worktree can be the agent's: the repository's config (filters, textconv, sshCommand,
+remote URLs, `url.*.insteadOf`, `http.proxy`, includes), `config.worktree`, the `.git` file that
+names a worktree's gitdir, the `commondir` file, and the worker's own ~/.gitconfig. So the
+worker's git takes none of it: it runs with GIT_DIR, GIT_COMMON_DIR and GIT_WORK_TREE set from
+paths the worker computes (`GitDirs`, never read from the work tree), no system or global
+config, and before every command the repository's config is rewritten from what the worker
+knows (the remote URL) and a short list of keys that name no program and no URL (`restore`);
+commands that reach the remote name the worker's URL, not `origin`.
 """
 
 from __future__ import annotations
@@ -25,7 +35,10 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
+import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -55,6 +68,182 @@ class Checkout:
     @property
     def short(self) -> str:
         return self.sha[:_SHORT_SHA]
+
+
+@dataclass(frozen=True)
+class GitDirs:
+    """Where the worker's git finds a repository, as the worker computes it: the work tree, the
+    gitdir (the clone's `.git`, or `.git/worktrees/<name>` for a linked worktree) and the common
+    dir (the clone's `.git`), and the remote URL the worker set."""
+
+    work_tree: Path
+    git_dir: Path
+    common_dir: Path
+    url: str
+
+    @property
+    def linked(self) -> bool:
+        return self.git_dir != self.common_dir
+
+    def env(self) -> dict[str, str]:
+        # GIT_COMMON_DIR wins over a `commondir` file, GIT_DIR over the work tree's `.git`, and
+        # GIT_WORK_TREE over core.worktree.
+        return {"GIT_DIR": str(self.git_dir), "GIT_COMMON_DIR": str(self.common_dir),
+                "GIT_WORK_TREE": str(self.work_tree)}
+
+
+# The repository config the worker's git reads is rewritten before every command: the remote URL
+# from the worker, and of the rest only these keys, with values of these shapes. None names a
+# program, a URL, a file to include or a helper; everything else (filters, diff drivers, hooks,
+# sshCommand, askPass, url.*, http.*, include*, extensions.worktreeConfig, core.worktree, ...) goes.
+_BOOL = r"(?i:true|false|yes|no|on|off|1|0)"
+_REF = r"[A-Za-z0-9_][A-Za-z0-9_./+@-]*"
+_KEEP: dict[tuple[str, str], str] = {
+    ("core", "repositoryformatversion"): r"[01]",
+    ("core", "filemode"): _BOOL,
+    ("core", "logallrefupdates"): _BOOL,
+    ("core", "ignorecase"): _BOOL,
+    ("core", "precomposeunicode"): _BOOL,
+    ("core", "symlinks"): _BOOL,
+    ("extensions", "objectformat"): r"sha1|sha256",
+    ("extensions", "refstorage"): r"files|reftable",
+    ("user", "name"): r"[^\x00-\x1f\"\\#;]{1,200}",
+    ("user", "email"): r"[^\x00-\x1f\"\\#;\s]{1,200}",
+    ("remote", "fetch"): rf"\+?refs/heads/(?:{_REF}|\*):refs/remotes/origin/(?:{_REF}|\*)",
+    ("remote", "tagopt"): r"--no-tags",
+    ("branch", "remote"): r"origin",
+    ("branch", "merge"): rf"refs/heads/{_REF}",
+}
+_SECTION = re.compile(r'^\[\s*([A-Za-z0-9.-]+)(?:\s+"([^"\\\n]*)")?\s*\](.*)\Z')
+_ENTRY = re.compile(r"^([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*))?\Z")
+_RESTORE_LOCK = threading.Lock()  # two threads restoring one clone's config never interleave
+
+
+def _kept_config(text: str) -> list[tuple[str, str | None, str, str]]:
+    """(section, subsection, key, value) of `text`'s entries that `_KEEP` allows; anything this
+    small parser does not understand (continuations, escapes, legacy sections) is dropped."""
+    kept = []
+    section: tuple[str, str | None] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            m = _SECTION.match(line)
+            rest = m.group(3).strip() if m else ""
+            section = (m.group(1).lower(), m.group(2)) if m and (not rest or rest[0] in "#;") else None
+            continue
+        m = _ENTRY.match(line)
+        if section is None or m is None:
+            continue
+        name, sub = section
+        key = m.group(1).lower()
+        value = (m.group(2) or "true").strip()
+        if '"' not in value and "\\" not in value:
+            value = re.split(r"\s[#;]", value, maxsplit=1)[0].strip()
+        elif re.fullmatch(r'"[^"\\]*"', value):
+            value = value[1:-1]
+        else:
+            continue
+        if name in ("remote", "branch"):
+            if sub is None or (name == "remote" and sub != "origin") or not re.fullmatch(_REF, sub):
+                continue
+        elif sub is not None:
+            continue
+        shape = _KEEP.get((name, key))
+        if shape is not None and re.fullmatch(shape, value):
+            kept.append((name, sub, key, value))
+    return kept
+
+
+def _config_text(url: str, kept: list[tuple[str, str | None, str, str]]) -> str:
+    def q(value: str) -> str:
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    values = {(n, s, k): v for n, s, k, v in kept if (n, s, k) != ("remote", "origin", "fetch")}
+    extensions = {k: v for (n, _s, k), v in values.items() if n == "extensions"}
+    core = {"repositoryformatversion": "1" if extensions else values.get(("core", None, "repositoryformatversion"),
+                                                                           "0"),
+            "filemode": values.get(("core", None, "filemode"), "true"), "bare": "false",
+            "logallrefupdates": values.get(("core", None, "logallrefupdates"), "true")}
+    for key in ("ignorecase", "precomposeunicode", "symlinks"):
+        if ("core", None, key) in values:
+            core[key] = values[("core", None, key)]
+    lines = ["[core]", *(f"\t{k} = {v}" for k, v in core.items())]
+    if extensions:
+        lines += ["[extensions]", *(f"\t{k} = {v}" for k, v in extensions.items())]
+    user = {k: v for (n, _s, k), v in values.items() if n == "user"}
+    if user:
+        lines += ["[user]", *(f"\t{k} = {q(v)}" for k, v in user.items())]
+    fetch = [v for n, s, k, v in kept if (n, s, k) == ("remote", "origin", "fetch")]
+    lines += ['[remote "origin"]', f"\turl = {q(url)}",
+              *(f"\tfetch = {v}" for v in dict.fromkeys(fetch) or ["+refs/heads/*:refs/remotes/origin/*"])]
+    if ("remote", "origin", "tagopt") in values:
+        lines.append("\ttagOpt = --no-tags")
+    branches = sorted({s for n, s, _k, _v in kept if n == "branch" and s})
+    for branch in branches:
+        lines.append(f'[branch "{branch}"]')
+        lines += [f"\t{k} = {values[('branch', branch, k)]}" for k in ("remote", "merge")
+                  if ("branch", branch, k) in values]
+    return "\n".join(lines) + "\n"
+
+
+_MAX_CONFIG = 1 << 20
+
+
+def _read_regular(path: Path) -> str:
+    """`path`'s text if it is a regular file under 1 MiB, else "": a command may have left a
+    symlink to /dev/zero or a FIFO there, which must neither hang nor flood the worker."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _MAX_CONFIG:
+            return ""
+        return f.read(_MAX_CONFIG).decode("utf-8", "replace")
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write `path` whole, if it differs: through a fresh temporary file (never one a command
+    could have placed) renamed over it, so a symlink there is replaced, never followed."""
+    if not path.is_symlink() and _read_regular(path) == text:
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def restore(dirs: GitDirs) -> None:
+    """Give the repository at `dirs` the config the worker's git may read (see `_KEEP`), drop
+    every `config.worktree`, and point the worktree's `.git` file and the gitdir's back-pointers
+    where the worker knows they belong (so the agent's own git sees the same repository)."""
+    common = dirs.common_dir
+    if not common.is_dir():
+        return  # not cloned yet, or gone: git itself will say so
+    with _RESTORE_LOCK:
+        config = common / "config"
+        _replace(config, _config_text(dirs.url, _kept_config(_read_regular(config))))
+        for stray in {common / "config.worktree", dirs.git_dir / "config.worktree"}:
+            with suppress(FileNotFoundError, IsADirectoryError):
+                stray.unlink()
+        if dirs.linked:
+            if dirs.git_dir.is_dir():
+                _replace(dirs.git_dir / "commondir", f"{os.path.relpath(common, dirs.git_dir)}\n")
+                _replace(dirs.git_dir / "gitdir", f"{dirs.work_tree / '.git'}\n")
+                if dirs.work_tree.is_dir() and not (dirs.work_tree / ".git").is_dir():
+                    _replace(dirs.work_tree / ".git", f"gitdir: {dirs.git_dir}\n")
+        else:
+            with suppress(FileNotFoundError, IsADirectoryError):
+                (common / "commondir").unlink()
 
 
 class GitFailed(Exception):
@@ -182,10 +371,11 @@ class GitCheckouts:
         ref = branch or "HEAD"
         what = f"branch {branch}" if branch else "the default branch"
         try:
-            if (dest / ".git").is_dir():
+            if (dest / ".git").is_dir() and not (dest / ".git").is_symlink():
                 try:
-                    self.run(["remote", "set-url", "origin", url], dest)
-                    self.run(["fetch", "--depth", str(self.depth), "--no-tags", "--quiet", "origin", ref], dest)
+                    # The URL, not `origin`: the remote's name is looked up in config (restored
+                    # before each command, but a URL leaves nothing to look up).
+                    self.run(["fetch", "--depth", str(self.depth), "--no-tags", "--quiet", url, ref], dest)
                     self.run(["checkout", "--force", "--quiet", "FETCH_HEAD"], dest)
                 except GitFailed as exc:
                     if exc.timed_out or _MISSING_BRANCH.search(exc.detail) or _PERMANENT.search(exc.detail) \
@@ -245,7 +435,9 @@ class GitCheckouts:
         database URL: a worktree's git config can make git run a program, a filter or an
         fsmonitor the agent wrote), and the clone token only for commands that reach the remote."""
         env = {k: v for k, v in os.environ.items() if k in _GIT_ENV or k.lower().endswith("_proxy")}
-        env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANG="C")
+        # No system or global config: the worker's ~/.gitconfig is as writable to a command as the worktree.
+        env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", LANG="C", GIT_CONFIG_NOSYSTEM="1",
+                   GIT_CONFIG_GLOBAL=os.devnull)
         config = [
             ("credential.helper", ""),      # a helper could store the token on the worker's disk
             ("http.lowSpeedLimit", "1000"),  # a stalled transfer fails instead of hanging
@@ -280,13 +472,38 @@ class GitCheckouts:
         # Any credentials in a URL, whoever put them there.
         return re.sub(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s'\"]+@", r"\1***@", text)
 
-    def run(self, args: list[str], cwd: Path) -> str:
+    def url(self, repo: str) -> str:
+        return self.clone_url_template.format(repo=repo)
+
+    def dirs(self, repo: str) -> GitDirs:
+        """The checkout of `repo` as the worker's git must see it (see the module docstring)."""
+        path = self.path(repo)
+        return GitDirs(work_tree=path, git_dir=path / ".git", common_dir=path / ".git", url=self.url(repo))
+
+    def _checkout_dirs(self, cwd: Path) -> GitDirs | None:
+        """`dirs` of the checkout `cwd` is, when it is one of this cache's."""
+        here = Path(os.path.abspath(cwd))
+        if here.parent.parent != Path(os.path.abspath(self.cache_dir)):
+            return None
+        try:
+            return self.dirs(f"{here.parent.name}/{here.name}")
+        except UpstreamError:
+            return None
+
+    def run(self, args: list[str], cwd: Path, *, at: GitDirs | None = None) -> str:
+        """git `args` in `cwd`. In a repository (`at`, or a checkout of this cache) git finds it
+        only where the worker says, and its config is restored first (see `restore`)."""
         command = next((a for a in args if not a.startswith("-") and "=" not in a), args[0])
+        env = self.env(network=command in _NETWORK_COMMANDS)
+        at = at or self._checkout_dirs(cwd)
+        if at is not None:
+            restore(at)
+            env.update(at.env())
         try:
             proc = subprocess.Popen(
                 [self.git, *args],
                 cwd=cwd,
-                env=self.env(network=command in _NETWORK_COMMANDS),
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

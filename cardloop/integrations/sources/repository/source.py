@@ -337,8 +337,8 @@ class RepositorySource:
             if not SAFE_BRANCH.match(base) or ".." in base:
                 return (), f"base branch {base!r} is not a usable name"
             ref = f"refs/remotes/origin/{base}"
-            self.checkouts.run(["fetch", "--depth", str(self.checkouts.depth), "--no-tags", "--quiet", "origin",
-                       f"+refs/heads/{base}:{ref}"], co.path)
+            self.checkouts.run(["fetch", "--depth", str(self.checkouts.depth), "--no-tags", "--quiet",
+                                self.checkouts.url(co.repo), f"+refs/heads/{base}:{ref}"], co.path)
             merge_base = self.checkouts.run(["merge-base", "HEAD", ref], co.path).strip()
             out = self.checkouts.run(["diff", "--name-only", "--no-renames", "-z", merge_base, "HEAD"], co.path)
         except GitFailed as exc:
@@ -350,7 +350,7 @@ class RepositorySource:
         return files, f"changed on {co.branch} since {base} (boosted): {shown or 'nothing'}"
 
     def _default_branch(self, co: Checkout) -> str | None:
-        out = self.checkouts.run(["ls-remote", "--symref", "origin", "HEAD"], co.path)
+        out = self.checkouts.run(["ls-remote", "--symref", self.checkouts.url(co.repo), "HEAD"], co.path)
         match = re.search(r"^ref: refs/heads/(\S+)\tHEAD$", out, re.MULTILINE)
         return match.group(1) if match else None
 
