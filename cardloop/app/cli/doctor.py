@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -148,6 +149,12 @@ def _git() -> Check:
     if git is None:
         return Check("git", "fail", "git is not on PATH: the repository source and the workspace need it")
     out = subprocess.run([git, "--version"], capture_output=True, text=True, timeout=10)
+    version = re.search(r"(\d+)\.(\d+)", out.stdout)
+    if version and (int(version.group(1)), int(version.group(2))) < (2, 32):
+        # Older git ignores GIT_CONFIG_GLOBAL: the worker's git would read ~/.gitconfig, which
+        # the agent's commands can write.
+        return Check("git", "warn", f"{out.stdout.strip()}: 2.32 or newer is needed to keep ~/.gitconfig "
+                                    "out of the worker's git")
     return Check("git", "ok", out.stdout.strip() or git)
 
 
