@@ -75,8 +75,8 @@ def tool_specs(names_: list[str] | tuple[str, ...]) -> tuple[ToolSpec, ...]:
 def discard_uncommitted(manager: WorkspaceManager, ws: Workspace) -> None:
     """Tracked changes reset and untracked files removed (ignored ones, such as a virtualenv
     the agent built, stay); commits are kept."""
-    manager.git.run(["reset", "--hard", "--quiet", "HEAD"], ws.path)
-    manager.git.run(["clean", "-fdq"], ws.path)
+    manager.run(ws, ["reset", "--hard", "--quiet", "HEAD"])
+    manager.run(ws, ["clean", "-fdq"])
 
 
 def _refused(err: WorkspaceError) -> ApplicationError:
@@ -120,10 +120,11 @@ class WorkspaceActivities:
         except UpstreamError as err:
             raise ApplicationError(f"workspace: {err}", type=names.WORKSPACE_REFUSED, non_retryable=True) from None
 
-    def _toolbox(self, ws: Workspace, offered: list[str], stop: threading.Event) -> Toolbox:
+    def _toolbox(self, ws: Workspace, offered: list[str], manager: WorkspaceManager,
+                 stop: threading.Event) -> Toolbox:
         cfg = self.rt.config.workspace
         return Toolbox(ToolContext(ws.path, ws.home, self.rt.sandbox(), max_result_chars=cfg.result_max_chars,
-                                   stop=stop), offered=offered)
+                                   git_env=lambda: manager.git_env(ws), stop=stop), offered=offered)
 
     def sweep(self) -> list[str]:
         """Remove the workspaces of done cards (or cards gone from the store) on this worker's
@@ -141,7 +142,8 @@ class WorkspaceActivities:
         with self._lock:
             keep = set(self._open)
         removed = sweep(cfg.root, is_done, max_bytes=cfg.max_size_mb * 1024 * 1024,
-                        max_age_seconds=cfg.max_age_hours * 3600, keep=keep)
+                        max_age_seconds=cfg.max_age_hours * 3600, keep=keep,
+                        clone_url_template=self.rt.config.sources.repository.clone_url)
         with self._lock:
             for key in removed:
                 self._open.pop(key, None)
@@ -165,7 +167,7 @@ class WorkspaceActivities:
             # The lost worker's last turn may have changed files before it died (this machine's
             # worktree survived it): back to the last checkpoint, as the model is told.
             call_with_heartbeat(lambda: discard_uncommitted(manager, ws), detail="back to the last checkpoint")
-        head = manager.git.run(["rev-parse", "HEAD"], ws.path).strip()
+        head = manager.head(ws)
         found = repository_test_command(card.repo, ws.path, self.rt.config.workspace.test_commands)
         activity.logger.info("workspace for %s on %s (%s), queue %s", inp.card_key, ws.branch, ws.created_from,
                              self.rt.workspace_queue)
@@ -181,7 +183,7 @@ class WorkspaceActivities:
         def act() -> ToolResult:
             # A cancelled stage (a move, `card cancel`) kills the command this call runs.
             stop = threading.Event()
-            box = self._toolbox(self._workspace(inp.card_key, card), inp.tools, stop)
+            box = self._toolbox(self._workspace(inp.card_key, card), inp.tools, self._manager(card), stop)
             return call_with_heartbeat(lambda: box.execute(inp.name, inp.input), detail=f"running {inp.name}",
                                        stop=stop)
 

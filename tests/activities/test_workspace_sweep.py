@@ -42,6 +42,10 @@ def test_sweep_removes_done_cards_and_old_workspaces_only(tmp_path: Path) -> Non
         assert spaces["RUN-1"].path.is_dir() and (spaces["RUN-1"].path / "app" / "webhooks" / "retry.py").is_file()
         assert not any(spaces[n].path.exists() for n in ("DONE-1", "OLD-1", "GONE-1"))
         assert WorkspaceActivities(deps).sweep() == []  # nothing left to remove: a second sweep is a no-op
+        # The sweep's git rewrote the clone's config with the remote the clone was made from.
+        (config_file,) = (tmp_path / "ws" / "clones").glob("*/*/.git/config")
+        repo = "/".join(config_file.parts[-4:-2])
+        assert f'url = "{remote.url_template.format(repo=repo)}"' in config_file.read_text()
 
 
 def test_a_reopened_workspace_is_back_at_its_last_checkpoint(tmp_path: Path) -> None:

@@ -8,6 +8,8 @@ argument or a stored remote URL), credential helpers and the repository's hooks 
 timeout kills git's whole process group, and git's error output is scrubbed of the token and
 of any `user:password@` in a URL before it becomes a message. `locked` is its per-repository
 flock, held here while worktrees are added or removed, since those change the shared clone.
+A worktree's git runs `at` the GitDirs the manager computes (its gitdir in the clone, never the
+`.git` file the agent can rewrite), with the clone's config restored first.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cardloop.integrations.sources.repository import Checkout, GitCheckouts, RepositorySource
+from cardloop.integrations.sources.repository.git import GitDirs
 from cardloop.integrations.sources.repository.git import GitFailed as _GitFailed
 from cardloop.integrations.upstream import UpstreamError
 from cardloop.integrations.workspace.errors import WorkspaceError
@@ -37,9 +40,9 @@ class Git:
         self.source = source
         self.checkouts: GitCheckouts = source.checkouts
 
-    def run(self, args: list[str], cwd: Path) -> str:
+    def run(self, args: list[str], cwd: Path, *, at: GitDirs | None = None) -> str:
         try:
-            return self.checkouts.run(args, cwd)
+            return self.checkouts.run(args, cwd, at=at)
         except _GitFailed as exc:
             raise GitFailed(exc.command, exc.detail, timed_out=exc.timed_out) from None
         except UpstreamError as exc:

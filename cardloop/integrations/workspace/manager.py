@@ -13,6 +13,11 @@ no push, so a retried checkpoint is harmless; a push the remote refuses raises P
 with git's (scrubbed) message. `remove` deletes a card's workspace when the card is done;
 `cleanup` removes the rest by age, then the least recently used until the total fits the size
 limit. What was never checkpointed is lost with a removed workspace: checkpoint first.
+
+The worker's git in a worktree runs `at` its GitDirs: the gitdir `<clone>/.git/worktrees/<name>`
+that `worktree add` made for the path, computed here and never read from the worktree's `.git`
+file; the clone's config is restored before each command (sources/repository/git.py), and the
+push and fetches name the worker's URL, not `origin`. `git_env` gives the git tools the same.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cardloop.integrations.sources.repository import RepositorySource
-from cardloop.integrations.sources.repository.git import _MISSING_BRANCH
+from cardloop.integrations.sources.repository.git import _MISSING_BRANCH, GitDirs, restore
 from cardloop.integrations.workspace.errors import PushRejected, WorkspaceError
 from cardloop.integrations.workspace.git import Git, GitFailed
 from cardloop.prompts.card import Card
@@ -109,6 +114,30 @@ class WorkspaceManager:
     def _clone_path(self, repo: str) -> Path:
         return self.git.checkouts.path(repo)
 
+    def _dirs(self, repo: str, path: Path) -> GitDirs:
+        """Where the worktree at `path` keeps its git state: `worktree add` names the gitdir
+        after the path's last component, which is unique per card (see `_add_worktree`)."""
+        clone = self.git.checkouts.dirs(repo)
+        return GitDirs(work_tree=path, git_dir=clone.common_dir / "worktrees" / path.name,
+                       common_dir=clone.common_dir, url=clone.url)
+
+    def dirs(self, ws: Workspace) -> GitDirs:
+        return self._dirs(ws.repo, ws.path)
+
+    def run(self, ws: Workspace, args: list[str]) -> str:
+        """The worker's git in the card's worktree (see the module docstring)."""
+        return self.git.run(args, ws.path, at=self.dirs(ws))
+
+    def head(self, ws: Workspace) -> str:
+        return self.run(ws, ["rev-parse", "HEAD"]).strip()
+
+    def git_env(self, ws: Workspace) -> dict[str, str]:
+        """For the git tools (read-only, local): the clone's config restored, and the environment
+        that makes git use the worker's gitdir and no system or global config."""
+        dirs = self.dirs(ws)
+        restore(dirs)
+        return {**dirs.env(), "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
+
     # --- open ----------------------------------------------------------------------------
 
     def open(self, card: Card) -> Workspace:
@@ -120,31 +149,38 @@ class WorkspaceManager:
         path, home, meta = self._paths(key, card.id)
         clone = self.git.clone(card.repo)
         with self.git.locked(card.repo):
-            if self._current_branch(path) == branch:
+            if self._current_branch(card.repo, path) == branch:
                 created_from = "existing worktree"
             else:
-                created_from = self._add_worktree(clone.path, clone.sha, path, branch)
+                created_from = self._add_worktree(card.repo, clone.path, clone.sha, path, branch)
         home.mkdir(parents=True, exist_ok=True)
         ws = Workspace(key, card.repo, branch, path, home, created_from)
         self._write_meta(meta, ws)
         return ws
 
-    def _current_branch(self, path: Path) -> str | None:
-        if not (path / ".git").is_file():
+    def _current_branch(self, repo: str, path: Path) -> str | None:
+        dirs = self._dirs(repo, path)
+        if not (path.is_dir() and dirs.git_dir.is_dir()):
             return None
         try:
-            return self.git.run(["rev-parse", "--abbrev-ref", "HEAD"], path).strip()
+            return self.git.run(["rev-parse", "--abbrev-ref", "HEAD"], path, at=dirs).strip()
         except WorkspaceError:
             return None  # a worktree whose clone was re-made: rebuilt from the remote
 
-    def _add_worktree(self, clone: Path, default_sha: str, path: Path, branch: str) -> str:
+    def _add_worktree(self, repo: str, clone: Path, default_sha: str, path: Path, branch: str) -> str:
         if path.exists():
             shutil.rmtree(path)
         self.git.run(["worktree", "prune"], clone)
+        # The gitdir `worktree add` makes must be the one `_dirs` names: a directory left there
+        # (by a crash, or made by a command) would make git pick `<name>1`.
+        gitdir = self._dirs(repo, path).git_dir
+        if gitdir.is_symlink() or gitdir.is_file():
+            gitdir.unlink()
+        shutil.rmtree(gitdir, ignore_errors=True)
         remote_ref = f"refs/remotes/origin/{branch}"
         try:
-            self.git.run(["fetch", "--depth", str(self.depth), "--no-tags", "--quiet", "origin",
-                          f"+refs/heads/{branch}:{remote_ref}"], clone)
+            self.git.run(["fetch", "--depth", str(self.depth), "--no-tags", "--quiet",
+                          self.git.checkouts.url(repo), f"+refs/heads/{branch}:{remote_ref}"], clone)
             start, created_from = remote_ref, f"origin/{branch}"
         except GitFailed as exc:
             if exc.timed_out or not _MISSING_BRANCH.search(exc.detail):
@@ -156,6 +192,8 @@ class WorkspaceManager:
             start, created_from = default_sha, f"default branch {default_sha[:12]}"
         path.parent.mkdir(parents=True, exist_ok=True)
         self.git.run(["worktree", "add", "--force", "--quiet", "-B", branch, str(path), start], clone)
+        if not gitdir.is_dir():
+            raise WorkspaceError(f"git worktree add made no gitdir at {gitdir.name} for {path.name}", retryable=True)
         return created_from
 
     # --- checkpoint ----------------------------------------------------------------------
@@ -165,34 +203,35 @@ class WorkspaceManager:
         changed = self.changed_files(ws)
         committed = False
         if changed:
-            self.git.run(["add", "-A"], ws.path)
+            self.run(ws, ["add", "-A"])
             message = (f"cardloop: {ws.card_key} run {run} turn {turn}\n\n"
                        f"Checkpoint of the card's workspace after turn {turn} of run {run}.\n")
-            self.git.run(["-c", f"user.name={AUTHOR_NAME}", "-c", f"user.email={AUTHOR_EMAIL}",
-                          "commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message], ws.path)
+            self.run(ws, ["-c", f"user.name={AUTHOR_NAME}", "-c", f"user.email={AUTHOR_EMAIL}",
+                          "commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", message])
             committed = True
-        head = self.git.run(["rev-parse", "HEAD"], ws.path).strip()
+        head = self.head(ws)
         remote_ref = f"refs/remotes/origin/{ws.branch}"
         try:
-            pushed_sha = self.git.run(["rev-parse", "--verify", "--quiet", remote_ref], ws.path).strip()
+            pushed_sha = self.run(ws, ["rev-parse", "--verify", "--quiet", remote_ref]).strip()
         except GitFailed:
             pushed_sha = ""
         pushed = False
         if head != pushed_sha:
             try:
-                self.git.run(["push", "--quiet", "origin", f"HEAD:refs/heads/{ws.branch}"], ws.path)
+                # To the URL the worker knows: nothing in config can say where `origin` is.
+                self.run(ws, ["push", "--quiet", self.dirs(ws).url, f"HEAD:refs/heads/{ws.branch}"])
             except GitFailed as exc:
                 if not exc.timed_out and _REJECTED.search(exc.detail):
                     raise PushRejected(ws.branch, exc.detail) from None
                 raise
-            self.git.run(["update-ref", remote_ref, head], ws.path)
+            self.run(ws, ["update-ref", remote_ref, head])
             pushed = True
         self._touch(ws)
         return Checkpoint(head, committed, pushed, tuple(changed) if committed else ())
 
     def changed_files(self, ws: Workspace) -> list[str]:
         """Paths with changes not yet committed (untracked included, ignored files not)."""
-        out = self.git.run(["status", "--porcelain", "-z", "--untracked-files=all"], ws.path)
+        out = self.run(ws, ["status", "--porcelain", "-z", "--untracked-files=all"])
         files: list[str] = []
         entries = out.split("\0")
         i = 0
@@ -309,9 +348,11 @@ def _size(path: Path) -> int:
 
 
 def sweep(root: str | Path, is_done: Callable[[str], bool], *, max_bytes: int, max_age_seconds: float,
-          keep: Collection[str] = ()) -> list[str]:
+          keep: Collection[str] = (), clone_url_template: str = "https://github.com/{repo}.git") -> list[str]:
     """Every workspace under `root` (and under its per-tenant folders, root/.tenants/<tenant>):
-    remove those of done cards, then apply the age and size limits. Local git only: no token."""
+    remove those of done cards, then apply the age and size limits. Local git only: no token.
+    `clone_url_template` is the one the clones were made with: the clone's config is rewritten
+    with it before each git command, as by the manager that made them."""
     base = Path(root).expanduser()
     tenants = base / ".tenants"
     roots = [base, *(sorted(p for p in tenants.iterdir() if p.is_dir()) if tenants.is_dir() else [])]
@@ -319,7 +360,7 @@ def sweep(root: str | Path, is_done: Callable[[str], bool], *, max_bytes: int, m
     for folder in roots:
         if not (folder / "worktrees").is_dir():
             continue
-        manager = WorkspaceManager(folder)
+        manager = WorkspaceManager(folder, clone_url_template=clone_url_template)
         removed += manager.remove_done(is_done)
         removed += manager.cleanup(max_bytes=max_bytes, max_age_seconds=max_age_seconds, keep=keep)
     return removed

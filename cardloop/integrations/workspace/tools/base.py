@@ -38,6 +38,9 @@ class ToolContext:
     git: str = "git"
     git_timeout: float = 60.0
     stop: threading.Event | None = None  # set when the call is cancelled: commands are killed
+    # The git tools' environment from the workspace's manager (WorkspaceManager.git_env): it
+    # restores the clone's config and names the gitdir, so nothing a command wrote there runs.
+    git_env: Callable[[], Mapping[str, str]] | None = None
 
 
 class Tool(Protocol):

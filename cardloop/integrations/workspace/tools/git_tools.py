@@ -19,7 +19,7 @@ class GitDiff:
 
     def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         under = relative(ctx.root, confine(ctx.root, args.get("path", ".")))
-        diff = run_git(ctx, "diff", "--no-ext-diff", "HEAD", "--", under)
+        diff = run_git(ctx, "diff", "--no-ext-diff", "--no-textconv", "HEAD", "--", under)
         new = run_git(ctx, "ls-files", "--others", "--exclude-standard", "--", under).split()
         text = diff.rstrip()
         if new:

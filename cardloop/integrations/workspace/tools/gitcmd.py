@@ -1,4 +1,6 @@
-"""Local, read-only git for the tools: no network, no credentials, no hooks, no fsmonitor."""
+"""Local, read-only git for the tools: no network, no credentials, no hooks, no fsmonitor, no
+system or global config, and (with `ctx.git_env`) the worker's gitdir with its config restored,
+so no filter, textconv or diff program a command configured runs here."""
 
 from __future__ import annotations
 
@@ -13,7 +15,10 @@ _SAFE = ["-c", f"core.hooksPath={os.devnull}", "-c", "core.fsmonitor=false", "-c
 
 def run_git(ctx: ToolContext, *args: str) -> str:
     env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(ctx.home), "LC_ALL": "C",
-           "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
+           "GIT_OPTIONAL_LOCKS": "0"}
+    if ctx.git_env is not None:
+        env.update(ctx.git_env())
     try:
         done = subprocess.run([ctx.git, *_SAFE, *args], cwd=ctx.root, env=env, stdin=subprocess.DEVNULL,
                               capture_output=True, timeout=ctx.git_timeout)

@@ -4,6 +4,7 @@ once, a refused push reported, removal and cleanup."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -116,7 +117,7 @@ def test_a_broken_worktree_is_rebuilt_from_the_remote(manager: WorkspaceManager,
     ws = manager.open(make_card())
     (ws.path / "kept.txt").write_text("pushed\n")
     manager.checkpoint(ws, run="r1", turn=1)
-    (ws.path / ".git").write_text("gitdir: /nonexistent\n")  # its clone was re-made, say
+    shutil.rmtree(manager.dirs(ws).git_dir)  # its clone was re-made, say: the worktree's gitdir is gone
     again = manager.open(make_card())
     assert again.created_from == f"origin/{ws.branch}"
     assert (again.path / "kept.txt").read_text() == "pushed\n"
