@@ -8,6 +8,7 @@ the result is kept (the turn's own usage) is decided when it is recorded (store/
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from decimal import Decimal
 
@@ -42,6 +43,9 @@ def billed_call(rt: ActivityDeps, row: UsageRecord, call: Callable[[], Completio
         activity.logger.warning("model call refused: %s", refusal.message)
         raise limit_refused(refusal, rt.config.retry)
     store = rt.store.inner  # used from the call's thread, which the activity thread waits on
+    # Set when the activity is cancelled (its stage was cancelled or moved on) while the call
+    # runs: the answer that still arrives is billed all the same, and settled "cancelled".
+    stop = threading.Event()
 
     def call_and_settle() -> tuple[Completion, UsageRecord]:
         try:
@@ -52,7 +56,8 @@ def billed_call(rt: ActivityDeps, row: UsageRecord, call: Callable[[], Completio
             raise
         u = done.usage
         billed = row.model_copy(update={
-            "status": "done", "model": done.model or row.model, "input_tokens": u.input_tokens,
+            "status": "cancelled" if stop.is_set() else "done", "model": done.model or row.model,
+            "input_tokens": u.input_tokens,
             "output_tokens": u.output_tokens, "cache_read_tokens": u.cache_read_tokens,
             "cache_write_tokens": u.cache_write_tokens, "cost_usd": Decimal(str(rt.cost(row.model, u)))})
         store.settle_call(billed)
@@ -63,7 +68,7 @@ def billed_call(rt: ActivityDeps, row: UsageRecord, call: Callable[[], Completio
         return done, billed
 
     try:
-        return call_with_heartbeat(call_and_settle, detail=detail)
+        return call_with_heartbeat(call_and_settle, detail=detail, stop=stop)
     except UpstreamError as err:
         activity.logger.warning("model call failed (%s): %s", err.kind, err)
         raise from_provider(err, rt.config.retry) from None

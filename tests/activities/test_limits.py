@@ -88,3 +88,46 @@ def test_a_token_cap_is_a_non_retryable_tenant_limit(complete: tuple[Any, Store,
     assert err.message.startswith("tenant 'acme' reached its cap of 10 model tokens per day")
     assert err.details[0] == "tokens_per_day"
     assert model.request_count == 1
+
+
+
+def test_a_call_answered_after_its_activity_was_cancelled_is_billed_as_cancelled(tmp_path: Path) -> None:
+    """A stage cancelled while its model call runs: the provider still answers and bills it; the
+    ledger keeps that bill under "cancelled", not "done" (the reply is not the card's)."""
+    import threading
+
+    from temporalio.exceptions import CancelledError
+
+    from cardloop.activities.ledger import provider_for
+
+    store = Store.open(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    store.upsert_card(KEY, Card.model_validate({"id": "PAY-1", "tenant": "acme", "board": "github",
+                                                "title": "Retry webhooks"}))
+    store.append_message(KEY, Message(role="user", content="Please plan this."), dedup_key="first")
+    model = ScriptedModel(load_transcript(TRANSCRIPT), unique=True).start()
+    config = make_config("127.0.0.1:1", "unused")
+    rt = ActivityDeps.build(config, store, base_urls={name: model.url for name in config.profiles})
+    try:
+        prompt = run(PromptActivities(rt).assemble,
+                     AssembleInput(card_key=KEY, stage="planning", run=1, iteration=1, profile="claude"))
+        provider_for(rt, "claude")  # warm: the first use imports the provider's SDK (seconds)
+        model.inject(delay=3.0)
+        env = ActivityEnvironment()
+        env.info = dataclasses.replace(env.info, attempt=1, scheduled_time=datetime.now(UTC),
+                                       current_attempt_scheduled_time=datetime.now(UTC))
+        threading.Timer(1.5, env.cancel).start()
+        with pytest.raises(CancelledError):
+            env.run(LlmActivities(rt).complete,
+                    CompleteInput(card_key=KEY, stage="planning", run=1, iteration=1, profile="claude",
+                                  prompt_ref=prompt.prompt_ref, call_key=f"card/{KEY}/1-planning/turn-1"))
+        for _ in range(200):  # the answer arrives after the cancel: its row is settled then
+            rows = store.ledger(KEY)
+            if rows and rows[0].status != "calling":
+                break
+            threading.Event().wait(0.05)
+        assert [r.status for r in rows] == ["cancelled"] and rows[0].output_tokens > 0
+        assert rows[0].cost_usd > 0  # billed: the provider charges for it
+    finally:
+        rt.close()
+        model.stop()
+        store.close()

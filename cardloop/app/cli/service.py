@@ -312,8 +312,9 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
         print_(f"  usage: {t.calls} calls, {t.input_tokens:,} in, {t.output_tokens:,} out, "
               f"billed ${float(t.cost_usd):.4f} (retries included)")
         share = f"{float(extra.cost_usd / t.cost_usd):.0%}" if t.cost_usd else "0%"
-        print_(f"    retries: {extra.calls} call(s) whose reply was not kept, ${float(extra.cost_usd):.4f} "
-              f"({share} of the bill); {usage.unknown} without usage (running, or lost with their worker)")
+        print_(f"    not kept: {extra.calls} call(s) whose reply the card did not keep (retries, cancelled "
+              f"stages, errors), ${float(extra.cost_usd):.4f} ({share} of the bill); {usage.unknown} without usage "
+              "(running, or lost with their worker)")
         for stage, s in usage.by_stage.items():
             print_(f"    {stage:<13} {s.calls} calls  ${float(s.cost_usd):.4f}")
         print_(f"  history: {len(messages)} messages (last {len(recent)}){':' if recent else ''}")
