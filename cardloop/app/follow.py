@@ -95,6 +95,21 @@ async def _progress(svc: CardService, ref: CardRef, stage: str, run: int) -> Sta
         return None
 
 
+def _this_run_on(keyed: list[tuple[str | None, Message]], ref: CardRef, run: int) -> list[Message]:
+    """The messages up to the first one a later stage run wrote (its dedup key names it): an
+    auto-advanced next stage may have written before this poll saw the followed run end, and
+    its lines must not show under this run (nor before its outcome line)."""
+    prefix = f"{ref.workflow_id}/"
+    kept = []
+    for key, message in keyed:
+        if key and key.startswith(prefix):
+            number = key[len(prefix):].split("-", 1)[0]
+            if number.isdigit() and int(number) > run:
+                break
+        kept.append(message)
+    return kept
+
+
 async def follow(svc: CardService, ref: CardRef, stage: str, run: int, *, out: Callable[[str], None],
                  verbose: bool, timeout: float | None, messages_from: int, poll: float = 0.25) -> StageRun:
     """Until run `run` of `stage` is in the card's history: its record. With `verbose`, what it
@@ -108,7 +123,7 @@ async def follow(svc: CardService, ref: CardRef, stage: str, run: int, *, out: C
         state = await svc.state(ref)
         ended = next((r for r in reversed(state.history) if r.run == run), None) if state else None
         if verbose:
-            fresh = svc.store.messages(ref.key, start=shown_messages)
+            fresh = _this_run_on(svc.store.keyed_messages(ref.key, start=shown_messages), ref, run)
             shown_messages += len(fresh)
             for line in agent_lines(fresh, replies=True):
                 out(line)

@@ -143,6 +143,19 @@ class CardsMixin(StoreBase):
             ).scalar()
         return None if found is None else int(found)
 
+    def keyed_messages(self, card_key: str, start: int = 0) -> list[tuple[str | None, Message]]:
+        """Messages with seq >= start, in seq order, each with its dedup key (which names the
+        stage run that wrote it: '<card workflow>/<run>-<stage>/...')."""
+        tenant = self._card_tenant(card_key)
+        if start < 0:
+            raise StoreError(f"keyed_messages({start}): seqs are 0-based, a window cannot be negative")
+        m = s.messages.c
+        query = (select(m.dedup_key, m.body).where(m.card_key == card_key, m.tenant == tenant, m.seq >= start)
+                 .order_by(m.seq))
+        with self._db.read(tenant) as conn:
+            rows = list(conn.execute(query))
+        return [(row.dedup_key, Message.model_validate_json(row.body)) for row in rows]
+
     def messages(self, card_key: str, start: int = 0, end: int | None = None) -> list[Message]:
         """Messages with start <= seq < end (end None: to the last), in seq order."""
         tenant = self._card_tenant(card_key)

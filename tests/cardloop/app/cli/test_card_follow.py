@@ -188,3 +188,23 @@ async def test_follow_when_temporal_stops_answering_is_one_line_and_exit_2(stack
     state = await stack.wait_state(ref, lambda s: bool(s.history), timeout=90)
     assert state.history[-1].stage == "testing" and state.history[-1].outcome == "completed"
 
+
+
+async def test_a_followed_run_never_shows_the_next_stages_lines(stack: Stack) -> None:
+    """Planning auto-advances to coding; polled slowly, the follower finds coding's reply already
+    stored when it sees planning's end. It showed that reply under planning, before planning's
+    outcome line; it now stops at the first message of a later run."""
+    from cardloop.app.follow import follow
+
+    ref = stack.cards.import_card(small_card("FOLLOW-NEXT"))
+    stack.model.transcript["planning"] = ["Plan: cap the delay.\n\n<promise>COMPLETE</promise>"]
+    stack.model.transcript["coding"] = ["CODING SAYS: which cap?\n<promise>BLOCKED</promise> 30s or 60s?"]
+    await stack.cards.move(ref, "planning", delivery_id="f-1")
+    await stack.wait_state(ref, lambda s: s.status == "blocked" and s.stage == "coding")  # coding has written
+    lines: list[str] = []
+    ended = await follow(stack.cards, ref, "planning", 1, out=lines.append, verbose=True, timeout=30,
+                         messages_from=0)
+    assert ended.outcome == "completed"
+    assert any("Plan: cap the delay." in line for line in lines)
+    assert not any("CODING SAYS" in line for line in lines), lines
+    assert lines[-1].startswith("  ✓ planning run 1: completed")
