@@ -291,7 +291,7 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
         if state is None:
             print_("  no workflow yet (move the card to a stage to start one)")
         else:
-            print_(f"  stage {state.stage} · {state.status} · stage runs {state.stage_runs}"
+            print_(f"  stage {state.stage} · {state.filter_status} · stage runs {state.stage_runs}"
                    + (f" · blocked: {state.blocked_reason}" if state.status == "blocked" else ""))
             if turn is not None:
                 print_(f"  now: {now_line(state, turn)}")

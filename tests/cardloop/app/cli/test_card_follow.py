@@ -42,6 +42,8 @@ async def test_follow_streams_the_run_and_exits_with_its_outcome(stack: Stack, t
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "  ✗ testing run 4: failed after 1 turn(s)" in failed.stdout
     assert "gave up: the model is overloaded" in failed.stdout and "Traceback" not in failed.stderr
+    shown = await cardloop(env, "card", "show", ref.key)  # as Temporal's CardStatus says: failed, not idle
+    assert "  stage testing · failed · stage runs 4" in shown.stdout, shown.stdout
     stack.model.inject(delay=8.0)
     slow = await cardloop(env, "card", "move", ref.key, "--to", "testing", "--follow", "--timeout", "1")
     assert slow.returncode == 124
