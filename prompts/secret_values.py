@@ -163,6 +163,9 @@ def _key_strength(key: str) -> int:
 _short_key_strength = functools.lru_cache(maxsize=4096)(_key_strength)
 
 
+_SHELL_DIRS = frozenset({"PWD", "OLDPWD"})
+
+
 def _generic_value_ok(m: re.Match[str]) -> bool:
     key, value = m.group("key"), m.group("secret")
     strength = _short_key_strength(key) if len(key) <= 64 else _key_strength(key)
@@ -180,8 +183,10 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
         # Unquoted, a name is a reference in code: `token = access_token`,
         # `PASSWD_MIN = argon2id.PASSWD_MIN`, `api_key=settings.OPENAI_KEY`.
         return False
-    if _PATH.fullmatch(value) and not (strong and _looks_random(value)):
-        return False  # PWD=/home/me/src, TOKEN_ENDPOINT = "/v1/oauth/token"
+    if _PATH.fullmatch(value) and (key in _SHELL_DIRS or not (strong and _looks_random(value))):
+        # PWD=/home/me/src, TOKEN_ENDPOINT = "/v1/oauth/token"; the shell's PWD and OLDPWD hold
+        # a directory whatever its name looks like (a workspace named by a hash).
+        return False
     if strong:
         if not quoted:
             return True

@@ -253,6 +253,9 @@ ORDINARY_CODE = [
     "password = '<your-password>'",
     "api_key = '********'",
     "PWD=/home/dev/src/cardloop",
+    # The shell's directories, named by a hash (a tool's `env` output in a card's workspace).
+    "PWD=/var/lib/cardloop/workspaces/acme/github-projects/T403-2c5b9f0e5a6d7c8b",
+    'declare -x OLDPWD="/tmp/ws/acme-github-projects-T403-5f1e2d3c4b5a6978"',
     'TOKEN_ENDPOINT = "/v1/oauth/token"',
     'token_url = "https://auth.example.com/oauth/token"',
     "from sklearn.pipeline import Pipeline  # sk-learn-compatible-estimator-wrapper",
