@@ -5,6 +5,7 @@ the last run closed with (see _deliver); each carries a delivery id so a repeat 
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -48,6 +49,7 @@ def ref_for(card: Card) -> CardRef:
 # A retry needs a worker to answer (the card workflow checks that the card failed): a CLI
 # user waits longer than a board would.
 RETRY_TIMEOUT = 30.0
+_STALE_WAIT = re.compile(r", next in [^,)]+")
 
 
 class CardService:
@@ -172,6 +174,8 @@ class CardService:
             if pending.HasField("next_attempt_schedule_time"):
                 due = pending.next_attempt_schedule_time.ToDatetime(tzinfo=UTC)
                 left = (due - datetime.now(UTC)).total_seconds()
+                # The failure's own "next in 30 s" was true when it was raised; the live wait replaces it.
+                text = _STALE_WAIT.sub("", text, count=1)
                 text += f" [attempt {pending.attempt} " + (f"starts in {words(left)}]" if left > 0 else "running]")
             return text
         return None
