@@ -57,8 +57,8 @@ def outcome_text(inp: BoardCommentInput, quoted: str) -> str:
                   f"Answer with a comment on this card and cardloop runs {inp.stage} again with your answer, "
                   "or move the card to another column.", ""]
     elif inp.outcome == "failed":
-        lines += [f"Root cause: {reason}", "", f"How to retry: {inp.retry or 'move the card to its column again.'}",
-                  ""]
+        retry = _redacted(inp.retry) if inp.retry else "move the card to its column again."
+        lines += [f"Root cause: {reason}", "", f"How to retry: {retry}", ""]
     elif reason:
         lines += [reason, ""]
     if quoted and inp.outcome == "completed":
@@ -67,7 +67,7 @@ def outcome_text(inp: BoardCommentInput, quoted: str) -> str:
             text = text[:QUOTE_CHARS] + " […]"
         lines += [f"{QUOTED.get(inp.stage, 'The result')}:", "", text, ""]
     if inp.pull_request:
-        lines.append(f"Pull request: {inp.pull_request}")
+        lines.append(f"Pull request: {_redacted(inp.pull_request)}")
     if inp.next_stage:
         lines.append(f"Next: {inp.next_stage}.")
     return "\n".join(lines).strip()

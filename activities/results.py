@@ -70,8 +70,8 @@ def comment_body(inp: CommentInput, quoted: str) -> str:
         summary = f"<details open><summary>The {inp.stage} agent's last reply</summary>"
         lines += [summary, "", text, "", "</details>", ""]
     if inp.branch:
-        pr = f", pull request {inp.pull_request}" if inp.pull_request else ""
-        lines.append(f"Branch `{inp.branch}`{pr}.")
+        pr = f", pull request {_redacted(inp.pull_request)}" if inp.pull_request else ""
+        lines.append(f"Branch `{_redacted(inp.branch)}`{pr}.")
     return "\n".join(lines).strip()
 
 
@@ -117,11 +117,11 @@ class ResultsActivities:
         def act() -> PullRequestOutcome:
             plan = self.rt.store.last_reply(inp.card_key, "planning")
             body = pull_request_body(plan=_redacted(plan.content) if plan else "", summary=_redacted(inp.summary),
-                                     verification=_redacted(inp.verification), card_title=card.title,
-                                     card_url=card.url)
+                                     verification=_redacted(inp.verification), card_title=_redacted(card.title),
+                                     card_url=_redacted(card.url) if card.url else None)
             with self._writer(token) as client, _github_failure(f"pull request for {inp.branch}"):
                 done = call_with_heartbeat(lambda: client.ensure(
-                    repo, head=inp.branch, base=None, title=f"{card.id}: {card.title}"[:250], body=body,
+                    repo, head=inp.branch, base=None, title=_redacted(f"{card.id}: {card.title}")[:250], body=body,
                     marker=f"{inp.card_key}/pull-request"), detail=f"pull request for {inp.branch}")
             return PullRequestOutcome(number=done.number, url=done.url, created=done.created)
 
@@ -173,7 +173,7 @@ class ResultsActivities:
         if isinstance(token, str):
             return ReviewPosted(skipped=token)
         repo = card.repo or ""
-        comments = [ReviewComment(c.path, c.line, _redacted(c.body)) for c in inp.comments]
+        comments = [ReviewComment(_redacted(c.path), c.line, _redacted(c.body)) for c in inp.comments]
 
         def post(client: PullRequests) -> ReviewPosted:
             number = client.open_pull(repo, inp.branch)
