@@ -8,7 +8,11 @@
 The activity around these calls is retried (a timeout after GitHub already acted, a worker
 crash), so every call finds what an earlier attempt made before it makes anything: a pull
 request by its head branch (GitHub keeps one open PR per head and base), a comment or a review
-by a hidden marker line `<!-- cardloop:{marker} -->` that cardloop appends to what it writes. A
+by a hidden marker line `<!-- cardloop:{marker} -->` that cardloop appends to what it writes,
+and only among those cardloop's own account wrote (the token's login, GET /user, or the `login`
+given: a person's comment that carries a marker is never edited, nor taken for ours). Text
+that looks like a marker inside what is written (a model's reply, the card's text) is defused
+("cardloop (quoted):"), so no later run can mistake it for its own. A
 create that loses a race (GitHub's 422 "A pull request already exists") finds the winner and
 updates it. cardloop owns what it writes: an update replaces the title and body, including a
 person's edits to them. A review is never edited: the one carrying the marker is the answer.
@@ -40,11 +44,13 @@ import github
 import requests
 from github.File import File
 from github.GithubException import BadAttributeException, GithubException
+from github.NamedUser import NamedUser
 from github.PullRequest import PullRequest
 from github.PullRequestReview import PullRequestReview
 from github.Repository import Repository
 
 from cardloop.contracts.secrets import Secret, reveal
+from cardloop.integrations.board_clients.base import defuse_markers
 from cardloop.integrations.sources.github.errors import rate_limit_wait
 from cardloop.integrations.upstream import UpstreamError, clamp_wait, retry_after_header
 
@@ -109,8 +115,13 @@ class PullRequests:
         request_interval: float | None = 0.25,
         write_interval: float | None = 1.0,
         verify: bool | str = True,
+        login: str = "",
     ) -> None:
         self.api_url = api_url.rstrip("/")
+        # Whose comments and reviews are cardloop's: `login` ([boards.github] write_actor), else
+        # the token's user, read once; an installation token cannot read it (403): then bots'.
+        self._login = login.strip()
+        self._bots_only = False
         self.timeout = timeout
         self._token = reveal(token)
         self.gh = github.Github(
@@ -230,7 +241,8 @@ class PullRequests:
         issue = self.gh.get_repo(full).get_issue(number)  # lazy: no GET of the issue itself
 
         with self._calling(f"reading the comments on {full}#{number}"):
-            existing = next((c for c in issue.get_comments() if has_marker(c.body, mark)), None)
+            existing = next((c for c in issue.get_comments() if has_marker(c.body, mark) and self._ours(c.user)),
+                            None)
         if existing is not None:
             cid = existing.id
             if existing.body != text:
@@ -268,7 +280,7 @@ class PullRequests:
         where = f"{full}#{number}"
 
         with self._calling(f"reading the reviews on {where}"):
-            found = next((r for r in pr.get_reviews() if has_marker(r.body, mark)), None)
+            found = next((r for r in pr.get_reviews() if has_marker(r.body, mark) and self._ours(r.user)), None)
         if found is not None:
             return self._found_review(pr, found, where)
         with self._calling(f"reading pull request {where}"):
@@ -325,6 +337,29 @@ class PullRequests:
             on_lines = sum(1 for _ in pr.get_single_review_comments(rid))
         return ReviewResult(review_id=rid, url=found.html_url or "", created=False, comments=on_lines,
                             moved_to_body=moved_in_body(found.body))
+
+    # -- whose is it -------------------------------------------------------------------------
+
+    def _me(self) -> str:
+        """cardloop's login on GitHub ("" when the token cannot say: an installation token)."""
+        if not self._login and not self._bots_only:
+            with self._calling("reading whose token this is"):
+                try:
+                    self._login = str(self.gh.get_user().login or "")
+                except GithubException as exc:
+                    if exc.status != 403:
+                        raise
+                    self._bots_only = True  # "Resource not accessible by integration": a GitHub App
+        return self._login
+
+    def _ours(self, user: NamedUser | None) -> bool:
+        """A comment or review by cardloop's account: only those are found by their marker."""
+        if user is None:
+            return False
+        me = self._me()
+        if me:
+            return (user.login or "").lower() == me.lower()
+        return user.type == "Bot"
 
     # -- errors -------------------------------------------------------------------------------
 
@@ -441,10 +476,11 @@ def has_marker(body: str | None, mark: str) -> bool:
 
 
 def with_marker(body: str, mark: str) -> str:
-    """`body` ending in the marker exactly once, within GitHub's limit."""
+    """`body` ending in the marker exactly once, within GitHub's limit; any other text in it
+    that looks like a marker (a model's reply quoting one) defused."""
     if not isinstance(body, str):
         raise ValueError(f"body must be text, not {type(body).__name__}")
-    kept = "\n".join(line for line in body.splitlines() if line.strip() != mark).rstrip()
+    kept = _defuse(defuse_markers("\n".join(line for line in body.splitlines() if line.strip() != mark))).rstrip()
     room = MAX_BODY - len(mark) - 2
     if len(kept) > room:
         note = "\n\n[… cut to fit GitHub's limit …]"

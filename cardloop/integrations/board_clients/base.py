@@ -35,6 +35,7 @@ MARKER_CHARS = re.compile(r"[A-Za-z0-9_.:/#@+=%-]{1,600}")
 # what the inbound adapters look for to recognise our own comment coming back. A quoted line
 # ("> cardloop:...", markdown's quote and how the Jira adapter renders an ADF blockquote) is not one.
 MARKER_LINE = re.compile(r"\s*(?:<!--\s*cardloop:[A-Za-z0-9_.:/#@+=%-]+\s*-->|cardloop:[A-Za-z0-9_.:/#@+=%-]+)\s*")
+_MARKER_WORD = re.compile(r"^(\s*(?:<!--\s*)?)cardloop:")
 # Jira wiki markup (the body a Jira webhook sends) quotes between two of these, on lines of their own or not.
 _WIKI_QUOTE = re.compile(r"\{quote\}", re.IGNORECASE)
 
@@ -90,9 +91,18 @@ def has_line(text: str | None, line: str) -> bool:
     return text is not None and any(x.strip() == line for x in text.splitlines())
 
 
+def defuse_markers(text: str) -> str:
+    """Lines of `text` that would read as a cardloop marker (a model's reply or the card quoting
+    one) made plainly not one ("cardloop (quoted):..."): what cardloop posts then carries one
+    marker, its own, and no later run finds another run's comment by a lookalike."""
+    return "\n".join(_MARKER_WORD.sub(r"\1cardloop (quoted):", x, count=1) if MARKER_LINE.fullmatch(x) else x
+                     for x in text.splitlines())
+
+
 def with_line(body: str, line: str, limit: int) -> str:
-    """`body` ending in the marker line once, cut to `limit` characters."""
-    kept = "\n".join(x for x in body.splitlines() if x.strip() != line).rstrip()
+    """`body` ending in the marker line once, cut to `limit` characters; other marker lines in
+    it defused."""
+    kept = defuse_markers("\n".join(x for x in body.splitlines() if x.strip() != line)).rstrip()
     room = limit - len(line) - 2
     if len(kept) > room:
         note = "\n\n[… cut to fit the board's limit …]"

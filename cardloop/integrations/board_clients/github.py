@@ -1,7 +1,8 @@
 """GitHub Projects (v2): comments on the card's issue or pull request, its Status, a label.
 
     comment  PullRequests.comment (github_results.py, PyGithub): the comment carrying the hidden
-             marker `<!-- cardloop:{marker} -->` is edited, else one is posted
+             marker `<!-- cardloop:{marker} -->` and written by cardloop's account (write_actor,
+             else the token's login) is edited, else one is posted
     move     GraphQL: the issue's (or draft item's) project item and its Status value are read;
              when the Status differs, the option id of `column` (resolved by name among the
              field's options) is set with `updateProjectV2ItemFieldValue`
@@ -63,15 +64,17 @@ class GitHubBoard:
     board = "github"
 
     def __init__(self, api_url: str, graphql_url: str, token: Secret | str, *, status_field: str = "Status",
-                 project: str = "", timeout: float = 30.0, write_interval: float | None = 1.0) -> None:
+                 project: str = "", timeout: float = 30.0, write_interval: float | None = 1.0,
+                 login: str = "") -> None:
         self._token = reveal(token) or ""
         headers = {"Authorization": f"Bearer {self._token}", "Accept": "application/vnd.github+json",
                    "X-GitHub-Api-Version": "2022-11-28"}
         self.rest = Http("GitHub", api_url, headers, secret=self._token, timeout=timeout)
         self.gql = Http("GitHub", graphql_url, headers, secret=self._token, timeout=timeout)
         # GitHub asks integrations to space their writes (a second apart); reads go at once.
+        # Whose comments are cardloop's: `login` (write_actor), else the token's user.
         self.pulls = PullRequests(api_url, self._token, timeout=timeout, request_interval=None,
-                                  write_interval=write_interval)
+                                  write_interval=write_interval, login=login)
         self.status_field = status_field
         self.project = project
 

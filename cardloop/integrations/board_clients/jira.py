@@ -1,7 +1,8 @@
 """Jira Cloud (REST v3): a comment (ADF body), a transition to the status named by the column
 (resolved among the issue's available transitions by their target status), and a label.
 Every write reads first: the issue's comments for the marker, its status, its labels. The
-credential is `email:api-token` (basic auth); the marker is the comment's last paragraph."""
+credential is `email:api-token` (basic auth); the marker is the comment's last paragraph, and
+only a comment by the credential's own account (GET /myself) is found by it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ import base64
 from typing import Any
 
 from cardloop.contracts.secrets import Secret, reveal
-from cardloop.integrations.board_clients.base import BoardCard, Http, Written, has_line, plain_marker, same_name
+from cardloop.integrations.board_clients.base import (
+    BoardCard,
+    Http,
+    Written,
+    defuse_markers,
+    has_line,
+    plain_marker,
+    same_name,
+)
 from cardloop.integrations.upstream import UpstreamError
 
 MAX_BODY = 32_000  # Jira's comment limit is 32,767 characters
@@ -63,20 +72,31 @@ class JiraBoard:
     def close(self) -> None:
         self.http.close()
 
+    def _me(self) -> str:
+        """The credential's account id: whose comments are cardloop's."""
+        found = self.http.json("GET", "/rest/api/3/myself", "reading whose credential this is") or {}
+        me = found.get("accountId") if isinstance(found, dict) else None
+        if not me:
+            raise UpstreamError("Jira named no account for the credential", kind="bad_response", retryable=True)
+        return str(me)
+
     def comment(self, card: BoardCard, *, body: str, marker: str) -> Written:
         key, line = card.card_id, plain_marker(marker)
         path = f"/rest/api/3/issue/{key}/comment"
+        me = self._me()
         start = 0
         while True:
             page = self.http.json("GET", path, f"reading the comments of {key}",
                                   params={"startAt": start, "maxResults": 100}) or {}
             comments = page.get("comments") or []
-            if any(has_line(adf_text(c.get("body")), line) for c in comments):
+            if any(has_line(adf_text(c.get("body")), line) and (c.get("author") or {}).get("accountId") == me
+                   for c in comments):
                 return Written(done=f"comment on {key} was there", acted=False, target=key)
             start += len(comments)
             if not comments or start >= int(page.get("total") or 0):
                 break
-        text = body if len(body) <= MAX_BODY else body[:MAX_BODY] + "\n\n[… cut …]"
+        text = defuse_markers("\n".join(x for x in body.splitlines() if x.strip() != line))
+        text = text if len(text) <= MAX_BODY else text[:MAX_BODY] + "\n\n[… cut …]"
         self.http.json("POST", path, f"commenting on {key}", json={"body": adf(f"{text}\n\n{line}")})
         return Written(done=f"commented on {key}", target=key)
 

@@ -1,7 +1,9 @@
 """Linear: comments (GraphQL `commentCreate`), the issue's workflow state (`issueUpdate` with the
 state id resolved by name among the issue's team's states) and a label (by name, team's or
 workspace's). Every write reads the issue first: its comments for the marker, its state, its
-labels. The marker is a plain last line (`cardloop:<marker>`): Linear's editor keeps no HTML."""
+labels. The marker is a plain last line (`cardloop:<marker>`): Linear's editor keeps no HTML.
+Only a comment by the key's own user (`viewer`) is found by its marker: a person's comment that
+carries one is theirs."""
 
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ query($id: String!) {
     state { id name }
     labels { nodes { id name } }
     team { id states { nodes { id name } } labels { nodes { id name } } }
-    comments(first: 250) { nodes { id body } }
+    comments(first: 250) { nodes { id body user { id } } }
   }
+  viewer { id }
 }"""
 COMMENT_CREATE = """
 mutation($issueId: String!, $body: String!) {
@@ -59,13 +62,14 @@ class LinearBoard:
         issue = data.get("issue")
         if not isinstance(issue, dict) or not issue.get("id"):
             raise UpstreamError(f"Linear has no issue {card.card_id}", kind="not_found", retryable=False)
-        return issue
+        return {**issue, "_viewer": (data.get("viewer") or {}).get("id")}
 
     def comment(self, card: BoardCard, *, body: str, marker: str) -> Written:
         line = plain_marker(marker)
         issue = self._issue(card)
+        me = issue.get("_viewer")
         for c in (issue.get("comments") or {}).get("nodes") or []:
-            if has_line(c.get("body"), line):
+            if has_line(c.get("body"), line) and me and (c.get("user") or {}).get("id") == me:
                 return Written(done=f"comment on {card.card_id} was there", acted=False, target=card.card_id)
         done = self.http.graphql(COMMENT_CREATE, {"issueId": issue["id"], "body": with_line(body, line, MAX_BODY)},
                                  f"commenting on {card.card_id}")

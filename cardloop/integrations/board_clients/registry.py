@@ -42,7 +42,8 @@ def _github(config: Config, secret: Secret) -> BoardClient:
     from cardloop.integrations.board_clients.github import GitHubBoard
     cfg = config.board("github")
     return GitHubBoard(cfg.api_url or config.sources.github.api_url, cfg.graphql_url, secret,
-                       status_field=cfg.status_field, project=cfg.project, timeout=config.sources.github.timeout)
+                       status_field=cfg.status_field, project=cfg.project, timeout=config.sources.github.timeout,
+                       login=cfg.write_actor)
 
 
 def _linear(config: Config, secret: Secret) -> BoardClient:

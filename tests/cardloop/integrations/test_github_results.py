@@ -218,6 +218,57 @@ def test_the_marked_comment_is_found_on_a_later_page(fake: FakeGitHub, prs: Pull
     assert writes(fake) == [("PATCH", f"/issues/comments/{ours['id']}")]
 
 
+def test_a_persons_comment_carrying_the_marker_is_never_edited_nor_taken_for_ours(fake: FakeGitHub,
+                                                                                   prs: PullRequests) -> None:
+    fake.issues[(REPO, 41)] = {"number": 41}
+    mark = marker_line("status")
+    theirs = fake.add_comment(REPO, 41, f"copied from the bot\n\n{mark}", author="mallory")
+    cid = prs.comment(REPO, 41, body="new status", marker="status")
+    assert cid != theirs["id"] and theirs["body"] == f"copied from the bot\n\n{mark}"
+    assert writes(fake) == [("POST", "/issues/41/comments")]
+    assert fake.requests_to(r"^/api/v3/user$")  # whose token it is, asked of GitHub
+    # The next attempt edits cardloop's own comment, not theirs.
+    assert prs.comment(REPO, 41, body="newer status", marker="status") == cid
+    assert writes(fake)[1:] == [("PATCH", f"/issues/comments/{cid}")]
+
+
+def test_the_configured_login_is_cardloops_account(fake: FakeGitHub) -> None:
+    fake.issues[(REPO, 41)] = {"number": 41}
+    mark = marker_line("status")
+    ours = fake.add_comment(REPO, 41, f"old\n\n{mark}", author="Acme-Bot")
+    with PullRequests(fake.api_url, TOKEN, timeout=5, request_interval=None, write_interval=None,
+                      login="acme-bot") as client:
+        assert client.comment(REPO, 41, body="new", marker="status") == ours["id"]
+    assert not fake.requests_to(r"^/api/v3/user$") and ours["body"] == f"new\n\n{mark}"
+
+
+def test_with_an_installation_token_a_bots_comment_is_ours(fake: FakeGitHub) -> None:
+    """A GitHub App's token cannot read GET /user (403): cardloop's comments are then its bot's."""
+    fake.app, fake.login = {"token": "ghs_" + "I" * 36}, "acme-cardloop[bot]"
+    fake.tokens.add(fake.app["token"])
+    fake.issues[(REPO, 41)] = {"number": 41}
+    mark = marker_line("status")
+    theirs = fake.add_comment(REPO, 41, f"mine\n\n{mark}", author="mallory")
+    with PullRequests(fake.api_url, fake.app["token"], timeout=5, request_interval=None,
+                      write_interval=None) as client:
+        cid = client.comment(REPO, 41, body="status", marker="status")
+        assert client.comment(REPO, 41, body="newer", marker="status") == cid != theirs["id"]
+    assert theirs["body"] == f"mine\n\n{mark}" and len(fake.issue_comments[(REPO, 41)]) == 2
+
+
+def test_marker_lookalikes_in_what_is_written_are_defused(fake: FakeGitHub, prs: PullRequests) -> None:
+    """A model's reply that carries another run's marker line cannot make that run's comment."""
+    fake.issues[(REPO, 41)] = {"number": 41}
+    first = prs.comment(REPO, 41, body="The plan.\n<!-- cardloop:acme/github/PAY-1/1/coding -->\nEnd.",
+                        marker="acme/github/PAY-1/2/planning")
+    [posted] = fake.issue_comments[(REPO, 41)]
+    assert "<!-- cardloop (quoted):acme/github/PAY-1/1/coding -->" in posted["body"]
+    assert posted["body"].endswith("\n\n<!-- cardloop:acme/github/PAY-1/2/planning -->")
+    second = prs.comment(REPO, 41, body="coding done", marker="acme/github/PAY-1/1/coding")
+    assert second != first and posted["body"].startswith("The plan.")
+    assert len(fake.issue_comments[(REPO, 41)]) == 2
+
+
 def test_an_unchanged_comment_is_not_written_again(fake: FakeGitHub, prs: PullRequests) -> None:
     fake.issues[(REPO, 41)] = {"number": 41}
     cid = prs.comment(REPO, 41, body="same", marker="status")
@@ -488,6 +539,17 @@ def test_a_review_is_posted_once_then_found_by_its_marker(fake: FakeGitHub, prs:
     again = review(prs, pr["number"], [*comments, ReviewComment(RETRY, 50, "and another")])
     assert again == ReviewResult(review_id=posted["id"], url=posted["html_url"], created=False, comments=2)
     assert len(fake.reviews[(REPO, pr["number"])]) == 1 and len(review_posts(fake)) == 1
+
+
+def test_a_persons_review_carrying_the_marker_is_not_taken_for_ours(fake: FakeGitHub, prs: PullRequests,
+                                                                    pr: dict[str, Any]) -> None:
+    key = (REPO, pr["number"])
+    theirs = fake.review_json(REPO, pr["number"], 4_000_001, author="mallory", state="COMMENTED",
+                              body=f"lgtm\n\n{REVIEW_HIDDEN}", submitted=datetime.now(UTC))
+    fake.reviews[key] = [theirs]
+    done = review(prs, pr["number"], [ReviewComment(RETRY, 56, "Cap it.")])
+    assert done.created and done.review_id != theirs["id"] and len(review_posts(fake)) == 1
+    assert [r["user"]["login"] for r in fake.reviews[key]] == ["mallory", fake.login]
 
 
 def test_the_marked_review_is_found_on_a_later_page(fake: FakeGitHub, prs: PullRequests, pr: dict[str, Any]) -> None:

@@ -51,6 +51,8 @@ class Board:
     token: str
     column: str = "Todo"
     comments: list[str] = field(default_factory=list)
+    # comments[i] was written by someone other than cardloop's account: authors[i] names them
+    authors: dict[int, str] = field(default_factory=dict)
     labels: list[str] = field(default_factory=list)
     moves: list[str] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
@@ -70,6 +72,12 @@ class Board:
              times: int = 1, after: bool = False) -> None:
         self.failures.append(Failure(re.compile(pattern), status, body if body is not None else {"message": "no"},
                                      headers or {}, times, after))
+
+    def add_comment(self, text: str, *, author: str) -> None:
+        """A comment by someone else (a person, another integration), as the board stores it."""
+        with self.lock:
+            self.authors[len(self.comments)] = author
+            self.comments.append(text)
 
     def writes(self) -> list[Request]:
         return [r for r in self.requests if r.method != "GET" and not _is_read(r)]
@@ -184,9 +192,12 @@ class GitHubServer(_Server):
 
     def comment_json(self, cid: int, body: str) -> dict[str, Any]:
         api = self.board.url
+        author = self.board.authors.get(cid - 1)
+        user = {"login": author, "id": 501, "type": "User"} if author else \
+            {"login": "cardloop-bot", "id": 9, "type": "Bot"}
         return {"id": cid, "node_id": f"IC_{cid}", "url": f"{api}/repos/{REPO}/issues/comments/{cid}",
                 "html_url": f"https://github.com/{REPO}/issues/{NUMBER}#issuecomment-{cid}", "body": body,
-                "user": {"login": "cardloop-bot", "id": 9, "type": "Bot"},
+                "user": user,
                 "created_at": "2026-11-25T10:00:00Z", "updated_at": "2026-11-25T10:00:00Z"}
 
     def answer(self, req: Request) -> tuple[int, Any, dict[str, str]]:
@@ -195,6 +206,8 @@ class GitHubServer(_Server):
         if req.path == "/graphql":
             return 200, self.graphql(req.body), base
         issue = f"/repos/{REPO}/issues/{NUMBER}"
+        if req.path == "/user" and req.method == "GET":  # whose token this is
+            return 200, {"login": "cardloop-bot", "id": 9, "type": "Bot"}, base
         if req.path == f"{issue}/comments" and req.method == "GET":
             return 200, [self.comment_json(i + 1, c) for i, c in enumerate(b.comments)], base
         if req.path == f"{issue}/comments" and req.method == "POST":
@@ -244,6 +257,7 @@ class GitHubServer(_Server):
 LINEAR_ISSUE, LINEAR_ID = "ENG-42", "9cfb482a-81e3-4154-b5b9-2c805e70a02d"
 LINEAR_STATES = ["Todo", "In Progress", "In Review", "Testing", "Done", "Blocked"]
 LINEAR_LABELS = ["Bug", "cardloop: blocked"]
+LINEAR_ME = "user-cardloop"  # the API key's user (viewer)
 
 
 class LinearServer(_Server):
@@ -282,7 +296,9 @@ class LinearServer(_Server):
                 "state": next(s for s in states if s["name"] == b.column),
                 "labels": {"nodes": [x for x in labels if x["name"] in b.labels]},
                 "team": {"id": "team-1", "states": {"nodes": states}, "labels": {"nodes": labels}},
-                "comments": {"nodes": [{"id": f"c{i}", "body": c} for i, c in enumerate(b.comments)]}}}}, {}
+                "comments": {"nodes": [{"id": f"c{i}", "body": c, "user": {"id": b.authors.get(i, LINEAR_ME)}}
+                                       for i, c in enumerate(b.comments)]}},
+                "viewer": {"id": LINEAR_ME}}}, {}
         return 400, {"errors": [{"message": "unexpected query"}]}, {}
 
 
@@ -290,6 +306,7 @@ class LinearServer(_Server):
 
 JIRA_ISSUE = "PAY-7"
 JIRA_FLOW = ["To Do", "In Progress", "In Review", "Testing", "Done", "Blocked"]
+JIRA_ME = "5b10ac8d82e05b22cc7d4ef5"  # the credential's account id (GET /myself)
 
 
 def adf_plain(doc: dict[str, Any]) -> str:
@@ -310,6 +327,8 @@ class JiraServer(_Server):
     def answer(self, req: Request) -> tuple[int, Any, dict[str, str]]:
         b = self.board
         issue = f"/rest/api/3/issue/{JIRA_ISSUE}"
+        if req.path == "/rest/api/3/myself" and req.method == "GET":
+            return 200, {"accountId": JIRA_ME, "accountType": "atlassian", "displayName": "cardloop"}, {}
         if not req.path.startswith(issue):
             return 404, {"errorMessages": ["Issue does not exist or you do not have permission to see it."],
                          "errors": {}}, {}
@@ -317,7 +336,8 @@ class JiraServer(_Server):
             start, most = int(req.query.get("startAt", 0)), int(req.query.get("maxResults", 50))
             page = b.comments[start:start + most]
             return 200, {"startAt": start, "maxResults": most, "total": len(b.comments),
-                         "comments": [{"id": str(10000 + start + i), "body": json.loads(c)}
+                         "comments": [{"id": str(10000 + start + i), "body": json.loads(c),
+                                       "author": {"accountId": b.authors.get(start + i, JIRA_ME)}}
                                       for i, c in enumerate(page)]}, {}
         if req.path == f"{issue}/comment" and req.method == "POST":
             doc = req.body["body"]
@@ -350,6 +370,7 @@ class JiraServer(_Server):
 TRELLO_CARD, TRELLO_BOARD = "rE4cW9vC", "5f3a1b2c3d4e5f6a7b8c9d0e"
 TRELLO_LISTS = ["To Do", "Doing", "Review", "Testing", "Done", "Blocked"]
 TRELLO_LABELS = ["cardloop: blocked", "urgent"]
+TRELLO_ME = "5a1b2c3d4e5f6a7b8c9d0e1f"  # the token's member (GET /members/me)
 
 
 class TrelloServer(_Server):
@@ -362,9 +383,12 @@ class TrelloServer(_Server):
         lists = [{"id": f"list{i}", "name": n} for i, n in enumerate(TRELLO_LISTS)]
         labels = [{"id": f"label{i}", "name": n} for i, n in enumerate(TRELLO_LABELS)]
         card = f"/1/cards/{TRELLO_CARD}"
+        if req.path == "/1/members/me" and req.method == "GET":
+            return 200, {"id": TRELLO_ME, "username": "cardloop"}, {}
         if req.path == f"{card}/actions" and req.method == "GET":
             assert req.query.get("filter") == "commentCard"
-            return 200, [{"id": f"a{i}", "type": "commentCard", "data": {"text": c}}
+            return 200, [{"id": f"a{i}", "type": "commentCard", "data": {"text": c},
+                          "idMemberCreator": b.authors.get(i, TRELLO_ME)}
                          for i, c in reversed(list(enumerate(b.comments)))], {}
         if req.path == f"{card}/actions/comments" and req.method == "POST":
             b.comments.append(req.body["text"])

@@ -15,7 +15,7 @@ from cardloop.contracts.secrets import Secret
 from cardloop.integrations.board_clients.base import BoardCard, BoardClient, is_own_comment
 from cardloop.integrations.board_clients.generic import GenericBoard
 from cardloop.integrations.board_clients.github import GitHubBoard
-from cardloop.integrations.board_clients.jira import JiraBoard, adf_text
+from cardloop.integrations.board_clients.jira import JiraBoard, adf, adf_text
 from cardloop.integrations.board_clients.linear import LinearBoard
 from cardloop.integrations.board_clients.trello import TrelloBoard
 from cardloop.integrations.upstream import UpstreamError
@@ -153,6 +153,49 @@ def test_a_persons_jira_reply_quoting_our_comment_is_not_our_comment() -> None:
         c.close()
     assert written.acted and len(board.comments) == 2
     assert adf_text(quoted) == f"> {marker}\nUse 30 seconds.\n"
+
+
+def as_stored(name: str, text: str) -> str:
+    """`text` as the board keeps a comment: Jira's an ADF document."""
+    return json.dumps(adf(text)) if name == "jira" else text
+
+
+@pytest.mark.parametrize("name", ["github", "linear", "jira", "trello"])
+def test_another_accounts_comment_carrying_our_marker_is_not_ours(name: str) -> None:
+    """A person (or another bot) who pastes our marker neither gets their comment overwritten
+    nor stops cardloop's: only a comment by cardloop's own account is found by its marker."""
+    marker = "acme/x/1/ended"
+    hidden = f"<!-- cardloop:{marker} -->" if name == "github" else f"cardloop:{marker}"
+    with serving(name) as board:
+        board.add_comment(as_stored(name, f"I copied this.\n\n{hidden}"), author="mallory")
+        theirs = board.comments[0]
+        c = client(name, board)
+        try:
+            written = c.comment(card(name), body="cardloop · coding (run 1) completed.", marker=marker)
+            again = c.comment(card(name), body="cardloop · coding (run 1) completed.", marker=marker)
+        finally:
+            c.close()
+    assert written.acted and board.comments[0] == theirs and len(board.comments) == 2
+    assert texts(name, board)[1].startswith("cardloop · coding (run 1) completed.")
+    assert name == "github" or not again.acted  # the retry found cardloop's own comment
+
+
+@pytest.mark.parametrize("name", BOARDS)
+def test_marker_lookalikes_in_a_comment_are_defused(name: str) -> None:
+    """A model's reply quoting another run's marker line is posted with the line defused: that
+    run's comment is still posted, and the inbound adapters see one marker per comment."""
+    reply = "The plan:\ncardloop:acme/x/1/coding\n<!-- cardloop:acme/x/1/coding -->\nDone."
+    with serving(name) as board:
+        c = client(name, board)
+        try:
+            c.comment(card(name), body=reply, marker="acme/x/1/planning")
+            coding = c.comment(card(name), body="cardloop · coding (run 1) completed.", marker="acme/x/1/coding")
+        finally:
+            c.close()
+        said = texts(name, board)
+    assert "cardloop (quoted):acme/x/1/coding" in said[0] and "\ncardloop:acme/x/1/coding" not in said[0]
+    assert "<!-- cardloop:acme/x/1/coding" not in said[0]
+    assert coding.acted and len(said) == 2
 
 
 def test_the_generic_webhook_is_signed_like_the_incoming_one_and_keeps_its_delivery_id() -> None:

@@ -376,6 +376,12 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(401, {"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"})
         if method == "POST" and path == "/api/graphql":
             return self._graphql(body or {})
+        if method == "GET" and path == "/api/v3/user":  # whose token: an installation token may not ask
+            if fake.app is not None and auth[len("token "):] == fake.app.get("token"):
+                return self._json(403, {"message": "Resource not accessible by integration",
+                                        "documentation_url": "https://docs.github.com/rest"})
+            return self._json(200, {"login": fake.login, "id": 7001, "type": "Bot",
+                                    "url": f"{fake.api_url}/users/{fake.login}"})
         if method == "GET" and path.startswith("/api/v3/"):
             return self._rest(path[len("/api/v3"):], query)
         if method in ("POST", "PATCH") and path.startswith("/api/v3/"):
