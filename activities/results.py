@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import TypeVar
 
 from temporalio import activity
@@ -188,9 +189,12 @@ class ResultsActivities:
 
 @contextmanager
 def _github_failure(what: str) -> Iterator[None]:
-    """GitHub's refusal or outage as the activity's error: retried when GitHub says it may pass."""
+    """GitHub's refusal or outage as the activity's error: retried when GitHub says it may pass,
+    after the wait GitHub asked for (Retry-After, the rate limit's reset) as Temporal's
+    next_retry_delay rather than the policy's backoff, which would give up before a limit lifts."""
     try:
         yield
     except UpstreamError as err:
+        delay = timedelta(seconds=err.retry_after) if err.retryable and err.retry_after else None
         raise ApplicationError(f"{what}: {_redacted(str(err))}", type="GitHubError",
-                               non_retryable=not err.retryable) from None
+                               non_retryable=not err.retryable, next_retry_delay=delay) from None

@@ -83,10 +83,12 @@ def on_workspace(queue: str, affinity_timeout: float, *, minutes: float = 30) ->
                           retry_policy=_retry(timedelta(seconds=1), timedelta(seconds=10), attempts=3))
 
 
-# Results on GitHub (a pull request): a few attempts; the stage's work is pushed either way.
+# Results on GitHub (a pull request, a comment, a review): a rate limit waits as long as GitHub
+# asks (next_retry_delay: Retry-After, a secondary limit's minute or more, the hourly reset),
+# outages back off to 5 minutes; 8 attempts, then the stage goes on (its work is pushed either way).
 RESULTS: ActivityConfig = ActivityConfig(
     start_to_close_timeout=timedelta(minutes=3), heartbeat_timeout=timedelta(seconds=30),
-    retry_policy=_retry(timedelta(seconds=2), timedelta(minutes=1), attempts=5))
+    retry_policy=_retry(timedelta(seconds=2), timedelta(minutes=5), attempts=8))
 
 # A write to the card's board (a comment, a column move): rate limits wait as long as the board
 # asks (next_retry_delay), outages back off to 5 minutes; after that the stage goes on without it.

@@ -411,7 +411,7 @@ def classify(status: int | None, headers: Any, data: Any, doing: str) -> Upstrea
     detail = f"HTTP {status}" + (f": {message}" if message else "")
     wait = rate_limit_wait(status, hdrs, message)
     if wait is not None:
-        return UpstreamError(f"GitHub rate limit reached while {doing} ({detail}); retrying in {wait:.0f} s",
+        return UpstreamError(f"GitHub rate limit reached while {doing} ({detail}); it asks to wait {wait:.0f} s",
                              kind="rate_limited", retryable=True, status=status, retry_after=wait)
 
     def final(kind: str, text: str) -> UpstreamError:

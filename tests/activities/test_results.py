@@ -4,12 +4,14 @@ writes there from card text is redacted, and GitHub's own wait reaches Temporal'
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.results import ResultsActivities
@@ -80,3 +82,36 @@ def test_a_secret_in_the_cards_title_and_url_never_reaches_github(env: Env) -> N
     assert f"/issues/{ISSUE}?token=[REDACTED" in pr["body"]  # the card's link, its secret cut
     assert env.github.reviews[(REPO, pr["number"])]  # the review went out too
     assert SECRET not in sent(env.github)
+
+
+@pytest.mark.parametrize(("status", "headers", "wait"), [
+    (429, {"Retry-After": "45"}, 45),
+    (403, {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "+120"}, 120),  # "+": from now
+])
+def test_a_rate_limit_passes_githubs_wait_to_temporal(env: Env, status: int, headers: dict[str, str],
+                                                      wait: int) -> None:
+    """Temporal's next attempt comes when GitHub said the limit lifts, not on the policy's short
+    backoff; the message says what GitHub asked, not that a retry is coming."""
+    if headers.get("x-ratelimit-reset", "").startswith("+"):
+        headers = {**headers, "x-ratelimit-reset": str(int(time.time()) + int(headers["x-ratelimit-reset"]))}
+    env.github.fail(r"/pulls$", status, "API rate limit exceeded", headers=headers, method="POST",
+                    times=1)
+    with pytest.raises(ApplicationError) as exc:
+        env.run(env.results.pull_request, PullRequestInput(card_key=KEY, key=f"{KEY}/1/coding/pr", branch=BRANCH))
+    err = exc.value
+    assert not err.non_retryable and err.next_retry_delay is not None
+    assert abs(err.next_retry_delay.total_seconds() - wait) <= 2
+    assert "rate limit" in err.message and "retrying" not in err.message and "asks to wait" in err.message
+    # The limit lifted: the next attempt opens the pull request, once.
+    opened = env.run(env.results.pull_request, PullRequestInput(card_key=KEY, key=f"{KEY}/1/coding/pr",
+                                                                branch=BRANCH), attempt=2)
+    assert opened.number and len(env.github.open_pulls(REPO)) == 1
+
+
+def test_the_results_policy_outlasts_a_secondary_rate_limit() -> None:
+    """GitHub's secondary limits ask for a minute or more, sometimes several times over: the
+    policy's attempts, each after GitHub's wait, cover a few minutes of it."""
+    from workflows import policies
+
+    retry = policies.RESULTS["retry_policy"]
+    assert retry.maximum_attempts >= 8 and retry.maximum_interval >= timedelta(minutes=5)

@@ -257,7 +257,7 @@ def classify(board: str, status: int, headers: Mapping[str, Any], message: str, 
                                                    or "rate limit" in message.lower()))
     if limited:
         wait = rate_limit_wait(headers) or 60.0
-        return UpstreamError(f"{board} rate limit reached while {doing} ({detail}); retrying in {wait:.0f} s",
+        return UpstreamError(f"{board} rate limit reached while {doing} ({detail}); it asks to wait {wait:.0f} s",
                              kind="rate_limited", retryable=True, status=status, retry_after=wait)
     if status == 401:
         return UpstreamError(f"{board} rejected the credential while {doing} ({detail})", kind="auth",
@@ -283,7 +283,7 @@ def graphql_error(board: str, errors: Any, doing: str) -> UpstreamError:
     ext = first.get("extensions") if isinstance(first.get("extensions"), dict) else {}
     code = str(first.get("type") or ext.get("code") or ext.get("type") or "").upper()
     if code in ("RATE_LIMITED", "RATELIMITED"):
-        return UpstreamError(f"{board} rate limit reached while {doing} ({message}); retrying in 60 s",
+        return UpstreamError(f"{board} rate limit reached while {doing} ({message}); it asks to wait 60 s",
                              kind="rate_limited", retryable=True, retry_after=60.0)
     if code in ("NOT_FOUND", "ENTITY_NOT_FOUND"):
         return UpstreamError(f"not found on {board} while {doing} ({message})", kind="not_found", retryable=False)

@@ -43,7 +43,7 @@ def classify_status(status: int, headers: Mapping[str, Any], message: str, doing
 
     wait = rate_limit_wait(status, headers, message)
     if wait is not None:
-        return UpstreamError(f"GitHub rate limit reached while {doing} ({detail}); retrying in {wait:.0f} s",
+        return UpstreamError(f"GitHub rate limit reached while {doing} ({detail}); it asks to wait {wait:.0f} s",
                              kind="rate_limited", retryable=True, status=status, retry_after=wait)
     if status == 401:
         return final("auth", f"GitHub rejected the credentials while {doing} ({detail}): check the token, or "
