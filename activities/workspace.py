@@ -54,6 +54,7 @@ from cardloop.integrations.workspace import (
 from cardloop.integrations.workspace.manager import Checkpoint, sweep
 from cardloop.integrations.workspace.tools import spec
 from cardloop.integrations.workspace.tools.base import excerpt
+from cardloop.integrations.workspace.tools.review import REVIEW_FULL
 from cardloop.prompts.card import Card, Message
 from cardloop.prompts.conversation import ToolSpec
 from cardloop.prompts.redact import DEFAULT_REDACTOR
@@ -181,6 +182,8 @@ class WorkspaceActivities:
         store = self.rt.store
 
         def act() -> ToolResult:
+            if inp.name == "review_comment" and inp.review_full:
+                return ToolResult(REVIEW_FULL, is_error=True)
             # A cancelled stage (a move, `card cancel`) kills the command this call runs.
             stop = threading.Event()
             box = self._toolbox(self._workspace(inp.card_key, card), inp.tools, self._manager(card), stop)

@@ -199,7 +199,10 @@ class Hands:
                     names.TOOL,
                     ToolInput(card_key=self.inp.ref.key, stage=self.inp.stage, call_id=call.id, name=call.name,
                               input=call.input, dedup_key=f"{wf}/tool-{iteration}-{call.id}",
-                              tools=self.inp.settings.tools),
+                              tools=self.inp.settings.tools,
+                              # Data only (replays alike): past the cap the tool refuses, in words.
+                              review_full=call.name == "review_comment"
+                              and len(self.review_comments) >= MAX_REVIEW_COMMENTS),
                     ToolOutcome, f"{self.inp.stage} turn {iteration}: {call.name} {brief(call.input)}".rstrip(),
                     stoppable=True)
             acts.calls += 1

@@ -431,6 +431,9 @@ class ToolInput(_Value):
     input: dict[str, Any] = Field(default_factory=dict)
     dedup_key: str      # the tool result's key in the history: a retried activity returns it
     tools: list[str] = Field(default_factory=list)  # what the stage offers; anything else is refused
+    # review_comment: the stage's review already holds as many line comments as it carries
+    # (workflows/workspace.py MAX_REVIEW_COMMENTS): the call is refused, and the model told so
+    review_full: bool = False
 
 
 class ToolOutcome(_Value):

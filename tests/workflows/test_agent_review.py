@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 from cardloop.app.scripted_model.transcript import check_transcript
+from cardloop.integrations.workspace.tools.review import MAX_PER_REVIEW, REVIEW_FULL
 from tests.cardloop.integrations.sources.fake_github import REPO, FakeGitHub
 from tests.sample_remote import Remote
 from tests.stack import Stack, replay_all, small_card
 from tests.workflows.agent_kit import AGENT, agent_env
+from workflows.workspace import MAX_REVIEW_COMMENTS
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -73,3 +75,29 @@ async def test_without_an_open_pull_request_the_review_says_so(stack: Stack, git
     run, _ = await run_review(stack, "RV-3")
     assert run.outcome == "completed" and run.review == ""
     assert "(review not posted: no open pull request from card/RV-3 in acme/payments-api)" in run.reason
+
+
+async def test_past_the_reviews_cap_the_model_is_told_and_nothing_is_dropped_unsaid(stack: Stack,
+                                                                                     github: FakeGitHub) -> None:
+    """A review carries MAX_REVIEW_COMMENTS line comments; a call past them is refused to the
+    model at the call (its remark goes into the finish summary, the review's body), never
+    answered "noted" and then dropped."""
+    cap = MAX_REVIEW_COMMENTS
+    assert cap == MAX_PER_REVIEW
+    many = [{"type": "tool_use", "name": "review_comment",
+             "input": {"path": RETRY, "line": 1 + n % 31, "body": f"Remark {n}."}} for n in range(cap + 2)]
+    done = "Reviewed. Also: Remark 50 and Remark 51 (past the cap).\n\n<promise>COMPLETE</promise>"
+    stack.model.transcript = check_transcript({**AGENT, "review": [many, done]}, "agent")
+    stack.model.reset()
+    pr = github.new_pull(REPO, head="card/RV-4", base="main", title="RV-4", body="")
+    ref = stack.cards.import_card(small_card("RV-4", branch="card/RV-4"))
+    await stack.cards.move(ref, "review", delivery_id="r-RV-4")
+    state = await stack.wait_state(ref, lambda s: bool(s.history) and s.status != "running", timeout=180)
+    run = state.history[0]
+    assert run.outcome == "completed" and run.review, run.reason
+    results = [m for m in stack.store.messages(ref.key) if m.role == "tool"]
+    assert [m.is_error for m in results] == [False] * cap + [True, True]
+    assert all(m.content == REVIEW_FULL for m in results[cap:])
+    assert all("noted" in m.content and "not noted" not in m.content for m in results[:cap])
+    posted = github.review_comments[(REPO, pr["number"])]
+    assert [c["body"] for c in posted] == [f"Remark {n}." for n in range(cap)]

@@ -10,6 +10,11 @@ from cardloop.integrations.workspace.tools.base import ToolContext, ToolRefused,
 from cardloop.integrations.workspace.tools.read import read_text
 
 MAX_BODY = 2_000
+# The line comments one review carries (workflows/workspace.py MAX_REVIEW_COMMENTS, the same
+# number): a call past them is refused with this, so no remark is dropped unsaid.
+MAX_PER_REVIEW = 50
+REVIEW_FULL = (f"review comment not noted: this review already holds {MAX_PER_REVIEW} line comments, the most "
+               "one review carries. Put any further remarks in your finish summary: it becomes the review's body.")
 
 
 class ReviewComment:
