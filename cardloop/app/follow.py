@@ -8,6 +8,7 @@ person wants to see, and neither needs a worker of the follower's own."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Iterable
 
 from temporalio.service import RPCError
@@ -87,6 +88,48 @@ def outcome_line(r: StageRun) -> str:
             f"{tokens_said(r)}, ${r.cost_usd:.4f}: {r.reason}")
 
 
+# The notes a stage run's reason ends with when its result did not reach GitHub (workflows/stage.py).
+_PR_NOTES = ("the pull request could not be opened: ", "no pull request: ")
+_REVIEW_NOTES = ("the review could not be posted: ", "review not posted: ")
+
+
+def result_lines(r: StageRun, *, limit: int = 160) -> list[str]:
+    """Where the run's work is on GitHub: its pull request or review link; else, when opening or
+    posting it failed, why (the note at the end of a reason a one-line view cuts)."""
+    lines = []
+    if r.pull_request:
+        lines.append(f"pull request: {r.pull_request}")
+    elif (why := _note(r.reason, _PR_NOTES)) is not None:
+        lines.append(f"pull request: not opened: {_clip(why, limit)}")
+    if r.review:
+        lines.append(f"review: {r.review}")
+    elif (why := _note(r.reason, _REVIEW_NOTES)) is not None:
+        lines.append(f"review: not posted: {_clip(why, limit)}")
+    return lines
+
+
+def _note(reason: str, openers: tuple[str, ...]) -> str | None:
+    """The text of the last "(<opener>...)" in `reason`, its own parentheses kept."""
+    found = max(((reason.rfind(f"({o}"), o) for o in openers), default=(-1, ""))
+    at, opener = found
+    if at < 0:
+        return None
+    start = at + 1 + len(opener)
+    depth = 1
+    for i in range(start, len(reason)):
+        depth += {"(": 1, ")": -1}.get(reason[i], 0)
+        if depth == 0:
+            return reason[start:i].strip()
+    return reason[start:].strip()
+
+
+def _clip(text: str, limit: int) -> str:
+    """The why, short: not what was being done (the line says it), GitHub's answer kept."""
+    text = re.sub(r"^(?:pull request|review) for \S+: ", "", text)
+    text = re.sub(r" while [^()]*?(?= \()", "", text, count=1)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 async def _progress(svc: CardService, ref: CardRef, stage: str, run: int) -> StageProgress | None:
     handle = svc.client.get_workflow_handle(f"{ref.workflow_id}/{run}-{stage}")
     try:
@@ -131,6 +174,8 @@ async def follow(svc: CardService, ref: CardRef, stage: str, run: int, *, out: C
             if verbose:  # a quick run may end between two polls
                 say_unavailable(ended.unavailable, missed, out)
             out(outcome_line(ended))
+            for line in result_lines(ended):
+                out(f"  ↗ {line}")
             if ended.commits:
                 out(f"  ⎇ {ended.commits} commit(s) pushed to the card's branch, last {ended.last_commit[:12]}")
             return ended

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cardloop.app.scripted_model.transcript import check_transcript
+from tests.cardloop.app.cli.stack_cli import cardloop, cli_env
 from tests.cardloop.integrations.sources.fake_github import TOKEN, FakeGitHub
 from tests.sample_remote import Remote
 from tests.stack import Stack, replay_all, small_card
@@ -27,7 +28,8 @@ def stack_overrides(remote: Remote, github: FakeGitHub, tmp_path: Path,
                      CARDLOOP_STAGES__CODING__AUTO_ADVANCE="false")
 
 
-async def test_coding_opens_one_pull_request_and_a_later_run_updates_it(stack: Stack, github: FakeGitHub) -> None:
+async def test_coding_opens_one_pull_request_and_a_later_run_updates_it(stack: Stack, github: FakeGitHub,
+                                                                        tmp_path: Path) -> None:
     stack.model.transcript = check_transcript(AGENT, "agent")
     stack.model.reset()
     ref = stack.cards.import_card(small_card())
@@ -48,6 +50,8 @@ async def test_coding_opens_one_pull_request_and_a_later_run_updates_it(stack: S
     assert "Branch `card/PAY-1`, pull request " + pr["html_url"] in said["body"]
     assert said["body"].count("<!-- cardloop:acme/github/PAY-1/1/coding -->") == 1
     assert first.comment == f"acme/payments-api#{pr['number']}"
+    shown = await cardloop(cli_env(stack, tmp_path), "card", "show", ref.key, "--last", "0")
+    assert f"pull request: {pr['html_url']}" in shown.stdout, shown.stdout + shown.stderr
     posted = [s for s in github.seen if s.method == "POST" and s.path.endswith("/pulls")]
     assert len(posted) == 1 and all(s.headers.get("authorization") == f"token {TOKEN}"
                                     for s in github.seen if s.path.startswith("/api/v3/repos"))
@@ -78,8 +82,8 @@ async def test_without_a_token_the_stage_completes_and_says_so(stack: Stack, git
     assert github.open_pulls("acme/payments-api") == [] and not [s for s in github.seen if s.method == "POST"]
 
 
-async def test_a_refused_pull_request_leaves_the_stage_completed_with_the_reason(stack: Stack,
-                                                                                 github: FakeGitHub) -> None:
+async def test_a_refused_pull_request_leaves_the_stage_completed_with_the_reason(stack: Stack, github: FakeGitHub,
+                                                                                 tmp_path: Path) -> None:
     github.fail(r"/pulls$", 403, "Resource not accessible by integration", method="POST")
     stack.model.transcript = check_transcript(AGENT, "agent")
     stack.model.reset()
@@ -90,6 +94,12 @@ async def test_a_refused_pull_request_leaves_the_stage_completed_with_the_reason
     assert coding.outcome == "completed" and coding.pull_request == ""
     assert "the pull request could not be opened" in coding.reason
     assert "Resource not accessible by integration" in coding.reason and TOKEN not in coding.reason
+    # `card show` cuts the reason to a line: the failed pull request still shows, with why.
+    shown = await cardloop(cli_env(stack, tmp_path), "card", "show", ref.key, "--last", "0")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    [line] = [x.strip() for x in shown.stdout.splitlines() if x.strip().startswith("pull request:")]
+    assert line.startswith("pull request: not opened: GitHub refused (HTTP 403: ")
+    assert "Resource not accessible by integration" in line, shown.stdout
 
 
 async def test_a_blocked_stage_says_why_on_the_cards_issue(stack: Stack, github: FakeGitHub) -> None:

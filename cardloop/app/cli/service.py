@@ -257,7 +257,7 @@ def cmd_card_retry(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
-    from cardloop.app.follow import redacting  # the redaction rules compile on import
+    from cardloop.app.follow import redacting, result_lines  # the redaction rules compile on import
     from cardloop.prompts.scrub import Scrubber, redact_text
 
     # The history and the runs' reasons are stored as sent (README, Secrets): redacted on the way
@@ -302,6 +302,8 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
                 went_without = f" (without {', '.join(without)})" if without else ""
                 print_(f"    {run.run:>3} {run.stage:<13} {run.outcome:<16} {run.iterations} turn(s)  "
                        f"{shorten(redact_text(run.reason), 80)}{went_without}")
+                for line in result_lines(run):  # the link, or why there is none: the cut reason hides it
+                    print_(f"        {line}")
             if state.auto_retry is not None:
                 plan = state.auto_retry
                 print_(f"  failed for a transient cause: {plan.stage} runs again automatically at "
