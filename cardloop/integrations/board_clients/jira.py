@@ -83,14 +83,15 @@ class JiraBoard:
     def comment(self, card: BoardCard, *, body: str, marker: str) -> Written:
         key, line = card.card_id, plain_marker(marker)
         path = f"/rest/api/3/issue/{key}/comment"
-        me = self._me()
+        me = ""  # asked only when a comment carries the marker
         start = 0
         while True:
             page = self.http.json("GET", path, f"reading the comments of {key}",
                                   params={"startAt": start, "maxResults": 100}) or {}
             comments = page.get("comments") or []
-            if any(has_line(adf_text(c.get("body")), line) and (c.get("author") or {}).get("accountId") == me
-                   for c in comments):
+            marked = [c for c in comments if has_line(adf_text(c.get("body")), line)]
+            me = me or (self._me() if marked else "")
+            if any((c.get("author") or {}).get("accountId") == me for c in marked):
                 return Written(done=f"comment on {key} was there", acted=False, target=key)
             start += len(comments)
             if not comments or start >= int(page.get("total") or 0):

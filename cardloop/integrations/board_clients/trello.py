@@ -46,12 +46,14 @@ class TrelloBoard:
 
     def comment(self, card: BoardCard, *, body: str, marker: str) -> Written:
         cid, line = card.card_id, plain_marker(marker)
-        me = self.http.json("GET", "/members/me", "reading whose token this is", params={"fields": "id"}) or {}
-        mine = me.get("id") if isinstance(me, dict) else None
         actions = self.http.json("GET", f"/cards/{cid}/actions", f"reading the comments of card {cid}",
                                  params={"filter": "commentCard", "limit": 1000}) or []
-        if any(has_line(((a.get("data") or {}).get("text")), line) and mine and a.get("idMemberCreator") == mine
-               for a in actions if isinstance(a, dict)):
+        marked = [a for a in actions if isinstance(a, dict) and has_line((a.get("data") or {}).get("text"), line)]
+        if marked:  # whose token this is, asked only when a comment carries the marker
+            me = self.http.json("GET", "/members/me", "reading whose token this is", params={"fields": "id"}) or {}
+            mine = me.get("id") if isinstance(me, dict) else None
+            marked = [a for a in marked if mine and a.get("idMemberCreator") == mine]
+        if marked:
             return Written(done=f"comment on card {cid} was there", acted=False, target=cid)
         self.http.json("POST", f"/cards/{cid}/actions/comments", f"commenting on card {cid}",
                        data={"text": with_line(body, line, MAX_BODY)})
