@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cardloop.activities.heartbeat import HeartbeatingStore
+from cardloop.activities.received import ReceivedReplies
 from cardloop.contracts.config import Config
 from cardloop.integrations.providers import Price, Provider, build_provider, cost_usd
 from cardloop.integrations.providers.base import Usage
@@ -41,6 +42,8 @@ class ActivityDeps:
     workspace_queue: str = ""
     _workspaces: dict[str, WorkspaceManager] = field(default_factory=dict)
     _sandbox: Sandbox | None = None
+    # Model answers received but not yet stored, for a retried attempt to record instead of calling again.
+    received: ReceivedReplies = field(default_factory=ReceivedReplies)
 
     def __post_init__(self) -> None:
         # Every store call of an activity heartbeats while it waits (activities/heartbeat.py).

@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 
 from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import card_not_found, invalid_input
-from cardloop.activities.ledger import billed_call, provider_for
+from cardloop.activities.ledger import billed_call, provider_for, recorded
 from cardloop.activities.once import exactly_once
 from cardloop.contracts import metrics, names
 from cardloop.contracts.payloads import AppendInput, SummarizeInput, SummarizeResult
@@ -208,6 +208,7 @@ class HistoryActivities:
         once = exactly_once(lambda: rt.store.effect(card_key, call_key), call_model,
                             lambda made: rt.store.record_effect(card_key, call_key, "summary", *made),
                             what=f"summary call {call_key}")
+        recorded(rt, card_key, call_key)
         if once.acted:
             metrics.SUMMARIZER_CALLS.labels(model).inc()
         stored = once.value

@@ -4,7 +4,13 @@
 leaves ("calling": a worker killed mid-call leaves it so, billed with usage unknown), makes the
 call while the activity heartbeats, and settles the row with the provider's usage in the call's own thread, so an
 attempt that Temporal cancelled or gave up on is billed when its answer comes back. Whether
-the result is kept (the turn's own usage) is decided when it is recorded (store/ledger.py)."""
+the result is kept (the turn's own usage) is decided when it is recorded (store/ledger.py).
+
+An answer that came back is kept in memory (activities/received.py) until the caller recorded
+it and calls `recorded`: when the store could not take it, the retried attempt on this worker
+records that answer instead of calling the provider again (which would bill it twice). The
+row is settled with the store's patience (activities/heartbeat.py), and the metrics count the
+call when the answer arrives, whether or not the store takes it then."""
 
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ from temporalio import activity
 
 from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import from_provider, limit_refused
-from cardloop.activities.heartbeat import call_with_heartbeat
+from cardloop.activities.heartbeat import call_with_heartbeat, retry_unavailable, store_patience
 from cardloop.contracts import metrics
 from cardloop.contracts.limits import limits_for
 from cardloop.integrations.providers import Provider
@@ -37,7 +43,14 @@ def billed_call(rt: ActivityDeps, row: UsageRecord, call: Callable[[], Completio
                 detail: str) -> tuple[Completion, UsageRecord]:
     """(the completion, its settled ledger row); a provider error is settled "failed" and
     raised as the activity's ApplicationError. The tenant's spend limits are checked first, in
-    the transaction that opens the row: a refused call is recorded "refused" and never made."""
+    the transaction that opens the row: a refused call is recorded "refused" and never made.
+    An answer an earlier attempt on this worker received but could not store is returned
+    instead, without a call (the caller's record settles its row)."""
+    held = rt.received.get(row.card_key, row.call_key)
+    if held is not None:
+        activity.logger.info("model call %s: using the answer received by attempt %d, not stored then",
+                             row.call_key, held[1].attempt)
+        return held
     refusal = rt.store.admit_call(row, limits_for(rt.config, row.tenant))
     if refusal is not None:
         activity.logger.warning("model call refused: %s", refusal.message)
@@ -46,13 +59,18 @@ def billed_call(rt: ActivityDeps, row: UsageRecord, call: Callable[[], Completio
     # Set when the activity is cancelled (its stage was cancelled or moved on) while the call
     # runs: the answer that still arrives is billed all the same, and settled "cancelled".
     stop = threading.Event()
+    # Read here: the activity's context is this thread's.
+    patience = store_patience(getattr(rt.store, "patience", 0.0))
+
+    def settle(record: UsageRecord) -> None:
+        retry_unavailable(lambda: store.settle_call(record), patience=patience, what=f"settling {row.call_key}")
 
     def call_and_settle() -> tuple[Completion, UsageRecord]:
         try:
             done = call()
         except UpstreamError:
-            store.settle_call(row.model_copy(update={"status": "failed"}))
             metrics.MODEL_CALLS.labels(row.stage, row.model, "error").inc()
+            settle(row.model_copy(update={"status": "failed"}))
             raise
         u = done.usage
         billed = row.model_copy(update={
@@ -60,11 +78,12 @@ def billed_call(rt: ActivityDeps, row: UsageRecord, call: Callable[[], Completio
             "input_tokens": u.input_tokens,
             "output_tokens": u.output_tokens, "cache_read_tokens": u.cache_read_tokens,
             "cache_write_tokens": u.cache_write_tokens, "cost_usd": Decimal(str(rt.cost(row.model, u)))})
-        store.settle_call(billed)
+        rt.received.put(row.card_key, row.call_key, (done, billed))
         # Labelled with the configured model (a bounded set), not the provider's dated id.
         metrics.billed(row.stage, row.model, input_tokens=u.input_tokens, output_tokens=u.output_tokens,
                        cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens,
                        cost_usd=billed.cost_usd)
+        settle(billed)
         return done, billed
 
     try:
@@ -72,3 +91,9 @@ def billed_call(rt: ActivityDeps, row: UsageRecord, call: Callable[[], Completio
     except UpstreamError as err:
         activity.logger.warning("model call failed (%s): %s", err.kind, err)
         raise from_provider(err, rt.config.retry) from None
+
+
+def recorded(rt: ActivityDeps, card_key: str, call_key: str) -> None:
+    """The call's result is in the store (recorded now or by an earlier attempt): its answer
+    need not be kept in memory any longer."""
+    rt.received.discard(card_key, call_key)

@@ -4,7 +4,9 @@ The rule of activities/once.py: an attempt first looks for the reply stored unde
 key and, when one is there (an earlier attempt stored it and then died, or the server was
 unreachable when it completed), returns it without calling the model. Otherwise it calls the
 model and stores the reply and the call's usage in one transaction; the result it returns is
-read back from the store, so the workflow always acts on the reply the history holds.
+read back from the store, so the workflow always acts on the reply the history holds. A reply
+received but not stored (the store was down) is kept in memory: the retried attempt on this
+worker stores it instead of calling the model again (activities/received.py).
 
 Every call attempt is in the ledger (store/usage.py): its row is opened before the request
 leaves and settled with the provider's usage, so retries are billed too; the result carries
@@ -19,7 +21,7 @@ from temporalio import activity
 
 from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import card_not_found
-from cardloop.activities.ledger import billed_call, provider_for
+from cardloop.activities.ledger import billed_call, provider_for, recorded
 from cardloop.activities.once import exactly_once
 from cardloop.activities.promise import read_promise
 from cardloop.activities.retrying import bounded_attempts
@@ -69,6 +71,7 @@ class LlmActivities:
 
         stored = exactly_once(lambda: rt.store.stored_reply(inp.card_key, inp.call_key), call_model, record,
                               what=f"model reply {inp.call_key}")
+        recorded(rt, inp.card_key, inp.call_key)
         if stored.acted:  # a reply stored by an earlier attempt was counted by that attempt
             profile = rt.config.profiles.get(inp.profile)
             metrics.TURNS.labels(inp.stage, profile.model if profile else inp.profile).inc()

@@ -26,7 +26,7 @@ from temporalio import activity
 from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import invalid_input, stored_card
 from cardloop.activities.heartbeat import call_with_heartbeat
-from cardloop.activities.ledger import billed_call, provider_for
+from cardloop.activities.ledger import billed_call, provider_for, recorded
 from cardloop.activities.once import exactly_once, recorded_once
 from cardloop.activities.research_synth import Synthesizer
 from cardloop.activities.retrying import bounded_attempts
@@ -88,6 +88,7 @@ class ModelCalls:
         stored = exactly_once(lambda: rt.store.effect(self.card_key, key), act,
                               lambda made: rt.store.record_effect(self.card_key, key, "research_call", *made),
                               what=f"research call {key}").value
+        recorded(rt, self.card_key, key)
         body = json.loads(stored.result)
         u = stored.usage
         return Reply(body["text"], tuple(ToolUse(c["id"], c["name"], c["input"]) for c in body["tool_calls"]),
