@@ -6,7 +6,11 @@ Counted where the work is recorded, never in workflow code (a replayed workflow 
 twice): the ledger counts every billed model call attempt (tokens and cost, so the metrics sum
 to the provider's bill), llm.complete a turn whose reply it stored, history.summarize each
 summarizer call and a summary that failed for good (the stage then runs on truncated history),
-context.gather a source recorded as unavailable, the API's webhook route each delivery. Stage
+context.gather a source recorded as unavailable, the API's webhook route each delivery. The
+API process counts the model calls it makes itself in the same model-call, token and cost
+counters, told apart by their stage label: "gateway" (the prompt gateway's calls) and
+"prompt-guard" (the guard model that checks a tenant's prompt), as their ledger rows are; so
+the cost counters of the workers and the API together add up to the provider's bill. Stage
 runs are counted by the worker's interceptor when a StageWorkflow returns in live execution,
 never on replay (cardloop/app/observability/metrics.py).
 
@@ -31,12 +35,14 @@ STAGE_RUNS = _counter("stage_runs", "Stage runs that ended, by stage and outcome
                       "(completed, blocked, budget_exhausted, failed, cancelled).", ("stage", "outcome"))
 TURNS = _counter("turns", "Model turns whose reply was stored, by stage and model.", ("stage", "model"))
 MODEL_CALLS = _counter("model_calls", "Billed model call attempts (retries included), by stage, model and "
-                       "result (ok, error).", ("stage", "model", "result"))
+                       "result (ok, error, cancelled); stage 'gateway' and 'prompt-guard' are the API's own "
+                       "calls.", ("stage", "model", "result"))
 TOKENS = _counter("tokens", "Tokens billed by the provider, by stage, model and kind "
-                  "(input, output, cache_read, cache_write); stage 'summary' is the summarizer.",
+                  "(input, output, cache_read, cache_write); stage 'summary' is the summarizer, 'gateway' the "
+                  "prompt gateway, 'prompt-guard' the guard model.",
                   ("stage", "model", "kind"))
 COST = _counter("cost_usd", "Cost in US dollars of billed model calls ([prices] in config.toml), by stage "
-                "and model.", ("stage", "model"))
+                "and model (the API's own calls: stage 'gateway', 'prompt-guard').", ("stage", "model"))
 SUMMARIZER_CALLS = _counter("summarizer_calls", "Summarizer model calls whose summary was stored, by model.",
                             ("model",))
 SUMMARIES = _counter("summaries", "history.summarize results, by method (llm, recursive, incremental, cached).",
@@ -53,15 +59,16 @@ TOKEN_KINDS = ("input", "output", "cache_read", "cache_write")
 
 
 def billed(stage: str, model: str, *, input_tokens: int, output_tokens: int, cache_read_tokens: int,
-           cache_write_tokens: int, cost_usd: Decimal | float) -> None:
-    """One settled model call attempt: its tokens and cost."""
+           cache_write_tokens: int, cost_usd: Decimal | float, result: str = "ok") -> None:
+    """One settled model call attempt: its tokens and cost (a stream that failed or was
+    cancelled midway is billed for what it used: `result` says how it ended)."""
     counts = (input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
     for kind, count in zip(TOKEN_KINDS, counts, strict=True):
         if count:
             TOKENS.labels(stage, model, kind).inc(count)
     if cost_usd:
         COST.labels(stage, model).inc(float(cost_usd))
-    MODEL_CALLS.labels(stage, model, "ok").inc()
+    MODEL_CALLS.labels(stage, model, result).inc()
 
 
 def metric_names(registry: CollectorRegistry = REGISTRY) -> set[str]:

@@ -19,6 +19,7 @@ from decimal import Decimal
 from fastapi import HTTPException
 
 from cardloop.app.api.services import Services
+from cardloop.contracts import metrics
 from cardloop.contracts.limits import limits_for
 from cardloop.integrations.providers.registry import build_provider
 from cardloop.integrations.upstream import UpstreamError
@@ -54,16 +55,21 @@ def guard_check(svc: Services, tenant: str, text: str) -> tuple[GuardVerdict, Gu
             if close is not None:
                 close()
     except UpstreamError as err:
+        metrics.MODEL_CALLS.labels(STAGE, prof.model, "error").inc()
         _settle(svc, row.model_copy(update={"status": "failed"}))
         log.warning("tenant %s: guard model (profile %s) failed: %s", tenant, profile, err)
         hint = f" (set {prof.api_key_env})" if key is None and prof.api_key_env else ""
         raise HTTPException(503, f"the guard model (profile {profile!r}) could not be asked: {err}{hint}; "
                                  "nothing was stored, try again") from None
     u = done.usage
+    cost = Decimal(str(svc.runtime.cost(row.model, u)))
+    # Counted by this process in the worker's counters (stage "prompt-guard"), with the configured model.
+    metrics.billed(STAGE, prof.model, input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+                   cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens, cost_usd=cost)
     _settle(svc, row.model_copy(update={
         "status": "done", "model": done.model or row.model, "input_tokens": u.input_tokens,
         "output_tokens": u.output_tokens, "cache_read_tokens": u.cache_read_tokens,
-        "cache_write_tokens": u.cache_write_tokens, "cost_usd": Decimal(str(svc.runtime.cost(row.model, u)))}))
+        "cache_write_tokens": u.cache_write_tokens, "cost_usd": cost}))
     try:
         verdict = parse_guard_reply(done.text)
     except GuardReplyError as err:

@@ -21,6 +21,7 @@ from cardloop.app.api.gateway.models import (
     logger,
 )
 from cardloop.app.api.services import Services
+from cardloop.contracts import metrics
 from cardloop.contracts.limits import limits_for
 from cardloop.integrations.providers import Completion, Provider, StreamingProvider, StreamStart, TextDelta, Usage
 from cardloop.integrations.upstream import UpstreamError
@@ -192,6 +193,7 @@ def admit(svc: Services, tenant: str, call_id: str, p: Prepared, token_id: str |
 
 
 def _settle_failed(svc: Services, row: UsageRecord) -> None:
+    metrics.MODEL_CALLS.labels(row.stage, row.model, "error").inc()
     try:
         svc.store.settle_call(row.model_copy(update={"status": "failed"}))
     except Exception:
@@ -204,12 +206,17 @@ def _record_usage(svc: Services, row: UsageRecord, done: Completion) -> None:
 
 def _settle_usage(svc: Services, row: UsageRecord, u: Usage, *, status: Literal["done", "failed", "cancelled"],
                   model: str | None = None, note: str | None = None) -> None:
+    cost = Decimal(str(svc.runtime.cost(row.model, u)))
+    # The worker's counters, counted by this process for its own calls (stage "gateway"), whether
+    # or not the store takes the row: the provider billed them. The configured model: a bounded label.
+    metrics.billed(row.stage, row.model, input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+                   cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens, cost_usd=cost,
+                   result="ok" if status == "done" else "error" if status == "failed" else status)
     try:
         svc.store.settle_call(row.model_copy(update={
             "status": status, "model": model or row.model, "input_tokens": u.input_tokens,
             "output_tokens": u.output_tokens, "cache_read_tokens": u.cache_read_tokens,
-            "cache_write_tokens": u.cache_write_tokens, "cost_usd": Decimal(str(svc.runtime.cost(row.model, u))),
-            "note": note}))
+            "cache_write_tokens": u.cache_write_tokens, "cost_usd": cost, "note": note}))
     except Exception:
         logger.exception("%s tenant %s: usage not recorded (%s)", row.call_key, row.tenant, u)
 
