@@ -7,6 +7,7 @@ context window minus max_tokens, unknown stage, profile, provider or model names
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import tomllib
@@ -282,9 +283,35 @@ def _origin(key: str, origins: Mapping[str, str]) -> str | None:
     return None
 
 
+def _set_by(key: str, origins: Mapping[str, str]) -> str | None:
+    """The variable that set `key`, a table holding it, or a key inside it
+    (CARDLOOP_STAGES__CODNG__MAX_ITERATIONS set stages.codng)."""
+    if (name := _origin(key, origins)) is not None:
+        return name
+    inside = sorted(name for k, name in origins.items() if k.startswith(key + "."))
+    return inside[0] if inside else None
+
+
+def unknown_stage(name: str, origins: Mapping[str, str]) -> str:
+    """The message for a [stages.<name>] table (or CARDLOOP_STAGES__<NAME>__... variable) whose
+    name is no stage: a typo there otherwise shows as a missing required key of a stage that
+    does not exist."""
+    where = f" (from {var})" if (var := _set_by(f"stages.{name}", origins)) else ""
+    close = difflib.get_close_matches(name, STAGE_NAMES, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"stages.{name}{where}: unknown stage (expected one of: {', '.join(STAGE_NAMES)}){hint}"
+
+
 def _format_validation(exc: ValidationError, source: str, origins: Mapping[str, str]) -> str:
     lines = []
+    unknown_stages: set[str] = set()
     for err in exc.errors():
+        if len(err["loc"]) >= 2 and err["loc"][0] == "stages" and str(err["loc"][1]) not in STAGE_NAMES:
+            # One line for the unknown stage, not its table's missing or wrong keys.
+            if str(err["loc"][1]) not in unknown_stages:
+                unknown_stages.add(str(err["loc"][1]))
+                lines.append(f"  {unknown_stage(str(err['loc'][1]), origins)}")
+            continue
         loc = ".".join(str(p) for p in err["loc"])
         where = f" (from {name})" if (name := _origin(loc, origins)) else ""
         msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
@@ -357,7 +384,7 @@ def check_config(config: Config, origins: Mapping[str, str] | None = None) -> li
                             "(context_window, calibration)")
     for stage_name, stage_cfg in config.stages.items():
         if stage_name not in STAGE_NAMES:
-            problems.append(f"stages.{stage_name}: unknown stage (expected one of: {', '.join(STAGE_NAMES)})")
+            problems.append(unknown_stage(stage_name, origins or {}))
             continue
         if stage_cfg.profile not in config.profiles:
             problems.append(f"stages.{stage_name}.profile: unknown profile {stage_cfg.profile!r} "

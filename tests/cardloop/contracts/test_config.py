@@ -147,3 +147,21 @@ def test_store_temporal_and_its_ui_follow_the_dev_stack_unless_set() -> None:
     assert (chosen.temporal.address, chosen.temporal.ui_url) == ("temporal.prod:7233", "https://ui.prod")
     assert chosen.store.url == "sqlite:////db" and chosen.store_url() == "postgresql://cardloop@db/cardloop"
 
+
+
+def test_an_unknown_stage_set_from_the_environment_names_the_stage_and_the_variable() -> None:
+    # Only max_iterations: without a fix the table lacked `profile` ("stages.codng.profile: Field required").
+    with pytest.raises(ConfigError) as info:
+        load_config(REPO_CONFIG, env={"CARDLOOP_STAGES__CODNG__MAX_ITERATIONS": "3",
+                                      "CARDLOOP_STAGES__CODNG__X": "1"})
+    lines = str(info.value).splitlines()[1:]
+    assert lines == ["  stages.codng (from CARDLOOP_STAGES__CODNG__MAX_ITERATIONS): unknown stage (expected one of: "
+                     "planning, coding, review, testing, error_fixing); did you mean 'coding'?"]
+    # A complete table (it validates) is caught by the cross-key check, naming the variable too.
+    with pytest.raises(ConfigError, match=r"stages\.reveiw \(from CARDLOOP_STAGES__REVEIW__PROFILE\): unknown stage "
+                                          r"\(expected one of: planning, .*\); did you mean 'review'\?"):
+        load_config(REPO_CONFIG, env={"CARDLOOP_STAGES__REVEIW__PROFILE": "claude"})
+    # A stage known but misspelt in one of its keys still says "unknown key" for that key.
+    with pytest.raises(ConfigError, match=r"stages\.coding\.max_iteratons "
+                                          r"\(from CARDLOOP_STAGES__CODING__MAX_ITERATONS\): unknown key"):
+        load_config(REPO_CONFIG, env={"CARDLOOP_STAGES__CODING__MAX_ITERATONS": "3"})

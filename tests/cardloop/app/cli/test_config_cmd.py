@@ -91,3 +91,11 @@ def test_check_refuses_malformed_codec_keys_as_the_worker_would() -> None:
     assert "CARDLOOP_CODEC_KEYS: entry 1 is not 'kid:base64key'" in out.stderr and "Traceback" not in out.stderr
     good = run("codec-key", "--kid", "k1", env={}).stdout.strip()
     assert run("config", "check", env={"CARDLOOP_CODEC_KEYS": good}).returncode == 0
+
+
+def test_a_typo_in_a_stage_name_in_the_environment_says_the_stage_is_unknown() -> None:
+    out = run("config", "check", env={"CARDLOOP_STAGES__CODNG__MAX_ITERATIONS": "3"})
+    assert out.returncode == 2
+    assert ("stages.codng (from CARDLOOP_STAGES__CODNG__MAX_ITERATIONS): unknown stage (expected one of: "
+            "planning, coding, review, testing, error_fixing); did you mean 'coding'?") in out.stderr
+    assert "Field required" not in out.stderr and "profile" not in out.stderr  # not a missing key of a non-stage
