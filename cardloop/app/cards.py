@@ -8,7 +8,8 @@ import asyncio
 import re
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio.client import (
@@ -38,12 +39,32 @@ from cardloop.contracts.retry import words
 from cardloop.prompts.card import Card
 from cardloop.prompts.scrub import redact_text
 from cardloop.store import Store
-from cardloop.workflows.card import CardWorkflow, search_attributes
+from cardloop.workflows.card import CARD_STAGE, CARD_STATUS, CardWorkflow, search_attributes
 
 
 def ref_for(card: Card) -> CardRef:
     """The card's ref; its id is the board's, encoded for the key by CardRef.for_board."""
     return CardRef.for_board(card.tenant, card.board, card.id)
+
+
+# How long a reader (`card show`, `card list`) waits for a worker to answer the state query
+# before it falls back to what Temporal itself holds (describe: search attributes).
+QUERY_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class DescribedCard:
+    """A card workflow as Temporal describes it, with no worker: its search attributes (the
+    workflow upserts CardStage and CardStatus as the card moves) and its execution status."""
+
+    stage: str | None
+    status: str | None  # CardStatus: new, running, idle, failed, blocked, done
+    execution: str  # RUNNING, COMPLETED, ...
+    note: str  # why this is all there is ("no worker answered ...")
+
+
+class NoWorkerAnswered(Exception):
+    """A query that no worker answered in time (none polls the task queue, or all are busy)."""
 
 
 # A retry needs a worker to answer (the card workflow checks that the card failed): a CLI
@@ -205,16 +226,58 @@ class CardService:
             return str(failure.message)
         return str(getattr(decoded, "message", None) or decoded)
 
-    async def state(self, ref: CardRef) -> CardState | None:
+    async def state(self, ref: CardRef, *, timeout: float | None = None) -> CardState | None:
+        """The card's state, as its workflow answers the query (a worker runs it); None when it
+        has no workflow. With `timeout`: NoWorkerAnswered when no worker answered within it
+        (without, the server's own deadline applies: about 30 s)."""
         handle = self.client.get_workflow_handle(ref.workflow_id)
         try:
-            return await handle.query(names.QUERY_STATE, result_type=CardState)
+            if timeout is None:
+                return await handle.query(names.QUERY_STATE, result_type=CardState)
+            return await asyncio.wait_for(handle.query(names.QUERY_STATE, result_type=CardState,
+                                                       rpc_timeout=timedelta(seconds=timeout)), timeout + 1)
+        except TimeoutError:
+            raise NoWorkerAnswered(self._no_worker(timeout)) from None
         except RPCError as err:
+            if timeout is not None:
+                if err.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+                    raise NoWorkerAnswered(self._no_worker(timeout)) from None
+                if err.status == RPCStatusCode.FAILED_PRECONDITION and "poller" in err.message:
+                    # The server knows no worker polls the queue: "no poller seen for task queue recently".
+                    raise NoWorkerAnswered(self._no_worker(None, err.message)) from None
             # NOT_FOUND: never started. FAILED_PRECONDITION: its run closed (terminated, cancelled)
             # before it ran a single workflow task, so it has no state to answer with.
             if err.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
                 return None
             raise
+
+    def _no_worker(self, timeout: float | None, server: str = "") -> str:
+        within = f" within {timeout:g} s" if timeout is not None else f" (Temporal: {server})" if server else ""
+        return (f"no worker answered the state query{within}; is a worker running on task queue "
+                f"{self.config.temporal.task_queue}?")
+
+    async def state_or_described(self, ref: CardRef, *, timeout: float = QUERY_TIMEOUT
+                                 ) -> tuple[CardState | None, DescribedCard | None]:
+        """(the state its workflow answers, None) or, when no worker answers within `timeout`,
+        (None, what Temporal itself holds: describe() and the search attributes, which need no
+        worker); (None, None) when the card has no workflow."""
+        try:
+            return await self.state(ref, timeout=timeout), None
+        except NoWorkerAnswered as err:
+            return None, await self.describe_card(ref, str(err))
+
+    async def describe_card(self, ref: CardRef, note: str) -> DescribedCard | None:
+        handle = self.client.get_workflow_handle(ref.workflow_id)
+        try:
+            described = await handle.describe(rpc_timeout=timedelta(seconds=self.link.timeout))
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        attrs = described.typed_search_attributes
+        execution = described.status.name if described.status is not None else "UNKNOWN"
+        return DescribedCard(stage=attrs.get(CARD_STAGE), status=attrs.get(CARD_STATUS), execution=execution,
+                             note=note)
 
     async def wait_for(self, ref: CardRef, done: Callable[[CardState], bool], *, timeout: float,
                        on_change: Callable[[CardState], None] | None = None, poll: float = 0.25) -> CardState:

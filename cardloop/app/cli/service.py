@@ -268,7 +268,8 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
         card = svc.store.card_fields(ref.key)
         if card is None:
             raise InputError(f"card {ref.key!r} is not known to the store {svc.store.url}")
-        state = await svc.state(ref)
+        # No worker answering: what Temporal holds (stage and status, its search attributes) and why.
+        state, described = await svc.state_or_described(ref)
         retrying = await svc.retrying(ref, state) if state is not None else None
         turn = await svc.running_turn(ref, state) if state is not None else None
         if state is not None and turn is not None:
@@ -281,6 +282,9 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
             print(json.dumps({
                 "card": ref.key, "title": scrub(card.title),
                 "state": scrub(state.model_dump(mode="json")) if state else None,
+                **({"described": {"stage": described.stage, "status": described.status,
+                                  "execution": described.execution, "note": described.note}}
+                   if described is not None else {}),
                 "retrying": scrub(retrying),
                 "now": scrub(now_line(state, turn)) if state is not None and turn is not None else None,
                 "messages": [scrub(m.model_dump(mode="json")) for m in recent],
@@ -288,7 +292,11 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
             }, indent=2))
             return 0
         print_(f"card {ref.key}: {card.title}")
-        if state is None:
+        if state is None and described is not None:
+            print_(f"  stage {described.stage or '-'} · {described.status or 'unknown'} "
+                   f"(workflow {described.execution.lower()}; from Temporal's search attributes)")
+            print_(f"  note: {described.note}; stage runs and progress need a worker")
+        elif state is None:
             print_("  no workflow yet (move the card to a stage to start one)")
         else:
             print_(f"  stage {state.stage} · {state.filter_status} · stage runs {state.stage_runs}"
@@ -337,15 +345,18 @@ def now_line(state: CardState, p: StageProgress) -> str:
 
 
 def cmd_card_list(args: argparse.Namespace, config: Config) -> int:
-    from cardloop.app.cards import CardService
+    from cardloop.app.cards import CardService, DescribedCard
     from cardloop.app.local import open_store
     from cardloop.app.temporal import TemporalUnavailable, connect
     from cardloop.contracts.payloads import CardRef, CardState
     from cardloop.prompts.scrub import redact_text
 
-    async def live_state(svc: CardService, ref: CardRef) -> CardState | None:
-        try:  # a closed run is queried by replay on a worker: none may be up
-            return await asyncio.wait_for(svc.state(ref), timeout=5)
+    async def live_state(svc: CardService, ref: CardRef) -> CardState | DescribedCard | None:
+        """The workflow's answer or, when no worker answers (a closed run is queried by replay on
+        a worker too), what Temporal holds without one (search attributes CardStage, CardStatus)."""
+        try:
+            state, described = await svc.state_or_described(ref)
+            return state if state is not None else described
         except Exception:
             return None
 
@@ -357,7 +368,7 @@ def cmd_card_list(args: argparse.Namespace, config: Config) -> int:
                                  "at a time)")
             rows = store.card_rows(args.tenant, args.board)
             note = ""
-            states: list[CardState | None] = [None] * len(rows)
+            states: list[CardState | DescribedCard | None] = [None] * len(rows)
             if rows:
                 try:
                     svc = CardService(await asyncio.wait_for(connect(config), timeout=10), store, config)
@@ -368,18 +379,29 @@ def cmd_card_list(args: argparse.Namespace, config: Config) -> int:
                 else:
                     states = list(await asyncio.gather(*(live_state(svc, CardRef.parse(r["card"])) for r in rows)))
             listed = []
+            unanswered = [d for d in states if isinstance(d, DescribedCard)]
+            if unanswered and not note:
+                note = (f"{unanswered[0].note}: {len(unanswered)} card(s) show the stage and status Temporal holds "
+                        "(search attributes), their stage runs as last saved")
             for row, live in zip(rows, states, strict=True):
                 saved = row["workflow_state"]
-                state = live or (CardState.model_validate_json(saved) if saved else None)
+                described = live if isinstance(live, DescribedCard) else None
+                answered = live if isinstance(live, CardState) else None
+                state = answered or (CardState.model_validate_json(saved) if saved else None)
                 status = state.filter_status if state else "new"
+                stage = (state.stage if state else None) or "-"
+                if described is not None:
+                    status = described.status or status
+                    stage = described.stage or stage
                 if args.status and status != args.status:
                     continue
                 cost = store.usage_totals(row["card"]).total.cost_usd
                 listed.append({"card": row["card"], "tenant": row["tenant"], "board": row["board"],
-                               "stage": (state.stage if state else None) or "-", "status": status,
+                               "stage": stage, "status": status,
                                "stage_runs": state.stage_runs if state else 0, "cost_usd": float(cost),
                                "updated_at": row["updated_at"].isoformat(timespec="seconds"),
-                               "title": redact_text(row["title"]), "live": live is not None})
+                               "title": redact_text(row["title"]), "live": answered is not None,
+                               **({"from": "search_attributes"} if described is not None else {})})
         finally:
             store.close()
         if args.json:
