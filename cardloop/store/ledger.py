@@ -8,7 +8,7 @@ after another attempt's) is billed as a retry and not kept. Readers get what the
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from cardloop.prompts.card import Message
 from cardloop.store import schema as s
@@ -28,8 +28,19 @@ class LedgerMixin(CardsMixin, UsageMixin):
         check_text("stage", stage, 64)
         with self._db.write(tenant) as conn:
             seq, appended = self._append_locked(conn, card_key, tenant, message, dedup_key, stage)
-            self._upsert_usage(conn, _settled(usage, kept=appended))
+            self._settle_recorded(conn, card_key, tenant, usage, kept=appended)
         return seq
+
+    def _settle_recorded(self, conn: Connection, card_key: str, tenant: str, usage: UsageRecord, *,
+                         kept: bool) -> None:
+        """Settle the call's row as kept or as a retry, except that a row already kept stays kept:
+        the same record written again (a commit whose answer the connection lost, tried again
+        by the activity, activities/heartbeat.py) is not a retry of itself."""
+        if not kept:
+            found = kept_usage(conn, card_key, tenant, usage.call_key)
+            if found is not None and found.attempt == usage.attempt:
+                return
+        self._upsert_usage(conn, _settled(usage, kept=kept))
 
     def stored_reply(self, card_key: str, dedup_key: str) -> StoredReply | None:
         """The reply stored under `dedup_key`, with the usage of the call that produced it."""
@@ -54,7 +65,7 @@ class LedgerMixin(CardsMixin, UsageMixin):
         with self._db.write(tenant) as conn:
             kept = self._insert_new(conn, s.effects, values)
             if usage is not None:
-                self._upsert_usage(conn, _settled(usage, kept=kept))
+                self._settle_recorded(conn, card_key, tenant, usage, kept=kept)
         return kept
 
     def effect(self, card_key: str, key: str) -> StoredEffect | None:

@@ -57,6 +57,28 @@ def test_a_late_reply_is_billed_as_a_retry_and_the_first_stored_one_stays(store:
     assert store.stored_reply(KEY, "no-such-call") is None
 
 
+def test_the_same_record_written_again_keeps_its_call_kept(store: Store) -> None:
+    """An activity waits out an unavailable store by trying a call again (activities/heartbeat.py):
+    a write that committed but whose answer the connection lost is written a second time. The
+    call whose reply was stored is not a retry of itself; another attempt's late reply still is."""
+    store.upsert_card(KEY, card(KEY))
+    store.start_call(attempt(1, "0"))
+    for _ in range(2):
+        store.record_reply(KEY, reply("reply of attempt 1"), dedup_key=CALL, stage="coding", usage=attempt(1, "0.01"))
+    store.record_reply(KEY, reply("late reply of attempt 2"), dedup_key=CALL, stage="coding", usage=attempt(2, "0.02"))
+    rows = {r.attempt: r for r in store.ledger(KEY)}
+    assert (rows[1].kept, rows[1].retry, rows[1].status) == (True, False, "done")
+    assert (rows[2].kept, rows[2].retry) == (False, True)
+    stored = store.stored_reply(KEY, CALL)
+    assert stored is not None and stored.usage is not None and stored.usage.attempt == 1
+    assert store.usage_totals(KEY).own.cost_usd == Decimal("0.01")
+    effect = {"call_key": "chunk/d0c1"}
+    for _ in range(2):
+        store.record_effect(KEY, "chunk/d0c1", "summary", "s", attempt(1, "0.01").model_copy(update=effect))
+    found = store.effect(KEY, "chunk/d0c1")
+    assert found is not None and found.usage is not None and found.usage.attempt == 1 and found.usage.kept
+
+
 def test_a_call_lost_with_its_worker_stays_in_the_ledger_without_usage(store: Store) -> None:
     store.upsert_card(KEY, card(KEY))
     store.start_call(attempt(1, "0"))  # the worker died mid-call: never settled
