@@ -202,6 +202,7 @@ class HistoryActivities:
                 rt, row, lambda: provider.complete(conv, model=model, max_tokens=out_tokens, temperature=0.0),
                 detail=f"summarizing {source}")
             if not done.text.strip():
+                recorded(rt, card_key, call_key)  # not kept for a retry: the next call asks again
                 raise invalid_input("the summarizer returned an empty summary")
             return done.text.strip(), billed
 
