@@ -2,7 +2,9 @@
 activity) times out on its last attempt, or fails on SQLite's busy timeout. Either way the
 stage ends "failed" with a reason a person can act on, and its history replays: the SDK
 delivers a local activity's failure in other shapes on replay than live (a bare TimeoutError
-instead of ActivityError(TimeoutError)), and an ordinary failure bare in both."""
+instead of ActivityError(TimeoutError)), and an ordinary failure bare in both. A short outage
+while the model answers is waited out inside the attempt (activities/heartbeat.py): the stage
+completes and no model call is made twice."""
 
 from __future__ import annotations
 
@@ -100,3 +102,26 @@ async def test_a_locked_store_fails_the_stage_saying_so_and_replays(
         await stack.cards.move(ref, "planning", delivery_id="p2")
         state = await stack.wait_state(ref, lambda s: s.status == "done", timeout=120)
         assert [r.outcome for r in state.history] == ["failed", "completed", "completed", "completed", "completed"]
+
+
+async def test_a_short_outage_while_the_model_answers_is_waited_out_and_billed_once(
+        temporal_server: TemporalDevServer, tmp_path: Path) -> None:
+    db = tmp_path / "store.sqlite"
+    # Each store call gives up on the lock after 0.3 s: without patience inside the attempt, the
+    # model's reply could not be recorded, the attempt failed and the model was called again.
+    async with stack_on(temporal_server, db, 300, CARDLOOP_STAGES__PLANNING__AUTO_ADVANCE="false") as stack:
+        ref = stack.cards.import_card(small_card("LOCK-3"))
+        stack.model.inject(delay=1.0)  # the first turn's answer arrives during the outage
+        await stack.cards.move(ref, "planning", delivery_id="p")
+        for _ in range(600):
+            if stack.model.request_count >= 1:
+                break
+            await asyncio.sleep(0.05)
+        with write_lock(db):
+            await asyncio.sleep(3.0)
+        state = await stack.wait_state(ref, stage_ended, timeout=120)
+        assert (state.history[0].stage, state.history[0].outcome) == ("planning", "completed")
+        rows = stack.store.ledger(ref.key)
+        assert len(rows) == stack.model.request_count  # every call billed once, none asked twice
+        assert {(r.status, r.kept, r.retry) for r in rows} == {("done", True, False)}
+        assert stack.store.usage_totals(ref.key).unknown == 0
