@@ -222,3 +222,41 @@ def test_a_postgresql_outage_during_a_model_call_is_waited_out_and_billed_once(p
         rows = env.store.ledger(KEY)
         assert [(r.attempt, r.status, r.kept) for r in rows] == [(1, "done", True)] and rows[0].output_tokens > 0
         assert any("waiting for the store" in str(d) for d in beats)
+
+
+def test_a_three_second_outage_during_a_coding_tool_call_is_waited_out(tmp_path: Path) -> None:
+    """The tester's case: a tool call (workspace.tool, whose policy allows 3 attempts from 1 s)
+    recording its result while the store is down for 3 s: one attempt, not a failed stage."""
+    from cardloop.activities.workspace import WorkspaceActivities
+    from cardloop.contracts.config import REPO_CONFIG, load_config
+    from cardloop.contracts.payloads import ToolInput, WorkspaceInput
+    from tests.sample_remote import push_sample_repo
+    from tests.stack import small_card
+
+    remote = push_sample_repo(tmp_path / "remotes")
+    config = load_config(REPO_CONFIG, env={
+        "CARDLOOP_WORKSPACE__ENABLED": "true", "CARDLOOP_WORKSPACE__ROOT": str(tmp_path / "ws"),
+        "CARDLOOP_SOURCES__REPOSITORY__CLONE_URL": remote.url_template})
+    db = tmp_path / "store.sqlite"
+    with Store.open(f"sqlite:///{db}?busy_timeout_ms=300") as store:
+        rt = ActivityDeps.build(config, store)
+        card = small_card("TOOL-1", branch="card/TOOL-1")
+        key = f"{card.tenant}/{card.board}/{card.id}"
+        store.upsert_card(key, card)
+        env = Env(store, None, rt)  # type: ignore[arg-type]  # no model: a tool call only
+        workspace = WorkspaceActivities(rt)
+        env.run(workspace.open, WorkspaceInput(card_key=key, stage="coding", run=1))
+        inp = ToolInput(card_key=key, stage="coding", call_id="toolu_1", name="read_file",
+                        input={"path": "app/webhooks/retry.py"}, dedup_key="tool/1", tools=["read_file"])
+        beats: list = []
+        with sqlite_outage(db):
+            thread, out = in_thread(lambda: env.run(workspace.tool, inp, heartbeats=beats))
+            time.sleep(3.0)
+            assert thread.is_alive()
+        thread.join(30)
+        assert "error" not in out, out.get("error")
+        outcome = out["result"]
+        assert not outcome.is_error and not outcome.reused
+        assert store.messages(key, outcome.message_seq, outcome.message_seq + 1)[0].tool_call_id == "toolu_1"
+        assert any("waiting for the store (append_message)" in str(d) for d in beats)
+        rt.close()
