@@ -3,7 +3,11 @@
 A source that fails never fails the stage: transient failures retry per the activity's
 policy; on the last attempt (or at once for a failure retrying cannot fix) the card gets a
 `source_status` item saying the source was unavailable and why, so the prompt tells the agent
-what it is missing, and the activity returns normally."""
+what it is missing, and the activity returns normally.
+
+A partial result (a source that read some parts and failed on others: base.py) whose failures
+include one that retrying may fix retries the same way; on the last attempt (or at once, when
+none would) its items are kept and the status item names what was not read and why."""
 
 from __future__ import annotations
 
@@ -90,6 +94,16 @@ class ContextActivities:
             activity.logger.log(level, "context source %s unavailable for %s: %s", inp.source, inp.card_key, why)
             metrics.CONTEXT_SOURCE_FAILURES.labels(inp.source).inc()
             return GatherResult(source=inp.source, status="unavailable", reason=why[:500])
+        attempt = activity.info().attempt
+        if result.retry is not None and attempt < inp.max_attempts:
+            raise from_source(result.retry) from None
+        missing = ""
+        if result.missing:
+            after = f" (after {attempt} attempts)" if result.retry is not None else ""
+            missing = "; ".join(result.missing) + after
+            level = logging.WARNING if self.warnings.first(inp.source, result.missing[0]) else logging.INFO
+            activity.logger.log(level, "context source %s partial for %s: not read: %s", inp.source, inp.card_key,
+                                missing)
         logs = []
         for label, text in result.blobs.items():
             ref = rt.store.put_blob(card.tenant, text, f"context:{label}"[:64])
@@ -98,9 +112,13 @@ class ContextActivities:
             tokens = rt.assembler.counter.count(text) if len(text) <= 400_000 else len(text) // 3
             logs.append(NamedBlob(name=label[:500], ref=ref, tokens=tokens))
         found = f"{len(result.items)} item(s)" + (f"; {'; '.join(result.notes)}" if result.notes else "")
+        if missing:  # first, so the cut below keeps it
+            found = (f"partial, {len(result.items)} item(s) kept; not read: {missing}. Work with what was read, "
+                     f"and say what you could not check. Also: {found}")
         items = [*result.items, status_item(inp.source, f"{source_label(inp.source)}: {found}"[:2000])]
         entry = SOURCES.get(inp.source)
         kinds = tuple(kind.value for kind in entry.kinds) if entry else ()
         rt.store.put_context_items(inp.card_key, items, replace_kinds=kinds)
         return GatherResult(source=inp.source, status="ok", items=len(result.items),
-                            reason="; ".join(result.notes)[:500], logs=logs[:50])
+                            reason="; ".join(result.notes)[:500], logs=logs[:50],
+                            missing=[m[:500] for m in result.missing[:20]])

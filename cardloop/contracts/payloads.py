@@ -313,6 +313,10 @@ class GatherResult(_Value):
     reason: str = ""
     # The whole logs the source kept in the store (name, blob ref, tokens): what research reads.
     logs: list[NamedBlob] = Field(default_factory=list)
+    # status "ok" but partial: what the source could not read, each with why (one job's log, one
+    # pod's log or events). A field, not a status of its own: a worker that predates it reads
+    # "ok" and ignores the field (extra="ignore"), where a new status value would fail validation.
+    missing: list[str] = Field(default_factory=list)
 
 
 class StageInput(_Value):

@@ -35,7 +35,10 @@ def gather_all(card: Card, stage: Stage, config: Config, names: list[str]) -> li
         except Exception as err:  # a bad configuration names itself; the rest still runs
             out.append({"source": name, "status": "error", "reason": f"{type(err).__name__}: {err}", "items": []})
             continue
-        out.append({"source": name, "status": "ok", "notes": list(result.notes), "items": list(result.items),
+        # Run once, as the activity's last attempt would: a partial result is kept, never retried.
+        out.append({"source": name, "status": "partial" if result.partial else "ok",
+                    **({"reason": "not read: " + "; ".join(result.missing)} if result.partial else {}),
+                    "missing": list(result.missing), "notes": list(result.notes), "items": list(result.items),
                     "blobs": {k: counter.count(v) for k, v in result.blobs.items()}})
     return out
 

@@ -149,21 +149,33 @@ class GitHubActionsSource(GitHubSource):
             return SourceResult(self.name, notes=tuple(notes))
         items: list[ContextItem] = []
         blobs: dict[str, str] = {}
+        # One run's job listing or one job's log failing costs that part only (base.py: partial).
+        missing: list[str] = []
+        retry: UpstreamError | None = None
         for run in runs:
-            with self.client.calling(f"listing jobs of workflow run {run.id} in {target.name}"):
-                jobs = [j for j in run.jobs() if j.conclusion in FAILED_CONCLUSIONS]
+            try:
+                with self.client.calling(f"listing jobs of workflow run {run.id} in {target.name}"):
+                    jobs = [j for j in run.jobs() if j.conclusion in FAILED_CONCLUSIONS]
+            except UpstreamError as err:
+                missing.append(f"run {run.id} ({run.name or 'workflow'}): failed jobs not listed: {err.message}")
+                retry = retry or (err if err.retryable else None)
+                continue
             if len(jobs) > self.max_jobs_per_run:
                 notes.append(f"run {run.id}: {len(jobs)} failed jobs, the first {self.max_jobs_per_run} kept")
                 jobs = jobs[: self.max_jobs_per_run]
             for job in jobs:
-                item, log, note = self._job_item(target, run, job)
+                item, log, note, failed = self._job_item(target, run, job)
                 items.append(item)
                 if log is not None:
                     blobs[f"github_actions/{job.id}.log"] = log
                 if note:
                     notes.append(note)
+                if failed is not None:
+                    missing.append(f"job {job.id} ({job.name}): log not read: {failed.message}")
+                    retry = retry or (failed if failed.retryable else None)
         notes.insert(0, f"{len(runs)} failed run(s), {len(items)} failed job(s) for {target.describe()}")
-        return SourceResult(self.name, items=tuple(items), blobs=blobs, notes=tuple(notes))
+        return SourceResult(self.name, items=tuple(items), blobs=blobs, notes=tuple(notes),
+                            missing=tuple(missing), retry=retry)
 
     def _failed_runs(self, target: Target) -> list[WorkflowRun]:
         doing = f"listing failed workflow runs of {target.describe()}"
@@ -184,7 +196,9 @@ class GitHubActionsSource(GitHubSource):
         return picked
 
     def _job_item(self, target: Target, run: WorkflowRun, job: WorkflowJob
-                  ) -> tuple[ContextItem, str | None, str | None]:
+                  ) -> tuple[ContextItem, str | None, str | None, UpstreamError | None]:
+        """The job's item (its log's excerpt, or a header saying why there is none), the whole
+        log, a note, and the failure that left the log unread."""
         step = _failed_step(job)
         step_name = step.name if step is not None else None
         workflow = run.name or job.workflow_name or "workflow"
@@ -200,6 +214,7 @@ class GitHubActionsSource(GitHubSource):
         label = f"github_actions/{job.id}.log"
         note = None
         log: str | None = None
+        failed: UpstreamError | None = None
         try:
             data, total = self.client.download(
                 f"{target.repo.url}/actions/jobs/{job.id}/logs",
@@ -209,9 +224,7 @@ class GitHubActionsSource(GitHubSource):
             if total > len(data):
                 note = f"job {job.id}: log of {total:,} bytes, its last {len(data):,} kept"
         except UpstreamError as err:
-            if err.retryable:
-                raise
-            note = f"job {job.id}: log unavailable: {err.message}"
+            failed = err
             header.append(f"Log: unavailable ({err.message})")
         body = "\n".join(header)
         if log is not None:
@@ -219,7 +232,7 @@ class GitHubActionsSource(GitHubSource):
         title = f"CI: {workflow} / {job.name} failed at step '{step_name or '?'}' ({job.conclusion})"
         item = ContextItem(kind=ContextKind.BUILD_LOG, source=clip(job.html_url or run.html_url, MAX_SOURCE),
                            title=clip(title, MAX_TITLE), content=body, created_at=job.completed_at)
-        return item, log, note
+        return item, log, note, failed
 
     def _with_excerpt(self, header: list[str], log: str, step_name: str | None, label: str) -> str:
         # The whole item fits excerpt_tokens: the header's cost comes out of the excerpt's budget.

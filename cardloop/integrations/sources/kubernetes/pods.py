@@ -128,6 +128,7 @@ class Pod:
     problems: list[str]  # pod-level: "Pending (Unschedulable)", "not ready"
     containers: list[tuple[Any, bool, int]]  # (status, is_init, trouble) of troubled containers
     severity: int
+    events_missing: str | None = None  # why the pod's events could not be read (then `events` is [])
 
     @property
     def name(self) -> str:
@@ -253,6 +254,8 @@ def container_lines(pod: Any, cs: Any, init: bool) -> list[str]:
     return lines
 
 def event_lines(view: Pod, max_events: int) -> list[str]:
+    if view.events_missing:
+        return [f"Events: not read ({view.events_missing})"]
     if not view.events:
         return ["Events: none recorded (the API server keeps events for about an hour)"]
     shown = view.events[: max_events]

@@ -14,6 +14,12 @@ label selector, from config.toml) and returns, per unhealthy container, one `pod
 Healthy pods only appear as one line in `notes`: the agent needs to know they were looked at,
 not what they logged.
 
+Only the pod listing failing fails the source. A pod's log or events that cannot be read (403
+for want of `get pods/log` or `list events`, a 5xx) cost that part alone: the item keeps the
+pod's status, restarts and exit codes and says which part is missing and why, the other pods
+keep theirs, and the result is partial (base.py: `missing`, and `retry` for a failure that
+retrying may fix). A 403 on events is the namespace's RBAC, the same for every pod: asked once.
+
 Why the real `kubernetes` client with an ApiClient of our own: the client's global default
 configuration is process-wide state; two sources (two clusters, or a test next to a worker)
 must never share credentials or hosts, so every source deep-copies the configuration it is
@@ -105,6 +111,14 @@ class _Found:
     items: list[ContextItem] = field(default_factory=list)
     blobs: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    retry: UpstreamError | None = None
+
+    def failed(self, what: str, err: UpstreamError) -> None:
+        """`what` was not read: the result is partial (module docstring)."""
+        self.missing.append(f"{what}: not read: {err.message}")
+        if err.retryable and self.retry is None:
+            self.retry = err
 
 
 class KubernetesSource:
@@ -249,7 +263,8 @@ class KubernetesSource:
             )
         found = _Found()
         self._gather(target, found)
-        return SourceResult(NAME, tuple(found.items), found.blobs, tuple(found.notes))
+        return SourceResult(NAME, tuple(found.items), found.blobs, tuple(found.notes),
+                            missing=tuple(found.missing), retry=found.retry)
 
     @contextmanager
     def _guard(self, call: Call) -> Iterator[None]:
@@ -284,7 +299,25 @@ class KubernetesSource:
         since = datetime.now(UTC) - timedelta(seconds=self.warning_window)
         # Events cost one request per pod: spend them on the pods that already look worst.
         first = sorted(pods, key=lambda p: (-judge(p, [], since).severity, str(p.metadata.name)))
-        checked = [judge(p, self._events(ns, str(p.metadata.name)), since) for p in first[: self.max_pods_checked]]
+        checked: list[Pod] = []
+        forbidden: UpstreamError | None = None  # events refused for good: the same for every pod
+        for p in first[: self.max_pods_checked]:
+            name = str(p.metadata.name)
+            events: list[Any] = []
+            unread = forbidden
+            if unread is None:
+                try:
+                    events = self._events(ns, name)
+                except UpstreamError as err:
+                    unread = err
+                    if err.retryable:
+                        found.failed(f"events of pod {name}", err)
+                    else:
+                        forbidden = err
+                        found.failed(f"events in namespace {ns}", err)
+            view = judge(p, events, since)
+            view.events_missing = unread.message if unread is not None else None
+            checked.append(view)
         unhealthy = sorted((p for p in checked if p.unhealthy),
                            key=lambda p: (-p.severity, -p.when().timestamp(), p.name))
         healthy = [p for p in checked if not p.unhealthy]
@@ -319,12 +352,24 @@ class KubernetesSource:
         epoch = datetime.min.replace(tzinfo=UTC)
         return sorted(events, key=lambda e: event_time(e) or epoch, reverse=True)
 
-    def _read_log(self, ns: str, pod: str, container: str, *, previous: bool, running: bool) -> PodLog:
+    def _read_log(self, ns: str, pod: str, container: str, *, previous: bool, running: bool,
+                  found: _Found) -> PodLog:
+        """The log, or a PodLog saying why there is none: a failure to read it is recorded in
+        `found` (the result is partial), never raised."""
         suffix = ".previous" if previous else ""
         blob = f"kubernetes/{ns}/{pod}/{container}{suffix}.log"
         label = ("Log of the previous instance, before the last restart" if previous
                  else "Log of the running instance" if running
                  else "Log of the latest instance")
+        try:
+            return self._fetch_log(ns, pod, container, previous=previous, running=running, label=label, blob=blob)
+        except UpstreamError as err:
+            found.failed(f"log of pod {pod}, container {container}{' (previous instance)' if previous else ''}",
+                         err)
+            return PodLog(label, blob, missing=err.message)
+
+    def _fetch_log(self, ns: str, pod: str, container: str, *, previous: bool, running: bool, label: str,
+                   blob: str) -> PodLog:
         options: dict[str, Any] = {"container": container, "tail_lines": self.tail_lines, "timestamps": False}
         if previous:
             options["previous"] = True
@@ -361,7 +406,8 @@ class KubernetesSource:
             # Unhealthy as a pod (unschedulable, not ready, warnings) with no failing container:
             # one item for the pod, with the current logs of whatever containers run.
             containers = statuses(view.pod)
-            logs = [self._read_log(ns, view.name, cs.name, previous=False, running=bool(cs.state and cs.state.running))
+            logs = [self._read_log(ns, view.name, cs.name, previous=False, running=bool(cs.state and cs.state.running),
+                                   found=found)
                     for cs, _init in containers if started(cs)]
             lines = [*pod_text]
             for cs, init in containers:
@@ -375,11 +421,12 @@ class KubernetesSource:
             return
         for cs, init, _trouble in view.containers:
             running = bool(cs.state and cs.state.running)
-            current = (self._read_log(ns, view.name, cs.name, previous=False, running=running) if started(cs)
+            current = (self._read_log(ns, view.name, cs.name, previous=False, running=running, found=found)
+                       if started(cs)
                        else PodLog("Log", "", missing="the container has not started, so it has no log yet"))
             logs = [current]
             if cs.restart_count or last_terminated(cs):
-                previous = self._read_log(ns, view.name, cs.name, previous=True, running=False)
+                previous = self._read_log(ns, view.name, cs.name, previous=True, running=False, found=found)
                 if previous.text is not None and previous.text == current.text:
                     # The kubelet keeps the last two instances; a deterministic crash logs the
                     # same twice. One copy, the whole budget.

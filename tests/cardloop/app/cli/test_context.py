@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.cardloop.integrations.sources.fake_github import BRANCH, REPO, TOKEN, seed_ci, serving
 from tests.conftest import ROOT
 
 CLI = Path(sys.executable).parent / "cardloop"
@@ -32,3 +33,28 @@ def test_context_shows_each_source_its_tokens_and_what_the_budget_kept(tmp_path:
                                      capture_output=True, text=True, cwd=ROOT, env=env, timeout=120).stdout)
     assert data["sources"][0]["source"] == "repository" and data["sources"][0]["status"] == "ok"
     assert data["context_tokens"] <= data["context_budget"]
+
+
+def github_context(tmp_path: Path, api_url: str, *extra: str, repo: str = REPO) -> subprocess.CompletedProcess[str]:
+    """`cardloop context` over the github_actions source alone, against the loopback GitHub."""
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps({"id": "CTX-3", "title": "Fix the failing build", "repo": repo, "branch": BRANCH}))
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CARDLOOP_")}, "HOME": str(tmp_path),
+           "CARDLOOP_GITHUB_TOKEN": TOKEN, "CARDLOOP_SOURCES__GITHUB__API_URL": api_url}
+    return subprocess.run([str(CLI), "context", str(card), "--stage", "error_fixing", "--source", "github_actions",
+                           *extra], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+
+
+def test_one_jobs_log_failing_is_a_partial_source_not_an_unavailable_one(tmp_path: Path) -> None:
+    with serving() as fake:
+        seed_ci(fake)
+        fake.fail(r"/actions/jobs/2002/logs$", 502, "Server Error")
+        out = github_context(tmp_path, fake.api_url)
+        data = json.loads(github_context(tmp_path, fake.api_url, "--json").stdout)
+    assert out.returncode == 0, out.stderr
+    assert "[partial] github_actions: not read: job 2002 (test (3.11)): log not read: GitHub failed while " \
+           "downloading the log of job 2002" in out.stdout
+    assert "kept whole in the store: github_actions/2003.log" in out.stdout
+    assert "kept whole in the store: github_actions/2004.log" in out.stdout
+    [source] = data["sources"]
+    assert source["status"] == "partial" and len(source["items"]) == 3 and len(source["missing"]) == 1

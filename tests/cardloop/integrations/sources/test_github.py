@@ -164,7 +164,30 @@ def test_expired_log_keeps_the_job_item(fake: FakeGitHub, client: GitHubClient, 
     items = by_job(result)
     assert "Log: unavailable (gone while downloading the log of job 2003" in items["2003"].content
     assert "github_actions/2003.log" not in result.blobs and "github_actions/2002.log" in result.blobs
-    assert any(n.startswith("job 2003: log unavailable") for n in result.notes)
+    [missing] = result.missing
+    assert missing.startswith("job 2003 (build): log not read: gone while downloading the log of job 2003")
+    assert result.retry is None  # a 410 does not come back by retrying
+
+
+def test_one_jobs_log_failing_keeps_the_others_and_is_retryable(fake: FakeGitHub, client: GitHubClient,
+                                                                 counter: TokenCounter) -> None:
+    """The log of job 2002 answers 502 every time: that job's item says why its log is missing,
+    job 2004's log is read and kept, job 2003's expired log is a note; the result is partial,
+    with the 502 to retry (the activity retries, then keeps this on its last attempt)."""
+    seed_ci(fake)
+    fake.fail(r"/actions/jobs/2002/logs$", 502, "Server Error")
+    fake.fail(r"/actions/jobs/2003/logs$", 410, "Gone")
+    result = GitHubActionsSource(client, count=counter.count).gather(req(card()))
+
+    items = by_job(result)
+    assert set(items) == {"2002", "2003", "2004"}
+    assert "Log: unavailable (GitHub failed while downloading the log of job 2002" in items["2002"].content
+    assert "HTTP 502" in items["2002"].content and "Job: test (3.11)" in items["2002"].content
+    assert "Process completed with exit code 2." in items["2004"].content  # its excerpt
+    assert set(result.blobs) == {"github_actions/2004.log"}
+    assert [m.split(":", 1)[0] for m in result.missing] == ["job 2002 (test (3.11))", "job 2003 (build)"]
+    assert result.retry is not None and result.retry.retryable and "HTTP 502" in result.retry.message
+    assert result.notes[0].startswith("3 failed run(s), 3 failed job(s)")
 
 
 def test_excerpt_adds_errors_from_other_steps(counter: TokenCounter) -> None:
@@ -238,10 +261,17 @@ def test_bad_token_is_not_retryable_and_never_shown(fake: FakeGitHub) -> None:
 
 def test_server_errors_timeouts_and_refused_connections_retry(fake: FakeGitHub, client: GitHubClient) -> None:
     seed_ci(fake)
+    # One run's jobs or one job's log: partial (the other runs kept), with the failure to retry.
     fake.fail(r"/actions/runs/1001/jobs$", 502, "Server Error", times=1)
-    err = raises(lambda: GitHubActionsSource(client).gather(req(card())))
-    assert err.retryable and err.retry_after is None and "HTTP 502" in err.message
+    result = GitHubActionsSource(client).gather(req(card()))
+    assert set(by_job(result)) == {"2003", "2004"} and result.missing[0].startswith("run 1001 (CI): failed jobs")
+    err = result.retry
+    assert err is not None and err.retryable and err.retry_after is None and "HTTP 502" in err.message
     fake.fail(r"/actions/jobs/2002/logs$", 503, "Service Unavailable", times=1)
+    result = GitHubActionsSource(client).gather(req(card()))
+    assert result.retry is not None and result.retry.retryable and len(result.items) == 3
+    # The listing of runs failing leaves nothing to show: raised, retryable.
+    fake.fail(r"/actions/runs$", 502, "Server Error", times=1)
     assert raises(lambda: GitHubActionsSource(client).gather(req(card()))).retryable
 
     fake.delays[r"/actions/runs$"] = 2.5

@@ -326,15 +326,60 @@ def test_403_on_pods_is_final_and_names_namespace_and_permission(cluster: FakeCl
     assert TOKEN not in err.message
 
 
-def test_403_on_logs_names_the_log_permission(cluster: FakeCluster, make_source: Any) -> None:
+OTHER = "payments-api-7d9f8b6c5d-r8v4n"
+FORBIDDEN_LOG = status_body(
+    403, "Forbidden", f'pods "{CRASHING}" is forbidden: User "system:serviceaccount:cardloop:cardloop-worker" '
+    'cannot get resource "pods/log" in API group "" in the namespace "payments"', {"name": CRASHING, "kind": "pods"})
+
+
+def test_403_on_one_pods_log_keeps_its_status_and_the_other_pods_logs(cluster: FakeCluster,
+                                                                      make_source: Any) -> None:
+    """One pod's logs refused: its item keeps status, restarts and exit code and says why the log
+    is missing; the other pod's log is read; the result is partial, with nothing to retry."""
     add_crashloop(cluster)
-    cluster.fail(r"/log$", 403, status_body(
-        403, "Forbidden", f'pods "{CRASHING}" is forbidden: User "system:serviceaccount:cardloop:cardloop-worker" '
-        'cannot get resource "pods/log" in API group "" in the namespace "payments"',
-        {"name": CRASHING, "kind": "pods"}))
-    err = unavailable(make_source())
-    assert err.retryable is False
-    assert "needs 'get' on 'pods/log' in namespace 'payments'" in err.message
+    add_crashloop(cluster, OTHER, restarts=4)
+    cluster.fail(rf"/pods/{CRASHING}/log$", 403, FORBIDDEN_LOG)
+    result = gather(make_source())
+
+    items = {item.source: item for item in result.items}
+    refused, other = items[f"k8s:payments/pod/{CRASHING}/api"], items[f"k8s:payments/pod/{OTHER}/api"]
+    assert refused.title == f"{CRASHING}/api: CrashLoopBackOff, 7 restarts, last exit 1 (Error)"
+    assert "Last termination: Error, exit code 1" in refused.content
+    assert "Warning BackOff (x31)" in refused.content  # events were readable
+    assert ("Log of the latest instance: not available (Kubernetes API forbids get pods/log "
+            f"(pod {CRASHING}, container api)") in refused.content
+    assert "needs 'get' on 'pods/log' in namespace 'payments'" in refused.content
+    assert "ValidationError" not in refused.content
+    assert other.content.count("pydantic_core._pydantic_core.ValidationError") == 2
+    assert set(result.blobs) == {f"kubernetes/payments/{OTHER}/api.log",
+                                 f"kubernetes/payments/{OTHER}/api.previous.log"}
+    assert result.partial and result.retry is None
+    assert len(result.missing) == 2  # the current and the previous instance's log
+    assert all(m.startswith(f"log of pod {CRASHING}, container api") and "403 Forbidden" in m
+               for m in result.missing)
+    assert any("2 unhealthy" in note for note in result.notes)
+
+
+def test_403_on_events_keeps_pods_and_logs_and_asks_once(cluster: FakeCluster, make_source: Any) -> None:
+    """Events refused (the namespace's RBAC): every pod keeps its status, restarts, OOMKilled and
+    logs, its item says the events were not read, and events are asked for once, not per pod."""
+    add_oom(cluster)
+    cluster.fail(r"/events$", 403, status_body(
+        403, "Forbidden", 'events is forbidden: User "system:serviceaccount:cardloop:cardloop-worker" cannot '
+        'list resource "events" in API group "" in the namespace "orders"', {"kind": "events"}))
+    result = gather(make_source(ORDERS), repo="acme/orders")
+
+    [item] = result.items
+    assert item.title == f"{OOM_POD}/reconciler: Running, 3 restarts, OOMKilled (exit 137)"
+    assert "Last termination: OOMKilled, exit code 137 (SIGKILL)" in item.content
+    assert "batch 118: 1,180,000 rows in memory" in item.content
+    assert "Events: not read (Kubernetes API forbids list events" in item.content
+    assert "needs 'list' on 'events' in namespace 'orders'" in item.content
+    assert len(cluster.requests_to("/events")) == 1
+    [missing] = result.missing
+    assert missing.startswith("events in namespace orders: not read: Kubernetes API forbids list events")
+    assert result.retry is None and set(result.blobs) == {f"kubernetes/orders/{OOM_POD}/reconciler.log",
+                                                          f"kubernetes/orders/{OOM_POD}/reconciler.previous.log"}
 
 
 def test_401_with_a_wrong_token_is_final_and_never_shows_a_token(
@@ -372,12 +417,18 @@ def test_status_codes_are_classified(cluster: FakeCluster, make_source: Any, cod
     assert f"the server says {reason}" in err.message and "payments" in err.message
 
 
-def test_kubelet_failure_while_reading_a_log_is_retryable(cluster: FakeCluster, make_source: Any) -> None:
+def test_kubelet_failure_while_reading_a_log_is_partial_and_retryable(cluster: FakeCluster,
+                                                                     make_source: Any) -> None:
     add_crashloop(cluster)
     cluster.fail(r"/log$", 500, status_body(500, "InternalError", f"Get \"https://10.0.12.34:10250/containerLogs/"
                                             f"payments/{CRASHING}/api\": dial tcp 10.0.12.34:10250: i/o timeout"))
-    err = unavailable(make_source())
-    assert err.retryable is True and "i/o timeout" in err.message and "pods/log" in err.message
+    result = gather(make_source())
+    [item] = result.items
+    assert "CrashLoopBackOff" in item.title and "Last termination: Error, exit code 1" in item.content
+    assert "not available (Kubernetes API at" in item.content and not result.blobs
+    assert result.retry is not None and result.retry.retryable
+    assert "i/o timeout" in result.retry.message and "pods/log" in result.retry.message
+    assert len(result.missing) == 2
 
 
 def test_an_invalid_label_selector_is_final(cluster: FakeCluster, make_source: Any) -> None:
