@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -48,7 +49,16 @@ from cardloop.prompts.token_fit import (
     largest,
 )
 
-__all__ = ["Counter", "Excerpt", "excerpt_log", "excerpt_text", "find_error_lines", "merge_ranges"]
+__all__ = ["Counter", "Excerpt", "excerpt_log", "excerpt_text", "find_error_lines", "merge_ranges", "strip_ansi"]
+
+# Terminal control sequences (colours, cursor moves): CSI, then parameters, then the final letter.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def strip_ansi(text: str) -> str:
+    """A log as a person reads it on a terminal: without `\\x1b[32m`-style colour codes, which
+    cost tokens and say nothing an excerpt needs (the whole log, kept as a blob, keeps them)."""
+    return _ANSI.sub("", text) if "\x1b" in text else text
 
 # Head and tail of the standard plan; a roomy budget keeps more, a tight one less.
 HEAD_LINES = 10

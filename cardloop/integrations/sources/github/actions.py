@@ -23,10 +23,9 @@ from cardloop.integrations.sources.github.common import (
 )
 from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.card import ContextItem, ContextKind
-from cardloop.prompts.logs import Counter, excerpt_log, find_error_lines
+from cardloop.prompts.logs import Counter, excerpt_log, find_error_lines, strip_ansi
 
 _TIMESTAMP = re.compile(r"^\ufeff?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z ?")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _STEP_START = "##[group]Run "
 _SETUP = "Set up job"  # what comes before the first step: runner, image, permissions
 
@@ -36,7 +35,7 @@ def clean_log_lines(text: str) -> list[str]:
     which cost tokens and say nothing the excerpt needs (the whole log keeps them)."""
     text = text.removeprefix("\ufeff")
     lines = (text[:-1] if text.endswith("\n") else text).split("\n")
-    return [_ANSI.sub("", _TIMESTAMP.sub("", line)).rstrip("\r") for line in lines]
+    return [strip_ansi(_TIMESTAMP.sub("", line)).rstrip("\r") for line in lines]
 
 
 def step_sections(lines: Sequence[str]) -> list[tuple[int, int, str]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cardloop.prompts.logs import Counter, excerpt_log
+from cardloop.prompts.logs import Counter, excerpt_log, strip_ansi
 
 
 @dataclass
@@ -66,7 +66,8 @@ def log_sections(logs: list[PodLog], budgets: list[int], count: Counter, *, tail
         if not log.text.strip():
             lines.append(f"{log.label}: empty")
             continue
-        excerpt = excerpt_log(log.text, max(budget, 1), count)
+        # Colour codes cost tokens and say nothing (as for GitHub Actions logs); the blob keeps them.
+        excerpt = excerpt_log(strip_ansi(log.text), max(budget, 1), count)
         kept = f"tail of {tail_lines} lines asked for; {excerpt.describe()}"
         if log.dropped_bytes:
             kept += f"; the {log.dropped_bytes:,} bytes before the last {max_log_bytes:,} not kept"

@@ -136,6 +136,25 @@ def test_long_log_is_excerpted_to_the_budget_keeping_the_exception(
     assert "loaded rate NZD/AUD=" in previous and "lines cut" not in previous
 
 
+def test_colour_codes_are_stripped_from_the_excerpt_and_kept_in_the_blob(cluster: FakeCluster,
+                                                                         make_source: Any) -> None:
+    """A service logging with colours (50 `\\x1b[...m` sequences): the item reads as the terminal
+    shows it, as GitHub Actions excerpts do; the whole log kept for research is untouched."""
+    add_crashloop(cluster)
+    current = "".join(f"2025-05-12 10:00:{i:02d} \x1b[32mINFO\x1b[0m payments.api: request {i} ok\n"
+                      for i in range(23))
+    current += "2025-05-12 10:00:30 \x1b[31mERROR\x1b[0m payments.api: \x1b[1mwebhook secret missing\x1b[0m\n"
+    assert current.count("\x1b[") == 50
+    cluster.logs[("payments", CRASHING, "api", False)] = current
+    cluster.logs[("payments", CRASHING, "api", True)] = current.replace("10:00:", "09:55:")
+    result = gather(make_source())
+    [item] = result.items
+    assert "\x1b" not in item.content
+    assert "INFO payments.api: request 0 ok" in item.content
+    assert "ERROR payments.api: webhook secret missing" in item.content
+    assert result.blobs[f"kubernetes/payments/{CRASHING}/api.log"] == current
+
+
 def test_identical_logs_of_two_instances_are_shown_once(cluster: FakeCluster, make_source: Any) -> None:
     add_crashloop(cluster)
     same = crash_log(NOW - timedelta(seconds=25))
