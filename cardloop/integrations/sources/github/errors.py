@@ -1,5 +1,6 @@
 """GitHub's error answers as UpstreamErrors: rate limits (403/429 with x-ratelimit-* or
-retry-after) retry after the reset; 401/403/404/410 and other 4xx are final; 5xx retry."""
+retry-after) are retryable after the reset (retry_after; the message names the wait, never a
+retry, which is the caller's to make); 401/403/404/410 and other 4xx are final; 5xx retry."""
 
 from __future__ import annotations
 
@@ -43,7 +44,10 @@ def classify_status(status: int, headers: Mapping[str, Any], message: str, doing
 
     wait = rate_limit_wait(status, headers, message)
     if wait is not None:
-        return UpstreamError(f"GitHub rate limit reached while {doing} ({detail}); it asks to wait {wait:.0f} s",
+        # The wait GitHub asks for, not a promise of a retry: `cardloop context` runs a source once,
+        # and the activity's last attempt retries nothing. Whoever retries reads retry_after.
+        return UpstreamError(f"GitHub rate limit reached while {doing} ({detail}); GitHub asks to wait "
+                             f"{wait:.0f} s",
                              kind="rate_limited", retryable=True, status=status, retry_after=wait)
     if status == 401:
         return final("auth", f"GitHub rejected the credentials while {doing} ({detail}): check the token, or "

@@ -58,3 +58,15 @@ def test_one_jobs_log_failing_is_a_partial_source_not_an_unavailable_one(tmp_pat
     assert "kept whole in the store: github_actions/2004.log" in out.stdout
     [source] = data["sources"]
     assert source["status"] == "partial" and len(source["items"]) == 3 and len(source["missing"]) == 1
+
+
+def test_a_rate_limit_is_unavailable_without_claiming_a_retry(tmp_path: Path) -> None:
+    """`cardloop context` runs a source once: the reason names GitHub's wait, never "retrying"."""
+    with serving() as fake:
+        seed_ci(fake)
+        fake.fail(r"/actions/runs$", 429, "You have exceeded a secondary rate limit.", {"retry-after": "3"})
+        out = github_context(tmp_path, fake.api_url)
+    assert out.returncode == 0, out.stderr
+    [line] = [x for x in out.stdout.splitlines() if x.startswith("[unavailable] github_actions")]
+    assert "rate limit reached while listing failed workflow runs" in line and "GitHub asks to wait 3 s" in line
+    assert "retrying" not in out.stdout
