@@ -51,8 +51,11 @@ from github.Repository import Repository
 
 from cardloop.contracts.secrets import Secret, reveal
 from cardloop.integrations.board_clients.base import defuse_markers
+from cardloop.integrations.github_log import quiet_pygithub
 from cardloop.integrations.sources.github.errors import rate_limit_wait
 from cardloop.integrations.upstream import UpstreamError, clamp_wait, retry_after_header
+
+quiet_pygithub()  # PyGithub's import set its logger to INFO, with a stderr handler (github_log.py)
 
 USER_AGENT = "cardloop"
 MAX_BODY = 65_536  # GitHub refuses a longer pull request body or comment (422)

@@ -26,9 +26,12 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 
 from cardloop.contracts.secrets import Secret, reveal
+from cardloop.integrations.github_log import quiet_pygithub
 from cardloop.integrations.sources.github.errors import classify_status, error_message, rate_limit_wait
 from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.card import Card
+
+quiet_pygithub()  # PyGithub's import set its logger to INFO, with a stderr handler (github_log.py)
 
 DEFAULT_API_URL = "https://api.github.com"
 USER_AGENT = "cardloop-context"

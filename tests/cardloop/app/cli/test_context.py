@@ -70,3 +70,18 @@ def test_a_rate_limit_is_unavailable_without_claiming_a_retry(tmp_path: Path) ->
     [line] = [x for x in out.stdout.splitlines() if x.startswith("[unavailable] github_actions")]
     assert "rate limit reached while listing failed workflow runs" in line and "GitHub asks to wait 3 s" in line
     assert "retrying" not in out.stdout
+
+
+def test_pygithubs_redirect_lines_stay_out_of_the_output(tmp_path: Path) -> None:
+    """A renamed repository answers 301 and PyGithub follows it, logging "Following Github server
+    redirection from ..." at info through a stderr handler of its own: not on a user's terminal."""
+    with serving() as fake:
+        seed_ci(fake)
+        fake.repos["acme/old-name"] = fake.repos[REPO]
+        fake.fail(r"^/api/v3/repos/acme/old-name$", 301, "Moved Permanently",
+                  {"Location": f"{fake.api_url}/repos/{REPO}"})
+        out = github_context(tmp_path, fake.api_url, repo="acme/old-name")
+        redirected = fake.requests_to(r"^/api/v3/repos/acme/old-name$")
+    assert out.returncode == 0, out.stderr
+    assert redirected and "[ok] github_actions" in out.stdout  # followed: the renamed repository's runs
+    assert "redirection" not in out.stdout + out.stderr
