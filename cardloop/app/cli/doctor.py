@@ -234,7 +234,8 @@ def _github(config: Config) -> list[Check]:
 
 
 def _kubernetes(config: Config) -> list[Check]:
-    """The pod-log source's account reaches the API server and may list each service's pods."""
+    """The pod-log source's account reaches the API server and may make each request the source
+    makes for each service: list pods, list events, get pods/log."""
     if not _uses(config, "kubernetes"):
         return []
     from cardloop.integrations.sources.kubernetes.config import from_config
@@ -246,10 +247,13 @@ def _kubernetes(config: Config) -> list[Check]:
         return [Check("kubernetes", "warn", f"{exc}: error_fixing gets no pod logs")]
     if not config.sources.kubernetes.services:
         return [Check("kubernetes", "warn", "no [sources.kubernetes.services]: no repository has pods to read")]
-    problems = source.probe()
+    problems, unchecked = source.probe()
     if problems:
-        return [Check("kubernetes", "warn", "; ".join(problems)[:400])]
-    return [Check("kubernetes", "ok", f"pods of {len(config.sources.kubernetes.services)} service(s) readable")]
+        return [Check("kubernetes", "warn", "; ".join(problems)[:600])]
+    detail = f"pods, pods/log and events of {len(config.sources.kubernetes.services)} service(s) readable"
+    if unchecked:
+        detail += "; not checked: " + "; ".join(unchecked)
+    return [Check("kubernetes", "ok", detail[:600])]
 
 
 def run_checks(config: Config) -> list[Check]:

@@ -236,19 +236,63 @@ class KubernetesSource:
 
     # -- gathering --------------------------------------------------------------------------
 
-    def probe(self) -> list[str]:
-        """Whether this account may list the pods of each configured service (`cardloop doctor`):
-        one line per service that it may not, with the API's reason."""
-        problems = []
+    def probe(self) -> tuple[list[str], list[str]]:
+        """Whether this account may make each request `gather` makes (`cardloop doctor`), per
+        configured service: list pods, list events, get pods/log (the log of a listed pod: with
+        no pod matching, it cannot be asked without a pod's name). Returns (problems, unchecked):
+        one line per request refused or failed, naming the RBAC verb and resource and the API's
+        reason; one line per permission it could not check."""
+        problems: list[str] = []
+        unchecked: list[str] = []
         for repo, target in sorted(self._services.items()):
+            ns = target.namespace
             try:
-                self._core.list_namespaced_pod(target.namespace, label_selector=target.selector, limit=1,
-                                               _request_timeout=self._timeouts)
+                listing = self._core.list_namespaced_pod(ns, label_selector=target.selector, limit=1,
+                                                         _request_timeout=self._timeouts)
             except k8s.ApiException as exc:
-                problems.append(f"{repo}: listing pods in {target.namespace} answered {exc.status} {exc.reason}")
+                problems.append(f"{repo}: listing pods in {ns} answered {exc.status} {exc.reason}"
+                                + self._grant(exc, "list", "pods"))
+                continue
             except Exception as exc:  # unreachable API server, TLS trouble: name it, never raise
                 problems.append(f"{repo}: {self._host} did not answer ({type(exc).__name__})")
-        return problems
+                continue
+            try:
+                self._core.list_namespaced_event(ns, limit=1, _request_timeout=self._timeouts)
+            except k8s.ApiException as exc:
+                problems.append(f"{repo}: listing events in {ns} answered {exc.status} {exc.reason}"
+                                + self._grant(exc, "list", "events"))
+            except Exception as exc:
+                problems.append(f"{repo}: listing events in {ns}: {self._host} did not answer ({type(exc).__name__})")
+            pods = list(listing.items or [])
+            containers = (pods[0].spec.containers or []) if pods and pods[0].spec else []
+            if not containers:
+                unchecked.append(f"{repo}: get pods/log in {ns} (no pod matches {target.selector})")
+                continue
+            name = str(pods[0].metadata.name)
+            try:
+                response = self._core.read_namespaced_pod_log(
+                    name, ns, container=containers[0].name, tail_lines=1, limit_bytes=1024,
+                    _preload_content=False, _request_timeout=self._timeouts)
+                try:
+                    response.read()  # at most limit_bytes: the connection goes back to the pool clean
+                finally:
+                    response.release_conn()
+            except k8s.ApiException as exc:
+                # 400 (the container is waiting, no previous instance) and 404 (the pod went away)
+                # are about that pod, not about the permission, which let the request through.
+                if exc.status not in (400, 404):
+                    problems.append(f"{repo}: reading the log of pod {name} in {ns} answered {exc.status} "
+                                    f"{exc.reason}" + self._grant(exc, "get", "pods/log"))
+            except Exception as exc:
+                problems.append(f"{repo}: reading the log of pod {name} in {ns}: {self._host} did not answer "
+                                f"({type(exc).__name__})")
+        return problems, unchecked
+
+    @staticmethod
+    def _grant(exc: k8s.ApiException, verb: str, resource: str) -> str:
+        if exc.status == 403:
+            return f": the worker needs '{verb}' on '{resource}' (deploy/k8s/pod-reader)"
+        return ""
 
     def gather(self, request: SourceRequest) -> SourceResult:
         card = request.card

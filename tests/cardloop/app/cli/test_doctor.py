@@ -11,8 +11,8 @@ import pytest
 
 from cardloop.app.cli.main import main
 from cardloop.app.devserver import free_port
+from tests.cardloop.integrations.sources.fake_kubernetes import CRASHING, FakeCluster, add_crashloop
 from tests.cardloop.integrations.sources.fake_kubernetes import TOKEN as K8S_TOKEN
-from tests.cardloop.integrations.sources.fake_kubernetes import FakeCluster
 
 
 @pytest.fixture
@@ -204,3 +204,40 @@ def test_kubernetes_access_is_checked_per_service(env: Path, capsys, monkeypatch
         main(["doctor", "--json"])
         found = checks(capsys)["kubernetes"][0]
         assert found["status"] == "warn" and "answered 403" in found["detail"]
+        assert "needs 'list' on 'pods'" in found["detail"]
+
+
+def forbidden(resource: str) -> dict[str, object]:
+    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+            "message": f'{resource} is forbidden: User "system:serviceaccount:cardloop:worker" cannot '
+                       f'{"get" if resource == "pods/log" else "list"} resource "{resource}"'}
+
+
+def test_kubernetes_checks_pods_log_and_events_too(env: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pods listable but `pods/log` and `events` refused: the source would read no log and no
+    event, so doctor says so, naming each verb and resource to grant, instead of a ✓."""
+    with FakeCluster() as cluster:
+        add_crashloop(cluster)
+        kubeconfig = env / "kubeconfig"
+        kubeconfig.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "test",
+            "clusters": [{"name": "fake", "cluster": {"server": cluster.url}}],
+            "users": [{"name": "worker", "user": {"token": K8S_TOKEN}}],
+            "contexts": [{"name": "test", "context": {"cluster": "fake", "user": "worker"}}]}))
+        monkeypatch.setenv("CARDLOOP_SOURCES__KUBERNETES__KUBECONFIG", str(kubeconfig))
+        assert main(["doctor", "--json"]) == 0
+        ok = checks(capsys)["kubernetes"][0]
+        assert ok["status"] == "ok" and "pods, pods/log and events" in ok["detail"], ok
+        assert any(r.path.endswith(f"/pods/{CRASHING}/log") for r in cluster.requests)
+
+        cluster.fail(r"/log$", 403, forbidden("pods/log"))
+        cluster.fail(r"/events$", 403, forbidden("events"))
+        main(["doctor", "--json"])
+        found = checks(capsys)["kubernetes"][0]
+        assert found["status"] == "warn", found
+        assert "listing events in payments answered 403 Forbidden: the worker needs 'list' on 'events'" \
+            in found["detail"]
+        assert (f"reading the log of pod {CRASHING} in payments answered 403 Forbidden: the worker needs 'get' "
+                "on 'pods/log'") in found["detail"]
+        main(["doctor"])
+        assert "✓ kubernetes" not in capsys.readouterr().out
