@@ -99,7 +99,10 @@ class StageWorkflow:
                 self._details(inp, f"gathering context: {', '.join(s.sources)}")
                 gathered = await self._gather(inp)
                 self._logs = [log for g in gathered for log in g.logs]
-                p.unavailable = [f"{g.source}: {g.reason}"[:600] for g in gathered if g.status == "unavailable"][:10]
+                p.unavailable = ([f"{g.source}: {g.reason}"[:600] for g in gathered if g.status == "unavailable"]
+                                 # A source that kept what it read but missed a part (one job's or pod's log).
+                                 + [f"{g.source} (in part): {'; '.join(g.missing)}"[:600]
+                                    for g in gathered if g.status == "ok" and g.missing])[:10]
                 # A log too large for any prompt is researched (a child workflow) and the report
                 # joins the card's context; histories from before research replay without it.
                 if s.research is not None and s.research_min_tokens and versions.patched(versions.RESEARCH_LARGE_LOGS):
