@@ -19,7 +19,13 @@ from cardloop.integrations.providers import Price, Provider, build_provider, cos
 from cardloop.integrations.providers.base import Usage
 from cardloop.integrations.sources.base import Source
 from cardloop.integrations.upstream import UpstreamError
-from cardloop.integrations.workspace import Sandbox, WorkspaceManager, manager_from_config, sandbox_limits
+from cardloop.integrations.workspace import (
+    Sandbox,
+    WorkspaceManager,
+    hidden_paths,
+    manager_from_config,
+    sandbox_limits,
+)
 from cardloop.prompts.assemble import PromptAssembler
 from cardloop.prompts.scrub import Scrubber
 from cardloop.store import Store
@@ -65,7 +71,7 @@ class ActivityDeps:
         """run_command's sandbox; which protections this platform allows is detected once."""
         with self._lock:
             if self._sandbox is None:
-                self._sandbox = Sandbox(sandbox_limits(self.config.workspace.sandbox))
+                self._sandbox = Sandbox(sandbox_limits(self.config.workspace.sandbox, hidden_paths(self.config)))
             return self._sandbox
 
     @classmethod

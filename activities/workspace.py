@@ -125,7 +125,8 @@ class WorkspaceActivities:
                  stop: threading.Event) -> Toolbox:
         cfg = self.rt.config.workspace
         return Toolbox(ToolContext(ws.path, ws.home, self.rt.sandbox(), max_result_chars=cfg.result_max_chars,
-                                   git_env=lambda: manager.git_env(ws), stop=stop), offered=offered)
+                                   git_env=lambda: manager.git_env(ws), stop=stop, view=manager.view(ws)),
+                       offered=offered)
 
     def sweep(self) -> list[str]:
         """Remove the workspaces of done cards (or cards gone from the store) on this worker's
@@ -238,7 +239,7 @@ class WorkspaceActivities:
             stop = threading.Event()
             run = call_with_heartbeat(
                 lambda: run_tests(found[0], self.rt.sandbox(), ws.path, ws.home, timeout=cfg.test_timeout_seconds,
-                                  max_chars=cfg.result_max_chars, stop=stop),
+                                  max_chars=cfg.result_max_chars, stop=stop, view=self._manager(card).view(ws)),
                 detail=f"verifying COMPLETE: {found[0]}", stop=stop)
             if run.passed:
                 return f"{VERIFIED}: `{run.command}` succeeded.\n\n{run.output}"

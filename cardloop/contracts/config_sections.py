@@ -398,6 +398,9 @@ class SandboxConfig(_Section):
     max_file_mb: int = Field(default=512, ge=1)
     network: Literal["deny", "allow"] = "deny"
     env_allow: list[str] = Field(default_factory=lambda: ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM"])
+    # More directories or files no command may see (where a mount namespace can be made), beside
+    # those always hidden: [workspace] root, dev.data_dir and a SQLite store's files.
+    hide_paths: list[str] = Field(default_factory=list)
 
 
 class WorkspaceConfig(_Section):

@@ -172,10 +172,10 @@ def _workspace(config: Config) -> list[Check]:
         checks.append(Check("workspace root", "ok", f"{root} is writable"))
     except OSError as exc:
         checks.append(Check("workspace root", "fail", f"{root}: {exc}"))
-    from cardloop.integrations.workspace import Sandbox, sandbox_limits
+    from cardloop.integrations.workspace import Sandbox, hidden_paths, sandbox_limits
 
-    sandbox = Sandbox(sandbox_limits(ws.sandbox))
-    weak = ("NOT isolated", "no PID namespace", "no resource limits")
+    sandbox = Sandbox(sandbox_limits(ws.sandbox, hidden_paths(config)))
+    weak = ("NOT isolated", "no PID namespace", "no resource limits", "no mount namespace")
     for line in sandbox.describe():
         checks.append(Check("sandbox", "warn" if any(w in line for w in weak) else "ok", line))
     return checks

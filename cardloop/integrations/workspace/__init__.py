@@ -10,6 +10,11 @@ their commands run in, and the repository's test command. Plain code: no Tempora
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
 from cardloop.contracts.config import Config, SandboxConfig
 from cardloop.integrations.access import git_token, tenant_dir
 from cardloop.integrations.workspace.errors import PushRejected, WorkspaceError
@@ -19,16 +24,43 @@ from cardloop.integrations.workspace.sandbox import (
     Protections,
     Sandbox,
     SandboxLimits,
+    WorkspaceView,
     detect_protections,
 )
 from cardloop.integrations.workspace.testcmd import TestRun, detect_test_command, repository_test_command, run_tests
 from cardloop.integrations.workspace.tools import TOOLS, Toolbox, ToolContext, ToolResult
 
 
-def sandbox_limits(cfg: SandboxConfig) -> SandboxLimits:
+def sandbox_limits(cfg: SandboxConfig, hide: Sequence[str] = ()) -> SandboxLimits:
     return SandboxLimits(timeout=cfg.timeout_seconds, output_bytes=cfg.output_bytes, cpu_seconds=cfg.cpu_seconds,
                          memory_mb=cfg.memory_mb, max_processes=cfg.max_processes, max_file_mb=cfg.max_file_mb,
-                         network=cfg.network == "allow", env_allow=tuple(cfg.env_allow))
+                         network=cfg.network == "allow", env_allow=tuple(cfg.env_allow), hide=tuple(hide))
+
+
+def hidden_paths(config: Config) -> tuple[str, ...]:
+    """What no command may see: every tenant's workspaces and clones ([workspace] root), the dev
+    stack's data dir (its store, Temporal's database, the log) and a SQLite store's files
+    wherever they are, with `[workspace.sandbox] hide_paths`. Only existing paths, resolved."""
+    found: list[str] = []
+    # Never what holds the interpreter and its tools (a root set to the project directory):
+    # the commands run them.
+    tools = Path(os.path.realpath(sys.prefix))
+
+    def add(path: str | Path) -> None:
+        real = os.path.realpath(Path(path).expanduser())
+        if os.path.lexists(real) and real not in found and not tools.is_relative_to(real):
+            found.append(real)
+
+    add(config.workspace.root)
+    add(config.dev.data_dir)
+    url = config.store_url()
+    if url.startswith("sqlite:///"):
+        db = url.removeprefix("sqlite:///").split("?", 1)[0]
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            add(db + suffix)
+    for extra in config.workspace.sandbox.hide_paths:
+        add(extra)
+    return tuple(found)
 
 
 def manager_from_config(config: Config, tenant: str, repo: str) -> WorkspaceManager:
@@ -55,9 +87,11 @@ __all__ = [
     "Workspace",
     "WorkspaceError",
     "WorkspaceManager",
+    "WorkspaceView",
     "default_branch_name",
     "detect_protections",
     "detect_test_command",
+    "hidden_paths",
     "manager_from_config",
     "repository_test_command",
     "run_tests",

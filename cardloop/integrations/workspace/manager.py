@@ -37,6 +37,7 @@ from cardloop.integrations.sources.repository import RepositorySource
 from cardloop.integrations.sources.repository.git import _MISSING_BRANCH, GitDirs, restore
 from cardloop.integrations.workspace.errors import PushRejected, WorkspaceError
 from cardloop.integrations.workspace.git import Git, GitFailed
+from cardloop.integrations.workspace.sandbox import WorkspaceView
 from cardloop.prompts.card import Card
 
 AUTHOR_NAME = "cardloop agent"
@@ -131,6 +132,19 @@ class WorkspaceManager:
     def head(self, ws: Workspace) -> str:
         return self.run(ws, ["rev-parse", "HEAD"]).strip()
 
+    def view(self, ws: Workspace) -> WorkspaceView:
+        """What the card's commands see of the worker's hidden paths: its worktree and HOME, and
+        the clone's git directory, which the worktree's `.git` file points into (the agent's own
+        git writes objects, refs and `packed-refs` there), with the clone's config read-only. So
+        no command writes the config the worker's git reads: one writing it between the worker's
+        rewrite and git's read was the race sources/repository/git.py could not close alone.
+        The worker never renames over that file while commands run (it rewrites it in place, and
+        `worktree add --no-track` writes no branch section): a rename would detach the read-only
+        mount from a command running meanwhile and give it the new, writable file."""
+        common = self.dirs(ws).common_dir
+        return WorkspaceView(writable=(str(ws.path), str(ws.home), str(common)),
+                             read_only=(str(common / "config"),))
+
     def git_env(self, ws: Workspace) -> dict[str, str]:
         """For the git tools (read-only, local): the clone's config restored, and the environment
         that makes git use the worker's gitdir and no system or global config."""
@@ -191,7 +205,9 @@ class WorkspaceManager:
                 self.git.run(["update-ref", "-d", remote_ref], clone)
             start, created_from = default_sha, f"default branch {default_sha[:12]}"
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.git.run(["worktree", "add", "--force", "--quiet", "-B", branch, str(path), start], clone)
+        # --no-track: a tracking section would be written into the clone's config by a rename
+        # (see `view`); the worker names the remote and the ref on every fetch and push anyway.
+        self.git.run(["worktree", "add", "--force", "--quiet", "--no-track", "-B", branch, str(path), start], clone)
         if not gitdir.is_dir():
             raise WorkspaceError(f"git worktree add made no gitdir at {gitdir.name} for {path.name}", retryable=True)
         return created_from

@@ -16,7 +16,13 @@
   processes, file size; soft = hard, so the command cannot raise them. RLIMIT_NPROC counts
   every process of the worker's user, and root is exempt from it;
 - no network where a network namespace can be made (`unshare --net`, or `unshare -rn` as an
-  unprivileged user with user namespaces): only a loopback interface that is down.
+  unprivileged user with user namespaces): only a loopback interface that is down;
+- where a mount namespace can be made too (`--mount`), a view of the files of its own: the
+  directories and files in `SandboxLimits.hide` (every workspace and clone on the worker, the
+  store, the data dir) are covered with an empty tmpfs (a file: /dev/null), and only the call's
+  `WorkspaceView` is mounted back: its worktree, the card's HOME and the clone's git directory
+  writable, the clone's git config read-only. So a command reads no other card's code or
+  history, and cannot write the config the worker's own git reads (see sources/repository/git.py).
 
 `detect_protections` finds out once per process which of these the platform allows;
 `Protections.describe()` says so in words (for `cardloop doctor` and the stage's details).
@@ -86,6 +92,67 @@ os._exit(code & 0xFF)
 """
 
 
+# Run inside the mount namespace (unshare --mount, as root of its user namespace or as real
+# root), before the command: covers each hidden path, then mounts the view's paths back from
+# file descriptors opened before anything was covered (a path under a covered directory cannot
+# be reached by name any more), read-only ones remounted read-only with the flags the kernel
+# locked on them kept (nosuid, nodev, noexec, atime: a user namespace may not clear them), then
+# changes into the working directory again through the new mounts and runs the command.
+# argv: spec (JSON: hide, keep [[path, writable], ...], cwd), then the command's argv.
+_MOUNTS = """
+import ctypes, json, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+RDONLY, NOSUID, NODEV, NOEXEC, REMOUNT, BIND, REC = 1, 2, 4, 8, 32, 4096, 16384
+LOCKED = ((2, 2), (4, 4), (8, 8), (1024, 1024), (2048, 2048), (4096, 1 << 21))
+def mount(src, target, fstype, flags, data=None):
+    enc = lambda v: v.encode() if v is not None else None
+    if libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), target)
+spec, argv = json.loads(sys.argv[1]), sys.argv[2:]
+try:
+    held = [(os.open(path, os.O_PATH | os.O_CLOEXEC), path, writable)
+            for path, writable in spec["keep"] if os.path.lexists(path)]
+    for path in spec["hide"]:
+        if os.path.isdir(path):
+            mount("tmpfs", path, "tmpfs", NOSUID | NODEV, "mode=0755,size=64k")
+        elif os.path.exists(path):
+            mount("/dev/null", path, None, BIND)
+    for fd, path, writable in held:
+        if os.path.isdir("/proc/self/fd/%d" % fd):
+            os.makedirs(path, exist_ok=True)
+        elif not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+        mount("/proc/self/fd/%d" % fd, path, None, BIND | REC)
+        if not writable:
+            have = os.statvfs(path).f_flag
+            locked = sum(ms for st, ms in LOCKED if have & st)
+            mount(None, path, None, REMOUNT | BIND | RDONLY | locked)
+        os.close(fd)
+    os.chdir(spec["cwd"])
+except OSError as err:
+    sys.stderr.write("sandbox: cannot set up the command's files: %s\\n" % err)
+    os._exit(126)
+os.execv(argv[0], argv)
+"""
+
+
+@dataclass(frozen=True)
+class WorkspaceView:
+    """What one command sees of the hidden paths: `writable` and `read_only` paths mounted back
+    (a path under a writable one may be read-only: the clone's config inside its git dir)."""
+
+    writable: tuple[str, ...] = ()
+    read_only: tuple[str, ...] = ()
+
+    def keep(self) -> list[tuple[str, bool]]:
+        # Outer paths first, so a read-only file is mounted over its writable directory.
+        pairs = [(os.path.realpath(p), True) for p in self.writable]
+        pairs += [(os.path.realpath(p), False) for p in self.read_only]
+        return sorted(pairs, key=lambda pw: (pw[0].count(os.sep), not pw[1]))
+
+
 @dataclass(frozen=True)
 class SandboxLimits:
     timeout: float = 300.0
@@ -99,6 +166,9 @@ class SandboxLimits:
     # Prepended to PATH: by default the worker's interpreter's directory, so Python tools
     # installed with the worker (pytest) are found.
     path_prepend: tuple[str, ...] = field(default_factory=lambda: (os.path.dirname(sys.executable),))
+    # Directories and files no command may see (where a mount namespace can be made): the
+    # worker's workspaces and clones, its store and data dir (sandbox_limits fills them in).
+    hide: tuple[str, ...] = ()
 
     def rlimits(self) -> dict[str, int]:
         mb = 1024 * 1024
@@ -115,6 +185,10 @@ class Protections:
     namespace_prefix: tuple[str, ...]  # the unshare command line that provides them, or ()
     rlimits: bool
     why_not: tuple[str, ...] = ()
+    # The prefix with --mount added, when a mount namespace works and the view was mounted in
+    # a trial run; () otherwise (commands then see every file the worker's user can).
+    mount_prefix: tuple[str, ...] = ()
+    why_no_mounts: str = ""
 
     def describe(self, limits: SandboxLimits) -> list[str]:
         lines = [
@@ -135,6 +209,13 @@ class Protections:
             lines.append("network NOT isolated: " + ("; ".join(self.why_not) or "no unshare"))
         lines.append("own PID namespace: escaped children die with the command" if self.pid_namespace
                      else "no PID namespace: a child that calls setsid can outlive a timeout")
+        if self.mount_prefix:
+            hidden = ", ".join(limits.hide) or "nothing configured"
+            lines.append(f"own mount namespace: hidden from commands: {hidden}; the card's worktree, "
+                         "HOME and git directory mounted back, the clone's git config read-only")
+        else:
+            lines.append("no mount namespace: a command can read other cards' workspaces and the store, "
+                         "and write the clone's git config (" + (self.why_no_mounts or "no unshare") + ")")
         return lines
 
 
@@ -165,9 +246,49 @@ def detect_protections(network: bool = False, unshare: str | None = None) -> Pro
     for argv, isolated, has_pid in candidates:
         ok, detail = _works(argv)
         if ok:
-            return Protections(isolated, has_pid, (*argv, "--"), rlimits)
+            mounts, why_not = _mounts_work((argv[0], "--mount", *argv[1:], "--"))
+            return Protections(isolated, has_pid, (*argv, "--"), rlimits, mount_prefix=mounts,
+                               why_no_mounts=why_not)
         why.append(detail)
-    return Protections(False, False, (), rlimits, tuple(why[-2:]))
+    return Protections(False, False, (), rlimits, tuple(why[-2:]), why_no_mounts="no namespace can be made")
+
+
+def _mounts_work(prefix: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
+    """`prefix` when a trial command under it sees what a view promises: a hidden directory
+    empty but the paths kept inside it there, a read-only one's files unwritable but a writable
+    directory inside it writable. Else () and why (a container's seccomp profile, say, refuses
+    the mount namespace or tmpfs)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="cardloop-mounts-") as tmp:
+        hidden = Path(tmp).resolve() / "hidden"
+        kept, clone = hidden / "kept", hidden / "clone"
+        for d in (kept, clone / "objects"):
+            d.mkdir(parents=True)
+        (hidden / "secret").write_text("x")
+        (clone / "config").write_text("x")
+        view = WorkspaceView(writable=(str(kept), str(clone / "objects")), read_only=(str(clone),))
+        check = ("test ! -e ../secret && touch new ../clone/objects/new && ! (echo y >> ../clone/config) "
+                 "2>/dev/null && ! mv new ../clone/config 2>/dev/null")
+        argv = [*prefix, *_view_argv(view, (str(hidden),), str(kept)), "/bin/sh", "-c", check]
+        try:
+            done = subprocess.run(argv, cwd=kept, stdin=subprocess.DEVNULL, capture_output=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return (), f"{' '.join(prefix)}: {exc}"
+        if done.returncode == 0 and (kept / "new").exists() and (clone / "objects" / "new").exists() \
+                and (clone / "config").read_text() == "x":
+            return prefix, ""
+        detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        return (), f"{' '.join(prefix)}: {detail[-1] if detail else f'exit {done.returncode}'}"
+
+
+def _view_argv(view: WorkspaceView, hide: Sequence[str], cwd: str) -> list[str]:
+    import json
+
+    # Outer hidden paths first: a tmpfs over a directory also covers what is inside it.
+    hidden = sorted({os.path.realpath(p) for p in hide}, key=lambda p: p.count(os.sep))
+    spec = json.dumps({"hide": hidden, "keep": view.keep(), "cwd": os.path.realpath(cwd)})
+    return [sys.executable, "-I", "-S", "-c", _MOUNTS, spec]
 
 
 @dataclass(frozen=True)
@@ -232,21 +353,25 @@ class Sandbox:
         env.update(extra or {})
         return env
 
-    def argv(self, command: str) -> list[str]:
+    def argv(self, command: str, view: WorkspaceView | None = None, cwd: Path | None = None) -> list[str]:
         spec = ",".join(f"{k}={v}" for k, v in self.limits.rlimits().items()) if self.protections.rlimits else ""
         supervisor = [sys.executable, "-I", "-S", "-c", _SUPERVISOR, str(os.getpid()), spec]
+        if view is not None and self.protections.mount_prefix:
+            return [*supervisor, *self.protections.mount_prefix,
+                    *_view_argv(view, self.limits.hide, str(cwd or os.getcwd())), "/bin/sh", "-c", command]
         return [*supervisor, *self.protections.namespace_prefix, "/bin/sh", "-c", command]
 
     def run(self, command: str, cwd: Path, home: Path, *, timeout: float | None = None,
-            stop: threading.Event | None = None) -> CommandResult:
+            stop: threading.Event | None = None, view: WorkspaceView | None = None) -> CommandResult:
         """Run `command`; it is killed with its process group at the timeout, or as soon as
-        `stop` is set (checked every STOP_POLL seconds)."""
+        `stop` is set (checked every STOP_POLL seconds). With a `view`, and where a mount
+        namespace can be made, the command sees `limits.hide` only as `view` mounts it back."""
         timeout = self.limits.timeout if timeout is None else min(timeout, self.limits.timeout)
         (home / "tmp").mkdir(parents=True, exist_ok=True)
         capture = _Capture(self.limits.output_bytes)
         started = time.monotonic()
         proc = subprocess.Popen(
-            self.argv(command), cwd=cwd, env=self.env(home), stdin=subprocess.DEVNULL,
+            self.argv(command, view, cwd), cwd=cwd, env=self.env(home), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         )
         assert proc.stdout is not None

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cardloop.integrations.workspace.sandbox import Sandbox
+from cardloop.integrations.workspace.sandbox import Sandbox, WorkspaceView
 from cardloop.integrations.workspace.tools.base import excerpt
 
 PYTEST = "python -m pytest -q -p no:cacheprovider"
@@ -93,8 +93,9 @@ class TestRun:
 
 
 def run_tests(command: str, sandbox: Sandbox, root: Path, home: Path, *, timeout: float | None = None,
-              max_chars: int = 20_000, stop: threading.Event | None = None) -> TestRun:
-    done = sandbox.run(command, root, home, timeout=timeout, stop=stop)
+              max_chars: int = 20_000, stop: threading.Event | None = None,
+              view: WorkspaceView | None = None) -> TestRun:
+    done = sandbox.run(command, root, home, timeout=timeout, stop=stop, view=view)
     passed = not done.timed_out and done.exit_code == 0
     head = f"$ {command}\n" + (f"timed out after {done.seconds:.0f}s" if done.timed_out
                                else f"exit code {done.exit_code}")

@@ -222,6 +222,28 @@ def _replace(path: Path, text: str) -> None:
         raise
 
 
+def _rewrite_in_place(path: Path, text: str) -> None:
+    """Write `path` whole, if it differs, into the same file when it is a plain regular file (one
+    link, not a symlink, fifo or device): a sandboxed command may hold a read-only mount on it,
+    which a rename over the path would detach from that command (workspace/manager.py `view`).
+    Anything else is replaced by a rename, as `_replace` does."""
+    if _read_regular(path) == text:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return _replace(path, text)  # missing, a symlink, a fifo without a reader: made anew
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            return _replace(path, text)
+        data = text.encode("utf-8")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+    finally:
+        os.close(fd)
+
+
 def restore(dirs: GitDirs) -> None:
     """Give the repository at `dirs` the config the worker's git may read (see `_KEEP`), drop
     every `config.worktree`, and point the worktree's `.git` file and the gitdir's back-pointers
@@ -231,7 +253,7 @@ def restore(dirs: GitDirs) -> None:
         return  # not cloned yet, or gone: git itself will say so
     with _RESTORE_LOCK:
         config = common / "config"
-        _replace(config, _config_text(dirs.url, _kept_config(_read_regular(config))))
+        _rewrite_in_place(config, _config_text(dirs.url, _kept_config(_read_regular(config))))
         for stray in {common / "config.worktree", dirs.git_dir / "config.worktree"}:
             with suppress(FileNotFoundError, IsADirectoryError):
                 stray.unlink()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from cardloop.integrations.workspace.sandbox import Sandbox
+from cardloop.integrations.workspace.sandbox import Sandbox, WorkspaceView
 from cardloop.prompts.logs import excerpt_log
 
 Control = Literal["finish", "block"]
@@ -41,6 +41,8 @@ class ToolContext:
     # The git tools' environment from the workspace's manager (WorkspaceManager.git_env): it
     # restores the clone's config and names the gitdir, so nothing a command wrote there runs.
     git_env: Callable[[], Mapping[str, str]] | None = None
+    # What run_command's commands see of the worker's hidden paths (WorkspaceManager.view).
+    view: WorkspaceView | None = None
 
 
 class Tool(Protocol):

@@ -27,7 +27,7 @@ class RunCommand:
         cwd = confine(ctx.root, args.get("cwd", "."))
         timeout = args.get("timeout_seconds")
         done = ctx.sandbox.run(args["command"], cwd, ctx.home, timeout=float(timeout) if timeout else None,
-                               stop=ctx.stop)
+                               stop=ctx.stop, view=ctx.view)
         where = relative(ctx.root, cwd)
         if done.timed_out:
             head = f"timed out after {done.seconds:.0f}s: the command and its children were killed"
