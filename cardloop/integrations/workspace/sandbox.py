@@ -21,8 +21,10 @@
   directories and files in `SandboxLimits.hide` (every workspace and clone on the worker, the
   store, the data dir) are covered with an empty tmpfs (a file: /dev/null), and only the call's
   `WorkspaceView` is mounted back: its worktree, the card's HOME and the clone's git directory
-  writable, the clone's git config read-only. So a command reads no other card's code or
-  history, and cannot write the config the worker's own git reads (see sources/repository/git.py).
+  writable, the clone's git config read-only, and /proc is its PID namespace's own (through the
+  host's, /proc/<pid>/root of another process of the worker's user reaches every file). So a
+  command reads no other card's code or history, and cannot write the config the worker's own
+  git reads (see sources/repository/git.py).
 
 `detect_protections` finds out once per process which of these the platform allows;
 `Protections.describe()` says so in words (for `cardloop doctor` and the stage's details).
@@ -246,7 +248,11 @@ def detect_protections(network: bool = False, unshare: str | None = None) -> Pro
     for argv, isolated, has_pid in candidates:
         ok, detail = _works(argv)
         if ok:
-            mounts, why_not = _mounts_work((argv[0], "--mount", *argv[1:], "--"))
+            # The view needs a /proc of the command's own PID namespace too: through the host's,
+            # /proc/<pid>/root of any process of the same user (another card's command, the dev
+            # stack's Temporal) reaches every hidden file.
+            mounts, why_not = (_mounts_work((argv[0], "--mount", "--mount-proc", *argv[1:], "--")) if has_pid
+                               else ((), "no PID namespace, so no /proc of its own"))
             return Protections(isolated, has_pid, (*argv, "--"), rlimits, mount_prefix=mounts,
                                why_no_mounts=why_not)
         why.append(detail)
@@ -268,8 +274,8 @@ def _mounts_work(prefix: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
         (hidden / "secret").write_text("x")
         (clone / "config").write_text("x")
         view = WorkspaceView(writable=(str(kept), str(clone / "objects")), read_only=(str(clone),))
-        check = ("test ! -e ../secret && touch new ../clone/objects/new && ! (echo y >> ../clone/config) "
-                 "2>/dev/null && ! mv new ../clone/config 2>/dev/null")
+        check = (f"test ! -e ../secret && test ! -e /proc/{os.getpid()} && touch new ../clone/objects/new && "
+                 "! (echo y >> ../clone/config) 2>/dev/null && ! mv new ../clone/config 2>/dev/null")
         argv = [*prefix, *_view_argv(view, (str(hidden),), str(kept)), "/bin/sh", "-c", check]
         try:
             done = subprocess.run(argv, cwd=kept, stdin=subprocess.DEVNULL, capture_output=True, timeout=10)

@@ -9,6 +9,7 @@ hidden paths as empty."""
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -160,3 +161,21 @@ def test_hidden_paths_name_the_workspaces_the_data_dir_and_a_sqlite_store(tmp_pa
                                     "store": {"url": f"sqlite:///{db}"}})
     assert str(venv_root) not in hidden_paths(config)
 
+
+
+def test_another_process_of_the_workers_user_is_no_way_around_the_view(
+    manager: WorkspaceManager, hidden: tuple[str, ...], tmp_path: Path
+) -> None:
+    """Through the host's /proc, /proc/<pid>/root of any process of the same user (another card's
+    command, the dev stack's Temporal server) is the host's whole filesystem: the view brings a
+    /proc of the command's own PID namespace."""
+    ws = manager.open(make_card())
+    secret = tmp_path / "ws-other-tenant/worktrees/BILL-1/secret.py"
+    neighbour = subprocess.Popen(["sleep", "60"])
+    try:
+        result = run(manager, ws, hidden, f"cat /proc/{neighbour.pid}/root{secret}; ls /proc")
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+    assert "their code" not in result.text
+    assert str(neighbour.pid) not in result.text.split()
