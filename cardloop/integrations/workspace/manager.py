@@ -166,11 +166,28 @@ class WorkspaceManager:
             if self._current_branch(card.repo, path) == branch:
                 created_from = "existing worktree"
             else:
+                self._refuse_a_branch_in_use(key, card.repo, branch)
                 created_from = self._add_worktree(card.repo, clone.path, clone.sha, path, branch)
         home.mkdir(parents=True, exist_ok=True)
         ws = Workspace(key, card.repo, branch, path, home, created_from)
         self._write_meta(meta, ws)
         return ws
+
+    def _refuse_a_branch_in_use(self, key: str, repo: str, branch: str) -> None:
+        """git keeps a branch in one worktree at a time, and two cards committing to one branch
+        would refuse each other's pushes anyway: say which card holds it, in words a person can
+        act on, instead of git's "cannot force update the branch ... checked out at <path>"."""
+        for meta in sorted((self.root / "worktrees").glob("*.json")):
+            data = self._read_meta(meta)
+            if data.get("card_key") == key or data.get("repo") != repo or data.get("branch") != branch:
+                continue
+            if not meta.with_suffix("").is_dir():
+                continue
+            raise WorkspaceError(
+                f"branch {branch} of {repo} is in use by card {data.get('card_key')}'s workspace on this "
+                "worker: two cards cannot work one branch at once. Move that card to done (its workspace "
+                "is then removed) or give this card a branch of its own (the card's `branch`), then retry.",
+                retryable=False)
 
     def _current_branch(self, repo: str, path: Path) -> str | None:
         dirs = self._dirs(repo, path)

@@ -170,3 +170,16 @@ def test_unsafe_branch_names_are_refused(manager: WorkspaceManager, branch: str)
 ])
 def test_default_branch_names_are_safe_for_git(card_id: str, branch: str) -> None:
     assert default_branch_name(card_id) == branch
+
+
+def test_a_branch_another_cards_workspace_holds_is_refused_in_words(manager: WorkspaceManager) -> None:
+    first = manager.open(make_card("PAY-142", branch="card/shared"))
+    with pytest.raises(WorkspaceError) as refused:
+        manager.open(make_card("PAY-143", branch="card/shared"))
+    assert not refused.value.retryable
+    assert "in use by card acme/github-projects/PAY-142" in str(refused.value)
+    assert "checked out at" not in str(refused.value)
+    # Once the first card's workspace is gone, the branch is free for the second.
+    assert manager.remove(make_card("PAY-142", branch="card/shared"))
+    second = manager.open(make_card("PAY-143", branch="card/shared"))
+    assert second.branch == first.branch == "card/shared"
