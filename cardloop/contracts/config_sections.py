@@ -399,7 +399,8 @@ class SandboxConfig(_Section):
     network: Literal["deny", "allow"] = "deny"
     env_allow: list[str] = Field(default_factory=lambda: ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM"])
     # More directories or files no command may see (where a mount namespace can be made), beside
-    # those always hidden: [workspace] root, dev.data_dir and a SQLite store's files.
+    # those always hidden: [workspace] root, [sources.repository] cache_dir, dev.data_dir and a
+    # SQLite store's files.
     hide_paths: list[str] = Field(default_factory=list)
 
 

@@ -38,7 +38,8 @@ def sandbox_limits(cfg: SandboxConfig, hide: Sequence[str] = ()) -> SandboxLimit
 
 
 def hidden_paths(config: Config) -> tuple[str, ...]:
-    """What no command may see: every tenant's workspaces and clones ([workspace] root), the dev
+    """What no command may see: every tenant's workspaces and clones ([workspace] root), the
+    repository context source's checkouts ([sources.repository] cache_dir), the dev
     stack's data dir (its store, Temporal's database, the log) and a SQLite store's files
     wherever they are, with `[workspace.sandbox] hide_paths`. Only existing paths, resolved."""
     found: list[str] = []
@@ -52,6 +53,7 @@ def hidden_paths(config: Config) -> tuple[str, ...]:
             found.append(real)
 
     add(config.workspace.root)
+    add(config.sources.repository.cache_dir)  # the context source's checkouts: every tenant's code
     add(config.dev.data_dir)
     url = config.store_url()
     if url.startswith("sqlite:///"):

@@ -143,17 +143,18 @@ def test_a_looping_writer_never_wins_against_the_workers_git(
 
 
 def test_hidden_paths_name_the_workspaces_the_data_dir_and_a_sqlite_store(tmp_path: Path) -> None:
-    root, data = tmp_path / "workspaces", tmp_path / "data"
-    root.mkdir()
-    data.mkdir()
+    root, data, cache = tmp_path / "workspaces", tmp_path / "data", tmp_path / "repos"
+    for d in (root, data, cache):
+        d.mkdir()
     db = tmp_path / "elsewhere" / "store.sqlite"
     db.parent.mkdir()
     db.write_text("")
     (tmp_path / "elsewhere" / "store.sqlite-wal").write_text("")
     config = Config.model_validate({"workspace": {"root": str(root), "sandbox": {"hide_paths": [str(tmp_path / "x")]}},
+                                    "sources": {"repository": {"cache_dir": str(cache)}},
                                     "dev": {"data_dir": str(data)}, "store": {"url": f"sqlite:///{db}"}})
     found = hidden_paths(config)
-    assert found == (str(root), str(data), str(db), str(db) + "-wal")  # x does not exist: skipped
+    assert found == (str(root), str(cache), str(data), str(db), str(db) + "-wal")  # x does not exist: skipped
     # Never the directory the interpreter lives in: the commands run it.
     import sys
     venv_root = Path(sys.prefix).resolve().parent
