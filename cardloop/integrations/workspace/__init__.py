@@ -41,7 +41,9 @@ def hidden_paths(config: Config) -> tuple[str, ...]:
     """What no command may see: every tenant's workspaces and clones ([workspace] root), the
     repository context source's checkouts ([sources.repository] cache_dir), the dev
     stack's data dir (its store, Temporal's database, the log) and a SQLite store's files
-    wherever they are, with `[workspace.sandbox] hide_paths`. Only existing paths, resolved."""
+    wherever they are, with `[workspace.sandbox] hide_paths`, resolved. Paths that do not exist
+    yet are named too (a worker builds its sandbox once; the workspace root or the source's cache
+    may appear later): each command hides those that exist when it starts."""
     found: list[str] = []
     # Never what holds the interpreter and its tools (a root set to the project directory):
     # the commands run them.
@@ -49,7 +51,7 @@ def hidden_paths(config: Config) -> tuple[str, ...]:
 
     def add(path: str | Path) -> None:
         real = os.path.realpath(Path(path).expanduser())
-        if os.path.lexists(real) and real not in found and not tools.is_relative_to(real):
+        if real not in found and not tools.is_relative_to(real):
             found.append(real)
 
     add(config.workspace.root)

@@ -154,7 +154,9 @@ def test_hidden_paths_name_the_workspaces_the_data_dir_and_a_sqlite_store(tmp_pa
                                     "sources": {"repository": {"cache_dir": str(cache)}},
                                     "dev": {"data_dir": str(data)}, "store": {"url": f"sqlite:///{db}"}})
     found = hidden_paths(config)
-    assert found == (str(root), str(cache), str(data), str(db), str(db) + "-wal")  # x does not exist: skipped
+    # What does not exist yet is named too: the sandbox is built once, the paths may come later.
+    assert found == (str(root), str(cache), str(data), str(db), str(db) + "-wal", str(db) + "-shm",
+                     str(db) + "-journal", str(tmp_path / "x"))
     # Never the directory the interpreter lives in: the commands run it.
     import sys
     venv_root = Path(sys.prefix).resolve().parent
@@ -180,3 +182,15 @@ def test_another_process_of_the_workers_user_is_no_way_around_the_view(
         neighbour.wait()
     assert "their code" not in result.text
     assert str(neighbour.pid) not in result.text.split()
+
+
+def test_a_hidden_path_made_after_the_sandbox_was_built_is_hidden_too(
+    manager: WorkspaceManager, hidden: tuple[str, ...], tmp_path: Path
+) -> None:
+    later = tmp_path / "repos-cache"  # not there when the worker built its sandbox
+    sandbox = Sandbox(SandboxLimits(timeout=60, hide=(*hidden, str(later))))
+    ws = manager.open(make_card())
+    (later / "acme" / "billing").mkdir(parents=True)
+    (later / "acme" / "billing" / "app.py").write_text("BILLING = 'their code'\n")
+    done = sandbox.run(f"cat {later}/acme/billing/app.py", ws.path, ws.home, view=manager.view(ws))
+    assert "their code" not in done.output and done.exit_code != 0
