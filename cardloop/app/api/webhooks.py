@@ -77,6 +77,33 @@ def new_card(event: BoardEvent, ref: CardRef) -> tuple[Card, list[str]]:
     return card, dropped
 
 
+def refreshed_card(card: Card, event: BoardEvent) -> Card | None:
+    """The stored card with what the board now says of it (a title renamed, a description
+    edited), or None when nothing changed: the stages read the card's fields from the store every
+    turn, so the next turn and the next stage work on what the card asks today. Only the values
+    the delivery carries change. A card's repository and branch are where its work was pushed:
+    they are only filled in when the card had none (a card created without a repository that the
+    board later links to one), never switched under work already done."""
+    update: dict[str, Any] = {}
+    if event.title is not None and event.title[:MAX_TITLE] != card.title:
+        update["title"] = event.title[:MAX_TITLE]
+    if event.body is not None and event.body != card.body:
+        update["body"] = event.body
+    if event.url is not None and len(event.url) <= MAX_URL and event.url != card.url:
+        update["url"] = event.url
+    if card.repo is None and event.repo is not None:
+        update["repo"] = event.repo
+        if card.branch is None and event.branch is not None and len(event.branch) <= MAX_BRANCH:
+            update["branch"] = event.branch
+    if not update:
+        return None
+    try:
+        return Card.model_validate(card.model_dump() | update)
+    except ValidationError as err:
+        raise InputError(f"card {event.card_id!r} cannot take this delivery's fields: "
+                         f"{field_problems(err)}") from None
+
+
 def _error(status: int, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"status": "refused", "detail": message, **extra}, status_code=status)
 
@@ -103,7 +130,8 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str]) -
     if await run_in_threadpool(svc.store.delivery_seen, ref.tenant, event.board, key):
         log.info("duplicate %s delivery %s (%s) for %s", event.board, event.delivery_id, key, ref.key)
         return {**base, "status": "duplicate"}
-    known = (await run_in_threadpool(svc.store.card_fields, ref.key)) is not None
+    stored = await run_in_threadpool(svc.store.card_fields, ref.key)
+    known = stored is not None
     echo = await run_in_threadpool(own_echo, svc.config, svc.store, event, ref.key, time.time()) if known else None
     if echo is not None:
         log.info("ignored %s delivery %s for %s: %s", event.board, event.delivery_id, ref.key, echo)
@@ -117,6 +145,11 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str]) -
         card, dropped = new_card(event, ref)
         await run_in_threadpool(svc.cards.import_card, card)
         notes += dropped
+    elif stored is not None and event.kind != "build_failed":
+        # A rename or an edited description on the board reaches the card before the event does.
+        changed = refreshed_card(stored, event)
+        if changed is not None:
+            await run_in_threadpool(svc.store.upsert_card, ref.key, changed)
     actor = _name(event.actor)
     if event.kind == "comment":
         notes += await _say(svc.cards, ref, event.comment or "", author=actor, delivery_id=key)
