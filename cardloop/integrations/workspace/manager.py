@@ -35,6 +35,11 @@ from pathlib import Path
 
 from cardloop.integrations.sources.repository import RepositorySource
 from cardloop.integrations.sources.repository.git import _MISSING_BRANCH, GitDirs, restore
+from cardloop.integrations.workspace.branches import (
+    checkpoint_owner,
+    default_branch_name,
+    legacy_branch_name,
+)
 from cardloop.integrations.workspace.errors import PushRejected, WorkspaceError
 from cardloop.integrations.workspace.git import Git, GitFailed
 from cardloop.integrations.workspace.sandbox import WorkspaceView
@@ -42,26 +47,16 @@ from cardloop.prompts.card import Card
 
 AUTHOR_NAME = "cardloop agent"
 AUTHOR_EMAIL = "agent@cardloop.invalid"
-BRANCH_PREFIX = "cardloop/"
 # git's words for a push the remote refused (as opposed to one that never reached it).
 _REJECTED = re.compile(
     r"\[rejected\]|\[remote rejected\]|pre-receive hook declined|hook declined|protected branch|"
     r"non-fast-forward|failed to push some refs|denied|permission to .* denied",
     re.IGNORECASE,
 )
-_UNSAFE = re.compile(r"[^A-Za-z0-9._/-]+")
 
 
 def card_key(card: Card) -> str:
     return f"{card.tenant}/{card.board}/{card.id}"
-
-
-def default_branch_name(card_id: str) -> str:
-    """`cardloop/<card id>` with what git refuses in a ref name replaced (`PAY#142` -> `PAY-142`)."""
-    name = _UNSAFE.sub("-", card_id)
-    name = re.sub(r"\.{2,}", ".", re.sub(r"/{2,}", "/", name))
-    parts = [p.strip(".").removesuffix(".lock") or "x" for p in name.strip("/").split("/")]
-    return BRANCH_PREFIX + "/".join(parts)
 
 
 @dataclass(frozen=True)
@@ -159,10 +154,11 @@ class WorkspaceManager:
         if not card.repo:
             raise WorkspaceError(f"card {card.id} names no repository: no workspace", retryable=False)
         key = card_key(card)
-        branch = self.git.check_branch(card.branch or default_branch_name(card.id), card.repo)
         path, home, meta = self._paths(key, card.id)
         clone = self.git.clone(card.repo)
         with self.git.locked(card.repo):
+            branch = self.git.check_branch(card.branch or self._default_branch(card, key, path, clone.path),
+                                           card.repo)
             if self._current_branch(card.repo, path) == branch:
                 created_from = "existing worktree"
             else:
@@ -188,6 +184,34 @@ class WorkspaceManager:
                 "worker: two cards cannot work one branch at once. Move that card to done (its workspace "
                 "is then removed) or give this card a branch of its own (the card's `branch`), then retry.",
                 retryable=False)
+
+    def _default_branch(self, card: Card, key: str, path: Path, clone: Path) -> str:
+        """default_branch_name, unless the card's own work is on its legacy name (branches.py):
+        its worktree is on it, or the newest checkpoint the remote branch carries is the card's."""
+        assert card.repo is not None
+        name, legacy = default_branch_name(card.id), legacy_branch_name(card.id)
+        if name == legacy:
+            return name
+        current = self._current_branch(card.repo, path)
+        if current is not None and current in (name, legacy):  # the worktree's path is the card's own
+            return current
+        if self._remote_subjects(card.repo, clone, name) is not None:
+            return name
+        subjects = self._remote_subjects(card.repo, clone, legacy)
+        return legacy if subjects is not None and checkpoint_owner(subjects) == key else name
+
+    def _remote_subjects(self, repo: str, clone: Path, branch: str) -> list[str] | None:
+        """The commit subjects of the remote's `branch` (newest first, as deep as a worktree's
+        fetch), or None when the remote has no such branch."""
+        remote_ref = f"refs/remotes/origin/{branch}"
+        try:
+            self.git.run(["fetch", "--depth", str(self.depth), "--no-tags", "--quiet",
+                          self.git.checkouts.url(repo), f"+refs/heads/{branch}:{remote_ref}"], clone)
+        except GitFailed as exc:
+            if exc.timed_out or not _MISSING_BRANCH.search(exc.detail):
+                raise
+            return None
+        return self.git.run(["log", "--format=%s", f"-{self.depth}", remote_ref], clone).splitlines()
 
     def _current_branch(self, repo: str, path: Path) -> str | None:
         dirs = self._dirs(repo, path)

@@ -164,12 +164,54 @@ def test_unsafe_branch_names_are_refused(manager: WorkspaceManager, branch: str)
 
 @pytest.mark.parametrize(("card_id", "branch"), [
     ("PAY-142", "cardloop/PAY-142"),
-    ("ENG#12", "cardloop/ENG-12"),
-    ("a:b/../c", "cardloop/a-b/x/c"),
-    ("x.lock", "cardloop/x"),
+    ("ENG#12", "cardloop/ENG-12-"),
+    ("a:b/../c", "cardloop/a-b/x/c-"),
+    ("x.lock", "cardloop/x-"),
 ])
 def test_default_branch_names_are_safe_for_git(card_id: str, branch: str) -> None:
-    assert default_branch_name(card_id) == branch
+    name = default_branch_name(card_id)
+    # A name git made us change carries 8 hex digits of the id: no other id shares it.
+    assert name.startswith(branch) and len(name) == len(branch) + (8 if branch.endswith("-") else 0)
+    subprocess.run(["git", "check-ref-format", f"refs/heads/{name}"], check=True)
+
+
+def test_two_cards_whose_ids_git_would_merge_work_on_branches_of_their_own(
+        manager: WorkspaceManager, remote: Remote) -> None:
+    hashed, plain = manager.open(make_card("PAY#142")), manager.open(make_card("PAY-142"))
+    assert hashed.branch != plain.branch and plain.branch == "cardloop/PAY-142"
+    for ws in (hashed, plain):
+        (ws.path / "mine.txt").write_text(f"{ws.card_key}\n")
+        manager.checkpoint(ws, run="r1", turn=1)
+    assert remote.show(hashed.branch, "mine.txt") == "acme/github-projects/PAY#142\n"
+    assert remote.show(plain.branch, "mine.txt") == "acme/github-projects/PAY-142\n"
+    assert remote.commits(plain.branch)[0] == "cardloop: acme/github-projects/PAY-142 run r1 turn 1"
+
+
+def _push_legacy_work(remote: Remote, tmp_path: Path, key: str) -> None:
+    """A checkpoint of `key` on `cardloop/ENG-12`, the name cards with id ENG#12 used to get."""
+    work = tmp_path / "legacy"
+    subprocess.run(["git", "clone", "--quiet", str(remote.bare), str(work)], check=True)
+    (work / "legacy.txt").write_text("pushed before the digest\n")
+    for args in (["add", "-A"], ["-c", "user.name=a", "-c", "user.email=a@b", "commit", "--quiet", "-m",
+                                f"cardloop: {key} run 1 turn 2"],
+                 ["push", "--quiet", "origin", "HEAD:refs/heads/cardloop/ENG-12"]):
+        subprocess.run(["git", *args], cwd=work, check=True)
+
+
+def test_a_card_whose_work_is_on_its_old_branch_name_keeps_working_there(
+        manager: WorkspaceManager, remote: Remote, tmp_path: Path) -> None:
+    _push_legacy_work(remote, tmp_path, "acme/github-projects/ENG#12")
+    ws = manager.open(make_card("ENG#12"))
+    assert (ws.branch, ws.created_from) == ("cardloop/ENG-12", "origin/cardloop/ENG-12")
+    assert (ws.path / "legacy.txt").is_file()
+
+
+def test_another_cards_work_on_the_old_branch_name_is_not_taken(
+        manager: WorkspaceManager, remote: Remote, tmp_path: Path) -> None:
+    _push_legacy_work(remote, tmp_path, "acme/github-projects/ENG-12")
+    ws = manager.open(make_card("ENG#12"))
+    assert ws.branch == default_branch_name("ENG#12") != "cardloop/ENG-12"
+    assert ws.created_from.startswith("default branch ") and not (ws.path / "legacy.txt").exists()
 
 
 def test_a_branch_another_cards_workspace_holds_is_refused_in_words(manager: WorkspaceManager) -> None:
