@@ -136,7 +136,7 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str]) -
     if echo is not None:
         log.info("ignored %s delivery %s for %s: %s", event.board, event.delivery_id, ref.key, echo)
         return {**base, "status": "ignored", "reason": echo}
-    if event.kind == "build_failed" and not known:
+    if event.kind in ("build_failed", "edit") and not known:
         return {**base, "status": "ignored", "reason": f"no card is known for {event.card_id}"}
     notes: list[str] = []
     if not known:
@@ -150,6 +150,12 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str]) -
         changed = refreshed_card(stored, event)
         if changed is not None:
             await run_in_threadpool(svc.store.upsert_card, ref.key, changed)
+        if event.kind == "edit":
+            # Nothing to tell Temporal: the running stage's next turn reads the fields from the store.
+            first = await run_in_threadpool(svc.store.record_delivery, ref.tenant, event.board, key)
+            if changed is None:
+                return {**base, "status": "ignored", "reason": "nothing the card keeps changed"}
+            return {**base, "status": "accepted" if first else "duplicate", "workflow_id": ref.workflow_id}
     actor = _name(event.actor)
     if event.kind == "comment":
         notes += await _say(svc.cards, ref, event.comment or "", author=actor, delivery_id=key)

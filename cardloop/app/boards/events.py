@@ -15,8 +15,10 @@ class BoardEvent(BaseModel):
     kind "transition": the card moved to `to_column`; `stage` is what config.toml maps that column
     to (None: an unmapped column, acknowledged and ignored). kind "comment": `comment` joins the
     card's chat history. kind "build_failed": CI failed on the card's branch (`stage` is the
-    board's failure_stage). A `comment` on a move or build failure is what the board says about it
-    (which run failed, where): it joins the history, from the board, before the move.
+    board's failure_stage). kind "edit": the card was renamed or its description edited, nothing
+    else: its `title`, `body` or `url` replace the stored card's. A `comment` on a move or build
+    failure is what the board says about it (which run failed, where): it joins the history, from
+    the board, before the move.
 
     `tenant` is the tenant the payload NAMES (through boards.<board>.tenants), None when it names
     none: a claim that the route checks against the tenant whose secret signed the delivery.
@@ -25,7 +27,7 @@ class BoardEvent(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: Literal["transition", "comment", "build_failed"]
+    kind: Literal["transition", "comment", "build_failed", "edit"]
     board: Literal["github", "linear", "jira", "trello", "generic"]
     tenant: str | None = None
     card_id: str = Field(min_length=1, max_length=200)

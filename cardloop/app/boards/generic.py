@@ -26,6 +26,8 @@ class GenericEvent(BaseModel):
     - A move: `to_column` (mapped through [boards.generic.columns]) or `stage` (a stage name or
       "done", used as given; `to_column` is then only recorded). An unmapped `to_column` is
       acknowledged and ignored.
+    - An edit: `title`, `body` or `url` alone (no move, no comment): the known card's fields
+      change, nothing runs.
     - A comment: `comment` without `to_column` or `stage`. With a move, the comment is delivered
       first, so the stage it starts already sees it.
     - `delivery_id` (or the X-Delivery-Id header) is required, a label in answers and logs. Dedup
@@ -67,8 +69,9 @@ class GenericEvent(BaseModel):
 
     @model_validator(mode="after")
     def _says_something(self) -> GenericEvent:
-        if self.to_column is None and self.stage is None and self.comment is None:
-            raise ValueError("give to_column, stage or comment")
+        if (self.to_column is None and self.stage is None and self.comment is None
+                and self.title is None and self.body is None and self.url is None):
+            raise ValueError("give to_column, stage or comment (or title, body or url to edit the card)")
         return self
 
 
@@ -122,6 +125,8 @@ class GenericAdapter:
         }
         events: list[BoardEvent] = []
         moves = posted.to_column is not None or posted.stage is not None
+        if not moves and posted.comment is None:
+            return [event(kind="edit", **common, delivery_id=delivery)]
         if posted.comment is not None:
             events.append(event(kind="comment", **common, comment=posted.comment,
                                 delivery_id=f"{delivery}:comment" if moves else delivery))

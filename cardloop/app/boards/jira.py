@@ -1,7 +1,8 @@
 """Jira Cloud: status changes and new comments.
 
     webhookEvent         result
-    jira:issue_updated   transition when a changelog item's field is "status" (fromString -> toString)
+    jira:issue_updated   transition when a changelog item's field is "status" (fromString -> toString),
+                         else edit when one is "summary" or "description" (renamed, edited)
     comment_created      comment on issue.key
     others               Ignored
 
@@ -159,7 +160,11 @@ class JiraAdapter:
             if item.get("field") == "status" or item.get("fieldId") == "status":
                 status = (opt_str(item, "fromString"), req_str(data, f"changelog.items.{i}.toString"))
         if status is None:
-            return Ignored(reason="Jira issue update did not change its status")
+            fields = {item.get("field") for item in opt_list(data, "changelog.items") if isinstance(item, dict)}
+            if fields & {"summary", "description"}:
+                return [event(kind="edit", **self._common(headers, data),
+                              body=_text(data, "issue.fields.description"), actor=opt_str(data, "user.displayName"))]
+            return Ignored(reason="Jira issue update did not change its status, summary or description")
         from_column, to_column = status
         return [event(
             kind="transition", **self._common(headers, data), from_column=from_column, to_column=to_column,

@@ -1,7 +1,8 @@
 """Linear: issue state changes and new comments.
 
     type      action   result
-    Issue     update   transition when `updatedFrom.stateId` is present (the state changed)
+    Issue     update   transition when `updatedFrom.stateId` is present (the state changed), else
+                       edit when `updatedFrom` has `title` or `description` (renamed, edited)
     Comment   create   comment on data.issue.identifier
     others             Ignored
 
@@ -60,9 +61,17 @@ class LinearAdapter:
 
     def _issue_update(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:
         updated_from = opt_obj(data, "updatedFrom")
-        if updated_from is None or lookup(updated_from, "stateId") is None:
-            return Ignored(reason="Linear issue update did not change its state")
+        moved = updated_from is not None and lookup(updated_from, "stateId") is not None
+        if not moved and not (updated_from is not None and {"title", "description"} & updated_from.keys()):
+            return Ignored(reason="Linear issue update did not change its state, title or description")
         issue = opt_obj(data, "data")
+        if not moved:
+            return [event(
+                kind="edit", board=self.name, tenant=self.board.named_tenant(opt_str(data, "organizationId")),
+                card_id=req_str(data, "data.identifier"), delivery_id=self._delivery(headers, data),
+                title=opt_str(issue, "title"), body=opt_str(issue, "description"),
+                url=opt_str(issue, "url") or opt_str(data, "url"), actor=self._actor(data),
+            )]
         to_column = req_str(data, "data.state.name")
         return [event(
             kind="transition", board=self.name, tenant=self.board.named_tenant(opt_str(data, "organizationId")),

@@ -1,7 +1,8 @@
 """Trello: cards moved between lists and new comments.
 
     action.type   result
-    updateCard    transition when action.data has listBefore and listAfter (a move between lists)
+    updateCard    transition when action.data has listBefore and listAfter (a move between lists),
+                  else edit when action.data.old has name or desc (renamed, description edited)
     commentCard   comment on the card
     others        Ignored
 
@@ -63,7 +64,10 @@ class TrelloAdapter:
     def _update_card(self, data: dict[str, Any]) -> list[BoardEvent] | Ignored:
         before, after = opt_obj(data, "action.data.listBefore"), opt_obj(data, "action.data.listAfter")
         if before is None or after is None:
-            return Ignored(reason="Trello card update was not a move between lists")
+            old = opt_obj(data, "action.data.old") or {}
+            if "name" in old or "desc" in old:
+                return [event(kind="edit", **self._common(data), body=opt_str(data, "action.data.card.desc"))]
+            return Ignored(reason="Trello card update was not a move between lists, a rename or a description edit")
         to_column = req_str(data, "action.data.listAfter.name")
         return [event(
             kind="transition", **self._common(data), from_column=opt_str(data, "action.data.listBefore.name"),

@@ -12,7 +12,14 @@ import json
 import httpx
 import pytest
 
-from tests.cardloop.app.api.webhook_kit import ENV, Clock, hub_signature, linear_signature, webhook_client
+from tests.cardloop.app.api.webhook_kit import (
+    ENV,
+    Clock,
+    hub_signature,
+    linear_signature,
+    trello_signature,
+    webhook_client,
+)
 from tests.cardloop.app.boards.conftest import fixture_json
 from tests.stack import Stack
 
@@ -93,3 +100,79 @@ async def test_a_linear_issue_renamed_before_its_next_move_reaches_the_card(stac
     assert card is not None
     assert (card.title, card.body) == ("Retry failed payouts, at most 3 attempts",
                                        "Three attempts, then alert the on-call.")
+
+
+@pytest.mark.stack_env(**ENV)
+async def test_a_generic_edit_alone_changes_the_known_card_and_runs_nothing(stack: Stack) -> None:
+    async with webhook_client(stack) as api:
+        unknown = await post_generic(api, card_id="EDIT-3", title="Nobody moved me", delivery_id="e-0")
+        assert unknown["status"] == "ignored" and "no card is known" in str(unknown["reason"])
+        await post_generic(api, card_id="EDIT-3", stage="done", delivery_id="e-1", title="First words")
+        handle = stack.client.get_workflow_handle("card/default/generic/EDIT-3")
+        await handle.result()  # the card is done: its run closed
+        closed = await handle.describe()
+        edit = dict(card_id="EDIT-3", title="Better words", body="Now with a description.", delivery_id="e-2")
+        assert (await post_generic(api, **edit))["status"] == "accepted"
+        assert (await post_generic(api, **edit))["status"] == "duplicate"
+        same = await post_generic(api, card_id="EDIT-3", title="Better words", delivery_id="e-3")
+        assert same["status"] == "ignored" and same["reason"] == "nothing the card keeps changed"
+    card = stack.store.card_fields("default/generic/EDIT-3")
+    assert card is not None and (card.title, card.body) == ("Better words", "Now with a description.")
+    # An edit tells Temporal nothing: no run of the card's workflow was opened for it.
+    latest = await handle.describe()
+    assert (latest.run_id, latest.status) == (closed.run_id, closed.status)
+    assert stack.store.card_fields("default/generic/EDIT-0") is None
+
+
+@pytest.mark.stack_env(**ENV)
+async def test_a_linear_trello_and_jira_rename_alone_reaches_the_card(stack: Stack) -> None:
+    linear = fixture_json("linear/issue_update_state.json")
+    trello = fixture_json("trello/update_card_move.json")
+    jira = fixture_json("jira/issue_updated_status.json")
+    # Each card is first moved to Done: an edit reaches only a card cardloop knows.
+    linear["data"]["state"]["name"] = "Done"
+    trello["action"]["data"]["listAfter"]["name"] = "Done"
+    jira["changelog"]["items"][-1]["toString"] = "Done"
+    clock = Clock(0)
+
+    async def send(board: str, data: dict[str, object], now: float) -> dict[str, object]:
+        body = json.dumps(data).encode()
+        headers = {"content-type": "application/json"}
+        if board == "linear":
+            headers["linear-signature"] = linear_signature(body)
+        elif board == "trello":
+            headers["x-trello-webhook"] = trello_signature(body)
+        else:
+            headers["x-hub-signature"] = hub_signature(body)
+        clock.now = now
+        r = await api.post(f"/webhooks/{board}", content=body, headers=headers)
+        assert r.status_code == 200, r.text
+        [event] = r.json()["events"]
+        return event
+
+    renamed = "Retry failed payouts, at most 3 attempts"
+    async with webhook_client(stack, clock=clock) as api:
+        linear_now, trello_now, jira_now = linear["webhookTimestamp"] / 1000 + 1, 1741083335.0, 1741083335.0
+        keys = [str((await send("linear", linear, linear_now))["card"]),
+                str((await send("trello", trello, trello_now))["card"]),
+                str((await send("jira", jira, jira_now))["card"])]
+        # Linear: an issue update whose updatedFrom names the title, not the state.
+        linear["updatedFrom"] = {"updatedAt": "2025-03-04T10:15:30.123Z", "title": linear["data"]["title"]}
+        linear["data"]["title"] = renamed
+        # Trello: updateCard with data.old.name (action_renamed_card), no lists.
+        action = trello["action"]
+        action["id"] = "67c6d5e2f1a2b3c4d5e6f799"
+        action["data"] = {"card": {**action["data"]["card"], "name": renamed},
+                          "old": {"name": action["data"]["card"]["name"]}, "board": action["data"]["board"]}
+        # Jira: a changelog naming the summary only.
+        jira["changelog"] = {"id": "10533", "items": [{"field": "summary", "fieldtype": "jira", "fieldId": "summary",
+                                                       "fromString": jira["issue"]["fields"]["summary"],
+                                                       "toString": renamed}]}
+        jira["issue"]["fields"]["summary"] = renamed
+        jira["timestamp"] += 1000
+        edits = [await send("linear", linear, linear_now), await send("trello", trello, trello_now),
+                 await send("jira", jira, jira_now)]
+    for key, edit in zip(keys, edits, strict=True):
+        assert (edit["kind"], edit["status"]) == ("edit", "accepted"), edit
+        card = stack.store.card_fields(key)
+        assert card is not None and card.title == renamed, key

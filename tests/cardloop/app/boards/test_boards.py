@@ -78,8 +78,8 @@ async def test_linear_unmapped_state_and_unknown_org(adapters: dict[str, BoardAd
 
 
 @pytest.mark.parametrize(("change", "reason"), [
-    (lambda d: d["updatedFrom"].pop("stateId"), "Linear issue update did not change its state"),
-    (lambda d: d.pop("updatedFrom"), "Linear issue update did not change its state"),
+    (lambda d: d["updatedFrom"].pop("stateId"), "Linear issue update did not change its state, title or description"),
+    (lambda d: d.pop("updatedFrom"), "Linear issue update did not change its state, title or description"),
     (lambda d: d.update(action="create"), "Linear 'Issue' 'create': cardloop acts on issue state changes and new "
                                           "comments"),
     (lambda d: d.update(type="Project"), "Linear 'Project' 'update': cardloop acts on issue state changes and new "
@@ -144,9 +144,13 @@ async def test_jira_unmapped_status_and_adf_description(adapters: dict[str, Boar
 
 async def test_jira_ignored(adapters: dict[str, BoardAdapter]) -> None:
     data = fixture_json("jira/issue_updated_status.json")
-    data["changelog"]["items"] = [{"field": "summary", "fieldtype": "jira", "fieldId": "summary",
+    data["changelog"]["items"] = [{"field": "assignee", "fieldtype": "jira", "fieldId": "assignee",
                                    "from": None, "fromString": "Old", "to": None, "toString": "New"}]
-    assert await parse(adapters["jira"], data) == Ignored(reason="Jira issue update did not change its status")
+    assert await parse(adapters["jira"], data) == Ignored(
+        reason="Jira issue update did not change its status, summary or description")
+    data["changelog"]["items"][0].update(field="summary", fieldId="summary")
+    [edit] = await parse(adapters["jira"], data)   # a rename: the card's title follows it
+    assert (edit.kind, edit.card_id, edit.title) == ("edit", "PAY-142", data["issue"]["fields"]["summary"])
     data["webhookEvent"] = "jira:issue_created"
     assert await parse(adapters["jira"], data) == Ignored(
         reason="Jira event 'jira:issue_created': cardloop acts on status changes and new comments")
@@ -211,7 +215,12 @@ async def test_trello_ignored(adapters: dict[str, BoardAdapter]) -> None:
     for key in ("listBefore", "listAfter"):
         del rename["action"]["data"][key]
     rename["action"]["data"]["old"] = {"name": "Retry payouts"}
-    assert await parse(adapters["trello"], rename) == Ignored(reason="Trello card update was not a move between lists")
+    [edit] = await parse(adapters["trello"], rename)   # a rename: the card's title follows it
+    assert (edit.kind, edit.card_id) == ("edit", "aB3dE5fG")
+    assert edit.title == "Retry failed payouts with exponential backoff"
+    rename["action"]["data"]["old"] = {"pos": 16384}
+    assert await parse(adapters["trello"], rename) == Ignored(
+        reason="Trello card update was not a move between lists, a rename or a description edit")
     data["action"]["type"] = "addMemberToCard"
     assert await parse(adapters["trello"], data) == Ignored(
         reason="Trello action 'addMemberToCard': cardloop acts on list moves and comments")
