@@ -80,6 +80,17 @@ class LedgerMixin(CardsMixin, UsageMixin):
             return None
         return StoredEffect(key=key, result=result, usage=self.call_usage(card_key, key))
 
+    def effect_results(self, card_key: str, kind: str) -> list[str]:
+        """Every result recorded with `kind` for the card, oldest first (the webhook route reads
+        the event times of the board moves it applied, to know a late older one)."""
+        tenant = self._card_tenant(card_key)
+        e = s.effects.c
+        with self._db.read(tenant) as conn:
+            return list(conn.execute(
+                select(e.result).where(e.card_key == card_key, e.tenant == tenant, e.kind == kind)
+                .order_by(e.inserted_at, e.effect_key)
+            ).scalars())
+
     def latest_effect(self, card_key: str, kind: str) -> LatestEffect | None:
         """The newest effect recorded with `kind` for the card: its key, result and time (the
         webhook route asks for cardloop's last board move, to know its echo when it comes back)."""

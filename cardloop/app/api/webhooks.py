@@ -28,6 +28,7 @@ from cardloop.app.api.logsafe import safe_logger
 from cardloop.app.api.services import Services, services
 from cardloop.app.boards.echo import own_echo, remember_actor, remember_move
 from cardloop.app.boards.events import BoardEvent, Ignored, WebhookError
+from cardloop.app.boards.order import newer_move_applied, remember_move_time
 from cardloop.app.boards.payload import field_problems
 from cardloop.app.boards.replay import check_window, delivery_key
 from cardloop.app.boards.tenancy import board_secrets, claim_matches, verified_tenant
@@ -108,9 +109,11 @@ def _error(status: int, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"status": "refused", "detail": message, **extra}, status_code=status)
 
 
-async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str]) -> dict[str, Any]:
+async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
+                 at: float | None = None) -> dict[str, Any]:
     """`key`: the event's dedup key; `moving`: card keys that this delivery also moves to a
-    stage (they may be created)."""
+    stage (they may be created); `at`: when the event happened, as its signed body says (None
+    when it does not): a move older than one the card already took is not applied (boards/order.py)."""
     ref = card_ref(event)
     base = {"card": ref.key, "kind": event.kind, "delivery_id": event.delivery_id, "dedup_key": key}
     if svc.cards is None:
@@ -136,6 +139,12 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str]) -
     if echo is not None:
         log.info("ignored %s delivery %s for %s: %s", event.board, event.delivery_id, ref.key, echo)
         return {**base, "status": "ignored", "reason": echo}
+    older = await run_in_threadpool(newer_move_applied, svc.store, event, ref.key, at) if known else None
+    if older is not None:
+        log.info("ignored %s delivery %s for %s: %s", event.board, event.delivery_id, ref.key, older)
+        # Recorded: a redelivery of it is a duplicate, never applied later by mistake.
+        await run_in_threadpool(svc.store.record_delivery, ref.tenant, event.board, key)
+        return {**base, "status": "ignored", "reason": older}
     if event.kind in ("build_failed", "edit") and not known:
         return {**base, "status": "ignored", "reason": f"no card is known for {event.card_id}"}
     notes: list[str] = []
@@ -170,6 +179,7 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str]) -
         await svc.cards.move(ref, stage or "done", delivery_id=key, actor=actor, reason=_reason(event))
     # Before the delivery's key: a failure here is retried with the delivery (Temporal dedups it).
     await run_in_threadpool(_remember, svc, event, ref.key)
+    await run_in_threadpool(remember_move_time, svc.store, event, ref.key, at, key)
     # Recorded only now that Temporal holds the event: a delivery that failed before is retried.
     first = await run_in_threadpool(svc.store.record_delivery, ref.tenant, event.board, key)
     return {**base, "status": "accepted" if first else "duplicate", "stage": stage, "workflow_id": ref.workflow_id,
@@ -214,14 +224,15 @@ async def webhook_handshake(board: str, svc: SvcDep) -> Response:
 
 
 async def _events(svc: Services, board: str, adapter: Any, request: Request
-                  ) -> tuple[list[tuple[BoardEvent, str]], str] | Ignored:
-    """The delivery's events as the verified tenant's, each with its dedup key; WebhookError."""
+                  ) -> tuple[list[tuple[BoardEvent, str]], str, float | None] | Ignored:
+    """The delivery's events as the verified tenant's, each with its dedup key, and when they
+    happened (None when the body does not say); WebhookError."""
     secrets = board_secrets(svc.config, adapter)
     body = await request.body()
     now = svc.clock()
     tenant = verified_tenant(adapter, request.headers, body, secrets, now)
-    check_window(adapter.event_time(request.headers, body), now,
-                 svc.config.board(board).replay_window_seconds, board)
+    at = adapter.event_time(request.headers, body)
+    check_window(at, now, svc.config.board(board).replay_window_seconds, board)
     parsed = await adapter.parse(request.headers, body)
     if isinstance(parsed, Ignored):
         return parsed
@@ -234,7 +245,7 @@ async def _events(svc: Services, board: str, adapter: Any, request: Request
         except ValueError as err:
             raise WebhookError(400, str(err)) from None
         events.append((event, delivery_key(content, event)))
-    return events, tenant
+    return events, tenant, at
 
 
 @router.post("/webhooks/{board}", summary="Receive a board's webhook delivery",
@@ -279,12 +290,12 @@ async def _deliver(board: str, request: Request, svc: Services) -> Response:
         return _error(err.status, err.message)
     if isinstance(found, Ignored):
         return JSONResponse({"status": "ignored", "reason": found.reason})
-    events, tenant = found
+    events, tenant, at = found
     moving = {card_ref(e).key for e, _ in events if e.kind == "transition" and e.stage is not None}
     results = []
     try:
         for event, key in events:
-            results.append(await _apply(svc, event, key, moving))
+            results.append(await _apply(svc, event, key, moving, at))
     except (RPCError, RuntimeError, ConfigError) as err:
         log.error("%s webhook not applied, Temporal unavailable: %s", board, err)
         return _error(503, "the event could not be handed to Temporal; redeliver later", applied=results)

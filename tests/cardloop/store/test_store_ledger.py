@@ -151,3 +151,14 @@ def test_a_locked_sqlite_store_is_a_typed_error_after_its_busy_timeout(tmp_path:
 def test_a_bad_busy_timeout_in_the_url_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="busy_timeout_ms='soon'"):
         Store.open(f"sqlite:///{tmp_path}/s.sqlite?busy_timeout_ms=soon")
+
+
+def test_effect_results_are_a_cards_results_of_one_kind_oldest_first(store: Store) -> None:
+    other = KEY.rsplit("/", 1)[0] + "/OTHER-1"
+    assert store.effect_results(KEY, "board_move_at") == []
+    for i in range(3):
+        store.record_effect(KEY, f"board_move_at/k{i}", "board_move_at", f"r{i}")
+    store.record_effect(KEY, "board_move_at/k0", "board_move_at", "again")   # the first one stays
+    store.record_effect(KEY, "board_move/x", "board_move", "another kind")
+    store.record_effect(other, "board_move_at/k9", "board_move_at", "another card")
+    assert store.effect_results(KEY, "board_move_at") == ["r0", "r1", "r2"]

@@ -1,0 +1,68 @@
+"""Board moves delivered out of order, through the real app and Temporal: a late delivery of an
+older move (a board's retry of a delivery answered 503, two moves sent in parallel) is answered
+"ignored" with both times, never applied, and its redelivery is a duplicate; moves with the same
+time, or carrying no time, are applied in arrival order as before."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from tests.cardloop.app.api.webhook_kit import ENV, Clock, hub_signature, webhook_client
+from tests.cardloop.app.boards.conftest import fixture_json
+from tests.stack import Stack
+
+pytestmark = pytest.mark.timeout(240)
+NOW = 1_800_000_000.0
+
+
+async def post(api: httpx.AsyncClient, board: str, data: dict[str, object]) -> dict[str, object]:
+    body = json.dumps(data).encode()
+    header = "x-hub-signature" if board == "jira" else "x-hub-signature-256"
+    r = await api.post(f"/webhooks/{board}", content=body, headers={
+        "content-type": "application/json", header: hub_signature(body)})
+    assert r.status_code == 200, r.text
+    return r.json()["events"][-1]
+
+
+@pytest.mark.stack_env(**ENV)
+async def test_a_generic_move_older_than_the_one_applied_is_ignored(stack: Stack) -> None:
+    async with webhook_client(stack, clock=Clock(NOW)) as api:
+        newest = await post(api, "generic", {"card_id": "ORD-1", "to_column": "done", "delivery_id": "o-2",
+                                             "timestamp": NOW - 10, "title": "Order"})
+        assert newest["status"] == "accepted", newest
+        handle = stack.client.get_workflow_handle("card/default/generic/ORD-1")
+        await handle.result()
+        closed = await handle.describe()
+        late = {"card_id": "ORD-1", "to_column": "coding", "delivery_id": "o-1", "timestamp": NOW - 70}
+        older = await post(api, "generic", late)
+        assert older["status"] == "ignored", older
+        assert older["reason"] == ("an older move (to 'coding' at 2027-01-15T07:58:50Z) than the one the card "
+                                   "already took (to 'done' at 2027-01-15T07:59:50Z): the card stays where the "
+                                   "newest move put it")
+        assert (await post(api, "generic", late))["status"] == "duplicate"
+        # The late move started nothing: the card's run that closed on done is still the latest.
+        latest = await handle.describe()
+        assert (latest.run_id, latest.status) == (closed.run_id, closed.status)
+        # A move at the same time as the newest, or without a time, is applied as before.
+        same = await post(api, "generic", {"card_id": "ORD-1", "stage": "done", "delivery_id": "o-3",
+                                           "timestamp": NOW - 10})
+        untimed = await post(api, "generic", {"card_id": "ORD-1", "stage": "done", "delivery_id": "o-4"})
+        assert (same["status"], untimed["status"]) == ("accepted", "accepted")
+
+
+@pytest.mark.stack_env(**ENV)
+async def test_a_jira_retry_of_an_old_move_after_a_newer_one_is_ignored(stack: Stack) -> None:
+    """Jira retries a delivery answered 5xx by itself: the retry of "In Progress" arrives after
+    the person's next move, to Done, was applied."""
+    moved = fixture_json("jira/issue_updated_status.json")   # To Do -> In Progress
+    done = json.loads(json.dumps(moved))
+    done["timestamp"] = moved["timestamp"] + 30_000
+    done["changelog"]["items"][-1].update(fromString="In Progress", toString="Done")
+    async with webhook_client(stack, clock=Clock(done["timestamp"] / 1000 + 5)) as api:
+        assert (await post(api, "jira", done))["status"] == "accepted"
+        retried = await post(api, "jira", moved)
+    assert retried["status"] == "ignored" and "an older move (to 'In Progress'" in str(retried["reason"])
+    assert "(to 'Done' at " in str(retried["reason"])
