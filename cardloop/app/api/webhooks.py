@@ -139,6 +139,7 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
     if echo is not None:
         log.info("ignored %s delivery %s for %s: %s", event.board, event.delivery_id, ref.key, echo)
         return {**base, "status": "ignored", "reason": echo}
+    at = event.at if event.at is not None else at
     older = await run_in_threadpool(newer_move_applied, svc.store, event, ref.key, at) if known else None
     if older is not None:
         log.info("ignored %s delivery %s for %s: %s", event.board, event.delivery_id, ref.key, older)

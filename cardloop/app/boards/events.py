@@ -42,6 +42,9 @@ class BoardEvent(BaseModel):
     branch: str | None = None
     actor: str | None = None
     comment: str | None = None
+    # When the change happened, for a board whose event time is not what the replay window checks
+    # (Linear: data.updatedAt; its window holds the send time): orders late moves (boards/order.py).
+    at: float | None = None
 
 
 class Ignored(BaseModel):

@@ -17,7 +17,7 @@ from typing import Any
 
 from cardloop.app.boards.events import BoardEvent, Ignored
 from cardloop.app.boards.payload import event, header, load_object, lookup, opt_obj, opt_str, req_str, short
-from cardloop.app.boards.replay import canonical_without
+from cardloop.app.boards.replay import canonical_without, iso_time
 from cardloop.app.boards.signatures import verify_linear
 from cardloop.contracts.config import BoardConfig
 
@@ -79,7 +79,7 @@ class LinearAdapter:
             to_column=to_column, stage=self.board.stage_for(to_column),
             title=opt_str(issue, "title"), body=opt_str(issue, "description"),
             url=opt_str(issue, "url") or opt_str(data, "url"), branch=opt_str(issue, "branchName"),
-            actor=self._actor(data),
+            actor=self._actor(data), at=iso_time(data, "data.updatedAt"),
         )]
 
     def _comment(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:

@@ -8,8 +8,9 @@ move would put the card back in a column the board no longer shows, and run that
 The route records the event time of every board move it applied (an effect of the card, one per
 delivery) and answers a move whose event time is older than the newest applied one "ignored",
 with both times. Only boards whose body carries the event's time take part (GitHub's item
-`updated_at`, Jira's `timestamp`, Trello's `action.date`, a generic `timestamp`); moves with the
-same time are both applied, in arrival order, and a move without a time is never held back.
+`updated_at`, Jira's `timestamp`, Trello's `action.date`, Linear's `data.updatedAt`, a generic
+`timestamp`); moves with the same time are both applied, in arrival order, and a move without a
+time is never held back.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import json
 import httpx
 import pytest
 
-from tests.cardloop.app.api.webhook_kit import ENV, Clock, hub_signature, webhook_client
+from tests.cardloop.app.api.webhook_kit import ENV, Clock, hub_signature, linear_signature, webhook_client
 from tests.cardloop.app.boards.conftest import fixture_json
 from tests.stack import Stack
 
@@ -66,3 +66,30 @@ async def test_a_jira_retry_of_an_old_move_after_a_newer_one_is_ignored(stack: S
         retried = await post(api, "jira", moved)
     assert retried["status"] == "ignored" and "an older move (to 'In Progress'" in str(retried["reason"])
     assert "(to 'Done' at " in str(retried["reason"])
+
+
+@pytest.mark.stack_env(**ENV)
+async def test_a_linear_retry_of_an_old_move_is_ordered_by_the_issues_updated_at(stack: Stack) -> None:
+    """Linear retries a failed delivery an hour later with a new webhookTimestamp (the send time):
+    the issue's data.updatedAt still says when the move happened."""
+    moved = fixture_json("linear/issue_update_state.json")   # -> In Progress, updatedAt 10:15:30
+    done = json.loads(json.dumps(moved))
+    done["data"]["state"]["name"] = "Done"
+    done["data"]["updatedAt"] = "2025-03-04T10:16:00.000Z"
+    done["webhookTimestamp"] = moved["webhookTimestamp"] + 30_000
+    clock = Clock(0)
+
+    async def send(data: dict[str, object], sent_ms: int) -> dict[str, object]:
+        data = {**data, "webhookTimestamp": sent_ms}
+        body = json.dumps(data).encode()
+        clock.now = sent_ms / 1000 + 1
+        r = await api.post("/webhooks/linear", content=body, headers={
+            "content-type": "application/json", "linear-signature": linear_signature(body)})
+        assert r.status_code == 200, r.text
+        return r.json()["events"][-1]
+
+    async with webhook_client(stack, clock=clock) as api:
+        assert (await send(done, done["webhookTimestamp"]))["status"] == "accepted"
+        retried = await send(moved, moved["webhookTimestamp"] + 3_600_000)
+    assert retried["status"] == "ignored", retried
+    assert "an older move (to 'In Progress' at 2025-03-04T10:15:30Z)" in str(retried["reason"])

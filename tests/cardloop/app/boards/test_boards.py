@@ -52,7 +52,8 @@ async def test_linear_state_change(adapters: dict[str, BoardAdapter]) -> None:
         delivery_id="5b0a3c1e-0f4d-4a7e-9c2b-8d6e1f3a5c70", from_column=None, to_column="In Progress",
         stage="coding", title=ISSUE_TITLE, body=DESCRIPTION,
         url="https://linear.app/acme/issue/ENG-123/retry-failed-payouts-with-exponential-backoff",
-        repo=None, branch="priya/eng-123-retry-failed-payouts-with-exponential-backoff", actor="Priya Raman")]
+        repo=None, branch="priya/eng-123-retry-failed-payouts-with-exponential-backoff", actor="Priya Raman",
+        at=1741083330.123)]   # data.updatedAt: when the state changed (orders late moves)
 
 
 async def test_linear_delivery_id_without_the_header(adapters: dict[str, BoardAdapter]) -> None:
