@@ -161,6 +161,10 @@ def test_a_command_dies_with_a_worker_killed_by_sigkill(dirs: tuple[Path, Path],
         while not (cwd / "started").exists():
             assert time.monotonic() < deadline and worker.poll() is None, "the command never started"
             time.sleep(0.05)
+        # `touch started` can run before the detached subshell has exec'd its sleep (a loaded
+        # machine): wait for both.
+        while len(_sleeping(marker)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert len(_sleeping(marker)) == 2
         worker.kill()
         worker.wait()
