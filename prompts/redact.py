@@ -99,6 +99,23 @@ def marker(rule: str) -> str:
 
 _RUN_CHARS = re.compile(r"[A-Za-z0-9_.\-]*")
 
+# An escaped newline, carriage return, tab or quote, escaped once (JSON, a JSON log line, a
+# Python repr) or again and again (JSON inside JSON: a tool result quoting a .json file, in a
+# rendered prompt that is itself JSON): any run of backslashes before one of those characters.
+_ESCAPE = re.compile(r"\\+[nrt\"']")
+_DECODED = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "'": "'"}
+
+
+def _unescaped_same_length(text: str) -> str:
+    """`text` with each escaped newline, tab and quote read as the character it stands for, its
+    backslashes as spaces (`\\n` becomes " " + a newline), every offset kept. Rules scan this
+    view: in JSON a secret after `\\n` was glued to the `n` and missed, and a value before
+    `\\"` took the backslash along, so its marker broke the JSON (a card whose stored prompt
+    then never parsed). A backslash before anything else (`\\\\`, `\\/`, a Windows path) stays."""
+    if "\\" not in text:
+        return text
+    return _ESCAPE.sub(lambda m: " " * (len(m[0]) - 1) + _DECODED[m[0][-1]], text)
+
 
 def _lower_same_length(text: str) -> str:
     """`text.lower()` with every offset kept: "İ" is the one character whose lowercase is two
@@ -256,6 +273,7 @@ class Redactor:
     def find(self, text: str, stats: ScanStats | None = None) -> tuple[Finding, ...]:
         """Non-overlapping secret spans in `text`, sorted by start. `stats`, when given,
         receives the work done."""
+        text = _unescaped_same_length(text)  # spans are offsets into the original all the same
         t = _Text(text, stats if stats is not None else ScanStats())
         candidates: list[tuple[int, int, int]] = []  # (start, -end, rule index)
         for index in self._gates.open_rules(text, t.lowered):

@@ -1,0 +1,50 @@
+"""Secrets inside escaped text (JSON, a JSON log line, a Python repr): the rules read `\\n`,
+`\\t` and `\\"` as the characters they stand for, so a secret right after an escaped newline is
+found, and a marker never takes the backslash of the escape after it (the JSON stays JSON)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cardloop.prompts.redact import redact
+from tests.prompts.fake_secrets import ANTHROPIC, AWS_KEY_ID, JWT, STRIPE_LIVE
+
+QUERY_TOKEN = "Zk8mQ2xL9vR4" + "tN7bW1cY"
+
+
+@pytest.mark.parametrize("secret", [AWS_KEY_ID, STRIPE_LIVE, ANTHROPIC], ids=["aws", "stripe", "anthropic"])
+@pytest.mark.parametrize("before", ["config:\n", "key\t", "x\r\n"], ids=["newline", "tab", "crlf"])
+def test_a_token_after_an_escaped_newline_or_tab_in_json_is_redacted(secret: str, before: str) -> None:
+    line = json.dumps({"level": "info", "msg": before + secret + "\nnext"})
+
+    out = redact(line)
+
+    assert secret[4:20] not in out
+    assert json.loads(out)["msg"].startswith(before + "[REDACTED:")
+
+
+@pytest.mark.parametrize("text", [
+    f"https://x.example/c?token={QUERY_TOKEN}",
+    f"see https://x.example/c?api_key={QUERY_TOKEN}&a=1",
+    f"jdbc:postgresql://db/app?user=app&password={QUERY_TOKEN}",
+    f"the password was {QUERY_TOKEN}",
+    f"auth: {JWT}",
+    "https://x.example/c?token=[REDACTED:url-query-secret]",  # a prompt's marker, redacted again
+], ids=["query", "query-amp", "jdbc", "password-was", "jwt", "marker"])
+@pytest.mark.parametrize("wrap", ['"{}"', '<a href="{}">', "{}\t", "{}\n"], ids=["quoted", "attr", "tab", "newline"])
+def test_redacting_json_leaves_json_whose_values_lost_only_the_secret(text: str, wrap: str) -> None:
+    value = wrap.replace("{}", text)
+    for doc in (json.dumps({"m": value}), json.dumps({"outer": json.dumps({"m": value})})):
+        out = redact(doc)
+        parsed = json.loads(out)  # a marker that took an escape's backslash broke this
+        inner = parsed["m"] if "m" in parsed else json.loads(parsed["outer"])["m"]
+        assert QUERY_TOKEN not in out and JWT[-20:] not in out
+        assert inner.endswith(wrap[wrap.index("{}") + 2:])  # the quote, tab or newline is kept
+
+
+def test_offsets_are_those_of_the_original_text() -> None:
+    text = json.dumps({"a": "x\n\t" + STRIPE_LIVE, "b": "\\\\" + AWS_KEY_ID + "\"q"})
+    out = redact(text)
+    assert json.loads(out) == {"a": "x\n\t[REDACTED:stripe-api-key]", "b": "\\\\[REDACTED:aws-access-key-id]\"q"}
