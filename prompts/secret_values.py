@@ -51,6 +51,7 @@ _PLACEHOLDER_START = re.compile(
     | \$\(                  # command substitution
     | <[^<>]*>              # <your-token-here>
     | \*{3,} | (?i:x{4,})   # already masked
+    | \[REDACTED:[a-z0-9][a-z0-9\-]*\](?![A-Za-z0-9])  # our own marker: text redacted before
     | (?i:(?:your|my)[_-]?(?:api[_-]?)?(?:key|token|secret|password)\w*)
     """,
     re.VERBOSE,

@@ -23,6 +23,7 @@ from cardloop.app.api import gateway
 from cardloop.app.api.gateway import text_chunks
 from cardloop.app.scripted_model import ScriptedModel
 from cardloop.prompts.card import TenantPrompt
+from cardloop.prompts.redact import redact
 from cardloop.store import Store
 from tests.cardloop.app.api.gateway_kit import (
     ANTHROPIC,
@@ -156,6 +157,21 @@ def test_human_assistant_lines_inside_an_openai_system_message(gw: Gateway) -> N
     sent = gw.model.last_request
     assert system_text(sent) == GUARDRAILS + "\n\nYou grade arithmetic."
     assert turns(sent) == [("user", "1+1?"), ("assistant", "2"), ("user", "2+2?")]
+
+
+def test_a_tenant_prompt_stored_redacted_is_no_secret_of_the_call(tenant_gw: Gateway) -> None:
+    # What PUT /tenants/{t}/prompt stores: the prompt with its secrets already replaced by markers.
+    # Layered into a call, those markers are not secrets the caller sent, nor redacted again.
+    store = tenant_gw.store
+    assert isinstance(store, TenantStore)
+    stored = redact("Staging: postgres://svc:" + "Gl0bexPw9zQ@db.acme/app, "
+                    "dashboard https://grafana.acme.dev/d/1?token=" + "Zk8mQ2xL9vR4tN7bW1cY")
+    assert stored.count("[REDACTED:") == 2
+    store.prompt = TenantPrompt(custom_system_prompt=stored)
+    r = tenant_gw.client.post(OPENAI, json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 200, r.text
+    assert "x-cardloop-redactions" not in r.headers
+    assert system_text(tenant_gw.model.last_request).endswith(stored)
 
 
 def test_tenant_prompt_modes_follow_the_prompt_core_precedence(tenant_gw: Gateway) -> None:
