@@ -65,6 +65,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from cardloop.prompts.pem_tail import headless_keys
 from cardloop.prompts.redaction_rule import RedactionRule
 from cardloop.prompts.rule_gates import RuleGates, gate_for
 from cardloop.prompts.secret_rules import GitleaksScanner, load_default
@@ -211,6 +212,8 @@ class Redactor:
         self._tails = tuple(re.compile(r.tail) if r.tail else None for r in self.rules)
         self._tail_runs = tuple(re.compile(r.tail + "*") if r.tail else None for r in self.rules)
         self._gates = RuleGates([gate_for(r) if gated else None for r in self.rules])
+        # The tail of a PEM block cut above its BEGIN line is named (and counted) as the whole one.
+        self._pem_tail = names.index("private-key") if "private-key" in names[:len(self.rules)] else None
 
     def _candidates(self, rule: RedactionRule, t: _Text) -> Iterable[tuple[re.Match[str] | None, int, int]]:
         """(match or None when skipped, identifier start, identifier end) in start order."""
@@ -278,6 +281,10 @@ class Redactor:
         candidates: list[tuple[int, int, int]] = []  # (start, -end, rule index)
         for index in self._gates.open_rules(text, t.lowered):
             self._collect(index, t, candidates)
+        if self._pem_tail is not None:  # a key whose BEGIN line the text does not hold
+            spans, read = headless_keys(text)
+            t.stats.searched += read
+            candidates.extend((start, -end, self._pem_tail) for start, end in spans)
         if self.catalog is not None:
             found, keyword_hits, searched = self.catalog.scan(text, t.lowered)
             t.stats.keyword_hits += keyword_hits

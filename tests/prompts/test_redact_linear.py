@@ -16,6 +16,10 @@ FAMILIES = {
     "password= *": lambda n: "password= " * (n // 10),
     "unterminated quotes": lambda n: 'password="' * (n // 10),
     "credential words": lambda n: "api_key secret token " * (n // 21),
+    "PEM END lines": lambda n: "-----END PRIVATE KEY-----" * (n // 25),
+    "key body above END lines": lambda n: ("QUJDREVGR0hJSktMTU5PUFFSU1RVVldY\n" * 60 + "-----END PRIVATE KEY-----\n")
+    * (n // 2000),
+    "escaped quotes": lambda n: '\\"' * (n // 2),
 }
 
 
