@@ -66,9 +66,24 @@ if said != b"stopped":
 """
 
 
+# What the Temporal server, its CLI and the watchdog may inherit of our environment: the
+# system's basics and Temporal's own settings, nothing else.
+_CHILD_ENV = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TEMP", "TMP",
+                        "SYSTEMROOT"})
+
+
+def child_env() -> dict[str, str]:
+    """The environment of the processes the dev stack starts. Not ours whole: it holds the model's
+    API key, board tokens, the admin token, webhook and codec secrets, and these children are
+    readable in /proc by every process of our user (exec makes a process dumpable again, so
+    `private_process()` does not cover them), the agent's `run_command`s among them."""
+    return {k: v for k, v in os.environ.items() if k in _CHILD_ENV or k.startswith(("LC_", "TEMPORAL_"))}
+
+
 def _watch(pgid: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", _WATCHDOG, str(pgid)], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env=child_env())
 
 
 def free_port() -> int:
@@ -138,7 +153,8 @@ class TemporalDevServer:
             self._log = self.log_file.open("ab")
             out = self._log
         # Its own process group: Ctrl-C in the terminal reaches cardloop, which stops it in order.
-        self.process = subprocess.Popen(self.command(), stdout=out, stderr=out, start_new_session=True)
+        self.process = subprocess.Popen(self.command(), stdout=out, stderr=out, start_new_session=True,
+                                        env=child_env())
         own_child(self.process)  # a command forced to exit kills it first (app/lifecycle.py)
         self._watchdog = _watch(self.process.pid)
         self.wait_healthy(timeout)
@@ -150,7 +166,7 @@ class TemporalDevServer:
 
     def _cli(self, *args: str, timeout: float = 20.0) -> subprocess.CompletedProcess[str]:
         return subprocess.run([str(self.binary), *args, "--address", self.address], capture_output=True,
-                              text=True, timeout=timeout, check=False)
+                              text=True, timeout=timeout, check=False, env=child_env())
 
     def wait_healthy(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

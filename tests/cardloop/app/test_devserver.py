@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +71,29 @@ def test_a_server_stopped_in_order_leaves_no_watchdog_behind() -> None:
     assert dog is not None and dog.poll() is None
     server.stop()
     assert dog.poll() == 0 and server._watchdog is None
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+    return dict(item.partition("=")[::2] for item in raw.split("\0") if item)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_the_server_and_its_watchdog_hold_none_of_our_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Processes of our user can read these children's /proc/<pid>/environ (exec made them
+    # dumpable), the agent's commands among them: the keys of `cardloop dev` must not be there.
+    secrets = {"ANTHROPIC_API_KEY": "sk-ant-" + "api03-devserver-env-test", "CARDLOOP_ADMIN_TOKEN": "adm-devserver",
+               "CARDLOOP_GITHUB_TOKEN": "ghp_" + "devserver0env0test", "DATABASE_URL": "postgresql://u:pw@db/x"}
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("TZ", "UTC")
+    server = TemporalDevServer(port=free_port(), ui_port=None, retention=None).start()
+    try:
+        assert server.process is not None and server._watchdog is not None
+        for pid in (server.process.pid, server._watchdog.pid):
+            env = _environ(pid)
+            assert not set(secrets) & set(env), pid
+            assert not any(v in "\0".join(env.values()) for v in secrets.values())
+            assert env.get("TZ") == "UTC" and "PATH" in env
+    finally:
+        server.stop()
