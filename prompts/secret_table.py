@@ -13,6 +13,7 @@ from cardloop.prompts.secret_values import (
     _aws_secret_ok,
     _basic_auth_ok,
     _bearer_value_ok,
+    _command_password_ok,
     _generic_value_ok,
     _letters_and_digits,
     _looks_random,
@@ -278,6 +279,48 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         group="secret",
         validator=_bearer_value_ok,
         anchors=(re.compile(r"bearer(?=[ \t]+[a-z0-9._~+/\-]{16})"),),
+    ),
+    # Command lines (CI logs, a tool's output, a script in the repository) and .netrc: the
+    # password after its flag or word, where no `=` or `:` marks it as a value.
+    RedactionRule(
+        "command-line-password",
+        re.compile(r"--[A-Za-z0-9\-]{0,40}?(?i:password|passwd|token|secret|api-?key|access-key)[ \t]+"
+                   r"(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
+        group="secret",
+        validator=_command_password_ok,
+        keywords=("password", "passwd", "token", "secret", "apikey", "api-key", "access-key"),
+        tail=r"[^\s\"'`]",
+    ),
+    RedactionRule(
+        "command-login-password",
+        # docker / podman / helm registry / oc / cf login ... -p X; .netrc's login U password X.
+        re.compile(r"login\b[^\n]{0,200}?(?:[ \t]-p|[ \t]--password|[ \t]password)[ \t]+"
+                   r"(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
+        group="secret",
+        validator=_command_password_ok,
+        tail=r"[^\s\"'`]",
+    ),
+    RedactionRule(
+        "mysql-password-flag",
+        # mysql, mysqldump, mysqladmin ... -pSECRET (glued: `-p SECRET` makes mysql prompt).
+        re.compile(r"mysql[a-z]{0,6}[ \t][^\n]{0,200}?[ \t]-p(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
+        group="secret",
+        validator=_command_password_ok,
+        tail=r"[^\s\"'`]",
+    ),
+    RedactionRule(
+        "sshpass-password",
+        re.compile(r"sshpass[ \t]+-p[ \t]*(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
+        group="secret",
+        validator=_command_password_ok,
+        tail=r"[^\s\"'`]",
+    ),
+    RedactionRule(
+        "redis-cli-password",
+        re.compile(r"redis-cli[ \t](?:[^\n]{0,200}?[ \t])?-a[ \t]+(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
+        group="secret",
+        validator=_command_password_ok,
+        tail=r"[^\s\"'`]",
     ),
     RedactionRule(
         "generic-assignment",

@@ -273,3 +273,18 @@ def _not_placeholder(min_length: int, *, bound: int | None = None) -> Validator:
         return len(value) >= min_length and not _is_placeholder(value, complete=complete)
 
     return check
+
+
+def _command_password_ok(m: re.Match[str]) -> bool:
+    """A password a command line or a .netrc gives after its flag or word (`--db-password X`,
+    `docker login -p X`, `mysql -pX`, `machine h login u password X`): not a reference
+    (`$DB_PASSWORD`, `${{ secrets.X }}`, `<password>`, `-`, `****`), and not a plain word a
+    sentence goes on with: a digit, a capital or a symbol among letters, or random text."""
+    value = m.group("secret")
+    if len(value) < 6 or value[0] in "$-<%{*(" or _is_placeholder(value):
+        return False
+    if _is_code_name(value, dashes=False) and not _looks_random(value):
+        return False  # `--token-file token_path`, `password secret_name`
+    has_digit, has_alpha, has_upper, has_lower = _char_kinds(value)
+    symbol = not value.isalnum()
+    return has_alpha and (has_digit or (has_upper and has_lower) or symbol)

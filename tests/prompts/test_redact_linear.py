@@ -20,6 +20,9 @@ FAMILIES = {
     "key body above END lines": lambda n: ("QUJDREVGR0hJSktMTU5PUFFSU1RVVldY\n" * 60 + "-----END PRIVATE KEY-----\n")
     * (n // 2000),
     "escaped quotes": lambda n: '\\"' * (n // 2),
+    "login words": lambda n: "login " * (n // 6),
+    "mysql words": lambda n: "mysql -u " * (n // 9),
+    "password flags": lambda n: "--password " * (n // 11),
 }
 
 
