@@ -23,10 +23,14 @@ from cardloop.prompts.secret_values import (
 )
 
 
-def _token(prefix: str, width: int, body: str) -> re.Pattern[str]:
+def _token(prefix: str, width: int, body: str, *, after_dash: bool = False) -> re.Pattern[str]:
     """`prefix` (`width` characters) then `body`, not glued on the left to more token
-    characters; on the right the greedy `body` already consumes the rest of the token."""
-    return re.compile(prefix + rf"(?<![A-Za-z0-9_\-].{{{width}}})" + body)
+    characters; on the right the greedy `body` already consumes the rest of the token.
+    `after_dash`: a `-` before the prefix is a separator (`backup-sk-ant-....json`, a file
+    name or a kebab-case name around the token), for prefixes long or odd enough that no
+    base64url or kebab-case run holds them by chance."""
+    glue = "A-Za-z0-9_" if after_dash else "A-Za-z0-9_\\-"
+    return re.compile(prefix + rf"(?<![{glue}].{{{width}}})" + body)
 
 
 # Between a key and its value: an optional closing quote (escaped in JSON-in-JSON), then
@@ -105,14 +109,14 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             re.DOTALL,
         ),
     ),
-    RedactionRule("anthropic-api-key", _token("sk-ant-", 7, r"[A-Za-z0-9_\-]{20,}")),
+    RedactionRule("anthropic-api-key", _token("sk-ant-", 7, r"[A-Za-z0-9_\-]{20,}", after_dash=True)),
     RedactionRule(
         "openai-api-key",
         _token("sk-", 3, r"(?!ant-)[A-Za-z0-9_\-]{20,}"),
         validator=_letters_and_digits,
     ),
-    RedactionRule("github-pat", _token("github_pat_", 11, r"[A-Za-z0-9_]{22,}")),
-    RedactionRule("github-token", _token("gh[pousr]_", 4, r"[A-Za-z0-9]{36,}")),
+    RedactionRule("github-pat", _token("github_pat_", 11, r"[A-Za-z0-9_]{22,}", after_dash=True)),
+    RedactionRule("github-token", _token("gh[pousr]_", 4, r"[A-Za-z0-9]{36,}", after_dash=True)),
     RedactionRule(
         "aws-access-key-id",
         re.compile(
@@ -221,7 +225,10 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     ),
     RedactionRule(
         "stripe-api-key",
-        re.compile(r"[sr]k_(?:live|test|prod)_[A-Za-z0-9]{16,}"),
+        # Tried at the start of the identifier run that holds the anchor's hit, which may begin
+        # with a name before the key (`backup-sk_live_....tar.gz`, `acme.rk_test_...`).
+        re.compile(r"(?:[A-Za-z0-9_.\-]{0,200}?[.\-])?(?P<secret>[sr]k_(?:live|test|prod)_[A-Za-z0-9]{16,})"),
+        group="secret",
         anchors=(re.compile(r"k_(?:live|test|prod)_"),),
     ),
     RedactionRule(
