@@ -66,6 +66,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from cardloop.prompts.pem_tail import headless_keys
+from cardloop.prompts.percent import percent_decoded
 from cardloop.prompts.redaction_rule import RedactionRule
 from cardloop.prompts.rule_gates import RuleGates, gate_for
 from cardloop.prompts.secret_rules import GitleaksScanner, load_default
@@ -276,9 +277,19 @@ class Redactor:
     def find(self, text: str, stats: ScanStats | None = None) -> tuple[Finding, ...]:
         """Non-overlapping secret spans in `text`, sorted by start. `stats`, when given,
         receives the work done."""
-        text = _unescaped_same_length(text)  # spans are offsets into the original all the same
-        t = _Text(text, stats if stats is not None else ScanStats())
+        stats = stats if stats is not None else ScanStats()
         candidates: list[tuple[int, int, int]] = []  # (start, -end, rule index)
+        decoded = percent_decoded(text)
+        if decoded is not None:  # URL-encoded syntax: what the decoded text holds, mapped back
+            plain, where = decoded
+            index = {name: i for i, name in enumerate(self._names)}
+            for f in self._find(plain, stats, []):
+                candidates.append((where[f.start], -where[f.end], index[f.rule]))
+        return self._find(text, stats, candidates)
+
+    def _find(self, text: str, stats: ScanStats, candidates: list[tuple[int, int, int]]) -> tuple[Finding, ...]:
+        text = _unescaped_same_length(text)  # spans are offsets into the original all the same
+        t = _Text(text, stats)
         for index in self._gates.open_rules(text, t.lowered):
             self._collect(index, t, candidates)
         if self._pem_tail is not None:  # a key whose BEGIN line the text does not hold

@@ -23,6 +23,7 @@ FAMILIES = {
     "login words": lambda n: "login " * (n // 6),
     "mysql words": lambda n: "mysql -u " * (n // 9),
     "password flags": lambda n: "--password " * (n // 11),
+    "percent escapes": lambda n: "token%3D%40" * (n // 11),
 }
 
 
