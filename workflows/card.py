@@ -349,8 +349,9 @@ class CardWorkflow:
             raise asyncio.CancelledError("the card workflow was cancelled")
         if self.stop is not None:
             if result.outcome == "cancelled" and not self.pending:
-                result = result.model_copy(update={"reason": f"cancelled by {self.stop.actor or 'someone'} "
-                                                             "(card cancel); its work is kept"})
+                # A recorded history's request has no reason: it replays the same words.
+                result = result.model_copy(update={"reason": self.stop.reason or (
+                    f"cancelled by {self.stop.actor or 'someone'} (card cancel); its work is kept")})
             self.stop = None
         self._record(start, result, settings)
         if lane:

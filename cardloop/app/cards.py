@@ -17,6 +17,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateStage,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -152,9 +153,24 @@ class CardService:
         rows and pushed commits are kept). RejectedError when no stage runs (the workflow says why)."""
         return await self._update(ref, "cancel", names.UPDATE_CANCEL, CancelRequest(actor=actor), StageRun, timeout)
 
-    async def _update(self, ref: CardRef, what: str, name: str, arg: Any, result_type: type, timeout: float) -> Any:
+    async def stop(self, ref: CardRef, *, actor: str | None, reason: str, update_id: str,
+                   timeout: float = RETRY_TIMEOUT) -> None:
+        """The same cancel as `cancel`, answered once the card's workflow took it, not once the
+        stage stopped (a running command may take a while): for a board's delivery, whose sender
+        waits seconds. `reason` is the run's recorded reason; `update_id` makes a second call
+        for the same delivery one cancel (Temporal keeps one update per id). RejectedError when
+        no stage runs (the workflow says why)."""
+        await self._update(ref, "cancel", names.UPDATE_CANCEL, CancelRequest(actor=actor, reason=reason), StageRun,
+                           timeout, update_id=update_id)
+
+    async def _update(self, ref: CardRef, what: str, name: str, arg: Any, result_type: type, timeout: float,
+                      update_id: str | None = None) -> Any:
         handle = self.client.get_workflow_handle(ref.workflow_id)
         try:
+            if update_id is not None:
+                return await self.link.call(f"the {what}", lambda _: handle.start_update(
+                    name, arg, id=update_id, result_type=result_type,
+                    wait_for_stage=WorkflowUpdateStage.ACCEPTED), timeout=timeout)
             return await self.link.call(f"the {what}", lambda _: handle.execute_update(
                 name, arg, result_type=result_type), timeout=timeout)
         except WorkflowUpdateFailedError as err:

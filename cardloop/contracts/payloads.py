@@ -169,9 +169,12 @@ class RetryRequest(_Value):
 
 
 class CancelRequest(_Value):
-    """`cardloop card cancel` / POST /cards/{board}/{card}/cancel: stop the card's running stage."""
+    """`cardloop card cancel` / POST /cards/{board}/{card}/cancel: stop the card's running stage.
+    `reason`: what the stopped run records (a board's archive says what happened there); None:
+    "cancelled by <actor> (card cancel)"."""
 
     actor: str | None = Field(default=None, max_length=200)
+    reason: str | None = Field(default=None, max_length=500)
 
 
 class StageProgress(BaseModel):

@@ -1,4 +1,5 @@
-"""POST /webhooks/{board}: a board's delivery becomes a card transition or comment.
+"""POST /webhooks/{board}: a board's delivery becomes a card transition or comment (or an edit of
+the card, or, for a card archived or deleted on the board, a cancel of its running stage).
 
 Order matters for nothing to be lost: the signature is checked over the raw body before
 anything is parsed (401), against each tenant's secret for the board, and the one that matches
@@ -35,7 +36,7 @@ from cardloop.app.boards.tenancy import board_secrets, claim_matches, verified_t
 from cardloop.app.cards import CardService
 from cardloop.contracts import metrics
 from cardloop.contracts.comments import MAX_COMMENT_CHARS, cut_comment
-from cardloop.contracts.errors import ConfigError, InputError
+from cardloop.contracts.errors import ConfigError, InputError, RejectedError
 from cardloop.contracts.payloads import MAX_ACTOR, CardRef
 from cardloop.prompts.card import MAX_BRANCH, MAX_TITLE, MAX_URL, Card
 
@@ -146,8 +147,10 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
         # Recorded: a redelivery of it is a duplicate, never applied later by mistake.
         await run_in_threadpool(svc.store.record_delivery, ref.tenant, event.board, key)
         return {**base, "status": "ignored", "reason": older}
-    if event.kind in ("build_failed", "edit") and not known:
+    if event.kind in ("build_failed", "edit", "archive") and not known:
         return {**base, "status": "ignored", "reason": f"no card is known for {event.card_id}"}
+    if event.kind == "archive":
+        return await _archive(svc, event, ref, key, base)
     notes: list[str] = []
     if not known:
         if event.kind == "comment" and ref.key not in moving:
@@ -185,6 +188,32 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
     first = await run_in_threadpool(svc.store.record_delivery, ref.tenant, event.board, key)
     return {**base, "status": "accepted" if first else "duplicate", "stage": stage, "workflow_id": ref.workflow_id,
             **({"note": "; ".join(notes)} if notes else {})}
+
+
+async def _archive(svc: Services, event: BoardEvent, ref: CardRef, key: str, base: dict[str, Any]) -> dict[str, Any]:
+    """The card was archived or deleted on its board: the people working it expect the agent to
+    stop. Its running stage is cancelled as `card cancel` does (its history, ledger rows and
+    pushed commits stay; the card waits for a move, so one made after it is un-archived runs as
+    any move), and the card stays in the store. Answered once the workflow took the cancel: a
+    running command may take longer to stop than the board waits."""
+    assert svc.cards is not None
+    gone = event.gone or "archived"
+    actor = _name(event.actor)
+    reason = f"cancelled: the card was {gone} on {event.board}" + (f" by {actor}" if actor else "")
+    try:
+        # The delivery's key as the update's id: a redelivery racing this one is the same cancel.
+        # The workflow's validator must run on a worker before the update is accepted: more than
+        # a signal's rpc_timeout, still within the seconds a board waits (503 past it: redelivered).
+        await svc.cards.stop(ref, actor=actor or event.board, reason=f"{reason}; its work is kept",
+                             update_id=f"board-{gone}/{key}", timeout=svc.config.temporal.rpc_timeout * 3)
+    except RejectedError as err:
+        log.info("ignored %s delivery %s for %s: %s", event.board, event.delivery_id, ref.key, err)
+        first = await run_in_threadpool(svc.store.record_delivery, ref.tenant, event.board, key)
+        if not first:
+            return {**base, "status": "duplicate"}
+        return {**base, "status": "ignored", "reason": f"{gone}; no stage was running"}
+    first = await run_in_threadpool(svc.store.record_delivery, ref.tenant, event.board, key)
+    return {**base, "status": "accepted" if first else "duplicate", "reason": reason, "workflow_id": ref.workflow_id}
 
 
 def _remember(svc: Services, event: BoardEvent, card_key: str) -> None:

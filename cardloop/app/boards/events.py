@@ -16,7 +16,9 @@ class BoardEvent(BaseModel):
     to (None: an unmapped column, acknowledged and ignored). kind "comment": `comment` joins the
     card's chat history. kind "build_failed": CI failed on the card's branch (`stage` is the
     board's failure_stage). kind "edit": the card was renamed or its description edited, nothing
-    else: its `title`, `body` or `url` replace the stored card's. A `comment` on a move or build
+    else: its `title`, `body` or `url` replace the stored card's. kind "archive": the card was
+    archived or deleted on the board (`gone` says which): its running stage is cancelled, its work
+    kept, and nothing starts. A `comment` on a move or build
     failure is what the board says about it (which run failed, where): it joins the history, from
     the board, before the move.
 
@@ -27,7 +29,7 @@ class BoardEvent(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: Literal["transition", "comment", "build_failed", "edit"]
+    kind: Literal["transition", "comment", "build_failed", "edit", "archive"]
     board: Literal["github", "linear", "jira", "trello", "generic"]
     tenant: str | None = None
     card_id: str = Field(min_length=1, max_length=200)
@@ -42,6 +44,7 @@ class BoardEvent(BaseModel):
     branch: str | None = None
     actor: str | None = None
     comment: str | None = None
+    gone: Literal["archived", "deleted"] | None = None   # kind "archive": what the board did to the card
     # When the change happened, for a board whose event time is not what the replay window checks
     # (Linear: data.updatedAt; its window holds the send time): orders late moves (boards/order.py).
     at: float | None = None

@@ -8,6 +8,8 @@ sender's: it is WebhookError(502), so the delivery shows as failed and can be re
 
     event               action      result
     projects_v2_item    edited      transition (only the configured status_field)
+    projects_v2_item    archived    archive: the card of the item's issue, PR or draft
+                        deleted     (looked up by content_node_id; a draft's card is the item id)
     issue_comment       created     comment on "<owner>/<repo>#<number>"
     workflow_run        completed   build_failed per linked PR when the conclusion is a failure
     check_suite         completed   build_failed per linked PR when the conclusion is a failure
@@ -107,6 +109,17 @@ def _item_selection() -> str:
   }"""
 
 
+# The issue or pull request a project item holds, by the payload's content_node_id: an archived or
+# deleted item is looked up by what it held (a deleted item's own node is gone).
+CONTENT_QUERY = """query CardloopProjectContent($content: ID!) {
+  content: node(id: $content) {
+    __typename
+    ... on Issue { number repository { nameWithOwner } }
+    ... on PullRequest { number repository { nameWithOwner } }
+  }
+}"""
+
+
 def build_query(field_id: str | None, item_id: str | None) -> tuple[str, dict[str, str]]:
     """One query for whichever of the two nodes is wanted (GraphQL refuses unused variables)."""
     params, parts, variables = [], [], {}
@@ -175,10 +188,33 @@ class GitHubGraphQL:
         await asyncio.shield(task)
 
     async def _query(self, field_id: str | None, item_id: str | None) -> None:
+        query, variables = build_query(field_id, item_id)
+        data = await self._post(query, variables)
+        try:
+            if field_id is not None:
+                self.fields.put(field_id, _parse_field(data))
+            if item_id is not None:
+                self.items.put(item_id, _parse_item(data))
+        except WebhookError as exc:  # a shape we did not expect is GitHub's doing, not the sender's
+            raise WebhookError(502, f"unexpected GitHub GraphQL response: {exc.message}") from None
+
+    async def content(self, content_id: str) -> tuple[str, int] | None:
+        """The repository and number of an issue or pull request by its node id; None when
+        GitHub no longer has it (deleted) or it is something else (a draft issue)."""
+        data = await self._post(CONTENT_QUERY, {"content": content_id}, missing_ok=True)
+        try:
+            if opt_str(data, "content.__typename") not in ("Issue", "PullRequest"):
+                return None
+            return req_str(data, "content.repository.nameWithOwner"), req_int(data, "content.number")
+        except WebhookError as exc:
+            raise WebhookError(502, f"unexpected GitHub GraphQL response: {exc.message}") from None
+
+    async def _post(self, query: str, variables: dict[str, str], *, missing_ok: bool = False) -> dict[str, Any]:
+        """The answer's `data`; WebhookError(502/503) for anything GitHub did wrong. `missing_ok`:
+        a node that is not found is null in `data` rather than an error."""
         token = self._token()
         if token is None:
             raise WebhookError(503, f"{self._token_env} is not set: GitHub project items cannot be resolved")
-        query, variables = build_query(field_id, item_id)
         self.queries += 1
         try:
             response = await self._http.post(
@@ -197,17 +233,16 @@ class GitHubGraphQL:
         if not isinstance(payload, dict):
             raise WebhookError(502, "GitHub GraphQL answered with something other than a JSON object")
         errors = payload.get("errors")
+        if errors and missing_ok and isinstance(errors, list) \
+                and all(isinstance(e, dict) and e.get("type") == "NOT_FOUND" for e in errors):
+            errors = None
         if errors:
             messages = [str(e.get("message", e))[:200] if isinstance(e, dict) else str(e)[:200]
                         for e in (errors if isinstance(errors, list) else [errors])][:3]
             raise WebhookError(502, "GitHub GraphQL errors: " + "; ".join(messages))
         try:
-            data = req_obj(payload, "data")
-            if field_id is not None:
-                self.fields.put(field_id, _parse_field(data))
-            if item_id is not None:
-                self.items.put(item_id, _parse_item(data))
-        except WebhookError as exc:  # a shape we did not expect is GitHub's doing, not the sender's
+            return req_obj(payload, "data")
+        except WebhookError as exc:
             raise WebhookError(502, f"unexpected GitHub GraphQL response: {exc.message}") from None
 
 
@@ -301,8 +336,11 @@ class GitHubAdapter:
 
     async def _project_item(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:
         action = opt_str(data, "action")
+        if action in ("archived", "deleted"):
+            return await self._item_gone(headers, data, action)
         if action != "edited":
-            return Ignored(reason=f"projects_v2_item {short(action)}: cardloop acts on field edits only")
+            return Ignored(reason=f"projects_v2_item {short(action)}: cardloop acts on field edits, archived "
+                                  "and deleted items")
         change = opt_obj(data, "changes.field_value")
         if change is None:
             return Ignored(reason="project item edit changed no field value")
@@ -345,6 +383,24 @@ class GitHubAdapter:
             stage=self.board.stage_for(to_column), title=item.title, body=item.body, url=item.url,
             repo=item.repo, branch=item.branch, actor=opt_str(data, "sender.login"),
         )]
+
+    async def _item_gone(self, headers: Mapping[str, str], data: dict[str, Any], action: str) -> list[BoardEvent]:
+        """The item was archived or deleted: its card is the content's "<owner>/<repo>#<number>"
+        as a move named it, or the item's own id for a draft (or content GitHub no longer has)."""
+        item_id = req_str(data, "projects_v2_item.node_id")
+        delivery = self._delivery(headers)
+        card_id = item_id
+        cached = self.graphql.items.get(item_id)
+        if cached is not None and cached.content_type in ("Issue", "PullRequest") and cached.repo \
+                and cached.number is not None:
+            card_id = f"{cached.repo}#{cached.number}"
+        elif opt_str(data, "projects_v2_item.content_type") in ("Issue", "PullRequest"):
+            found = await self.graphql.content(req_str(data, "projects_v2_item.content_node_id"))
+            if found is not None:
+                card_id = f"{found[0]}#{found[1]}"
+        return [event(kind="archive", board=self.name, tenant=self._tenant(data), card_id=card_id,
+                      delivery_id=delivery, actor=opt_str(data, "sender.login"),
+                      gone="archived" if action == "archived" else "deleted")]
 
     # -- issue_comment ---------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
     webhookEvent         result
     jira:issue_updated   transition when a changelog item's field is "status" (fromString -> toString),
                          else edit when one is "summary" or "description" (renamed, edited)
+    jira:issue_deleted   archive (the issue was deleted)
     comment_created      comment on issue.key
     others               Ignored
 
@@ -132,7 +133,11 @@ class JiraAdapter:
             return self._issue_updated(headers, data)
         if webhook_event == "comment_created":
             return self._comment(headers, data)
-        return Ignored(reason=f"Jira event {short(webhook_event)}: cardloop acts on status changes and new comments")
+        if webhook_event == "jira:issue_deleted":
+            return [event(kind="archive", **self._common(headers, data), actor=opt_str(data, "user.displayName"),
+                          gone="deleted")]
+        return Ignored(reason=f"Jira event {short(webhook_event)}: cardloop acts on status changes, deleted issues "
+                              "and new comments")
 
     def _delivery(self, headers: Mapping[str, str], data: dict[str, Any], key: str) -> str:
         delivery = header(headers, "X-Atlassian-Webhook-Identifier")

@@ -1,8 +1,11 @@
 """Linear: issue state changes and new comments.
 
     type      action   result
-    Issue     update   transition when `updatedFrom.stateId` is present (the state changed), else
-                       edit when `updatedFrom` has `title` or `description` (renamed, edited)
+    Issue     update   archive when `updatedFrom` has `archivedAt` and data.archivedAt is set (the
+                       issue was archived), else transition when `updatedFrom.stateId` is present
+                       (the state changed), else edit when `updatedFrom` has `title` or
+                       `description` (renamed, edited)
+    Issue     remove   archive (the issue was deleted)
     Comment   create   comment on data.issue.identifier
     others             Ignored
 
@@ -13,7 +16,7 @@ state's name is data.state.name. The tenant key is the payload's organizationId.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from cardloop.app.boards.events import BoardEvent, Ignored
 from cardloop.app.boards.payload import event, header, load_object, lookup, opt_obj, opt_str, req_str, short
@@ -42,12 +45,14 @@ class LinearAdapter:
     async def parse(self, headers: Mapping[str, str], body: bytes) -> list[BoardEvent] | Ignored:
         data = load_object(body)
         kind, action = opt_str(data, "type"), opt_str(data, "action")
+        if kind == "Issue" and action == "remove":
+            return [self._archive(headers, data, "deleted")]
         if kind == "Issue" and action == "update":
             return self._issue_update(headers, data)
         if kind == "Comment" and action == "create":
             return self._comment(headers, data)
-        return Ignored(reason=f"Linear {short(kind)} {short(action)}: cardloop acts on issue state changes "
-                              "and new comments")
+        return Ignored(reason=f"Linear {short(kind)} {short(action)}: cardloop acts on issue state changes, "
+                              "archived and deleted issues, and new comments")
 
     def _delivery(self, headers: Mapping[str, str], data: dict[str, Any]) -> str:
         delivery = header(headers, "Linear-Delivery")
@@ -61,6 +66,9 @@ class LinearAdapter:
 
     def _issue_update(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:
         updated_from = opt_obj(data, "updatedFrom")
+        # Archived: archivedAt went from null to a time (an un-archive sets it back to null).
+        if updated_from is not None and "archivedAt" in updated_from and opt_str(data, "data.archivedAt"):
+            return [self._archive(headers, data, "archived")]
         moved = updated_from is not None and lookup(updated_from, "stateId") is not None
         if not moved and not (updated_from is not None and {"title", "description"} & updated_from.keys()):
             return Ignored(reason="Linear issue update did not change its state, title or description")
@@ -81,6 +89,14 @@ class LinearAdapter:
             url=opt_str(issue, "url") or opt_str(data, "url"), branch=opt_str(issue, "branchName"),
             actor=self._actor(data), at=iso_time(data, "data.updatedAt"),
         )]
+
+    def _archive(self, headers: Mapping[str, str], data: dict[str, Any],
+                 gone: Literal["archived", "deleted"]) -> BoardEvent:
+        return event(
+            kind="archive", board=self.name, tenant=self.board.named_tenant(opt_str(data, "organizationId")),
+            card_id=req_str(data, "data.identifier"), delivery_id=self._delivery(headers, data),
+            url=opt_str(data, "data.url") or opt_str(data, "url"), actor=self._actor(data), gone=gone,
+        )
 
     def _comment(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:
         text = opt_str(data, "data.body")

@@ -2,7 +2,10 @@
 
     action.type   result
     updateCard    transition when action.data has listBefore and listAfter (a move between lists),
-                  else edit when action.data.old has name or desc (renamed, description edited)
+                  else archive when action.data.old.closed is false and action.data.card.closed
+                  true (the card was archived), else edit when action.data.old has name or desc
+                  (renamed, description edited)
+    deleteCard    archive (the card was deleted)
     commentCard   comment on the card
     others        Ignored
 
@@ -16,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cardloop.app.boards.events import BoardEvent, Ignored
-from cardloop.app.boards.payload import event, load_object, opt_obj, opt_str, req_obj, req_str, short
+from cardloop.app.boards.payload import event, load_object, lookup, opt_obj, opt_str, req_obj, req_str, short
 from cardloop.app.boards.replay import iso_time, json_object
 from cardloop.app.boards.signatures import verify_trello
 from cardloop.contracts.config import BoardConfig
@@ -45,7 +48,10 @@ class TrelloAdapter:
             return self._update_card(data)
         if action_type == "commentCard":
             return self._comment(data)
-        return Ignored(reason=f"Trello action {short(action_type)}: cardloop acts on list moves and comments")
+        if action_type == "deleteCard":
+            return [event(kind="archive", **self._common(data), gone="deleted")]
+        return Ignored(reason=f"Trello action {short(action_type)}: cardloop acts on list moves, comments, "
+                              "archived and deleted cards")
 
     def _common(self, data: dict[str, Any]) -> dict[str, Any]:
         req_obj(data, "action.data.card")
@@ -65,9 +71,14 @@ class TrelloAdapter:
         before, after = opt_obj(data, "action.data.listBefore"), opt_obj(data, "action.data.listAfter")
         if before is None or after is None:
             old = opt_obj(data, "action.data.old") or {}
+            # Archiving is an updateCard that flips `closed` (old.closed false, card.closed true);
+            # un-archiving flips it back and asks nothing: the card's next move starts it again.
+            if old.get("closed") is False and lookup(data, "action.data.card.closed") is True:
+                return [event(kind="archive", **self._common(data), gone="archived")]
             if "name" in old or "desc" in old:
                 return [event(kind="edit", **self._common(data), body=opt_str(data, "action.data.card.desc"))]
-            return Ignored(reason="Trello card update was not a move between lists, a rename or a description edit")
+            return Ignored(reason="Trello card update was not a move between lists, an archive, a rename or a "
+                                  "description edit")
         to_column = req_str(data, "action.data.listAfter.name")
         return [event(
             kind="transition", **self._common(data), from_column=opt_str(data, "action.data.listBefore.name"),

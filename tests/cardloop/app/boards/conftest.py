@@ -49,7 +49,7 @@ def not_found(alias: str, node_id: str) -> dict[str, Any]:
 
 class FakeGitHub:
     """GitHub's GraphQL endpoint on 127.0.0.1: nodes by global id, answered under the query's
-    aliases (`field`, `item`) as GitHub does, NOT_FOUND errors for unknown ids, and a switch to
+    aliases (`field`, `item`, `content`) as GitHub does, NOT_FOUND errors for unknown ids, and a switch to
     answer something else (an HTTP error, a malformed body) instead."""
 
     def __init__(self) -> None:
@@ -91,7 +91,7 @@ class FakeGitHub:
     def answer(self, query: str, variables: Mapping[str, str]) -> dict[str, Any]:
         data: dict[str, Any] = {}
         errors: list[dict[str, Any]] = []
-        for alias in ("field", "item"):
+        for alias in ("field", "item", "content"):
             declared = f"${alias}: ID!" in query
             if declared != (alias in variables) or (f"{alias}: node(id: ${alias})" in query) != declared:
                 return {"errors": [{"message": f"Variable ${alias} is declared or used inconsistently"}]}

@@ -81,10 +81,10 @@ async def test_linear_unmapped_state_and_unknown_org(adapters: dict[str, BoardAd
 @pytest.mark.parametrize(("change", "reason"), [
     (lambda d: d["updatedFrom"].pop("stateId"), "Linear issue update did not change its state, title or description"),
     (lambda d: d.pop("updatedFrom"), "Linear issue update did not change its state, title or description"),
-    (lambda d: d.update(action="create"), "Linear 'Issue' 'create': cardloop acts on issue state changes and new "
-                                          "comments"),
-    (lambda d: d.update(type="Project"), "Linear 'Project' 'update': cardloop acts on issue state changes and new "
-                                         "comments"),
+    (lambda d: d.update(action="create"), "Linear 'Issue' 'create': cardloop acts on issue state changes, "
+                                          "archived and deleted issues, and new comments"),
+    (lambda d: d.update(type="Project"), "Linear 'Project' 'update': cardloop acts on issue state changes, "
+                                         "archived and deleted issues, and new comments"),
 ])
 async def test_linear_ignored(adapters: dict[str, BoardAdapter], change: Any, reason: str) -> None:
     data = fixture_json("linear/issue_update_state.json")
@@ -154,7 +154,7 @@ async def test_jira_ignored(adapters: dict[str, BoardAdapter]) -> None:
     assert (edit.kind, edit.card_id, edit.title) == ("edit", "PAY-142", data["issue"]["fields"]["summary"])
     data["webhookEvent"] = "jira:issue_created"
     assert await parse(adapters["jira"], data) == Ignored(
-        reason="Jira event 'jira:issue_created': cardloop acts on status changes and new comments")
+        reason="Jira event 'jira:issue_created': cardloop acts on status changes, deleted issues and new comments")
 
 
 async def test_jira_bad_shapes(adapters: dict[str, BoardAdapter]) -> None:
@@ -221,10 +221,10 @@ async def test_trello_ignored(adapters: dict[str, BoardAdapter]) -> None:
     assert edit.title == "Retry failed payouts with exponential backoff"
     rename["action"]["data"]["old"] = {"pos": 16384}
     assert await parse(adapters["trello"], rename) == Ignored(
-        reason="Trello card update was not a move between lists, a rename or a description edit")
+        reason="Trello card update was not a move between lists, an archive, a rename or a description edit")
     data["action"]["type"] = "addMemberToCard"
     assert await parse(adapters["trello"], data) == Ignored(
-        reason="Trello action 'addMemberToCard': cardloop acts on list moves and comments")
+        reason="Trello action 'addMemberToCard': cardloop acts on list moves, comments, archived and deleted cards")
 
 
 async def test_trello_bad_shapes(adapters: dict[str, BoardAdapter]) -> None:
@@ -319,3 +319,39 @@ async def test_an_overlong_card_id_is_400_not_500(adapters: dict[str, BoardAdapt
     data = fixture_json("jira/issue_updated_status.json")
     data["issue"]["key"] = "PAY-" + "9" * 300
     assert "card_id: String should have at most 200 characters" in await bad(adapters["jira"], data)
+
+
+# -- archived and deleted cards -------------------------------------------------------------------
+
+async def test_an_archived_or_deleted_card_is_an_archive_event(adapters: dict[str, BoardAdapter]) -> None:
+    trello = await parse(adapters["trello"], fixture_bytes("trello/update_card_archive.json"))
+    assert trello == [BoardEvent(
+        kind="archive", board="trello", tenant="acme", card_id="aB3dE5fG", delivery_id="67c6d9a4f1a2b3c4d5e6f8a1",
+        title=ISSUE_TITLE, url="https://trello.com/c/aB3dE5fG", actor="Priya Raman", gone="archived")]
+    [deleted] = await parse(adapters["trello"], fixture_bytes("trello/delete_card.json"))
+    assert (deleted.kind, deleted.card_id, deleted.gone, deleted.actor) == ("archive", "aB3dE5fG", "deleted",
+                                                                            "Priya Raman")
+    [removed] = await parse(adapters["linear"], fixture_bytes("linear/issue_remove.json"), Linear_Delivery="ld-9")
+    assert removed == BoardEvent(
+        kind="archive", board="linear", tenant="acme", card_id="ENG-123", delivery_id="ld-9",
+        url="https://linear.app/acme/issue/ENG-123/retry-failed-payouts-with-exponential-backoff",
+        actor="Priya Raman", gone="deleted")
+    # Linear archives with an update setting archivedAt (updatedFrom names it, null before).
+    update = fixture_json("linear/issue_update_state.json")
+    update["updatedFrom"] = {"updatedAt": "2025-03-04T10:15:30.123Z", "archivedAt": None}
+    update["data"]["archivedAt"] = "2025-03-04T10:31:02.118Z"
+    [archived] = await parse(adapters["linear"], update)
+    assert (archived.kind, archived.card_id, archived.gone) == ("archive", "ENG-123", "archived")
+    [jira] = await parse(adapters["jira"], fixture_bytes("jira/issue_deleted.json"))
+    assert (jira.kind, jira.card_id, jira.tenant, jira.gone, jira.actor) == (
+        "archive", "PAY-142", "payments", "deleted", "Priya Raman")
+
+
+async def test_an_unarchived_card_asks_nothing(adapters: dict[str, BoardAdapter]) -> None:
+    trello = fixture_json("trello/update_card_archive.json")
+    trello["action"]["data"]["old"] = {"closed": True}
+    trello["action"]["data"]["card"]["closed"] = False
+    assert isinstance(await parse(adapters["trello"], trello), Ignored)
+    linear = fixture_json("linear/issue_update_state.json")
+    linear["updatedFrom"] = {"updatedAt": "2025-03-04T10:15:30.123Z", "archivedAt": "2025-03-04T10:31:02.118Z"}
+    assert isinstance(await parse(adapters["linear"], linear), Ignored)

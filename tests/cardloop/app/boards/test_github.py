@@ -209,7 +209,7 @@ async def test_other_project_item_actions_are_ignored(adapter: GitHubAdapter) ->
     data = fixture_json("github/projects_v2_item.edited.json")
     data["action"] = "reordered"
     assert await parse(adapter, "projects_v2_item", json.dumps(data).encode()) == Ignored(
-        reason="projects_v2_item 'reordered': cardloop acts on field edits only")
+        reason="projects_v2_item 'reordered': cardloop acts on field edits, archived and deleted items")
     del data["changes"]
     data["action"] = "edited"
     assert await parse(adapter, "projects_v2_item", json.dumps(data).encode()) == Ignored(
@@ -421,3 +421,35 @@ async def test_malformed_deliveries_are_400(adapter: GitHubAdapter, github_api: 
     assert "changes.field_value.to must be an object" in await fails(
         adapter, "projects_v2_item", moved(to=None, frm=None).replace(b'"to": null', b'"to": "47fc9ee4"'), 400)
     assert github_api.requests == []
+
+
+# -- projects_v2_item archived / deleted ----------------------------------------------------------
+
+ARCHIVED_ITEM = "PVTI_lADOAWcTxs4ACgDdzgBWqxo"    # the real archived example's item and issue
+ARCHIVED_ISSUE = "I_kwDOCG5vGM5La0aB"
+
+
+async def test_an_archived_or_deleted_item_is_an_archive_of_its_issues_card(adapter: GitHubAdapter,
+                                                                             github_api: FakeGitHub) -> None:
+    github_api.nodes[ARCHIVED_ISSUE] = ISSUE
+    body = fixture_bytes("github/projects_v2_item.archived.json")
+    assert await parse(adapter, "projects_v2_item", body) == [BoardEvent(
+        kind="archive", board="github", tenant="octo", card_id="Octocoders/payments#142", delivery_id="d-1",
+        actor="Codertocat", gone="archived")]
+    # Looked up by what the item held: a deleted item's own node is gone.
+    assert github_api.requests[-1]["variables"] == {"content": ARCHIVED_ISSUE}
+    deleted = fixture_json("github/projects_v2_item.archived.json")
+    deleted["action"] = "deleted"
+    [event] = await parse(adapter, "projects_v2_item", json.dumps(deleted).encode())
+    assert (event.kind, event.card_id, event.gone) == ("archive", "Octocoders/payments#142", "deleted")
+
+
+async def test_an_archived_draft_or_an_issue_github_no_longer_has_is_the_items_card(
+        adapter: GitHubAdapter, github_api: FakeGitHub) -> None:
+    draft = fixture_json("github/projects_v2_item.archived.json")
+    draft["projects_v2_item"]["content_type"] = "DraftIssue"
+    [event] = await parse(adapter, "projects_v2_item", json.dumps(draft).encode())
+    assert (event.card_id, github_api.requests) == (ARCHIVED_ITEM, [])   # a draft's card is the item
+    # The issue itself was deleted: NOT_FOUND is an answer here, not GitHub failing.
+    [event] = await parse(adapter, "projects_v2_item", fixture_bytes("github/projects_v2_item.archived.json"))
+    assert event.card_id == ARCHIVED_ITEM
