@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -28,6 +28,8 @@ class GenericEvent(BaseModel):
       acknowledged and ignored.
     - An edit: `title`, `body` or `url` alone (no move, no comment): the known card's fields
       change, nothing runs.
+    - An archive: `gone` ("archived" or "deleted"), with no move, comment or edit: the card was
+      archived or deleted on the sending board, and its running stage is cancelled, its work kept.
     - A comment: `comment` without `to_column` or `stage`. With a move, the comment is delivered
       first, so the stage it starts already sees it.
     - `delivery_id` (or the X-Delivery-Id header) is required, a label in answers and logs. Dedup
@@ -63,15 +65,24 @@ class GenericEvent(BaseModel):
     # runs) and keeps a long one (a pasted log) cut to its head and tail, as for every board;
     # api.max_body_bytes bounds it.
     comment: str | None = Field(default=None, description="A comment that joins the card's chat history.")
+    gone: Literal["archived", "deleted"] | None = Field(
+        default=None, description="The card was archived or deleted on the sending board: its running stage stops.")
     timestamp: float | None = Field(default=None, strict=True, allow_inf_nan=False,
                                     description="When the event was sent, seconds since the epoch: a replay "
                                                 "further than boards.generic.replay_window_seconds is refused.")
 
     @model_validator(mode="after")
     def _says_something(self) -> GenericEvent:
+        changes = (self.to_column, self.stage, self.comment, self.title, self.body, self.url)
+        if self.gone is not None:
+            # One event per body: an archive that also moved the card would start what it stops.
+            if any(value is not None for value in changes):
+                raise ValueError("gone stands alone: no to_column, stage, comment, title, body or url with it")
+            return self
         if (self.to_column is None and self.stage is None and self.comment is None
                 and self.title is None and self.body is None and self.url is None):
-            raise ValueError("give to_column, stage or comment (or title, body or url to edit the card)")
+            raise ValueError("give to_column, stage or comment (or title, body or url to edit the card, or gone "
+                             "when it was archived or deleted)")
         return self
 
 
@@ -125,6 +136,8 @@ class GenericAdapter:
         }
         events: list[BoardEvent] = []
         moves = posted.to_column is not None or posted.stage is not None
+        if posted.gone is not None:
+            return [event(kind="archive", **common, delivery_id=delivery, gone=posted.gone)]
         if not moves and posted.comment is None:
             return [event(kind="edit", **common, delivery_id=delivery)]
         if posted.comment is not None:

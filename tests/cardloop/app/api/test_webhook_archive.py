@@ -196,3 +196,19 @@ async def test_a_github_project_item_archived_stops_its_issues_stage(stack: Stac
             await cancelled(stack, ref, reason)
     finally:
         github.close()
+
+
+@pytest.mark.stack_env(**ENV)
+async def test_a_generic_card_gone_stops_its_stage(stack: Stack) -> None:
+    clock = Clock(0)
+    async with webhook_client(stack, clock=clock) as api:
+        stack.model.inject(delay=30.0)
+        moved = await send(api, clock, "generic", {"card_id": "OPS-GONE", "stage": "planning", "delivery_id": "g-1",
+                                                   "title": "Rotate the keys"}, 0)
+        ref = await running(stack, str(moved["card"]))
+        gone = {"card_id": "OPS-GONE", "gone": "archived", "actor": "sam", "delivery_id": "g-2"}
+        answer = await send(api, clock, "generic", gone, 0)
+        reason = "cancelled: the card was archived on generic by sam"
+        assert (answer["kind"], answer["status"], answer["reason"]) == ("archive", "accepted", reason), answer
+        await cancelled(stack, ref, reason)
+        assert (await send(api, clock, "generic", gone, 0))["status"] == "duplicate"

@@ -355,3 +355,13 @@ async def test_an_unarchived_card_asks_nothing(adapters: dict[str, BoardAdapter]
     linear = fixture_json("linear/issue_update_state.json")
     linear["updatedFrom"] = {"updatedAt": "2025-03-04T10:15:30.123Z", "archivedAt": "2025-03-04T10:31:02.118Z"}
     assert isinstance(await parse(adapters["linear"], linear), Ignored)
+
+
+async def test_a_generic_card_gone_is_an_archive_event_and_stands_alone(adapters: dict[str, BoardAdapter]) -> None:
+    [archived] = await parse(adapters["generic"], {"card_id": "OPS-9", "gone": "deleted", "actor": "sam",
+                                                   "delivery_id": "g-9"})
+    assert (archived.kind, archived.card_id, archived.gone, archived.actor) == ("archive", "OPS-9", "deleted", "sam")
+    assert "gone stands alone" in await bad(adapters["generic"], {"card_id": "OPS-9", "gone": "archived",
+                                                                  "stage": "coding", "delivery_id": "g-10"})
+    assert "gone: Input should be 'archived' or 'deleted'" in await bad(
+        adapters["generic"], {"card_id": "OPS-9", "gone": "closed", "delivery_id": "g-11"})
