@@ -35,12 +35,34 @@ from cardloop.integrations.providers.errors import (
     redact,
     timeout_error,
 )
-from cardloop.integrations.providers.http import CONNECT_TIMEOUT
+from cardloop.integrations.providers.http import CONNECT_TIMEOUT, as_int
 from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.conversation import Conversation, ToolUse
 from cardloop.prompts.formats.render import render
 
 logger = logging.getLogger(__name__)
+
+# The API's error types and the HTTP status each stands for. An error that arrives inside a 200
+# (a stream's `event: error`, a gateway or proxy that answers 200 with the API's error body) is
+# classified like the status its type names: an overloaded_error mid-stream is an overload to
+# retry, not a refusal of the request.
+ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+# What the SDK raises on a body or event it cannot read: it builds its models without
+# validation, so a 200 that is not a Message (invalid JSON, a list, an error body, no usage)
+# fails later, as any of these. Each is the provider's malformed answer (bad_response, retried),
+# never an unclassified failure that leaves the call's ledger row open.
+_MALFORMED = (ValueError, TypeError, RuntimeError, AssertionError, LookupError, AttributeError)
 
 
 def _sdk_takes_temperature() -> bool:
@@ -83,9 +105,11 @@ class AnthropicProvider:
         params = self._params(conversation, model=model, max_tokens=max_tokens, temperature=temperature)
         try:
             message = self._client.messages.create(**params, timeout=self._timeout)
+            return self._completion(message, model)
         except anthropic.APIError as exc:
             raise self._error(exc) from None
-        return _completion(message, model)
+        except _MALFORMED as exc:
+            raise self._malformed(exc) from None
 
     def stream(
         self, conversation: Conversation, *, model: str, max_tokens: int, temperature: float | None
@@ -98,10 +122,13 @@ class AnthropicProvider:
         params = self._params(conversation, model=model, max_tokens=max_tokens, temperature=temperature)
         sent = ""
         started: set[int] = set()  # content blocks that have produced text
+        stopped = False  # message_stop seen: the turn is whole
         try:
             with self._client.messages.stream(**params, timeout=self._timeout) as events:
                 for event in events:
-                    if event.type == "message_start":
+                    if event.type == "message_stop":
+                        stopped = True
+                    elif event.type == "message_start":
                         start = event.message
                         yield StreamStart(_usage(start.usage), start.model or model, start.id)
                     elif event.type == "content_block_delta" and event.delta.type == "text_delta":
@@ -114,7 +141,13 @@ class AnthropicProvider:
                                 text = "\n" + text  # reply_text's separator between blocks
                         sent += text
                         yield TextDelta(text)
+                if not stopped:
+                    # The connection closed cleanly before the turn ended: the text so far is a
+                    # fragment, never the answer (the SDK would hand back its partial snapshot).
+                    raise bad_response(self.name, f"the stream ended before its message_stop event "
+                                                  f"({len(sent):,} characters of text received)")
                 message = events.get_final_message()
+                done = self._completion(message, model)
         except anthropic.APIError as exc:
             # An `event: error` in the stream arrives as APIStatusError too, with the API's body.
             raise self._error(exc) from None
@@ -123,10 +156,12 @@ class AnthropicProvider:
             raise timeout_error(self.name, self.timeout) from None
         except sdk_http.TransportError as exc:
             raise connection_error(self.name, redact(f"{type(exc).__name__}: {exc}", self._api_key)) from None
-        except (sdk_http.HTTPError, ValueError) as exc:
-            # An event the SDK cannot read (ValueError covers pydantic's ValidationError).
+        except sdk_http.HTTPError as exc:
             raise bad_response(self.name, redact(f"{type(exc).__name__}: {exc}", self._api_key)) from None
-        done = _completion(message, model)
+        except _MALFORMED as exc:
+            # An event the SDK cannot read (ValueError covers pydantic's ValidationError), or events
+            # out of order (a delta before message_start).
+            raise self._malformed(exc) from None
         if done.text != sent:
             logger.warning("anthropic stream %s: streamed text differs from the final message", done.response_id)
         yield done
@@ -140,6 +175,32 @@ class AnthropicProvider:
         return render(  # type: ignore[return-value]  # dict formats return dicts
             conversation, "anthropic", model=model, max_tokens=max_tokens, temperature=temperature
         )
+
+    def _completion(self, message: Any, model: str) -> Completion:
+        """The answer as a Completion; an answer that is not a Message raises (see _MALFORMED)."""
+        if getattr(message, "type", None) == "error":
+            err = getattr(message, "error", None)
+            raise self._body_error(err if isinstance(err, dict) else {}, 200)
+        if not isinstance(message, anthropic.types.Message) or not isinstance(message.content, list):
+            raise bad_response(self.name, f"the body is not a Message: {redact(str(message), self._api_key)[:200]!r}",
+                               200)
+        if getattr(message, "usage", None) is None:
+            # Billed by the provider all the same: the ledger row says 0 tokens, and the log why.
+            logger.warning("anthropic %s: the answer carries no usage; recorded as 0 tokens", message.id)
+        return _completion(message, model)
+
+    def _malformed(self, exc: Exception) -> UpstreamError:
+        if isinstance(exc, UpstreamError):
+            return exc
+        return bad_response(self.name, redact(f"{type(exc).__name__}: {exc}", self._api_key)[:500])
+
+    def _body_error(self, err: dict[str, Any], http_status: int) -> UpstreamError:
+        """An error object of the API's shape that arrived with a 2xx status."""
+        error_type = err.get("type") if isinstance(err.get("type"), str) else "api_error"
+        api_message = err.get("message") if isinstance(err.get("message"), str) else "no error message"
+        message = f"{error_type}: {api_message} (an error inside an HTTP {http_status} answer)"
+        return classify_status(ERROR_STATUS.get(error_type, 500), redact(message, self._api_key), {},
+                               provider=self.name, code=error_type)
 
     def _error(self, exc: anthropic.APIError) -> UpstreamError:
         """complete()'s and stream()'s one classification of the SDK's errors."""
@@ -172,17 +233,22 @@ class AnthropicProvider:
         if request_id:
             message = f"{message} (request-id {request_id})"
         code = getattr(exc, "error_code", None) or error_type
+        status = exc.status_code
+        if status < 400:  # a stream's `event: error` arrives on the 200 that opened it
+            status = ERROR_STATUS.get(error_type or "", 500)
+            message = f"{message} (an error event inside the stream)"
         return classify_status(
-            exc.status_code, redact(message, self._api_key), exc.response.headers, provider=self.name, code=code
+            status, redact(message, self._api_key), exc.response.headers, provider=self.name, code=code
         )
 
 
 def _usage(usage: Any) -> Usage:
+    """The call's tokens; missing or malformed counts are 0 (the SDK does not validate them)."""
     return Usage(
-        input_tokens=usage.input_tokens or 0,
-        output_tokens=usage.output_tokens or 0,
-        cache_read_tokens=getattr(usage, "cache_read_input_tokens", None) or 0,
-        cache_write_tokens=getattr(usage, "cache_creation_input_tokens", None) or 0,
+        input_tokens=as_int(getattr(usage, "input_tokens", None)),
+        output_tokens=as_int(getattr(usage, "output_tokens", None)),
+        cache_read_tokens=as_int(getattr(usage, "cache_read_input_tokens", None)),
+        cache_write_tokens=as_int(getattr(usage, "cache_creation_input_tokens", None)),
     )
 
 

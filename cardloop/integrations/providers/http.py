@@ -21,6 +21,20 @@ from cardloop.integrations.upstream import UpstreamError
 
 CONNECT_TIMEOUT = 10.0
 
+# What an error object says its status is, when it arrives in a 2xx answer (LiteLLM, OpenRouter
+# and other proxies answer 200 with the upstream's error; so do some servers mid-generation):
+# Google's RPC status names (Gemini's error.status), then OpenAI's error types.
+_RPC_STATUS = {
+    "INVALID_ARGUMENT": 400, "FAILED_PRECONDITION": 400, "OUT_OF_RANGE": 400, "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403, "NOT_FOUND": 404, "ABORTED": 409, "ALREADY_EXISTS": 409, "RESOURCE_EXHAUSTED": 429,
+    "INTERNAL": 500, "UNKNOWN": 500, "DATA_LOSS": 500, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504,
+}
+_TYPE_STATUS = {
+    "invalid_request_error": 400, "context_length_exceeded": 400, "authentication_error": 401,
+    "permission_error": 403, "not_found_error": 404, "rate_limit_error": 429, "insufficient_quota": 429,
+    "server_error": 500, "api_error": 500, "service_unavailable": 503, "overloaded_error": 529,
+}
+
 
 @functools.cache
 def ssl_context() -> ssl.SSLContext:
@@ -62,6 +76,24 @@ def error_details(body: Any, text: str) -> tuple[str, str | None]:
     return message[:2000], (code if isinstance(code, str) else None)
 
 
+def status_of_error(err: Any) -> int | None:
+    """The HTTP status an error object names (its numeric code, Google's status, OpenAI's type
+    or code), or None when it names none."""
+    if not isinstance(err, dict):
+        return None
+    code = err.get("code")
+    if isinstance(code, str) and code.strip().isdigit():
+        code = int(code)
+    if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599:
+        return code
+    for value in (err.get("status"), err.get("type"), code):
+        if isinstance(value, str):
+            found = _RPC_STATUS.get(value) or _TYPE_STATUS.get(value)
+            if found is not None:
+                return found
+    return None
+
+
 def post_json(
     client: httpx.Client,
     url: str,
@@ -95,18 +127,34 @@ def post_json(
         parsed: Any = response.json()
     except ValueError:
         parsed = None
-    if response.status_code >= 400 or response.status_code < 200:
-        if classify is not None:
-            special = classify(response.status_code, parsed, text, response.headers)
-            if special is not None:
-                raise special
-        message, code = error_details(parsed, text)
-        raise classify_status(response.status_code, redact(message, secret), response.headers,
-                              provider=provider, code=code)
+    status = response.status_code
+    if isinstance(parsed, dict) and 200 <= status < 300 and parsed.get("error"):
+        # An error object in a 2xx answer: classified like the status it names, so a refusal is
+        # not retried and an overload is; its own words reach the caller either way.
+        named = status_of_error(parsed["error"])
+        if named is None:
+            message, _ = error_details(parsed, text)
+            raise bad_response(provider, f"HTTP {status} carrying an error: {redact(message, secret)}", status)
+        error = _classified(named, parsed, text, response.headers, provider=provider, secret=secret,
+                            classify=classify)
+        raise UpstreamError(f"{error.message} (an error inside an HTTP {status} answer)", kind=error.kind,
+                            retryable=error.retryable, status=error.status, retry_after=error.retry_after)
+    if status >= 400 or status < 200:
+        raise _classified(status, parsed, text, response.headers, provider=provider, secret=secret,
+                          classify=classify)
     if not isinstance(parsed, dict):
-        raise bad_response(provider, f"HTTP {response.status_code} body is not a JSON object: {text[:200]!r}",
-                           response.status_code)
+        raise bad_response(provider, f"HTTP {status} body is not a JSON object: {text[:200]!r}", status)
     return parsed
+
+
+def _classified(status: int, parsed: Any, text: str, headers: Mapping[str, str], *, provider: str,
+                secret: str | None, classify: Any) -> UpstreamError:
+    if classify is not None:
+        special = classify(status, parsed, text, headers)
+        if special is not None:
+            return special
+    message, code = error_details(parsed, text)
+    return classify_status(status, redact(message, secret), headers, provider=provider, code=code)
 
 
 def as_int(value: Any) -> int:

@@ -370,7 +370,8 @@ class JsonServer:
                 status, body, headers = outer.answers.popleft()
                 data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
                 self.send_response(status)
-                self.send_header("content-type", "application/json")
+                if "content-type" not in headers:  # an answer may set its own (a stream's)
+                    self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 for name, value in headers.items():
                     self.send_header(name, value)
@@ -680,3 +681,127 @@ def test_gemini_tool_round_trip(http_server: JsonServer) -> None:
         {"role": "user", "parts": [{"functionResponse": {"id": "call_1_read_file", "name": "read_file",
                                                          "response": {"output": "1 | import random"}}}]},
     ]
+
+
+# --- answers that are not what they claim: a 200 that is an error, garbled or cut short -----
+
+
+ANTHROPIC_OK = {"id": "msg_01", "type": "message", "role": "assistant", "model": MODEL, "stop_reason": "end_turn",
+                "stop_sequence": None, "content": [{"type": "text", "text": "Hello world"}],
+                "usage": {"input_tokens": 10, "output_tokens": 7, "cache_read_input_tokens": 90}}
+
+
+def _claude_on(server: JsonServer) -> AnthropicProvider:
+    return AnthropicProvider(api_key=API_KEY, base_url=server.url, timeout=5.0)
+
+
+@pytest.mark.parametrize(("body", "kind", "retryable", "words"), [
+    ("{not json", "bad_response", True, "JSONDecodeError"),
+    ([1, 2], "bad_response", True, "not a Message"),
+    ({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, "overloaded", True,
+     "overloaded_error: Overloaded (an error inside an HTTP 200 answer)"),
+    ({"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: too large"}},
+     "invalid_request", False, "max_tokens: too large"),
+])
+def test_anthropic_a_200_that_is_no_message_is_a_classified_error(http_server: JsonServer, body: Any, kind: str,
+                                                                   retryable: bool, words: str) -> None:
+    """A proxy's garbled 200 or an error body sent with 200 raised JSONDecodeError, TypeError or
+    AttributeError from the SDK's unvalidated Message: unclassified, so the call's ledger row
+    stayed "calling" and the gateway answered 500."""
+    http_server.answer(200, body)
+    error = fail(_claude_on(http_server))
+    assert (error.kind, error.retryable) == (kind, retryable)
+    assert words in error.message
+    assert_no_key(error)
+
+
+def test_anthropic_answer_without_usage_counts_zero_tokens(http_server: JsonServer) -> None:
+    http_server.answer(200, {k: v for k, v in ANTHROPIC_OK.items() if k != "usage"})
+    done = _claude_on(http_server).complete(CONV, model=MODEL, max_tokens=64, temperature=None)
+    assert (done.text, done.usage) == ("Hello world", Usage())
+
+
+def _sse(*events: tuple[str, dict[str, Any]]) -> str:
+    return "".join(f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n" for name, data in events)
+
+
+_START = ("message_start", {"message": {**ANTHROPIC_OK, "content": [], "stop_reason": None,
+                                        "usage": {"input_tokens": 10, "output_tokens": 1}}})
+_BLOCK = ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+_HELLO = ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "Hello "}})
+_END = [("content_block_stop", {"index": 0}),
+        ("message_delta", {"delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 7}}),
+        ("message_stop", {})]
+SSE = {"content-type": "text/event-stream"}
+
+
+def _stream(provider: AnthropicProvider) -> tuple[list[Any], UpstreamError | None]:
+    seen: list[Any] = []
+    try:
+        for event in provider.stream(CONV, model=MODEL, max_tokens=64, temperature=None):
+            seen.append(event)
+    except UpstreamError as err:
+        return seen, err
+    return seen, None
+
+
+def test_anthropic_stream_cut_before_message_stop_is_an_error_not_a_short_answer(http_server: JsonServer) -> None:
+    """The server closed the stream cleanly mid-turn: the SDK's snapshot of "Hello " came back
+    as a whole Completion (stop_reason None), which the gateway forwarded as a finished answer."""
+    http_server.answer(200, _sse(_START, _BLOCK, _HELLO), SSE)
+    http_server.answer(200, "", SSE)  # no event at all: the SDK's own assertion, unclassified before
+    http_server.answer(200, _sse(_START, _BLOCK, _HELLO, *_END), SSE)
+    provider = _claude_on(http_server)
+    seen, error = _stream(provider)
+    assert error is not None and (error.kind, error.retryable) == ("bad_response", True)
+    assert "ended before its message_stop event (6 characters" in error.message
+    assert not any(isinstance(e, Completion) for e in seen)
+    seen, error = _stream(provider)
+    assert error is not None and error.kind == "bad_response" and seen == []
+    seen, error = _stream(provider)
+    assert error is None and seen[-1].text == "Hello " and seen[-1].usage.output_tokens == 7
+
+
+@pytest.mark.parametrize(("error_type", "kind", "retryable"), [
+    ("overloaded_error", "overloaded", True), ("rate_limit_error", "rate_limited", True),
+    ("api_error", "server", True), ("invalid_request_error", "invalid_request", False),
+])
+def test_anthropic_stream_error_event_is_classified_by_its_type(http_server: JsonServer, error_type: str, kind: str,
+                                                                retryable: bool) -> None:
+    """An `event: error` arrives on the stream's 200: it was classified by that 200, as an
+    invalid request never retried (and the gateway told its caller the request was invalid)."""
+    http_server.answer(200, _sse(_START, _BLOCK, _HELLO,
+                                 ("error", {"error": {"type": error_type, "message": "Overloaded"}})), SSE)
+    _, error = _stream(_claude_on(http_server))
+    assert error is not None and (error.kind, error.retryable) == (kind, retryable)
+    assert "(an error event inside the stream)" in error.message
+
+
+@pytest.mark.parametrize(("error", "kind", "retryable", "status"), [
+    ({"message": "The server had an error processing your request.", "type": "server_error", "code": None},
+     "server", True, 500),
+    ({"message": "This model's maximum context length is 8192 tokens.", "type": "invalid_request_error",
+      "code": "context_length_exceeded"}, "too_large", False, 400),
+    ({"message": "Provider returned error", "code": 429, "metadata": {"provider_name": "x"}}, "rate_limited", True,
+     429),  # OpenRouter's shape
+    ({"message": "something odd"}, "bad_response", True, 200),
+])
+def test_openai_a_200_carrying_an_error_is_classified_by_it(http_server: JsonServer, error: dict[str, Any],
+                                                             kind: str, retryable: bool, status: int) -> None:
+    """LiteLLM and OpenRouter answer 200 with the upstream's error object: it was "no choices in
+    the chat completion", retried whatever it said and without its words."""
+    http_server.answer(200, {"error": error})
+    found = fail(OpenAICompatProvider(base_url=http_server.url + "/v1", api_key=OPENAI_KEY, timeout=5.0))
+    assert (found.kind, found.retryable, found.status) == (kind, retryable, status)
+    assert error["message"] in found.message
+
+
+def test_gemini_a_200_carrying_an_error_is_classified_by_its_status(http_server: JsonServer) -> None:
+    http_server.answer(200, {"error": {"code": 400, "message": "Request contains an invalid argument.",
+                                       "status": "INVALID_ARGUMENT"}})
+    http_server.answer(200, {"error": {"message": "The model is overloaded.", "status": "UNAVAILABLE"}})
+    provider = GeminiProvider(base_url=http_server.url + "/v1beta", api_key=GEMINI_KEY, timeout=5.0)
+    first, second = fail(provider), fail(provider)
+    assert (first.kind, first.retryable, first.status) == ("invalid_request", False, 400)
+    assert (second.kind, second.retryable, second.status) == ("overloaded", True, 503)
+    assert "Request contains an invalid argument. (an error inside an HTTP 200 answer)" in first.message
