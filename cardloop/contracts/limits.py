@@ -7,18 +7,26 @@
 
 What is counted (cardloop/store/limits.py reads it from the ledger, `llm_usage`, in the store, so
 every API process and worker sees the same numbers): every provider call attempt of the
-tenant, its cards' turns and summaries and the prompt gateway's calls alike, a call still
-running included; refused calls are not counted. Windows (UTC):
+tenant, its cards' turns and summaries and the prompt gateway's calls alike; refused calls are
+not counted. A call still running ("calling") counts its reservation, taken when it was
+admitted: its prompt's tokens (counted by the caller) plus the request's max output tokens, and
+their cost at the model's price. Once settled, a call counts what it really used instead (a
+failed call usually nothing), so concurrent calls see each other's reservations and a row a dead
+worker left "calling" keeps its reservation. Windows (UTC):
 
     requests_per_minute   attempts started in the last 60 s (sliding); a slot frees when the
                           oldest of them is 60 s old
     tokens_per_day        input + output + cache read + cache write tokens of calls started
-                          since midnight UTC; resets at the next midnight
-    cost_usd_per_month    cost of calls started since the 1st of the month, 00:00 UTC; resets
-                          on the 1st of the next month
+                          since midnight UTC (reservations of running calls); resets at the
+                          next midnight
+    cost_usd_per_month    cost of calls started since the 1st of the month, 00:00 UTC
+                          (reservations of running calls); resets on the 1st of the next month
 
-A call is admitted while what is used is below each limit, so the last admitted call may end
-above a token or cost cap by its own size (the provider's usage is only known afterwards).
+A call is admitted while what is used and reserved is below each limit, so the last admitted
+call may still end above a token or cost cap: by its own reservation, and by whatever it uses
+beyond it (a prompt the caller counted low, cache writes priced above input, or a reply longer
+than reserved when the request set no max output tokens). A call is never refused for what it
+would reserve, only for what the others already hold: one call always fits below a cap.
 """
 
 from __future__ import annotations
@@ -98,6 +106,19 @@ def windows(now: datetime) -> Windows:
 
 
 @dataclass(frozen=True)
+class Reservation:
+    """What an admitted call holds against the token and cost caps while it runs: its prompt's
+    tokens plus its max output tokens, and their cost at the model's price (store/limits.py
+    keeps it on the call's "calling" row, apart from its real usage)."""
+
+    tokens: int = 0
+    cost_usd: Decimal = Decimal(0)
+
+
+NO_RESERVATION = Reservation()
+
+
+@dataclass(frozen=True)
 class LimitUsage:
     """What a tenant (or one token) used in each window."""
 
@@ -105,12 +126,17 @@ class LimitUsage:
     tokens_today: int = 0
     cost_usd_this_month: Decimal = Decimal(0)
     refused_today: int = 0
+    # The part of tokens_today / cost_usd_this_month that running calls reserve (not used yet).
+    reserved_tokens_today: int = 0
+    reserved_cost_usd_this_month: Decimal = Decimal(0)
     # When the oldest request that keeps the minute full turns 60 s old (set when it is full).
     minute_frees_at: datetime | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {"requests_last_minute": self.requests_last_minute, "tokens_today": self.tokens_today,
-                "cost_usd_this_month": float(self.cost_usd_this_month), "refused_today": self.refused_today}
+                "cost_usd_this_month": float(self.cost_usd_this_month), "refused_today": self.refused_today,
+                "reserved_tokens_today": self.reserved_tokens_today,
+                "reserved_cost_usd_this_month": float(self.reserved_cost_usd_this_month)}
 
 
 @dataclass(frozen=True)

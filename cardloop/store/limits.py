@@ -2,16 +2,18 @@
 
 `admit_call` is the gate before a provider call: in ONE write transaction it counts what the
 tenant (and the call's API token) used in each window and either opens the call's ledger row
-("calling", as `start_call` does) or records a "refused" row with the reason, so concurrent
-callers in other processes cannot both take the last slot: SQLite serializes write
-transactions (BEGIN IMMEDIATE), PostgreSQL takes a transaction-scoped advisory lock per tenant.
-Refused rows are never counted.
+("calling", as `start_call` does, with the call's reservation in `reserved_tokens` and
+`reserved_nanousd`) or records a "refused" row with the reason, so concurrent callers in other
+processes cannot both take the last slot: SQLite serializes write transactions (BEGIN
+IMMEDIATE), PostgreSQL takes a transaction-scoped advisory lock per tenant. Refused rows are
+never counted; a "calling" row counts its reservation, any other its usage (`_counted_tokens`).
 
 Fast with a month of calls: the minute window reads `llm_usage` through its (tenant, created_at)
 and (tenant, token_id, created_at) indexes; the day and month windows add the hourly sums in
 `usage_hours` for closed hours to a live read of the rest. An hour is closed (summed once, under
-the same lock) when it ended more than `SETTLE_MARGIN` ago: usage settled later than that after
-its call started (a reply arriving over an hour late) is not in the caps' sums.
+the same lock) when it ended more than `SETTLE_MARGIN` ago: a call still "calling" then (a reply
+arriving over an hour late, or a worker that died mid-call) stays in the caps' sums with its
+reservation, not with the usage settled later.
 """
 
 from __future__ import annotations
@@ -23,9 +25,19 @@ from typing import Any
 
 from sqlalchemy import Connection, case, func, select, text, update
 
-from cardloop.contracts.limits import MINUTE, EffectiveLimits, LimitUsage, Refusal, Windows, check, windows
+from cardloop.contracts.limits import (
+    MINUTE,
+    NO_RESERVATION,
+    EffectiveLimits,
+    LimitUsage,
+    Refusal,
+    Reservation,
+    Windows,
+    check,
+    windows,
+)
 from cardloop.store import schema as s
-from cardloop.store.usage import UsageMixin, usage_values
+from cardloop.store.usage import UsageMixin, nanousd, usage_values
 from cardloop.store.values import UsageRecord
 
 SETTLE_MARGIN = timedelta(hours=1)
@@ -34,9 +46,11 @@ MARK = "~"  # usage_hours.scope of the row whose `hour` says up to where the sum
 
 
 class LimitsMixin(UsageMixin):
-    def admit_call(self, record: UsageRecord, limits: EffectiveLimits) -> Refusal | None:
-        """Open the call's ledger row ("calling") unless a limit refuses it; then the row is
-        "refused" with the reason in `note` and the Refusal is returned."""
+    def admit_call(self, record: UsageRecord, limits: EffectiveLimits,
+                   reserve: Reservation = NO_RESERVATION) -> Refusal | None:
+        """Open the call's ledger row ("calling", holding `reserve` against the token and cost
+        caps until it is settled) unless a limit refuses it; then the row is "refused" with the
+        reason in `note` and the Refusal is returned."""
         tenant = self._tenant(record.tenant)
         w = windows(record.created_at)
         with self._db.write(tenant) as conn:
@@ -52,10 +66,11 @@ class LimitsMixin(UsageMixin):
                     usage = _usage(conn, tenant, record.token_id, w, rolled, limits.token.requests_per_minute)
                     refusal = check(usage, limits.token, w, tenant=tenant, token_id=record.token_id)
             if refusal is not None:
-                row = record.model_copy(update={"status": "refused", "note": refusal.message[:500]})
+                values = usage_values(record.model_copy(update={"status": "refused", "note": refusal.message[:500]}))
             else:
-                row = record.model_copy(update={"status": "calling"})
-            self._insert_new(conn, s.llm_usage, usage_values(row))
+                values = {**usage_values(record.model_copy(update={"status": "calling"})),
+                          "reserved_tokens": reserve.tokens, "reserved_nanousd": nanousd(reserve.cost_usd)}
+            self._insert_new(conn, s.llm_usage, values)
         return refusal
 
     def limit_usage(self, tenant: str, now: datetime) -> tuple[LimitUsage, dict[str, LimitUsage]]:
@@ -92,7 +107,8 @@ def _roll_up(conn: Connection, tenant: str, w: Windows) -> datetime:
     if start >= end:
         return start
     u, h = s.llm_usage.c, s.usage_hours.c
-    rows = conn.execute(select(u.token_id, u.created_at, _tokens().label("tokens"), u.cost_nanousd).where(
+    rows = conn.execute(select(u.token_id, u.created_at, _counted_tokens().label("tokens"),
+                               _counted_cost().label("cost_nanousd")).where(
         u.tenant == tenant, u.created_at >= start, u.created_at < end, u.status != "refused"))
     sums: dict[tuple[str, datetime], list[int]] = defaultdict(lambda: [0, 0])
     for row in rows:
@@ -110,9 +126,16 @@ def _roll_up(conn: Connection, tenant: str, w: Windows) -> datetime:
     return end
 
 
-def _tokens() -> Any:
+def _counted_tokens() -> Any:
+    """A row's tokens against the caps: its reservation while it runs, then what it used."""
     u = s.llm_usage.c
-    return u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+    used = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
+    return case((u.status == "calling", u.reserved_tokens), else_=used)
+
+
+def _counted_cost() -> Any:
+    u = s.llm_usage.c
+    return case((u.status == "calling", u.reserved_nanousd), else_=u.cost_nanousd)
 
 
 def _usage(conn: Connection, tenant: str, token_id: str | None, w: Windows, rolled: datetime, rpm: int, *,
@@ -129,10 +152,14 @@ def _usage(conn: Connection, tenant: str, token_id: str | None, w: Windows, roll
     ).where(h.tenant == tenant, h.scope == (token_id or TENANT_SCOPE), h.hour >= w.month_start,
             h.hour < rolled)).one()
     live_day = max(w.day_start, rolled)
+    running = u.status == "calling"
     row = conn.execute(select(
         func.sum(case(((u.created_at > w.minute_start) & counted, 1), else_=0)).label("minute"),
-        func.sum(case(((u.created_at >= live_day) & counted, _tokens()), else_=0)).label("tokens"),
-        func.sum(case(((u.created_at >= rolled) & counted, u.cost_nanousd), else_=0)).label("cost"),
+        func.sum(case(((u.created_at >= live_day) & counted, _counted_tokens()), else_=0)).label("tokens"),
+        func.sum(case(((u.created_at >= rolled) & counted, _counted_cost()), else_=0)).label("cost"),
+        # The reservations among them (for the usage views; closed hours' sums do not tell).
+        func.sum(case(((u.created_at >= live_day) & running, u.reserved_tokens), else_=0)).label("reserved_tokens"),
+        func.sum(case(((u.created_at >= rolled) & running, u.reserved_nanousd), else_=0)).label("reserved_cost"),
     ).where(*scope, u.created_at >= min(rolled, w.minute_start))).one()
     refused = 0
     if refusals:
@@ -149,4 +176,6 @@ def _usage(conn: Connection, tenant: str, token_id: str | None, w: Windows, roll
     # int(): PostgreSQL sums BIGINT as NUMERIC, which arrives as Decimal.
     return LimitUsage(requests_last_minute=minute, tokens_today=int(row.tokens or 0) + int(summed.tokens or 0),
                       cost_usd_this_month=Decimal(int(row.cost or 0) + int(summed.cost or 0)).scaleb(-9),
-                      refused_today=refused, minute_frees_at=frees)
+                      refused_today=refused, reserved_tokens_today=int(row.reserved_tokens or 0),
+                      reserved_cost_usd_this_month=Decimal(int(row.reserved_cost or 0)).scaleb(-9),
+                      minute_frees_at=frees)

@@ -293,6 +293,10 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE tenant_prompts ADD COLUMN guard_reason VARCHAR(500)",
         "ALTER TABLE tenant_prompts ADD COLUMN guard_model VARCHAR(200)",
     )),
+    Migration(10, "spend limits: the tokens and cost a running call reserves against the caps", (
+        "ALTER TABLE llm_usage ADD COLUMN reserved_tokens BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE llm_usage ADD COLUMN reserved_nanousd BIGINT NOT NULL DEFAULT 0",
+    )),
 )
 
 _SCHEMA_TABLE_DDL = """CREATE TABLE IF NOT EXISTS cardloop_schema (

@@ -224,6 +224,10 @@ llm_usage = Table(
     # Migration 6: the gateway's API token (its id) that made the call; a refused call's reason.
     Column("token_id", String(40)),
     Column("note", String(500)),
+    # Migration 10: what an admitted call holds against the token and cost caps while it is
+    # "calling" (store/limits.py); apart from its usage, which billing and the card's totals read.
+    Column("reserved_tokens", BigInteger, nullable=False, server_default=text("0")),
+    Column("reserved_nanousd", BigInteger, nullable=False, server_default=text("0")),
     PrimaryKeyConstraint("tenant", "card_key", "call_key", "attempt", name="pk_llm_usage"),
     Index("ix_llm_usage_card", "card_key", "stage"),
     Index("ix_llm_usage_tenant_time", "tenant", "created_at"),  # the limits' windows (store/limits.py)

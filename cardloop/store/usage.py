@@ -102,8 +102,13 @@ def kept_usage(conn: Connection, card_key: str, tenant: str, call_key: str) -> U
 
 def usage_values(record: UsageRecord) -> dict[str, Any]:
     values = record.model_dump(exclude={"cost_usd"})
-    values["cost_nanousd"] = int((record.cost_usd / _NANO).to_integral_value(ROUND_HALF_EVEN))
+    values["cost_nanousd"] = nanousd(record.cost_usd)
     return values
+
+
+def nanousd(usd: Decimal) -> int:
+    """Dollars as the ledger's integer billionths."""
+    return int((usd / _NANO).to_integral_value(ROUND_HALF_EVEN))
 
 
 def usage_record(row: Mapping[str, Any]) -> UsageRecord:
