@@ -72,6 +72,12 @@ def billed_call(rt: ActivityDeps, row: UsageRecord, call: Callable[[], Completio
             metrics.MODEL_CALLS.labels(row.stage, row.model, "error").inc()
             settle(row.model_copy(update={"status": "failed"}))
             raise
+        except Exception as exc:
+            # Not a classified failure (a bug reading the answer): the row still closes, so it
+            # never stays "calling", which card show reads as lost with its worker.
+            metrics.MODEL_CALLS.labels(row.stage, row.model, "error").inc()
+            settle(row.model_copy(update={"status": "failed", "note": f"unexpected error: {type(exc).__name__}"}))
+            raise
         u = done.usage
         billed = row.model_copy(update={
             "status": "cancelled" if stop.is_set() else "done", "model": done.model or row.model,
