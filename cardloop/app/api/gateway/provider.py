@@ -47,6 +47,9 @@ def complete(svc: Services, tenant: str, call: GatewayCall, call_id: str,
         _provider_failed(call_id, tenant, err)
         _settle_failed(svc, row)
         raise from_provider_error(err) from None
+    except Exception:
+        _settle_failed(svc, row)  # an unclassified failure (a 500) still closes the call's row
+        raise
     _record_usage(svc, row, done)
     return Outcome(done, call_id, call.model_label or profile.model, p.redactions, p.warnings)
 
@@ -71,6 +74,9 @@ def open_stream(svc: Services, tenant: str, call: GatewayCall, call_id: str, p: 
         _provider_failed(call_id, tenant, err)
         _settle_failed(svc, row)
         raise from_provider_error(err) from None
+    except Exception:
+        _settle_failed(svc, row)
+        raise
     if not isinstance(first, StreamStart):
         close = getattr(events, "close", None)
         if close is not None:
