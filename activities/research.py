@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import invalid_input, stored_card
@@ -47,6 +48,11 @@ from cardloop.prompts.isolate import wrap_untrusted
 from cardloop.prompts.research.chunks import Buffer, line_count, split_chunks
 from cardloop.prompts.research.findings import ChunkFindings, parse_findings, parse_queries
 from cardloop.store import UsageRecord
+
+# Provider refusals that are about one batch's text (a content filter, a prompt block, a batch
+# over the model's window), not about the account or the configuration: the batch is skipped
+# and counted like a malformed one, and the other batches' paid findings still make the report.
+BATCH_REFUSALS = frozenset({"invalid_request", "blocked", "too_large"})
 
 RETRY_NOTE = ("Your reply was not valid JSON in the required shape. Answer again with only the JSON list, "
               "one object per chunk id given.")
@@ -207,11 +213,19 @@ class ResearchActivities:
             calls = ModelCalls(rt, inp.card_key, card.tenant, inp.stage)
             used: list[Reply] = []
             verdicts: list[ChunkFindings] | None = None
+            refused = ""
             for attempt in (1, 2):  # a malformed reply is asked again once, then the batch is skipped
                 conv = Conversation(system=(SystemBlock(system, cache=True),), turns=tuple(turns))
-                reply = calls.call(f"{inp.key}/a{attempt}", conv, profile=s.analyst_profile, model=s.analyst_model,
-                                   max_tokens=s.analyst_max_tokens, temperature=s.analyst_temperature,
-                                   detail=f"research: analysing chunks {inp.chunk_ids[0]}-{inp.chunk_ids[-1]}")
+                try:
+                    reply = calls.call(f"{inp.key}/a{attempt}", conv, profile=s.analyst_profile,
+                                       model=s.analyst_model, max_tokens=s.analyst_max_tokens,
+                                       temperature=s.analyst_temperature,
+                                       detail=f"research: analysing chunks {inp.chunk_ids[0]}-{inp.chunk_ids[-1]}")
+                except ApplicationError as err:
+                    if not (err.type == names.PROVIDER_REJECTED and err.details and err.details[0] in BATCH_REFUSALS):
+                        raise
+                    refused = str(err.message)[:400]
+                    break
                 used.append(reply)
                 verdicts = parse_findings(reply.text, inp.chunk_ids)
                 if verdicts is not None:
@@ -219,6 +233,9 @@ class ResearchActivities:
                 turns += [Turn("assistant", reply.text or "(empty)"), Turn("user", RETRY_NOTE)]
             tally = dict(calls=len(used), chunks=len(inp.chunk_ids), input_tokens=sum(r.input_tokens for r in used),
                          output_tokens=sum(r.output_tokens for r in used), cost_usd=sum(r.cost_usd for r in used))
+            if refused:
+                activity.logger.warning("analyst batch %s: the provider refused it; skipped: %s", inp.key, refused)
+                return AnalyzeResult(status="skipped", reason=f"{names.RESEARCH_BATCH_REFUSED}: {refused}", **tally)
             if verdicts is None:
                 activity.logger.warning("analyst batch %s: no valid findings after a retry; skipped", inp.key)
                 return AnalyzeResult(status="skipped", reason="malformed reply twice", **tally)

@@ -124,7 +124,7 @@ class Synthesizer:
         buffers = "; ".join(f"{b.name} ({b.lines:,} lines, ~{b.tokens:,} tokens)" for b in index.buffers.values())
         provenance = (f"\n\n---\nResearch provenance: question: {self.question[:300]}\nBuffers: {buffers}\n"
                       f"Chunks read ({len(read)} of {len(index.chunks)}): {spans}"
-                      + (f"\nAnalyst batches skipped (malformed replies): {inp.batches_skipped}"
+                      + (f"\nAnalyst batches skipped (no usable answer): {inp.batches_skipped}"
                          if inp.batches_skipped else ""))
         return ContextItem(kind=ContextKind.RESEARCH, source=RESEARCH_SOURCE,
                            title=f"Research report: {self.question[:200]}", content=report + provenance)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
-from temporalio.exceptions import ChildWorkflowError
+from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from cardloop.contracts import names
@@ -87,6 +87,12 @@ class ResearchWorkflow:
             return done
 
         analysed = await asyncio.gather(*(analyst(n, ids) for n, ids in enumerate(batches)))
+        refused = names.RESEARCH_BATCH_REFUSED
+        refusals = [r.reason for r in analysed if r.status == "skipped" and r.reason.startswith(refused)]
+        if refusals and all(r.status == "skipped" for r in analysed):
+            # Every batch refused: the model or its settings, not the text (a report of nothing would hide it).
+            raise ApplicationError(f"every analyst batch was skipped, {len(refusals)} of {len(analysed)} "
+                                   f"{refusals[0]}", type=names.PROVIDER_REJECTED, non_retryable=True)
         self._phase("synthesizing the report")
         report = await workflow.execute_activity(
             names.RESEARCH_SYNTHESIZE,

@@ -90,6 +90,9 @@ CONFIG_ERROR = "ConfigError"
 CARD_NOT_FOUND = "CardNotFound"
 INVALID_INPUT = "InvalidInput"
 PROVIDER_REJECTED = "ProviderRejected"
+# An analyst batch the provider refused (AnalyzeResult.reason starts with it): skipped, unless
+# every batch was (then the research fails with the first refusal).
+RESEARCH_BATCH_REFUSED = "refused by the provider"
 # The workspace cannot be made for this card (no repository, a branch git refuses, a clone the
 # remote refuses): a person must act.
 WORKSPACE_REFUSED = "WorkspaceRefused"

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from cardloop.app import research
 from cardloop.contracts import names
 from tests.prompts.fake_secrets import GITHUB_PAT, STRIPE_LIVE
 from tests.research_log import ROOT_CAUSES, generate_log
@@ -142,3 +143,29 @@ async def test_an_overloaded_model_is_retried_and_every_attempt_is_billed(stack:
     assert len(failed) == 2 and all(r.call_key.endswith("/plan") for r in failed)
     assert [r.attempt for r in ledger if r.call_key.endswith("/plan")] == [1, 2, 3]
     assert len([r for r in ledger if r.status == "done"]) == 1 + result.analyst_calls + result.synthesizer_calls
+
+
+async def test_an_analyst_batch_the_provider_refuses_is_skipped_and_the_report_still_written(stack: Stack) -> None:
+    """One batch hit the provider's content filter (a 400): the whole research failed, the other
+    batches' paid findings thrown away, and error fixing went without its report."""
+    stack.model.inject(None)  # the planner
+    stack.model.inject(400, message="Output blocked by content filtering policy")  # one analyst batch
+    result, report, _, card_key = await run_research(stack, [("ci.log", generate_log(200_000))], chunk_tokens=400,
+                                                     overlap_lines=0, max_chunks=40, batch_chunks=4)
+    assert result.batches_skipped == 1 and result.batches >= 5
+    assert result.analyst_calls == result.batches - 1  # the refused call is not asked again
+    assert "1 analyst batch(es) gave no usable answer" in str(synthesizer_requests(stack)[0]["messages"][0])
+    assert report.startswith("## Summary") and "Coverage:" in report
+    refused = [r for r in stack.store.ledger(card_key) if r.status == "failed"]
+    assert len(refused) == 1 and refused[0].cost_usd == 0
+
+
+async def test_research_fails_with_the_refusal_when_every_analyst_batch_is_refused(stack: Stack) -> None:
+    """A refusal of every batch is the model or its settings, not the text: said, not a report of nothing."""
+    stack.model.inject(None)  # the planner
+    stack.model.inject(400, message="max_tokens: 64000 > 8192, the maximum for this model", times=2)
+    with pytest.raises(research.ResearchFailed) as failed:
+        await run_research(stack, [("ci.log", generate_log(100_000))], max_chunks=8, batch_chunks=4)
+    assert "every analyst batch was skipped, 2 of 2 refused by the provider" in str(failed.value)
+    assert "max_tokens: 64000 > 8192" in str(failed.value)
+    assert not synthesizer_requests(stack)
