@@ -4,7 +4,7 @@ loads the file with its environment overrides and checks what spans sections."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -137,12 +137,21 @@ class ResearchConfig(_Section):
 
 
 class PriceConfig(_Section):
-    """USD per million tokens."""
+    """USD per million tokens. A cache price left out is the input price: every provider bills
+    cached prompt tokens (OpenAI and Gemini report cache reads without being asked), and a
+    price of 0 made them free in the ledger and the spend caps. Set them from the price list."""
 
     input: float = Field(default=0.0, ge=0)
     output: float = Field(default=0.0, ge=0)
     cache_read: float = Field(default=0.0, ge=0)
     cache_write: float = Field(default=0.0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cache_prices_default_to_input(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "input" in data:
+            return {"cache_read": data["input"], "cache_write": data["input"], **data}
+        return data
 
 
 StageTarget = Target

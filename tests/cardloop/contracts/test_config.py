@@ -165,3 +165,20 @@ def test_an_unknown_stage_set_from_the_environment_names_the_stage_and_the_varia
     with pytest.raises(ConfigError, match=r"stages\.coding\.max_iteratons "
                                           r"\(from CARDLOOP_STAGES__CODING__MAX_ITERATONS\): unknown key"):
         load_config(REPO_CONFIG, env={"CARDLOOP_STAGES__CODING__MAX_ITERATONS": "3"})
+
+
+def test_a_cache_price_left_out_is_the_input_price(config_file: Callable[[str], Path]) -> None:
+    """OpenAI and Gemini report cached prompt tokens whether asked or not: with a price of only
+    input and output, those tokens were free in the ledger and under the spend caps."""
+    from cardloop.integrations.providers import Price, Usage, cost_usd
+
+    path = config_file(BUNDLED_CONFIG + '\n[models."gpt-4.1"]\ncontext_window = 1047576\n'
+                                        'price = { input = 2.0, output = 8.0 }\n')
+    config = load_config(path, env={})
+    p = config.price("gpt-4.1")
+    assert (p.cache_read, p.cache_write) == (2.0, 2.0)
+    usage = Usage(input_tokens=1_000, output_tokens=100, cache_read_tokens=9_000)
+    assert cost_usd(usage, Price(p.input, p.output, p.cache_read, p.cache_write)) == pytest.approx(0.0208)
+    sonnet = config.price("claude-sonnet-4-6")  # set ones stay as set
+    assert (sonnet.cache_read, sonnet.cache_write) == (0.30, 3.75)
+    assert config.price("not-configured").cache_read == 0.0
