@@ -127,6 +127,10 @@ def decide(kind: str, attempt: int, elapsed: float, cfg: RetryConfig, *, retry_a
     if retry_after is not None:
         delay = retry_after  # the provider said when: neither sooner nor later helps
     if elapsed + delay > deadline:
+        if retry_after is not None:  # the provider's own wait ends past the deadline: say so
+            return Decision(None, f"gave up: {says} and the provider asks to wait {words(delay)}, past [retry] "
+                                  f"overload_deadline of {words(deadline)} (attempt {attempt}, failing for "
+                                  f"{words(elapsed)}){tail}")
         return Decision(None, f"gave up: {says} for {words(elapsed)} (attempt {attempt}; "
                               f"[retry] overload_deadline is {words(deadline)}){tail}")
     return Decision(delay, f"retrying: {says} (attempt {attempt}, for {words(elapsed)} so far, "

@@ -38,7 +38,12 @@ def test_overload_retries_for_minutes_until_the_deadline() -> None:
 def test_a_providers_retry_after_wins_over_the_backoff_but_not_over_the_deadline() -> None:
     assert decide("rate_limited", 1, 0.0, CFG, retry_after=42.0).delay == 42.0
     assert decide("rate_limited", 1, 0.0, CFG, retry_after=0.5).delay == 0.5
-    assert decide("rate_limited", 3, 600.0, CFG, retry_after=400.0).delay is None
+    past = decide("rate_limited", 3, 600.0, CFG, retry_after=400.0, detail="openai: HTTP 429: slow down")
+    assert past.delay is None
+    # It said "reached for 10 min": the reason is the provider's wait, which the message names.
+    assert past.message == ("gave up: the model's rate limit is reached and the provider asks to wait 6 min 40 s, "
+                            "past [retry] overload_deadline of 15 min (attempt 3, failing for 10 min): "
+                            "openai: HTTP 429: slow down")
     assert decide("connection", 1, 0.0, CFG, retry_after=9.0).delay == 9.0
 
 
