@@ -34,6 +34,18 @@ from cardloop.store import StoredReply, UsageRecord
 
 EXCERPT_CHARS = 1_500
 
+# Replies the provider ended short of their end (stop reasons in Anthropic's words, base.py):
+# a note from cardloop follows such a reply in the history, so the next turn's model knows that
+# what it reads of its own last reply is not all it wrote; the result names the stop reason, and
+# the stage's reason counts the cut replies. Not after a reply with tool calls: their results
+# must follow them, and a cut call's arguments are refused by the tool with a reason anyway.
+STOPPED_NOTES = {
+    "max_tokens": ("Your last reply was cut off at the output limit ({max_tokens:,} tokens): "
+                   "nothing after the cut was received. Continue from where it stopped, in shorter steps."),
+    "malformed_function_call": ("The provider could not read the tool call in your last reply, so "
+                                "nothing was run. Call the tool again with valid JSON arguments."),
+}
+
 
 class LlmActivities:
     def __init__(self, rt: ActivityDeps) -> None:
@@ -48,9 +60,12 @@ class LlmActivities:
             raise card_not_found(inp.card_key)
         attempt = activity.info().attempt
 
+        asked: dict[str, int] = {}
+
         def call_model() -> tuple[Completion, UsageRecord]:
             payload = json.loads(rt.store.get_blob(inp.prompt_ref, tenant=card.tenant))
             model = payload["model"]
+            asked["max_tokens"] = payload["max_tokens"]
             provider = provider_for(rt, inp.profile)
             row = UsageRecord(
                 call_key=inp.call_key, attempt=attempt, retry=attempt > 1, kept=False, card_key=inp.card_key,
@@ -62,20 +77,32 @@ class LlmActivities:
                                                    temperature=payload["temperature"]),
                 detail=f"{inp.stage} turn {inp.iteration}: waiting for {model}")
 
+        ended: list[tuple[Message, str | None]] = []  # this attempt's reply and how it ended
+
         def record(called: tuple[Completion, UsageRecord]) -> None:
             done, usage = called
             # The tools the model asked for stay structural in the history (Message.tool_calls).
             calls = tuple(ToolCall(id=c.id, name=c.name, input=dict(c.input)) for c in done.tool_calls)
             reply = Message(role="assistant", content=done.text, tool_calls=calls, created_at=datetime.now(UTC))
             rt.store.record_reply(inp.card_key, reply, dedup_key=inp.call_key, stage=inp.stage, usage=usage)
+            ended.append((reply, done.stop_reason))
 
         stored = exactly_once(lambda: rt.store.stored_reply(inp.card_key, inp.call_key), call_model, record,
                               what=f"model reply {inp.call_key}")
         recorded(rt, inp.card_key, inp.call_key)
+        stopped = ""
         if stored.acted:  # a reply stored by an earlier attempt was counted by that attempt
             profile = rt.config.profiles.get(inp.profile)
             metrics.TURNS.labels(inp.stage, profile.model if profile else inp.profile).inc()
-        return result_from(stored.value, reused=not stored.acted)
+            reply, stop_reason = ended[-1]
+            kept = stored.value.message
+            if stop_reason in STOPPED_NOTES and (kept.content, kept.tool_calls) == (reply.content, reply.tool_calls):
+                stopped = stop_reason
+                if not reply.tool_calls:
+                    note = Message(role="user", author="cardloop", created_at=datetime.now(UTC),
+                                   content=STOPPED_NOTES[stop_reason].format(max_tokens=asked.get("max_tokens", 0)))
+                    rt.store.append_message(inp.card_key, note, dedup_key=f"{inp.call_key}/stopped", stage=inp.stage)
+        return result_from(stored.value, reused=not stored.acted).model_copy(update={"stopped": stopped})
 
 
 def result_from(stored: StoredReply, *, reused: bool) -> CompleteResult:

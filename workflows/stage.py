@@ -140,6 +140,7 @@ class StageWorkflow:
                 p.input_tokens += reply.input_tokens
                 p.output_tokens += reply.output_tokens
                 p.cost_usd += reply.cost_usd
+                p.cut_replies += reply.stopped == "max_tokens"
                 p.last_result = reply.excerpt[:300]
                 ends_now = hands is None and reply.promise in ("COMPLETE", "BLOCKED")
                 if not (ends_now and versions.patched(versions.QUIET_LAST_TURN)):
@@ -458,6 +459,9 @@ class StageWorkflow:
                                      f"iteration(s): {reason}. Cost ${p.cost_usd:.4f}.")
         if p.truncated_turns:
             reason += f" ({p.truncated_turns} turn(s) ran on truncated history: the summarizer failed)"
+        if p.cut_replies:
+            reason += (f" ({p.cut_replies} of its {p.iteration} replies were cut off at the model's output limit: "
+                       "max_tokens of the stage or its profile)")
         return StageRun(stage=inp.stage, run=inp.run, outcome=outcome, reason=reason, iterations=p.iteration,
                         input_tokens=p.input_tokens, output_tokens=p.output_tokens, cost_usd=p.cost_usd,
                         truncated_turns=p.truncated_turns, tool_calls=p.tool_calls, commits=p.commits,

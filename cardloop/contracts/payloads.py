@@ -184,6 +184,7 @@ class StageProgress(BaseModel):
     cost_usd: float = 0.0
     last_result: str = ""
     truncated_turns: int = 0
+    cut_replies: int = 0  # replies the provider cut off at the output limit (max_tokens)
     # The coding agent's workspace (zero for text-only stages).
     tool_calls: int = 0
     tool_errors: int = 0
@@ -404,6 +405,9 @@ class CompleteResult(_Value):
     # True: an earlier attempt had stored this reply; it was returned without calling the model.
     reused: bool = False
     tool_calls: list[ToolCallOut] = Field(default_factory=list)  # the tools the model asked to run
+    # The provider ended the reply short of its end: "max_tokens" (cut at the output limit) or
+    # "malformed_function_call"; "" for a whole reply (and for one an earlier attempt stored).
+    stopped: str = ""
 
 
 class ToolCallOut(_Value):

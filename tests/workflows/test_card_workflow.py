@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from temporalio.api.enums.v1 import EventType
@@ -199,3 +200,24 @@ async def test_a_closing_run_saves_its_state_without_a_workflow_task_of_its_own(
     await asyncio.wait_for(second.result(), 60)
     state = CardState.model_validate_json(stack.store.workflow_state(ref.key) or "")
     assert [r.run for r in state.history] == [1, 2]
+
+
+@pytest.mark.stack_env(CARDLOOP_STAGES__PLANNING__MAX_TOKENS="8", CARDLOOP_STAGES__PLANNING__MAX_ITERATIONS="2",
+                       CARDLOOP_STAGES__PLANNING__AUTO_ADVANCE="false")
+async def test_replies_cut_at_the_output_limit_are_said_to_the_model_and_in_the_reason(stack: Stack) -> None:
+    """Each turn's reply ran into max_tokens: the next turn's model was told nothing (its own
+    reply just stopped), and the run ended "2 iterations without COMPLETE" without saying why."""
+    ref = stack.cards.import_card(small_card("PAY-CUT"))
+    stack.model.transcript["planning"] = ["The plan, step by step: " + "first this, then that; " * 40
+                                          + "<promise>COMPLETE</promise>"] * 2
+    await stack.cards.move(ref, "planning", delivery_id="p-cut")
+    state = await stack.wait_state(ref, lambda s: bool(s.history) and s.status != "running", timeout=60)
+    run = state.history[0]
+    assert run.outcome == "budget_exhausted"
+    assert run.reason == ("2 iterations without COMPLETE (2 of its 2 replies were cut off at the model's output "
+                          "limit: max_tokens of the stage or its profile)")
+    turns = [r.body for r in stack.model.requests if r.body and "# Stage: planning" in str(r.body.get("system"))]
+    assert "Your last reply was cut off at the output limit (8 tokens)" in json.dumps(turns[1]["messages"])
+    history = stack.store.get_card(ref.key).history
+    assert [(m.role, m.author) for m in history[-2:]] == [("assistant", None), ("user", "cardloop")]
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
