@@ -121,7 +121,8 @@ class UsageRecord(_Value):
     `retry`: the attempt is not the first, or its reply arrived after another attempt's reply
     was stored. `kept`: its result is the one the store holds (the turn's own usage).
     `status`: "calling" while the call runs (a row left so belongs to a worker that died
-    mid-call: billed by the provider, usage unknown), "done", "failed" (an error answer; a
+    mid-call: billed by the provider, usage unknown; either way the reservation `admit_call`
+    stored beside it counts against the spend caps, not this record's usage), "done", "failed" (an error answer; a
     stream the provider cut keeps the usage known so far), "cancelled" (a gateway stream its
     caller left before the end: the usage known so far, `note` says so), or "refused" (a
     spend limit refused it before the request left: `note` says which; nothing was billed).
