@@ -3,6 +3,7 @@ never lands in a URL, a log line or an error message)."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
@@ -116,12 +117,16 @@ class GeminiProvider:
 
 
 def _function_calls(parts: list[Any]) -> tuple[ToolUse, ...]:
-    """functionCall parts; Gemini gives an id only sometimes, so one is made from the position."""
+    """functionCall parts; Gemini gives an id only sometimes, so one is made from the position
+    and a random part: ids must differ across the card's turns, or a result of an earlier turn's
+    call answers a later call that has none (history.settle_tool_calls), and the request is refused."""
     out: list[ToolUse] = []
+    turn = secrets.token_hex(4)
     for i, part in enumerate(parts):
         call = part.get("functionCall") if isinstance(part, dict) else None
         if not isinstance(call, dict) or not isinstance(call.get("name"), str):
             continue
-        ident = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else f"call_{i}_{call['name']}"
+        ident = (call.get("id") if isinstance(call.get("id"), str) and call.get("id")
+                 else f"call_{i}_{call['name']}_{turn}")
         out.append(ToolUse(ident, call["name"], call.get("args") if isinstance(call.get("args"), dict) else {}))
     return tuple(out)

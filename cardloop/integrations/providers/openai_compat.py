@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
 
 import httpx
@@ -85,6 +86,7 @@ def _tool_calls(calls: Any) -> tuple[ToolUse, ...]:
     """assistant.tool_calls: arguments arrive as a JSON string; one that is not a JSON object is
     kept under "_invalid_arguments" so the tool refuses it with a reason the model can read."""
     out: list[ToolUse] = []
+    turn = secrets.token_hex(4)  # for a server that gives no ids: unique across turns (see gemini.py)
     for i, call in enumerate(calls if isinstance(calls, list) else []):
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
@@ -96,6 +98,6 @@ def _tool_calls(calls: Any) -> tuple[ToolUse, ...]:
             args = None
         if not isinstance(args, dict):
             args = {"_invalid_arguments": raw}
-        ident = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else f"call_{i}"
+        ident = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else f"call_{i}_{turn}"
         out.append(ToolUse(ident, function["name"], args))
     return tuple(out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import email.utils
 import json
 import pickle
+import re
 import socket
 import threading
 import time
@@ -667,7 +668,9 @@ def test_gemini_tool_round_trip(http_server: JsonServer) -> None:
     first = provider.complete(Conversation(CONV.system, CONV.turns, (READ,)), model="gemini-2.5-flash",
                               max_tokens=512, temperature=None)
     assert (first.text, first.stop_reason) == ("Reading the policy.", "tool_use")
-    assert first.tool_calls == (ToolUse("call_1_read_file", "read_file", {"path": "app/webhooks/retry.py"}),)
+    [call] = first.tool_calls
+    assert (call.name, call.input) == ("read_file", {"path": "app/webhooks/retry.py"})
+    assert re.fullmatch(r"call_1_read_file_[0-9a-f]{8}", call.id)  # Gemini gave no id: made, unique per turn
     _, _, body = http_server.received[0]
     assert body["tools"] == [{"functionDeclarations": [{"name": "read_file", "description": "Read a file.",
                               "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
@@ -676,9 +679,9 @@ def test_gemini_tool_round_trip(http_server: JsonServer) -> None:
                       max_tokens=512, temperature=None)
     _, _, body = http_server.received[1]
     assert body["contents"][-2:] == [
-        {"role": "model", "parts": [{"functionCall": {"id": "call_1_read_file", "name": "read_file",
+        {"role": "model", "parts": [{"functionCall": {"id": call.id, "name": "read_file",
                                                       "args": {"path": "app/webhooks/retry.py"}}}]},
-        {"role": "user", "parts": [{"functionResponse": {"id": "call_1_read_file", "name": "read_file",
+        {"role": "user", "parts": [{"functionResponse": {"id": call.id, "name": "read_file",
                                                          "response": {"output": "1 | import random"}}}]},
     ]
 
@@ -805,3 +808,21 @@ def test_gemini_a_200_carrying_an_error_is_classified_by_its_status(http_server:
     assert (first.kind, first.retryable, first.status) == ("invalid_request", False, 400)
     assert (second.kind, second.retryable, second.status) == ("overloaded", True, 503)
     assert "Request contains an invalid argument. (an error inside an HTTP 200 answer)" in first.message
+
+
+def test_tool_call_ids_a_server_does_not_give_differ_from_turn_to_turn(http_server: JsonServer) -> None:
+    """Gemini (and OpenAI-compatible servers that omit ids) got ids from the call's position only:
+    every turn's first read_file was call_0_read_file, so an earlier turn's result "answered" a
+    later call left without one (a cancelled stage), and every later request was refused."""
+    gemini_call = {**GEMINI_OK, "candidates": [{"finishReason": "STOP", "content": {"role": "model", "parts": [
+        {"functionCall": {"name": "read_file", "args": {"path": "a.py"}}}]}}]}
+    openai_call = {**OPENAI_OK, "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": None, "tool_calls": [
+            {"type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}]}}]}
+    conv = Conversation(CONV.system, CONV.turns, (READ,))
+    for provider, answer in ((GeminiProvider(base_url=http_server.url, api_key=GEMINI_KEY, timeout=5.0), gemini_call),
+                             (OpenAICompatProvider(base_url=http_server.url, timeout=5.0), openai_call)):
+        http_server.answer(200, answer)
+        http_server.answer(200, answer)
+        ids = {provider.complete(conv, model="m", max_tokens=64, temperature=None).tool_calls[0].id for _ in "ab"}
+        assert len(ids) == 2
