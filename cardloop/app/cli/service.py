@@ -319,8 +319,13 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
             elif state.status == "idle" and state.history and state.history[-1].outcome == "failed":
                 print_(f"  failed: `cardloop card retry {ref.key}` runs {state.history[-1].stage} again")
         t, extra = usage.total, usage.extra
-        print_(f"  usage: {t.calls} calls, {t.input_tokens:,} in, {t.output_tokens:,} out, "
-              f"billed ${float(t.cost_usd):.4f} (retries included)")
+        # Input beside the prompt tokens the provider's cache served or stored (each priced on
+        # its own): a provider's dashboard counts them all as the prompt.
+        cached = ", ".join(part for part in (f"{t.cache_read_tokens:,} read from the cache" if t.cache_read_tokens
+                                             else "", f"{t.cache_write_tokens:,} written to it"
+                                             if t.cache_write_tokens else "") if part)
+        print_(f"  usage: {t.calls} calls, {t.input_tokens:,} in{f' (+{cached})' if cached else ''}, "
+              f"{t.output_tokens:,} out, billed ${float(t.cost_usd):.4f} (retries included)")
         share = f"{float(extra.cost_usd / t.cost_usd):.0%}" if t.cost_usd else "0%"
         print_(f"    not kept: {extra.calls} call(s) whose reply the card did not keep (retries, cancelled "
               f"stages, errors), ${float(extra.cost_usd):.4f} ({share} of the bill); {usage.unknown} without usage "
