@@ -200,7 +200,7 @@ class HistoryActivities:
                 purpose="summary", created_at=datetime.now(UTC))
             done, billed = billed_call(
                 rt, row, lambda: provider.complete(conv, model=model, max_tokens=out_tokens, temperature=0.0),
-                detail=f"summarizing {source}")
+                detail=f"summarizing {source}", conversation=conv)
             if not done.text.strip():
                 recorded(rt, card_key, call_key)  # not kept for a retry: the next call asks again
                 raise invalid_input("the summarizer returned an empty summary")

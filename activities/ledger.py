@@ -26,8 +26,9 @@ from cardloop.activities.heartbeat import call_with_heartbeat, retry_unavailable
 from cardloop.contracts import metrics
 from cardloop.contracts.limits import limits_for
 from cardloop.integrations.providers import Provider
-from cardloop.integrations.providers.base import Completion
+from cardloop.integrations.providers.base import Completion, with_usage
 from cardloop.integrations.upstream import UpstreamError
+from cardloop.prompts.conversation import Conversation
 from cardloop.store import UsageRecord
 
 
@@ -40,7 +41,7 @@ def provider_for(rt: ActivityDeps, profile: str) -> Provider:
 
 
 def billed_call(rt: ActivityDeps, row: UsageRecord, call: Callable[[], Completion], *,
-                detail: str) -> tuple[Completion, UsageRecord]:
+                detail: str, conversation: Conversation | None = None) -> tuple[Completion, UsageRecord]:
     """(the completion, its settled ledger row); a provider error is settled "failed" and
     raised as the activity's ApplicationError. The tenant's spend limits are checked first, in
     the transaction that opens the row: a refused call is recorded "refused" and never made.
@@ -78,9 +79,10 @@ def billed_call(rt: ActivityDeps, row: UsageRecord, call: Callable[[], Completio
             metrics.MODEL_CALLS.labels(row.stage, row.model, "error").inc()
             settle(row.model_copy(update={"status": "failed", "note": f"unexpected error: {type(exc).__name__}"}))
             raise
+        done, note = with_usage(done, conversation, rt.assembler.counter.count)
         u = done.usage
         billed = row.model_copy(update={
-            "status": "cancelled" if stop.is_set() else "done", "model": done.model or row.model,
+            "status": "cancelled" if stop.is_set() else "done", "model": done.model or row.model, "note": note,
             "input_tokens": u.input_tokens,
             "output_tokens": u.output_tokens, "cache_read_tokens": u.cache_read_tokens,
             "cache_write_tokens": u.cache_write_tokens, "cost_usd": Decimal(str(rt.cost(row.model, u)))})

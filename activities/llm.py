@@ -71,11 +71,11 @@ class LlmActivities:
                 call_key=inp.call_key, attempt=attempt, retry=attempt > 1, kept=False, card_key=inp.card_key,
                 tenant=card.tenant, stage=inp.stage, profile=inp.profile, provider=payload["provider"], model=model,
                 purpose="turn", created_at=datetime.now(UTC))
+            conversation = Conversation.from_payload(payload)
             return billed_call(
-                rt, row, lambda: provider.complete(Conversation.from_payload(payload), model=model,
-                                                   max_tokens=payload["max_tokens"],
+                rt, row, lambda: provider.complete(conversation, model=model, max_tokens=payload["max_tokens"],
                                                    temperature=payload["temperature"]),
-                detail=f"{inp.stage} turn {inp.iteration}: waiting for {model}")
+                detail=f"{inp.stage} turn {inp.iteration}: waiting for {model}", conversation=conversation)
 
         ended: list[tuple[Message, str | None]] = []  # this attempt's reply and how it ended
 

@@ -87,7 +87,8 @@ class ModelCalls:
                               provider=rt.config.profiles[profile].provider, model=model, purpose="research",
                               created_at=datetime.now(UTC))
             done, billed = billed_call(rt, row, lambda: provider.complete(conv, model=model, max_tokens=max_tokens,
-                                                                          temperature=temperature), detail=detail)
+                                                                          temperature=temperature), detail=detail,
+                                       conversation=conv)
             calls = [{"id": c.id, "name": c.name, "input": dict(c.input)} for c in done.tool_calls]
             return json.dumps({"text": done.text, "tool_calls": calls}, ensure_ascii=False), billed
 

@@ -129,3 +129,16 @@ def test_an_unexpected_error_while_calling_still_closes_the_row(
         run(LlmActivities(rt).complete, inp)
     rows = store.ledger(KEY)
     assert [(r.status, r.note) for r in rows] == [("failed", "unexpected error: KeyError")]
+
+
+def test_an_answer_without_usage_is_billed_as_estimated(setup: tuple[Store, Answers, ActivityDeps, CompleteInput]
+                                                        ) -> None:
+    """Some OpenAI-compatible servers send no usage block: the call was recorded as 0 tokens and
+    $0, outside every token and cost cap."""
+    store, server, rt, inp = setup
+    server.bodies.append(json.dumps({k: v for k, v in MESSAGE.items() if k != "usage"}))
+    done = run(LlmActivities(rt).complete, inp)
+    [row] = store.ledger(KEY)
+    assert row.status == "done" and row.note is not None and row.note.startswith("the provider reported no usage")
+    assert row.input_tokens > 100 and row.output_tokens > 3 and row.cost_usd > 0
+    assert (done.input_tokens, done.output_tokens) == (row.input_tokens, row.output_tokens)

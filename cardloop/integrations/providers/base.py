@@ -4,7 +4,9 @@ upstream), classified the same way for every provider by errors.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -89,3 +91,16 @@ class StreamingProvider(Provider, Protocol):
     ) -> Iterator[StreamEvent]: ...
 
 
+NO_USAGE = "the provider reported no usage: estimated from the text sent and received (cl100k_base)"
+
+
+def with_usage(done: Completion, conversation: Conversation | None, count: Callable[[str], int]
+               ) -> tuple[Completion, str | None]:
+    """`done`, its usage estimated when the provider reported none (some OpenAI-compatible
+    servers send no usage block): counted as nothing, such calls cost nothing in the ledger and
+    passed every token and cost cap. (the completion, the ledger row's note or None)."""
+    if done.usage != Usage() or conversation is None:
+        return done, None
+    sent = count(json.dumps(conversation.to_payload(), ensure_ascii=False))
+    got = count(done.text) + sum(count(c.name + json.dumps(c.input, ensure_ascii=False)) for c in done.tool_calls)
+    return dataclasses.replace(done, usage=Usage(input_tokens=sent, output_tokens=max(got, 1))), NO_USAGE

@@ -24,6 +24,7 @@ from cardloop.app.api.services import Services
 from cardloop.contracts import metrics
 from cardloop.contracts.limits import limits_for
 from cardloop.integrations.providers import Completion, Provider, StreamingProvider, StreamStart, TextDelta, Usage
+from cardloop.integrations.providers.base import with_usage
 from cardloop.integrations.upstream import UpstreamError
 from cardloop.store import UsageRecord
 
@@ -50,7 +51,8 @@ def complete(svc: Services, tenant: str, call: GatewayCall, call_id: str,
     except Exception:
         _settle_failed(svc, row)  # an unclassified failure (a 500) still closes the call's row
         raise
-    _record_usage(svc, row, done)
+    done, note = with_usage(done, p.conversation, svc.runtime.assembler.counter.count)
+    _record_usage(svc, row, done, note=note)
     return Outcome(done, call_id, call.model_label or profile.model, p.redactions, p.warnings)
 
 
@@ -206,8 +208,8 @@ def _settle_failed(svc: Services, row: UsageRecord) -> None:
         logger.exception("%s: the failed call's ledger row was not settled", row.call_key)
 
 
-def _record_usage(svc: Services, row: UsageRecord, done: Completion) -> None:
-    _settle_usage(svc, row, done.usage, status="done", model=done.model)
+def _record_usage(svc: Services, row: UsageRecord, done: Completion, note: str | None = None) -> None:
+    _settle_usage(svc, row, done.usage, status="done", model=done.model, note=note)
 
 
 def _settle_usage(svc: Services, row: UsageRecord, u: Usage, *, status: Literal["done", "failed", "cancelled"],

@@ -141,3 +141,16 @@ def test_an_answer_that_is_no_message_is_503_and_its_row_closed(raw: tuple[RawAn
     else:
         assert assert_anthropic_error(r, 503)["type"] == "overloaded_error"
     assert [row.status for row in store.ledger(CARD)] == ["failed"]
+
+
+def test_an_answer_without_usage_is_billed_as_estimated(raw: tuple[RawAnthropic, TestClient, Store]) -> None:
+    server, client, store = raw
+    server.answers.append(("application/json", json.dumps({
+        "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6", "stop_reason": "end_turn",
+        "content": [{"type": "text", "text": "An answer whose usage the server left out."}]})))
+    r = client.post(ANTHROPIC, json={"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "go"}]})
+    assert r.status_code == 200, r.text
+    [row] = store.ledger(CARD)
+    assert row.input_tokens > 0 and row.output_tokens > 5 and row.cost_usd > 0
+    assert r.json()["usage"]["output_tokens"] == row.output_tokens
+    assert (row.note or "").startswith("the provider reported no usage")
