@@ -5,16 +5,19 @@ stay thin and tests can build one around a loopback model server."""
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
 import uuid
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from cardloop.activities.heartbeat import HeartbeatingStore
 from cardloop.activities.received import ReceivedReplies
 from cardloop.contracts.config import Config
+from cardloop.contracts.limits import Reservation
 from cardloop.integrations.providers import Price, Provider, build_provider, cost_usd
 from cardloop.integrations.providers.base import Usage
 from cardloop.integrations.sources.base import Source
@@ -27,6 +30,7 @@ from cardloop.integrations.workspace import (
     sandbox_limits,
 )
 from cardloop.prompts.assemble import PromptAssembler
+from cardloop.prompts.conversation import Conversation
 from cardloop.prompts.scrub import Scrubber
 from cardloop.store import Store
 
@@ -131,3 +135,18 @@ class ActivityDeps:
     def cost(self, model: str, usage: Usage) -> float:
         p = self.config.price(model)
         return cost_usd(usage, Price(p.input, p.output, p.cache_read, p.cache_write))
+
+    def prompt_tokens(self, model: str, conversation: Conversation) -> int:
+        """The conversation's tokens as the model would count them, near enough for a call's
+        reservation: cl100k_base times the model's calibration (its margin), as budgets count."""
+        known = self.config.models.get(model)
+        raw = self.assembler.counter.raw(conversation.counted_text())
+        return math.ceil(raw * (known.calibration if known else 1.0))
+
+    def reservation(self, model: str, prompt_tokens: int, max_tokens: int) -> Reservation:
+        """What a call holds against its tenant's token and cost caps while it runs: its prompt
+        and the most it may answer, priced as plain input and output (settling it replaces this
+        with what the provider reports)."""
+        tokens = max(prompt_tokens, 0) + max(max_tokens, 0)
+        cost = self.cost(model, Usage(input_tokens=max(prompt_tokens, 0), output_tokens=max(max_tokens, 0)))
+        return Reservation(tokens=tokens, cost_usd=Decimal(str(cost)))

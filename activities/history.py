@@ -200,7 +200,8 @@ class HistoryActivities:
                 purpose="summary", created_at=datetime.now(UTC))
             done, billed = billed_call(
                 rt, row, lambda: provider.complete(conv, model=model, max_tokens=out_tokens, temperature=0.0),
-                detail=f"summarizing {source}", conversation=conv)
+                detail=f"summarizing {source}", conversation=conv,
+                reserve=rt.reservation(model, rt.prompt_tokens(model, conv), out_tokens))
             if not done.text.strip():
                 recorded(rt, card_key, call_key)  # not kept for a retry: the next call asks again
                 raise invalid_input("the summarizer returned an empty summary")

@@ -1,7 +1,8 @@
 """Every provider call in the ledger, per attempt, so the ledger matches the provider's bill.
 
 `billed_call` checks the tenant's spend limits and opens the attempt's row before the request
-leaves ("calling": a worker killed mid-call leaves it so, billed with usage unknown), makes the
+leaves ("calling", holding the call's reservation against the token and cost caps: a worker
+killed mid-call leaves it so, billed with usage unknown, still holding it), makes the
 call while the activity heartbeats, and settles the row with the provider's usage in the call's own thread, so an
 attempt that Temporal cancelled or gave up on is billed when its answer comes back. Whether
 the result is kept (the turn's own usage) is decided when it is recorded (store/ledger.py).
@@ -24,7 +25,7 @@ from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.errors import from_provider, limit_refused
 from cardloop.activities.heartbeat import call_with_heartbeat, retry_unavailable, store_patience
 from cardloop.contracts import metrics
-from cardloop.contracts.limits import limits_for
+from cardloop.contracts.limits import Reservation, limits_for
 from cardloop.integrations.providers import Provider
 from cardloop.integrations.providers.base import Completion, with_usage
 from cardloop.integrations.upstream import UpstreamError
@@ -41,10 +42,12 @@ def provider_for(rt: ActivityDeps, profile: str) -> Provider:
 
 
 def billed_call(rt: ActivityDeps, row: UsageRecord, call: Callable[[], Completion], *,
-                detail: str, conversation: Conversation | None = None) -> tuple[Completion, UsageRecord]:
+                detail: str, reserve: Reservation, conversation: Conversation | None = None
+                ) -> tuple[Completion, UsageRecord]:
     """(the completion, its settled ledger row); a provider error is settled "failed" and
     raised as the activity's ApplicationError. The tenant's spend limits are checked first, in
-    the transaction that opens the row: a refused call is recorded "refused" and never made.
+    the transaction that opens the row: a refused call is recorded "refused" and never made; an
+    admitted one holds `reserve` (rt.reservation) against the caps until it is settled.
     An answer an earlier attempt on this worker received but could not store is returned
     instead, without a call (the caller's record settles its row)."""
     held = rt.received.get(row.card_key, row.call_key)
@@ -52,7 +55,7 @@ def billed_call(rt: ActivityDeps, row: UsageRecord, call: Callable[[], Completio
         activity.logger.info("model call %s: using the answer received by attempt %d, not stored then",
                              row.call_key, held[1].attempt)
         return held
-    refusal = rt.store.admit_call(row, limits_for(rt.config, row.tenant))
+    refusal = rt.store.admit_call(row, limits_for(rt.config, row.tenant), reserve)
     if refusal is not None:
         activity.logger.warning("model call refused: %s", refusal.message)
         raise limit_refused(refusal, rt.config.retry)

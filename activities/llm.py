@@ -72,10 +72,14 @@ class LlmActivities:
                 tenant=card.tenant, stage=inp.stage, profile=inp.profile, provider=payload["provider"], model=model,
                 purpose="turn", created_at=datetime.now(UTC))
             conversation = Conversation.from_payload(payload)
+            # The assembler counted the prompt's sections; a payload without counts is counted here.
+            sections = payload.get("tokens") or {}
+            prompt_tokens = sum(sections.values()) if sections else rt.prompt_tokens(model, conversation)
             return billed_call(
                 rt, row, lambda: provider.complete(conversation, model=model, max_tokens=payload["max_tokens"],
                                                    temperature=payload["temperature"]),
-                detail=f"{inp.stage} turn {inp.iteration}: waiting for {model}", conversation=conversation)
+                detail=f"{inp.stage} turn {inp.iteration}: waiting for {model}", conversation=conversation,
+                reserve=rt.reservation(model, prompt_tokens, payload["max_tokens"]))
 
         ended: list[tuple[Message, str | None]] = []  # this attempt's reply and how it ended
 

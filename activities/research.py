@@ -86,9 +86,10 @@ class ModelCalls:
                               tenant=self.tenant, stage=self.stage, profile=profile,
                               provider=rt.config.profiles[profile].provider, model=model, purpose="research",
                               created_at=datetime.now(UTC))
+            reserve = rt.reservation(model, rt.prompt_tokens(model, conv), max_tokens)
             done, billed = billed_call(rt, row, lambda: provider.complete(conv, model=model, max_tokens=max_tokens,
                                                                           temperature=temperature), detail=detail,
-                                       conversation=conv)
+                                       conversation=conv, reserve=reserve)
             calls = [{"id": c.id, "name": c.name, "input": dict(c.input)} for c in done.tool_calls]
             return json.dumps({"text": done.text, "tool_calls": calls}, ensure_ascii=False), billed
 

@@ -85,6 +85,13 @@ class Conversation:
     def system_text(self) -> str:
         return "\n\n".join(b.text for b in self.system if b.text)
 
+    def counted_text(self) -> str:
+        """Everything the model reads, as text: for counting a prompt's tokens before the call
+        (the spend limits' reservation), not for sending."""
+        parts = [self.system_text, *(t.counted_text() for t in self.turns)]
+        parts += [f"{s.name} {s.description} {json.dumps(dict(s.input_schema), sort_keys=True)}" for s in self.tools]
+        return "\n".join(p for p in parts if p)
+
     def to_payload(self) -> dict[str, Any]:
         # Tool keys only when used: a conversation without tools keeps its old payload.
         turns = []

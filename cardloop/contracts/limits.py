@@ -25,8 +25,9 @@ worker left "calling" keeps its reservation. Windows (UTC):
 A call is admitted while what is used and reserved is below each limit, so the last admitted
 call may still end above a token or cost cap: by its own reservation, and by whatever it uses
 beyond it (a prompt the caller counted low, cache writes priced above input, or a reply longer
-than reserved when the request set no max output tokens). A call is never refused for what it
-would reserve, only for what the others already hold: one call always fits below a cap.
+than its max output tokens from a provider that ignores them; every call sends one, the
+gateway the profile's when its caller set none). A call is never refused for what it would
+reserve, only for what is already used and held: one call always fits below a cap.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ tenant (and the call's API token) used in each window and either opens the call'
 `reserved_nanousd`) or records a "refused" row with the reason, so concurrent callers in other
 processes cannot both take the last slot: SQLite serializes write transactions (BEGIN
 IMMEDIATE), PostgreSQL takes a transaction-scoped advisory lock per tenant. Refused rows are
-never counted; a "calling" row counts its reservation, any other its usage (`_counted_tokens`).
+never counted; a "calling" row counts its reservation, any other its usage (`_counted`).
 
 Fast with a month of calls: the minute window reads `llm_usage` through its (tenant, created_at)
 and (tenant, token_id, created_at) indexes; the day and month windows add the hourly sums in
@@ -107,8 +107,8 @@ def _roll_up(conn: Connection, tenant: str, w: Windows) -> datetime:
     if start >= end:
         return start
     u, h = s.llm_usage.c, s.usage_hours.c
-    rows = conn.execute(select(u.token_id, u.created_at, _counted_tokens().label("tokens"),
-                               _counted_cost().label("cost_nanousd")).where(
+    rows = conn.execute(select(u.token_id, u.created_at, _COUNTED_TOKENS.label("tokens"),
+                               _COUNTED_COST.label("cost_nanousd")).where(
         u.tenant == tenant, u.created_at >= start, u.created_at < end, u.status != "refused"))
     sums: dict[tuple[str, datetime], list[int]] = defaultdict(lambda: [0, 0])
     for row in rows:
@@ -126,16 +126,16 @@ def _roll_up(conn: Connection, tenant: str, w: Windows) -> datetime:
     return end
 
 
-def _counted_tokens() -> Any:
-    """A row's tokens against the caps: its reservation while it runs, then what it used."""
+def _counted() -> tuple[Any, Any]:
+    """A row's tokens and cost against the caps: its reservation while it runs ("calling"),
+    then what it used. Built once: building expressions is most of a check's Python time."""
     u = s.llm_usage.c
     used = u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens
-    return case((u.status == "calling", u.reserved_tokens), else_=used)
+    running = u.status == "calling"
+    return case((running, u.reserved_tokens), else_=used), case((running, u.reserved_nanousd), else_=u.cost_nanousd)
 
 
-def _counted_cost() -> Any:
-    u = s.llm_usage.c
-    return case((u.status == "calling", u.reserved_nanousd), else_=u.cost_nanousd)
+_COUNTED_TOKENS, _COUNTED_COST = _counted()
 
 
 def _usage(conn: Connection, tenant: str, token_id: str | None, w: Windows, rolled: datetime, rpm: int, *,
@@ -152,19 +152,21 @@ def _usage(conn: Connection, tenant: str, token_id: str | None, w: Windows, roll
     ).where(h.tenant == tenant, h.scope == (token_id or TENANT_SCOPE), h.hour >= w.month_start,
             h.hour < rolled)).one()
     live_day = max(w.day_start, rolled)
-    running = u.status == "calling"
     row = conn.execute(select(
         func.sum(case(((u.created_at > w.minute_start) & counted, 1), else_=0)).label("minute"),
-        func.sum(case(((u.created_at >= live_day) & counted, _counted_tokens()), else_=0)).label("tokens"),
-        func.sum(case(((u.created_at >= rolled) & counted, _counted_cost()), else_=0)).label("cost"),
-        # The reservations among them (for the usage views; closed hours' sums do not tell).
-        func.sum(case(((u.created_at >= live_day) & running, u.reserved_tokens), else_=0)).label("reserved_tokens"),
-        func.sum(case(((u.created_at >= rolled) & running, u.reserved_nanousd), else_=0)).label("reserved_cost"),
+        func.sum(case(((u.created_at >= live_day) & counted, _COUNTED_TOKENS), else_=0)).label("tokens"),
+        func.sum(case(((u.created_at >= rolled) & counted, _COUNTED_COST), else_=0)).label("cost"),
     ).where(*scope, u.created_at >= min(rolled, w.minute_start))).one()
-    refused = 0
-    if refusals:
+    refused, reserved_tokens, reserved_cost = 0, 0, 0
+    if refusals:  # the usage views, not the check
         refused = int(conn.execute(select(func.count()).where(
             *scope, u.created_at >= w.day_start, u.status == "refused").select_from(s.llm_usage)).scalar_one())
+        # The reservations of running calls among the live rows (closed hours' sums do not tell).
+        reserved = conn.execute(select(
+            func.sum(case((u.created_at >= live_day, u.reserved_tokens), else_=0)).label("tokens"),
+            func.sum(u.reserved_nanousd).label("cost"),
+        ).where(*scope, u.created_at >= rolled, u.status == "calling")).one()
+        reserved_tokens, reserved_cost = int(reserved.tokens or 0), int(reserved.cost or 0)
     minute = int(row.minute or 0)
     frees = None
     if rpm and minute >= rpm:
@@ -176,6 +178,6 @@ def _usage(conn: Connection, tenant: str, token_id: str | None, w: Windows, roll
     # int(): PostgreSQL sums BIGINT as NUMERIC, which arrives as Decimal.
     return LimitUsage(requests_last_minute=minute, tokens_today=int(row.tokens or 0) + int(summed.tokens or 0),
                       cost_usd_this_month=Decimal(int(row.cost or 0) + int(summed.cost or 0)).scaleb(-9),
-                      refused_today=refused, reserved_tokens_today=int(row.reserved_tokens or 0),
-                      reserved_cost_usd_this_month=Decimal(int(row.reserved_cost or 0)).scaleb(-9),
+                      refused_today=refused, reserved_tokens_today=reserved_tokens,
+                      reserved_cost_usd_this_month=Decimal(reserved_cost).scaleb(-9),
                       minute_frees_at=frees)

@@ -90,6 +90,31 @@ def test_a_token_cap_is_a_non_retryable_tenant_limit(complete: tuple[Any, Store,
     assert model.request_count == 1
 
 
+@pytest.mark.parametrize("complete", [{"CARDLOOP_LIMITS__TOKENS_PER_DAY": "1000000"}], indirect=True)
+def test_a_running_turn_holds_its_prompt_and_max_tokens_against_the_cap_until_settled(
+        complete: tuple[Any, Store, ScriptedModel]) -> None:
+    """While the model answers, the turn's "calling" row holds the assembled prompt's tokens plus
+    its max_tokens (so a concurrent call sees them); settled, it counts what the provider reported."""
+    import threading
+
+    call, store, model = complete
+    model.inject(delay=2.0)
+    turn = threading.Thread(target=call, args=(1,))
+    turn.start()
+    held = 0
+    for _ in range(100):
+        held = store.limit_usage("acme", datetime.now(UTC))[0].reserved_tokens_today
+        if held:
+            break
+        threading.Event().wait(0.05)
+    turn.join(timeout=30)
+    (row,) = store.ledger(KEY)
+    used = row.input_tokens + row.output_tokens + row.cache_read_tokens + row.cache_write_tokens
+    # The reservation: the prompt (some hundreds of tokens) and the profile's max_tokens (thousands).
+    assert held > used > 0 and row.status == "done"
+    whole, _ = store.limit_usage("acme", datetime.now(UTC))
+    assert (whole.tokens_today, whole.reserved_tokens_today) == (used, 0)
+
 
 def test_a_call_answered_after_its_activity_was_cancelled_is_billed_as_cancelled(tmp_path: Path) -> None:
     """A stage cancelled while its model call runs: the provider still answers and bills it; the

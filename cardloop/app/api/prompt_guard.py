@@ -20,7 +20,7 @@ from fastapi import HTTPException
 
 from cardloop.app.api.services import Services
 from cardloop.contracts import metrics
-from cardloop.contracts.limits import limits_for
+from cardloop.contracts.limits import NO_RESERVATION, limits_for
 from cardloop.integrations.providers.registry import build_provider
 from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.injection.guard import GuardReplyError, GuardVerdict, guard_conversation, parse_guard_reply
@@ -40,7 +40,7 @@ def guard_check(svc: Services, tenant: str, text: str) -> tuple[GuardVerdict, Gu
         return None
     prof = svc.config.profiles[profile]
     key = svc.config.api_key(profile)
-    row = _admit(svc, tenant, profile)
+    row = _admit(svc, tenant, profile, text)
     try:
         # A client of its own, with the guard's timeout (the stages' clients wait up to 600 s);
         # PUTs are rare, so it is built per call and closed after.
@@ -79,7 +79,7 @@ def guard_check(svc: Services, tenant: str, text: str) -> tuple[GuardVerdict, Gu
     return verdict, GuardRecord(verdict.verdict, verdict.reason, done.model or prof.model)
 
 
-def _admit(svc: Services, tenant: str, profile: str) -> UsageRecord:
+def _admit(svc: Services, tenant: str, profile: str, text: str) -> UsageRecord:
     """The guard's call counts against the tenant's spend limits like its cards' and gateway
     calls: checked before the call (429 with Retry-After when over, nothing stored), recorded in
     the ledger after it, so PUTs cannot spend the operator's model account without limit."""
@@ -87,8 +87,14 @@ def _admit(svc: Services, tenant: str, profile: str) -> UsageRecord:
     row = UsageRecord(call_key=f"guard/{uuid.uuid4().hex}", card_key=f"{tenant}/{STAGE}/-", tenant=tenant,
                       stage=STAGE, profile=profile, provider=prof.provider, model=prof.model, purpose="turn",
                       created_at=datetime.fromtimestamp(svc.clock(), UTC))
+    limits = limits_for(svc.config, tenant)
+    reserve = NO_RESERVATION
+    if limits.active:  # the question is the guard's frame around the prompt: counted only when it matters
+        settings = svc.config.tenant_prompts
+        prompt_tokens = svc.runtime.prompt_tokens(prof.model, guard_conversation(text))
+        reserve = svc.runtime.reservation(prof.model, prompt_tokens, settings.guard_max_tokens)
     try:
-        refusal = svc.store.admit_call(row, limits_for(svc.config, tenant))
+        refusal = svc.store.admit_call(row, limits, reserve)
     except Exception:
         log.exception("tenant %s: the spend limits could not be checked for the guard model", tenant)
         raise HTTPException(503, "the spend limits cannot be checked right now; nothing was stored, retry later",

@@ -427,7 +427,9 @@ def revoke_token(tenant_id: str, token_id: str, svc: SvcDep) -> Response:
 
 def limits_report(config: Config, store: Store, tenant: str, now: datetime) -> dict[str, Any]:
     """The tenant's spend limits (config) and what it used in each window (the ledger): the
-    answer of GET /tenants/{t}/limits and of `cardloop tenant show`. None: no limit."""
+    answer of GET /tenants/{t}/limits and of `cardloop tenant show`. None: no limit. The
+    tokens and cost include what running calls reserve, as the caps count them; the
+    `reserved_*` fields say how much of them that is."""
     effective = limits_for(config, tenant)
     whole, tokens = store.for_tenant(tenant).limit_usage(tenant, now)
     w = windows(now)

@@ -149,16 +149,25 @@ def _print_limits(report: dict[str, Any]) -> None:
     print(f"  requests in the last minute  {used['requests_last_minute']} of "
           + ("no limit" if rpm is None else f"{rpm} per minute"))
     print(f"  tokens today (UTC)           {used['tokens_today']:,} of "
-          + ("no limit" if tpd is None else f"{tpd:,} per day"))
+          + ("no limit" if tpd is None else f"{tpd:,} per day") + _reserved(used, "tokens"))
     print(f"  cost this month (UTC)        ${used['cost_usd_this_month']:.4f} of "
-          + ("no limit" if cap is None else f"{usd(cap)} per month"))
+          + ("no limit" if cap is None else f"{usd(cap)} per month") + _reserved(used, "cost"))
     print(f"  refused today                {used['refused_today']}")
     if any(v is not None for v in per.values()):
         print("  each API token: " + ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in per.items() if v is not None))
     for token_id, u in report["tokens"].items():
         print(f"  token {token_id}: {u['requests_last_minute']} requests in the last minute, "
-              f"{u['tokens_today']:,} tokens today, ${u['cost_usd_this_month']:.4f} this month, "
-              f"{u['refused_today']} refused today")
+              f"{u['tokens_today']:,} tokens today{_reserved(u, 'tokens')}, "
+              f"${u['cost_usd_this_month']:.4f} this month{_reserved(u, 'cost')}, {u['refused_today']} refused today")
+
+
+def _reserved(used: dict[str, Any], what: str) -> str:
+    """The part of a total that running calls hold (their prompt and max output), not yet used."""
+    if what == "tokens":
+        held = used.get("reserved_tokens_today") or 0
+        return f" (incl. {held:,} reserved by running calls)" if held else ""
+    held_usd = used.get("reserved_cost_usd_this_month") or 0
+    return f" (incl. ${held_usd:.4f} reserved by running calls)" if held_usd else ""
 
 
 def cmd_versions(args: argparse.Namespace, config: Config) -> int:

@@ -185,13 +185,11 @@ class AnthropicProvider:
             raise bad_response(self.name, f"the body is not a Message: {redact(str(message), self._api_key)[:200]!r}",
                                200)
         if getattr(message, "usage", None) is None:
-            # Billed by the provider all the same: the ledger row says 0 tokens, and the log why.
-            logger.warning("anthropic %s: the answer carries no usage; recorded as 0 tokens", message.id)
+            # Billed by the provider all the same: the caller bills an estimate (base.with_usage).
+            logger.warning("anthropic %s: the answer carries no usage", message.id)
         return _completion(message, model)
 
     def _malformed(self, exc: Exception) -> UpstreamError:
-        if isinstance(exc, UpstreamError):
-            return exc
         return bad_response(self.name, redact(f"{type(exc).__name__}: {exc}", self._api_key)[:500])
 
     def _body_error(self, err: dict[str, Any], http_status: int) -> UpstreamError:

@@ -22,7 +22,7 @@ from cardloop.app.api.gateway.models import (
 )
 from cardloop.app.api.services import Services
 from cardloop.contracts import metrics
-from cardloop.contracts.limits import limits_for
+from cardloop.contracts.limits import NO_RESERVATION, limits_for
 from cardloop.integrations.providers import Completion, Provider, StreamingProvider, StreamStart, TextDelta, Usage
 from cardloop.integrations.providers.base import with_usage
 from cardloop.integrations.upstream import UpstreamError
@@ -116,8 +116,8 @@ class StreamLedger:
     """A live stream's ledger row, settled exactly once however the stream ends.
 
     The final event settles it "done" with the provider's usage. Any other end is settled with
-    the usage known so far, never left "calling" (which no limit counts, so a caller who hangs
-    up early would stream past its tenant's caps for free): the input side as the stream's
+    the usage known so far, never left "calling" (which would hold its reservation against the
+    caps for the rest of the day, and bill nothing): the input side as the stream's
     start reported it, the output as the text forwarded so far (counted, at least one token a
     delta). "cancelled" when the caller went away, "failed" when the provider cut the stream.
     """
@@ -180,14 +180,21 @@ def _provider(svc: Services, tenant: str, call_id: str, profile: str) -> Provide
 
 def admit(svc: Services, tenant: str, call_id: str, p: Prepared, token_id: str | None) -> UsageRecord:
     """The tenant's (and the token's) spend limits, checked before the provider is called: the
-    call's ledger row opened ("calling"), or a 429 with Retry-After and a "refused" row. A store
-    that cannot answer refuses the call too (503): limits are not skipped."""
+    call's ledger row opened ("calling", holding the prompt's tokens plus its max_tokens, and
+    their cost, against the token and cost caps until it is settled), or a 429 with Retry-After
+    and a "refused" row. A store that cannot answer refuses the call too (503): limits are not
+    skipped."""
     profile = svc.config.profiles[p.profile]
+    limits = limits_for(svc.config, tenant)
+    reserve = NO_RESERVATION
+    if limits.active:  # counting the prompt costs time: only for a tenant with limits
+        prompt_tokens = svc.runtime.prompt_tokens(profile.model, p.conversation)
+        reserve = svc.runtime.reservation(profile.model, prompt_tokens, p.max_tokens)
     row = UsageRecord(call_key=f"gateway/{call_id}", card_key=f"{tenant}/gateway/-", tenant=tenant, stage=STAGE,
                       profile=p.profile, provider=profile.provider, model=profile.model, purpose="turn",
                       token_id=token_id, created_at=datetime.fromtimestamp(svc.clock(), UTC))
     try:
-        refusal = svc.store.admit_call(row, limits_for(svc.config, tenant))
+        refusal = svc.store.admit_call(row, limits, reserve)
     except Exception:
         logger.exception("gateway/%s tenant %s: the spend limits could not be checked", call_id, tenant)
         raise GatewayError(503, "the gateway cannot check its usage limits right now; retry later",

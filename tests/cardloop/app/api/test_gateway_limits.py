@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -205,3 +206,35 @@ def test_a_stream_the_client_cuts_off_is_billed_and_the_token_cap_then_holds(
             assert model.request_count == 1  # the refused call never reached the model
     finally:
         close_app(app)
+
+
+def test_concurrent_calls_hold_their_reservations_so_a_token_cap_admits_only_what_fits(
+        tmp_path: Path, model: ScriptedModel, store_factory: Callable[[], Store]) -> None:
+    """8 concurrent /v1/messages calls against globex's 2,000 tokens a day, each some 400
+    tokens: the ones admitted while others were still running held their prompt plus max_tokens,
+    so the calls before the last admitted fit under the cap, as one after another would. Before
+    reservations a running call counted nothing and 7 of the 8 were admitted (2,835 tokens)."""
+    store = store_factory()
+    app = build_full_app(tmp_path, store=store, env={"CARDLOOP_TENANTS__GLOBEX__LIMITS__TOKENS_PER_DAY": "2000"},
+                         base_urls={"claude": model.url})
+    auth = {"authorization": f"Bearer {store.create_api_token('globex', 'app').token}"}
+    body = {"model": "m", "max_tokens": 50, "messages": MESSAGES}
+    model.latency = 1.5  # every call is still running when the last one is admitted
+    try:
+        with serve(app) as url, ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda _: httpx.post(url + ANTHROPIC, json=body, headers=auth, timeout=30),
+                                    range(8)))
+            assert {r.status_code for r in answers} == {200, 429}, [r.text for r in answers]
+            assert all("cap of 2,000 model tokens per day" in assert_anthropic_error(r, 429)["message"]
+                       for r in answers if r.status_code == 429)
+            usage = httpx.get(url + "/tenants/globex/limits", headers=auth).json()["usage"]
+    finally:
+        close_app(app)
+    admitted = [r for r in answers if r.status_code == 200]
+    used = [r.json()["usage"] for r in admitted]
+    sizes = [u["input_tokens"] + u["output_tokens"] + u.get("cache_read_input_tokens", 0)
+             + u.get("cache_creation_input_tokens", 0) for u in used]
+    assert model.request_count == len(admitted)
+    # The calls before the last admitted fit under the cap; the last may end above it by its size.
+    assert sum(sizes) - max(sizes) < 2000 <= sum(sizes) + max(sizes), sizes
+    assert usage["tokens_today"] == sum(sizes) and usage["reserved_tokens_today"] == 0  # all settled

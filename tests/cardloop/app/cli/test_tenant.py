@@ -138,3 +138,23 @@ def test_a_tenant_id_no_card_could_carry_is_one_line_exit_2_and_nothing_stored(t
     with Store.open(f"sqlite:///{tmp_path / 'store.sqlite'}") as store, store.engine.connect() as conn:
         for table in ("tenant_prompts", "api_tokens"):  # nothing of it was stored
             assert conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one() == 0
+
+
+def test_show_says_how_much_of_todays_tokens_running_calls_reserve(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+    from decimal import Decimal
+
+    from cardloop.contracts.limits import EffectiveLimits, Reservation
+    from cardloop.store import UsageRecord
+
+    with Store.open(f"sqlite:///{tmp_path / 'store.sqlite'}") as store:
+        running = UsageRecord(call_key="gateway/1", card_key="acme/gateway/-", tenant="acme", stage="gateway",
+                              model="m", created_at=datetime.now(UTC))
+        assert store.admit_call(running, EffectiveLimits(), Reservation(tokens=1_234, cost_usd=Decimal("0.5"))) is None
+    out = run(tmp_path, "show", "acme")
+    assert out.returncode == 0, out.stderr
+    assert "tokens today (UTC)           1,234 of no limit (incl. 1,234 reserved by running calls)" in out.stdout
+    assert "$0.5000 of no limit (incl. $0.5000 reserved by running calls)" in out.stdout
+    usage = json.loads(run(tmp_path, "show", "acme", "--json").stdout)["limits"]["usage"]
+    assert (usage["tokens_today"], usage["reserved_tokens_today"], usage["reserved_cost_usd_this_month"]) == (
+        1_234, 1_234, 0.5)
