@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint bench
+.PHONY: setup demo test lint bench bytecode
 
 setup: $(STAMP)
 
@@ -13,7 +13,14 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	$(MAKE) --no-print-directory bytecode
 	touch $(STAMP)
+
+# The editable install's own modules, compiled ahead: with PYTHONDONTWRITEBYTECODE set (as on CI
+# machines and in many containers) Python would compile them again in every process, about 0.4 s
+# of every CLI command's start. A stale file is only recompiled in memory, never wrong.
+bytecode:
+	$(BIN)/python -m compileall -q -j 0 cardloop prompts activities workflows > /dev/null
 
 demo: setup
 	$(BIN)/cardloop demo
@@ -24,7 +31,7 @@ lint: setup
 # Two worker processes, each test file on one of them (module fixtures start once): about 40%
 # less wall time than one process on a 2-core machine. `pytest` alone still runs serially.
 # Files go out heaviest first (tests/conftest.py), not by their number of tests.
-test: lint
+test: lint bytecode
 	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 bench: setup

@@ -9,7 +9,6 @@ isolated before it reaches a prompt.
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
@@ -18,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from cardloop.prompts.stages import Stage
 from cardloop.prompts.surrogates import refuse_surrogates
+from cardloop.prompts.tenant_id import MAX_TENANT_CHARS, TENANT_PATTERN
 
 CARD_SCHEMA_VERSION = 1
 
@@ -31,23 +31,6 @@ MAX_BRANCH = 255
 REPO_PATTERN = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
 # What a repository that does not match REPO_PATTERN is told, in words rather than the regex.
 REPO_RULE = 'must be "owner/name": letters, digits, ".", "_" and "-" on each side of one "/"'
-
-# A card's tenant: the one rule for every place that names a tenant (the API's tenant routes,
-# `cardloop tenant ...`, [tenants.<t>], the gateway). Lower case only, because a tenant id names
-# a folder, a Temporal search attribute and a row-level security scope, where "ACME" and "acme"
-# must not become two tenants.
-TENANT_PATTERN = r"^[a-z0-9][a-z0-9_-]*$"
-MAX_TENANT_CHARS = 100
-TENANT_RULE = (f"use lower-case letters, digits, '_' and '-' (at most {MAX_TENANT_CHARS}, "
-               "starting with a letter or digit), as a card's tenant")
-
-
-def is_tenant_id(value: object) -> bool:
-    """True when a card would take `value` as its tenant. fullmatch, not match: `$` also
-    matches before a trailing newline, and "acme\n" is no tenant."""
-    return (isinstance(value, str) and 1 <= len(value) <= MAX_TENANT_CHARS
-            and re.fullmatch(TENANT_PATTERN, value) is not None)
-
 
 class CardError(ValueError):
     """A card file that cannot be used: bad JSON or a field that fails validation."""

@@ -19,7 +19,8 @@ from cardloop.contracts.config import REPO_CONFIG, load_config
 from cardloop.contracts.payloads import CardRef
 from cardloop.integrations.sources.github import parse_pr_ref
 from cardloop.integrations.sources.kubernetes.source import _selectors
-from cardloop.prompts.card import Card, is_tenant_id
+from cardloop.prompts.card import Card
+from cardloop.prompts.tenant_id import is_tenant_id
 from cardloop.store import StoreError, blob_ref
 from cardloop.store.values import check_blob_ref, check_tenant, tenant_of
 

@@ -64,7 +64,6 @@ from cardloop.contracts.errors import ConfigError
 from cardloop.contracts.payloads import ResearchSettings
 from cardloop.contracts.retry import RetryConfig
 from cardloop.contracts.secrets import Secret, secret_from_env
-from cardloop.prompts.card import is_tenant_id
 from cardloop.prompts.formats import resolve_format
 from cardloop.prompts.settings import (
     AssemblySettings,
@@ -75,6 +74,7 @@ from cardloop.prompts.settings import (
 )
 from cardloop.prompts.stages import STAGE_NAMES, Stage
 from cardloop.prompts.templates import TemplateStore
+from cardloop.prompts.tenant_id import is_tenant_id
 from cardloop.prompts.tokens import TokenCounter, TokenizerError, check_encoding
 
 ENV_PREFIX = "CARDLOOP_"

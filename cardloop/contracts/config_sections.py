@@ -10,8 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cardloop.contracts.payloads import DEFAULT_MAX_HISTORY_EVENTS, Target
 from cardloop.contracts.retry import Seconds
-from cardloop.prompts.card import MAX_TENANT_CHARS, TENANT_PATTERN, ContextKind
+from cardloop.prompts.card import ContextKind
 from cardloop.prompts.stages import Stage
+from cardloop.prompts.tenant_id import MAX_TENANT_CHARS, TENANT_PATTERN
 
 
 class _Section(BaseModel):

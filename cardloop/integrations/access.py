@@ -25,7 +25,7 @@ from pathlib import Path
 from cardloop.contracts.config import Config, TenantConfig
 from cardloop.contracts.secrets import Secret
 from cardloop.integrations.upstream import UpstreamError
-from cardloop.prompts.card import is_tenant_id
+from cardloop.prompts.tenant_id import is_tenant_id
 
 # The cache key of an unscoped configuration's one set of credentials; no tenant is named "".
 SERVICE = ""

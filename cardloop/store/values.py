@@ -21,7 +21,8 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validato
 
 from cardloop.contracts.errors import CardloopError
 from cardloop.contracts.payloads import CardRef
-from cardloop.prompts.card import TENANT_RULE, Card, Message, TenantPrompt, is_tenant_id
+from cardloop.prompts.card import Card, Message, TenantPrompt
+from cardloop.prompts.tenant_id import TENANT_RULE, is_tenant_id
 
 _BLOB_REF = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 MAX_KEY = 500

@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request
 
 from cardloop.app.api.services import Services, services
-from cardloop.prompts.card import TENANT_RULE, is_tenant_id
+from cardloop.prompts.tenant_id import TENANT_RULE, is_tenant_id
 
 SvcDep = Annotated[Services, Depends(services)]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from cardloop.contracts.errors import ConfigError, InputError
-from cardloop.prompts.card import TENANT_RULE, is_tenant_id
+from cardloop.prompts.tenant_id import TENANT_RULE, is_tenant_id
 
 if TYPE_CHECKING:
     from temporalio.client import Client

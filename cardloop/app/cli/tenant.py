@@ -9,12 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cardloop.contracts.errors import InputError, RejectedError
+from cardloop.contracts.errors import ConfigError, InputError, RejectedError
 from cardloop.contracts.limits import usd
-from cardloop.prompts.card import TENANT_RULE, TenantPrompt, is_tenant_id
+from cardloop.prompts.tenant_id import TENANT_RULE, is_tenant_id
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) and the prompt core load when a command runs
     from cardloop.contracts.config import Config
+    from cardloop.prompts.card import TenantPrompt
     from cardloop.store import Store
 
 ACTOR = "cli"
@@ -48,12 +49,15 @@ def open_store(config: Config) -> Store:
 
 def _effective(config: Config, tenant: str, prompt: TenantPrompt | None) -> str:
     """The system prompt the tenant's cards get, as the API answers it (`effective_prompt`)."""
-    from cardloop.app.api.tenants import effective_prompt
-    from cardloop.prompts.assemble import PromptAssembler
+    from cardloop.app.tenant_prompts import effective_prompt
+    from cardloop.prompts.assemble import AssemblyError, PromptAssembler
     from cardloop.prompts.scrub import Scrubber
 
     assembler = PromptAssembler(config.template_store(), config.token_counter(), Scrubber())
-    return effective_prompt(assembler, config, tenant, prompt)
+    try:
+        return effective_prompt(assembler, config, tenant, prompt)
+    except AssemblyError as exc:
+        raise ConfigError(f"configuration problem: {exc}") from None
 
 
 def _print_version(v: Any, config: Config, as_json: bool, extra: dict[str, Any] | None = None) -> None:
@@ -97,7 +101,7 @@ def _tone(pairs: list[str]) -> dict[str, str]:
 def cmd_set_prompt(args: argparse.Namespace, config: Config) -> int:
     from pydantic import ValidationError
 
-    from cardloop.app.api.tenants import PromptIn, check_prompt
+    from cardloop.app.tenant_prompts import PromptIn, check_prompt
 
     path = Path(args.file)
     try:
@@ -125,7 +129,7 @@ def cmd_set_prompt(args: argparse.Namespace, config: Config) -> int:
 def cmd_show(args: argparse.Namespace, config: Config) -> int:
     from datetime import UTC, datetime
 
-    from cardloop.app.api.tenants import limits_report
+    from cardloop.app.tenant_prompts import limits_report
 
     with open_store(config) as store:
         current = store.for_tenant(args.tenant).current_tenant_prompt(args.tenant)

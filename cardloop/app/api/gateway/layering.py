@@ -14,10 +14,11 @@ from pydantic import ValidationError
 from cardloop.app.api.gateway.models import STAGE, GatewayCall, GatewayError, Prepared, invalid, logger
 from cardloop.app.api.services import Services
 from cardloop.prompts.assemble import AssemblyError, AssemblyRequest
-from cardloop.prompts.card import Card, TenantPrompt, is_tenant_id
+from cardloop.prompts.card import Card, TenantPrompt
 from cardloop.prompts.conversation import Conversation, SystemBlock, Turn
 from cardloop.prompts.formats import intercept
 from cardloop.prompts.layers import request_verdict
+from cardloop.prompts.tenant_id import is_tenant_id
 from cardloop.prompts.validate import ValidationStatus
 
 # Sent first when the caller's conversation opens with the assistant (see the package docstring).
