@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.cardloop.app.cli.stack_cli import cardloop, cli_env
+from tests.cardloop.app.cli.stack_cli import CLI, cardloop, cli_env
+from tests.conftest import ROOT
 from tests.stack import Stack, replay_all, small_card
 
 pytestmark = pytest.mark.timeout(180)
@@ -177,11 +179,21 @@ async def test_follow_when_temporal_stops_answering_is_one_line_and_exit_2(stack
     env = {**cli_env(stack, tmp_path), "CARDLOOP_TEMPORAL__ADDRESS": await proxy.start()}
     ref = stack.cards.import_card(small_card("FOLLOW-GONE"))
     stack.model.inject(delay=20.0)  # the stage's one turn is still waiting for the model when the cut comes
-    following = asyncio.create_task(cardloop(env, "card", "move", ref.key, "--to", "testing", "--follow"))
-    await stack.wait_state(ref, lambda s: s.status == "running")
-    await asyncio.sleep(2.0)  # the follower is polling by now
+    follower = await asyncio.create_subprocess_exec(
+        str(CLI), "card", "move", ref.key, "--to", "testing", "--follow", cwd=ROOT, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    assert follower.stdout is not None and follower.stderr is not None
+    # Cut only once the follower says it follows: a fixed pause once cut a loaded machine's
+    # follower during its describe, which is another error ("did not answer describe").
+    said = b""
+    while b"following testing run" not in said:
+        line = await asyncio.wait_for(follower.stdout.readline(), 60)
+        assert line, "the follower ended before following"
+        said += line
+    await asyncio.sleep(1.0)  # into its polling
     await proxy.cut()
-    out = await following
+    rest, err = await asyncio.wait_for(follower.communicate(), 60)
+    out = subprocess.CompletedProcess(follower.pid, follower.returncode, (said + rest).decode(), err.decode())
     assert out.returncode == 2, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "stopped answering" in lines[0] and "the stage goes on" in lines[0], out.stderr

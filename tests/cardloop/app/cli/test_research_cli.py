@@ -103,9 +103,13 @@ def test_a_log_with_a_stray_latin1_byte_is_read(tmp_path: Path) -> None:
     assert "caf\ufffd timed out" in text
 
 
-def test_the_scripted_model_takes_its_port_from_dev_model_port(env: dict[str, str], log_file: Path) -> None:
-    """The scripted model listens on `dev.model_port` when set; a taken one is one line, exit 1."""
+def test_the_scripted_model_takes_its_port_from_dev_model_port(env: dict[str, str], tmp_path: Path) -> None:
+    """The scripted model listens on `dev.model_port` when set; a taken one is one line, exit 1.
+    A small log: the port is what is tested, not the research of 2 MB."""
     import socket
+
+    log_file = tmp_path / "small.log"
+    log_file.write_text(generate_log(64 * 1024))
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
