@@ -78,17 +78,12 @@ async def test_follow_says_when_a_model_call_waits_for_its_next_attempt(stack: S
     env = cli_env(stack, tmp_path)
     ref = stack.cards.import_card(small_card("FOLLOW-2"))
     stack.model.stop()  # connection refused until it starts again on the same port
-    following = asyncio.create_task(cardloop(env, "card", "move", ref.key, "--to", "testing", "--follow"))
-    for _ in range(300):  # the first attempt failed: the call waits for its next one
-        state = await stack.cards.state(ref)
-        if state is not None and await stack.cards.retrying(ref, state):
-            break
-        await asyncio.sleep(0.1)
-    # The follower (a process that may take a second or two to start on a loaded machine) polls
-    # every 0.25 s; retries come at most 2 s apart while the model is down, so it sees one.
-    await asyncio.sleep(4.0)
+    follower = await _Follower.start(env, "card", "move", ref.key, "--to", "testing", "--follow")
+    # The model comes back only once the follower has said that the call waits: a fixed pause
+    # raced the follower's start (a second or more on a loaded machine).
+    await follower.until("⟳ retrying")
     stack.model.start()
-    out = await following
+    out = await follower.finish()
     assert out.returncode == 0, out.stdout + out.stderr
     assert re.search(r"  ⟳ retrying: cannot reach the model \(attempt \d of 8", out.stdout), out.stdout
     assert out.stdout.splitlines()[-1].startswith("  ✓ testing run 1: completed")
@@ -137,6 +132,34 @@ async def test_a_delivery_id_given_again_says_so_instead_of_waiting_for_a_run(st
     assert [m.content for m in stack.store.messages(ref.key)].count("hello") == 1
 
 
+class _Follower:
+    """`cardloop card move --follow` as a process whose lines the test reads as they come (the
+    command flushes each), so the test acts when the follower has said something, not after a
+    pause that a slow start outlasts."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+        self.said = b""
+
+    @classmethod
+    async def start(cls, env: dict[str, str], *args: str) -> _Follower:
+        return cls(await asyncio.create_subprocess_exec(str(CLI), *args, cwd=ROOT, env=env,
+                                                        stdout=asyncio.subprocess.PIPE,
+                                                        stderr=asyncio.subprocess.PIPE))
+
+    async def until(self, text: str, timeout: float = 90) -> None:
+        assert self.proc.stdout is not None
+        while text.encode() not in self.said:
+            line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
+            assert line, f"the follower ended before saying {text!r}: {self.said.decode()}"
+            self.said += line
+
+    async def finish(self, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+        rest, err = await asyncio.wait_for(self.proc.communicate(), timeout)
+        return subprocess.CompletedProcess([str(CLI)], self.proc.returncode or 0, (self.said + rest).decode(),
+                                           err.decode())
+
+
 class _Proxy:
     """A loopback TCP proxy to the stack's Temporal that can be cut: the follower's server going
     away mid-run, while the stack (and its stage) goes on behind it."""
@@ -179,21 +202,13 @@ async def test_follow_when_temporal_stops_answering_is_one_line_and_exit_2(stack
     env = {**cli_env(stack, tmp_path), "CARDLOOP_TEMPORAL__ADDRESS": await proxy.start()}
     ref = stack.cards.import_card(small_card("FOLLOW-GONE"))
     stack.model.inject(delay=20.0)  # the stage's one turn is still waiting for the model when the cut comes
-    follower = await asyncio.create_subprocess_exec(
-        str(CLI), "card", "move", ref.key, "--to", "testing", "--follow", cwd=ROOT, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    assert follower.stdout is not None and follower.stderr is not None
+    follower = await _Follower.start(env, "card", "move", ref.key, "--to", "testing", "--follow")
     # Cut only once the follower says it follows: a fixed pause once cut a loaded machine's
     # follower during its describe, which is another error ("did not answer describe").
-    said = b""
-    while b"following testing run" not in said:
-        line = await asyncio.wait_for(follower.stdout.readline(), 60)
-        assert line, "the follower ended before following"
-        said += line
+    await follower.until("following testing run")
     await asyncio.sleep(1.0)  # into its polling
     await proxy.cut()
-    rest, err = await asyncio.wait_for(follower.communicate(), 60)
-    out = subprocess.CompletedProcess(follower.pid, follower.returncode, (said + rest).decode(), err.decode())
+    out = await follower.finish()
     assert out.returncode == 2, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "stopped answering" in lines[0] and "the stage goes on" in lines[0], out.stderr
