@@ -179,8 +179,7 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
         return False
     quoted = m.group("q") is not None
     strong = strength == 2
-    if (not quoted and (_is_code_name(value, dashes=False) or _is_attribute_path(value))
-            and not (strong and _random_alnum(value))):
+    if not quoted and _is_reference(value) and not (strong and _random_alnum(value)):
         # Unquoted, a name is a reference in code: `token = access_token`,
         # `PASSWD_MIN = argon2id.PASSWD_MIN`, `api_key=settings.OPENAI_KEY`.
         return False
@@ -218,11 +217,40 @@ def _random_alnum(value: str) -> bool:
     return 0.25 <= upper / len(value) <= 0.75 and jumbled >= 3 and shannon_entropy(value) >= 4.0
 
 
+# One part of an attribute path as programmers write it: snake_case, UPPER_SNAKE, or camel/Pascal
+# case whose capitals start words (`Ed25519PrivateKey`, `XMLHttpRequest`, `V1Secret`, `getAPIKey`),
+# after any leading underscores and never starting with a digit.
+_CODE_PART = re.compile(
+    r"_*(?=[A-Za-z])(?:[a-z][a-z0-9_]*|[A-Z][A-Z0-9_]*"
+    r"|[a-z]*(?:[A-Z]{2,}(?=[A-Z][a-z])|[A-Z]+(?=\d|_|$)|[A-Z][a-z]+|\d+)+_?)")
+_CASE_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
+
+
+def _is_code_part(part: str) -> bool:
+    """Random text drawn from letters, digits, `_` and `.` rarely has a code name's shape in every
+    part: `UHpfxx056_` (one capital glued before a word), `_6PXEE` (a digit where a name starts),
+    `INMdBF648` and `_txHsE` (camel case of two-letter words, where names average three or more)."""
+    if _CODE_PART.fullmatch(part) is None:
+        return False
+    if part.islower() or part.isupper() or not any(c.isalpha() for c in part):
+        return True
+    words = _CASE_WORD.findall(part)
+    return sum(map(len, words)) / len(words) >= 2.5
+
+
+def _is_reference(value: str) -> bool:
+    """An unquoted value that names something in code. A dotted one is judged part by part
+    only: as a whole, `xBsdwf816._6PXEE` would pass for a name of several words."""
+    if _ATTRIBUTE_PATH.fullmatch(value):
+        return _is_attribute_path(value)
+    return _is_code_name(value, dashes=False)
+
+
 def _is_attribute_path(value: str) -> bool:
-    """`settings.SECRET_KEY`, `argon2id.PASSWD_MIN`: dotted names, each a code name or in one
-    case; `INMdBF648._txHsE` is a password with a dot in it."""
-    return bool(_ATTRIBUTE_PATH.fullmatch(value)) and all(
-        _is_code_name(part) or part == part.lower() or part == part.upper() for part in value.split("."))
+    """`settings.SECRET_KEY`, `argon2id.PASSWD_MIN`, `self.settings.password`: dotted names, each
+    part shaped as code; `INMdBF648._txHsE`, `UHpfxx056_.YmVKx` and `xBsdwf816._6PXEE` are
+    passwords with a dot in them."""
+    return bool(_ATTRIBUTE_PATH.fullmatch(value)) and all(map(_is_code_part, value.split(".")))
 
 
 def _phrase_value_ok(m: re.Match[str]) -> bool:

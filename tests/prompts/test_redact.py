@@ -223,6 +223,23 @@ def test_generic_assignment(text: str, expected: str) -> None:
     assert redact(text) == expected
 
 
+@pytest.mark.parametrize("value", ["UHpfxx056_.YmVKx", "xBsdwf816._6PXEE", "INMdBF648._txHsE", "Qz8.Lm3_Rv9Kp"])
+@pytest.mark.parametrize("key", ["Password", "DB_PASSWORD", "api_token", "SECRET"])
+def test_a_password_with_a_dot_is_not_taken_for_an_attribute_path(key: str, value: str) -> None:
+    # Generated passwords draw from letters, digits, `_` and `.`: a dot does not make a name.
+    assert redact(f"{key}={value}\n") == f"{key}=[REDACTED:generic-assignment]\n"
+
+
+@pytest.mark.parametrize("text", [
+    "password=self.settings.password", "token = request.headers.token", "api_key = config.API_KEY",
+    "secret=os.environ.get", "PRIVATE_KEY = Ed25519PrivateKey.generate", "token=client.V1Secret",
+    "api_key=this.props.apiKey", "API_TOKEN=process.env.API_TOKEN", "access_token = Config.AccessToken",
+    "password=self.db_password_", "token = cls.__token", "secret_key=module.getAPIKey",
+])
+def test_attribute_paths_under_a_credential_key_stay(text: str) -> None:
+    assert redact(text) == text
+
+
 # --------------------------------------------------------------------------- negatives
 
 ORDINARY_CODE = [
