@@ -72,6 +72,7 @@ from cardloop.prompts.rule_gates import RuleGates, gate_for
 from cardloop.prompts.secret_rules import GitleaksScanner, load_default
 from cardloop.prompts.secret_table import _SPACE, DEFAULT_RULES
 from cardloop.prompts.secret_values import shannon_entropy
+from cardloop.prompts.unicode_escape import unicode_decoded
 
 __all__ = ["DEFAULT_REDACTOR", "DEFAULT_RULES", "_SPACE", "Finding", "RedactionResult", "RedactionRule",
            "Redactor", "ScanStats", "marker", "redact", "shannon_entropy"]
@@ -279,9 +280,9 @@ class Redactor:
         receives the work done."""
         stats = stats if stats is not None else ScanStats()
         candidates: list[tuple[int, int, int]] = []  # (start, -end, rule index)
-        decoded = percent_decoded(text)
-        if decoded is not None:  # URL-encoded syntax: what the decoded text holds, mapped back
-            plain, where = decoded
+        # URL-encoded syntax and `\uXXXX`-escaped strings: what the decoded text holds, mapped back.
+        percent = percent_decoded(text)
+        for plain, where in ([percent] if percent is not None else []) + unicode_decoded(text):
             index = {name: i for i, name in enumerate(self._names)}
             for f in self._find(plain, stats, []):
                 candidates.append((where[f.start], -where[f.end], index[f.rule]))

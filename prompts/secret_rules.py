@@ -144,15 +144,27 @@ def load(toml_text: str, *, reserved: frozenset[str] = frozenset()) -> tuple[tup
         rules.append(GitleaksRule(
             name=f"gitleaks-{rid}" if rid in reserved else rid,
             upstream_id=rid,
-            regex=translate(drop_lazy_prefix(spec["regex"])),
+            regex=translate(drop_lazy_prefix(_markup_ends_a_token(spec["regex"]))),
             secret_group=int(spec.get("secretGroup", 0)),
             entropy=float(spec.get("entropy", 0.0)),
             keywords=keywords,
-            anchored=anchored_keywords(drop_lazy_prefix(spec["regex"]), keywords),
+            anchored=anchored_keywords(drop_lazy_prefix(_markup_ends_a_token(spec["regex"])), keywords),
             per_line=".*" in spec["regex"],
             allowlists=(global_allow, *(_allowlist(a) for a in spec.get("allowlists", ()))),
         ))
     return tuple(rules), skipped
+
+
+# gitleaks' usual end of a token: a quote, whitespace, `;`, an escaped newline or the end. In
+# XML and HTML a token's text ends at the next tag (`<token>hf_...</token>`), which upstream's
+# class leaves out, so a provider token in a settings.xml or a SOAP body was missed: `<` ends
+# a token too. The token's own body is unchanged (the formats consume the whole token).
+_GITLEAKS_END = r"""(?:[\x60'"\s;]|\\[nr]|$)"""
+_OUR_END = r"""(?:[\x60'"\s;<]|\\[nr]|$)"""
+
+
+def _markup_ends_a_token(regex: str) -> str:
+    return regex.replace(_GITLEAKS_END, _OUR_END)
 
 
 # --------------------------------------------------------------------------- scanning

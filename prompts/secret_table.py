@@ -97,6 +97,8 @@ _QUERY_VALUE_BOUND = 64
 _SPACE = "\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 _UNQUOTED_VALUE = rf"[^{_SPACE}\"'`,;&(){{}}\[\]<>\\]"
 _QUOTED_VALUE = rf"[^{_SPACE}\"'`\\]"
+# An element's text that can be one secret: no whitespace, markup or quote.
+_XML_TEXT = rf"[^{_SPACE}<>\"'`]"
 _QUERY_VALUE = rf"[^{_SPACE}&#'\"<>]"
 _GENERIC_REACH = 70
 
@@ -328,6 +330,50 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         group="secret",
         validator=_command_password_ok,
         tail=r"[^\s\"'`]",
+    ),
+    # XML and HTML-like configuration: `<password>s3cr3t-Value</password>` (Maven's
+    # settings.xml servers, Spring and Tomcat files, SOAP bodies), with or without a namespace.
+    # The element's name is the key and its text the value, a literal as a quoted value is;
+    # the same value check as the assignments decides. One attempt per `<`, bounded, and only
+    # in text that closes an element at all.
+    RedactionRule(
+        "xml-credential",
+        re.compile(
+            r"<(?P<key>[A-Za-z_][\w.:\-]{0,60})>(?P<q>)"
+            rf"(?P<secret>{_XML_TEXT}{{1,500}})"
+            r"</(?P=key)>"
+        ),
+        group="secret",
+        validator=_generic_value_ok,
+        keywords=("</",),
+    ),
+    # A PostgreSQL password file's line, `host:port:database:user:password` (`*` for any
+    # field), in text that names .pgpass or PGPASSFILE: elsewhere, colon-separated lines are
+    # ordinary (timestamps, /etc/passwd, log prefixes). A line starts at a line's or a word's
+    # start (`echo "h:5432:db:u:pw" > ~/.pgpass`), so attempts never start inside a word.
+    RedactionRule(
+        "pgpass-password",
+        re.compile(
+            r"(?<![^\s\"'`])[^:\s#\"'`]{1,255}:(?:\d{1,5}|\*):[^:\s\"'`]{1,255}:[^:\s\"'`]{1,255}:"
+            # A colon in the password is escaped (`\:`), as the file's format asks.
+            r"(?P<secret>(?:[^:\\\s\"'`]|\\.){1,500})(?![^\s\"'`])"
+        ),
+        group="secret",
+        validator=_not_placeholder(4),
+        keywords=("pgpass",),
+    ),
+    # .NET appSettings and the like: `<add key="ApiKey" value="..."/>`, the key's name in one
+    # attribute and its value in the next.
+    RedactionRule(
+        "xml-key-value",
+        re.compile(
+            r"<add[ \t]+(?:key|name)[ \t]*=[ \t]*\"(?P<key>[A-Za-z0-9_.:\-]{1,80})\""
+            r"[ \t]+value[ \t]*=[ \t]*(?P<q>\")"
+            rf"(?P<secret>{_QUOTED_VALUE}{{1,500}})\""
+        ),
+        group="secret",
+        validator=_generic_value_ok,
+        keywords=("<add",),
     ),
     RedactionRule(
         "generic-assignment",

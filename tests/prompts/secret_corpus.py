@@ -16,6 +16,7 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import quote
+from xml.sax.saxutils import escape as xml_escape
 
 B62 = string.ascii_letters + string.digits
 HEX = "0123456789abcdef"
@@ -178,8 +179,13 @@ FAMILIES: tuple[Family, ...] = (
 # The labels that name a credential by themselves (in prose, "the password is ...").
 CREDENTIAL_WORDS = frozenset({"password", "passwd", "client secret", "token", "API key", "credentials", "creds"})
 
-SYNTAXES = ("assignment", "yaml", "yaml-plain", "json", "ini", "env", "connection-string", "url-userinfo", "log",
-            "prose")
+SYNTAXES = ("assignment", "yaml", "yaml-plain", "json", "json-escaped", "xml", "ini", "env", "connection-string",
+            "url-userinfo", "log", "prose")
+
+
+def _u_escaped(text: str, keep: str = "") -> str:
+    """`text` as an encoder that escapes all but letters and digits writes it (`\\u002e`)."""
+    return "".join(c if c.isalnum() or c in keep else f"\\u{ord(c):04x}" for c in text)
 
 
 def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str], str]]:
@@ -197,6 +203,13 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
         return f"tls:\n  {key.lower()}: |\n{indented}\n  port: 8443\n", same
     if syntax == "json":
         return json.dumps({"name": "api", key.lower(): value, "port": 8080}), lambda p: json.dumps(p)[1:-1]
+    if syntax == "json-escaped":  # the key's first letter escaped too, as obfuscated payloads do
+        name = key.lower()
+        return (f'{{"name": "api", "\\u{ord(name[0]):04x}{_u_escaped(name[1:], "_")}": "{_u_escaped(value)}", '
+                f'"port": 8080}}'), _u_escaped
+    if syntax == "xml":
+        return (f"<service>\n  <name>api</name>\n  <{key.lower()}>{xml_escape(value)}</{key.lower()}>\n"
+                f"  <port>8080</port>\n</service>\n"), xml_escape
     if syntax == "ini":
         return f"[default]\nregion = eu-west-1\n{key.lower()} = {value}\n", same
     if syntax == "env":
