@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         CardComment,
         CardStart,
         CardState,
+        Retitle,
         RetryRequest,
         SavedState,
         SaveStateInput,
@@ -75,6 +76,7 @@ class CardWorkflow:
         self.comments: list[CardComment] = []
         self.card_key = ""
         self.title = ""
+        self.url: str | None = None
         self.max_events = DEFAULT_MAX_HISTORY_EVENTS
         # Signals that arrive before the state is loaded wait here: dedup needs the state.
         self.loaded = False
@@ -104,6 +106,16 @@ class CardWorkflow:
             self.inbox.append(c)
         elif not self._seen(c.delivery_id):
             self.comments.append(c)
+
+    @workflow.signal(name=names.SIGNAL_RETITLE)
+    def retitle(self, t: Retitle) -> None:
+        """The card was renamed on its board: the memo and details the operator reads follow,
+        and a continue-as-new carries the new title (histories recorded before this signal
+        existed hold none of it, so they replay unchanged)."""
+        self.title, self.url = t.title, t.url
+        workflow.upsert_memo({"title": t.title, "url": t.url or ""})
+        if self.loaded:
+            self._details()
 
     @workflow.signal(name=names.SIGNAL_STAGE_PROGRESS)
     def stage_progress(self, progress: StageProgress) -> None:
@@ -192,7 +204,7 @@ class CardWorkflow:
     async def run(self, start: CardStart) -> CardState:
         versions.decide_at_start()
         self.card_key = start.ref.key
-        self.title = start.title
+        self.title, self.url = start.title, start.url
         self.max_events = start.max_history_events
         await self._load_state(start)
         if self.state.stage_runs and start.state is None:
@@ -506,7 +518,8 @@ class CardWorkflow:
         # answer (no command; when no handler runs this resolves in the same workflow task).
         await self._lane_idle()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.continue_as_new(start.model_copy(update={"state": self.state, "pending": self.pending}))
+        workflow.continue_as_new(start.model_copy(update={"state": self.state, "pending": self.pending,
+                                                          "title": self.title, "url": self.url}))
 
 
 def _failed_run(err: ChildWorkflowError) -> StageRun | None:

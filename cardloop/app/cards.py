@@ -31,6 +31,7 @@ from cardloop.contracts.payloads import (
     CardRef,
     CardStart,
     CardState,
+    Retitle,
     RetryRequest,
     StageProgress,
     StageRun,
@@ -142,6 +143,19 @@ class CardService:
                   delivery_id: str | None = None, fields: Card | None = None) -> WorkflowHandle:
         c = CardComment(delivery_id=delivery_id or f"cli/{uuid.uuid4()}", author=author, text=text)
         return await self._deliver(ref, names.SIGNAL_COMMENT, c, fields)
+
+    async def retitle(self, ref: CardRef, card: Card) -> bool:
+        """Tell the card's open run its new title and URL (its memo, which the Temporal UI lists,
+        and its details); False when no run is open: the next one starts with the store's."""
+        t = Retitle(title=redact_text(card.title), url=redact_text(card.url) if card.url else None)
+        handle = self.client.get_workflow_handle(ref.workflow_id)
+        try:
+            await self.link.call("the signal", lambda _: handle.signal(names.SIGNAL_RETITLE, t))
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return False
+        return True
 
     async def retry(self, ref: CardRef, *, actor: str | None = None, timeout: float = RETRY_TIMEOUT) -> str:
         """Run the card's failed stage again on its workflow (history kept); the stage's name.

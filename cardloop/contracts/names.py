@@ -59,6 +59,7 @@ RESEARCH_WORKFLOW = "ResearchWorkflow"
 SIGNAL_TRANSITION = "transition"
 SIGNAL_COMMENT = "comment"
 SIGNAL_STAGE_PROGRESS = "stage_progress"
+SIGNAL_RETITLE = "retitle"  # the card was renamed on its board: the memo follows
 UPDATE_RETRY = "retry"  # run the card's failed stage again; refused unless the last run failed
 UPDATE_CANCEL = "cancel_stage"  # stop the running stage, its work kept; refused unless one runs
 QUERY_STATE = "state"

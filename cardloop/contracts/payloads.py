@@ -123,6 +123,14 @@ class CardComment(_Value):
     text: str = Field(max_length=MAX_COMMENT_CHARS)
 
 
+class Retitle(_Value):
+    """The card's title or URL as its board now says them (redacted like a log): the workflow's
+    memo, which the Temporal UI lists, follows a rename while the run is open."""
+
+    title: str = Field(max_length=1000)
+    url: str | None = None
+
+
 class StageRun(_Value):
     stage: str
     run: int

@@ -34,6 +34,7 @@ from cardloop.app.boards.payload import field_problems
 from cardloop.app.boards.replay import check_window, delivery_key
 from cardloop.app.boards.tenancy import board_secrets, claim_matches, verified_tenant
 from cardloop.app.cards import CardService
+from cardloop.app.temporal import TemporalUnavailable
 from cardloop.contracts import metrics
 from cardloop.contracts.comments import MAX_COMMENT_CHARS, cut_comment
 from cardloop.contracts.errors import ConfigError, InputError, RejectedError
@@ -163,6 +164,8 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
         changed = refreshed_card(stored, event)
         if changed is not None:
             await run_in_threadpool(svc.store.upsert_card, ref.key, changed)
+            if (changed.title, changed.url) != (stored.title, stored.url):
+                await _retitle(svc, ref, changed)
         if event.kind == "edit":
             # Nothing to tell Temporal: the running stage's next turn reads the fields from the store.
             first = await run_in_threadpool(svc.store.record_delivery, ref.tenant, event.board, key)
@@ -214,6 +217,17 @@ async def _archive(svc: Services, event: BoardEvent, ref: CardRef, key: str, bas
         return {**base, "status": "ignored", "reason": f"{gone}; no stage was running"}
     first = await run_in_threadpool(svc.store.record_delivery, ref.tenant, event.board, key)
     return {**base, "status": "accepted" if first else "duplicate", "reason": reason, "workflow_id": ref.workflow_id}
+
+
+async def _retitle(svc: Services, ref: CardRef, card: Card) -> None:
+    """A renamed card's open run shows the new title in the Temporal UI. The store already holds
+    it (every turn reads it there), so a Temporal that does not answer costs the delivery nothing:
+    logged, and the run's next start takes the title from the store."""
+    assert svc.cards is not None
+    try:
+        await svc.cards.retitle(ref, card)
+    except (RPCError, TemporalUnavailable) as err:
+        log.warning("the renamed card %s keeps its old title in Temporal until its next run: %s", ref.key, err)
 
 
 def _remember(svc: Services, event: BoardEvent, card_key: str) -> None:

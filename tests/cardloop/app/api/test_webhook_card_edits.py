@@ -7,11 +7,14 @@ but a card's repository is never switched under its pushed work."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import httpx
 import pytest
+from temporalio.client import WorkflowHandle
 
+from cardloop.contracts.payloads import CardRef
 from tests.cardloop.app.api.webhook_kit import (
     ENV,
     Clock,
@@ -176,3 +179,36 @@ async def test_a_linear_trello_and_jira_rename_alone_reaches_the_card(stack: Sta
         assert (edit["kind"], edit["status"]) == ("edit", "accepted"), edit
         card = stack.store.card_fields(key)
         assert card is not None and card.title == renamed, key
+
+
+async def memo_title(handle: WorkflowHandle, want: str, timeout: float = 30.0) -> dict[str, object]:
+    """The run's memo once its title is `want` (a signal's effect is seen after its workflow task)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        memo = dict(await (await handle.describe()).memo())
+        if memo.get("title") == want or asyncio.get_running_loop().time() > deadline:
+            return memo
+        await asyncio.sleep(0.1)
+
+
+@pytest.mark.stack_env(**ENV)
+async def test_a_rename_while_the_card_runs_reaches_the_memo_the_temporal_ui_lists(stack: Stack) -> None:
+    stack.model.inject(delay=30.0)  # the planning stage stays running, its run open
+    token = "ghp_" + "R8f2kLq9Xz3Vb7Nm1Tc5Wd4Yh6Js0Pa2Ue8G"
+    async with webhook_client(stack) as api:
+        moved = await post_generic(api, card_id="EDIT-4", stage="planning", delivery_id="e-1",
+                                   title="Rotate the keys")
+        ref = CardRef.parse(str(moved["card"]))
+        await stack.wait_state(ref, lambda s: s.status == "running" and s.stage == "planning")
+        handle = stack.client.get_workflow_handle(ref.workflow_id)
+        assert (await (await handle.describe()).memo())["title"] == "Rotate the keys"
+        renamed = f"Rotate the keys, {token} leaked"
+        edit = await post_generic(api, card_id="EDIT-4", title=renamed, url="https://boards.example/EDIT-4",
+                                  delivery_id="e-2")
+        assert edit["status"] == "accepted", edit
+        memo = await memo_title(handle, "Rotate the keys, [REDACTED:github-token] leaked")
+    # Redacted as the memo's title always is; the run that took it is the one still running.
+    assert memo == {"title": "Rotate the keys, [REDACTED:github-token] leaked", "url": "https://boards.example/EDIT-4"}
+    assert token not in str(memo)
+    state = await stack.cards.state(ref)
+    assert state is not None and state.status == "running"
