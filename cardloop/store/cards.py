@@ -6,6 +6,7 @@ and concurrent appends to one card queue on the card's counter row (base.py)."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -37,6 +38,29 @@ class CardsMixin(StoreBase):
                             {"updated_at": func.current_timestamp()})
         with self._db.write(tenant) as conn:
             conn.execute(stmt, row)
+
+    def set_gone(self, card_key: str, note: str | None) -> bool:
+        """Record that the card was archived or deleted on its board (`note` says so in words:
+        "archived on github by sam"), or, with None, that it is back (its next move). True when
+        the stored card changed; a card the store does not hold changes nothing."""
+        tenant = self._card_tenant(card_key)
+        c = s.cards.c
+        where = [c.card_key == card_key, c.tenant == tenant]
+        if note is None:
+            where.append(c.gone.is_not(None))  # the common move: nothing to clear, nothing written
+        stmt = update(s.cards).where(*where).values(
+            gone=note[:500] if note is not None else None,
+            gone_at=datetime.now(UTC) if note is not None else None)
+        with self._db.write(tenant) as conn:
+            return conn.execute(stmt).rowcount > 0
+
+    def card_gone(self, card_key: str) -> tuple[str, datetime] | None:
+        """(what the board said, when) for a card archived or deleted there and not moved since."""
+        tenant = self._card_tenant(card_key)
+        c = s.cards.c
+        with self._db.read(tenant) as conn:
+            row = conn.execute(select(c.gone, c.gone_at).where(c.card_key == card_key, c.tenant == tenant)).first()
+        return None if row is None or row.gone is None else (row.gone, row.gone_at)
 
     def card_fields(self, card_key: str) -> Card | None:
         """The card without history and context (one row read), or None when not stored."""
@@ -201,7 +225,7 @@ class CardsMixin(StoreBase):
         elif self._scope is not None:
             tenant = self._scope
         c = s.cards.c
-        query = select(c.card_key, c.tenant, c.board, c.fields, c.updated_at, c.workflow_state)
+        query = select(c.card_key, c.tenant, c.board, c.fields, c.updated_at, c.workflow_state, c.gone)
         if tenant is not None:
             query = query.where(c.tenant == tenant)
         if board is not None:
@@ -210,7 +234,7 @@ class CardsMixin(StoreBase):
             rows = conn.execute(query.order_by(c.updated_at.desc(), c.card_key)).all()
         return [{"card": r.card_key, "tenant": r.tenant, "board": r.board,
                  "title": json.loads(r.fields).get("title", ""), "updated_at": r.updated_at,
-                 "workflow_state": r.workflow_state} for r in rows]
+                 "workflow_state": r.workflow_state, "gone": r.gone} for r in rows]
 
 
 def _card_fields_query(card_key: str, tenant: str) -> Any:

@@ -297,6 +297,10 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE llm_usage ADD COLUMN reserved_tokens BIGINT NOT NULL DEFAULT 0",
         "ALTER TABLE llm_usage ADD COLUMN reserved_nanousd BIGINT NOT NULL DEFAULT 0",
     )),
+    Migration(11, "cards archived or deleted on their board: what the board said, and when", (
+        "ALTER TABLE cards ADD COLUMN gone VARCHAR(500)",
+        "ALTER TABLE cards ADD COLUMN gone_at {timestamp}",
+    )),
 )
 
 _SCHEMA_TABLE_DDL = """CREATE TABLE IF NOT EXISTS cardloop_schema (

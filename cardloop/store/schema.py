@@ -117,6 +117,10 @@ cards = Table(
     Column("updated_at", UTCDateTime, nullable=False, server_default=_now()),
     # The card workflow's state when its last run closed (CardState JSON; migration 3).
     Column("workflow_state", Text),
+    # Migration 11: the card was archived or deleted on its board ("archived on github by sam"),
+    # and when; cleared by its next move. Its stage was cancelled, its work kept.
+    Column("gone", String(500)),
+    Column("gone_at", UTCDateTime),
     # Keys are unique per tenant (migration 4): another tenant's key never collides with one's own.
     PrimaryKeyConstraint("tenant", "card_key", name="pk_cards"),
     Index("ix_cards_tenant_board", "tenant", "board"),

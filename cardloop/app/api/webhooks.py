@@ -184,6 +184,8 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
             # card see it. Its own delivery id, so a redelivery after a lost answer says it once.
             notes += await _say(svc.cards, ref, event.comment, author=event.board, delivery_id=f"{key}/note")
         await svc.cards.move(ref, stage or "done", delivery_id=key, actor=actor, reason=_reason(event))
+        if known:  # a card archived on its board and moved again is back
+            await run_in_threadpool(svc.store.set_gone, ref.key, None)
     # Before the delivery's key: a failure here is retried with the delivery (Temporal dedups it).
     await run_in_threadpool(_remember, svc, event, ref.key)
     await run_in_threadpool(remember_move_time, svc.store, event, ref.key, at, key)
@@ -203,6 +205,9 @@ async def _archive(svc: Services, event: BoardEvent, ref: CardRef, key: str, bas
     gone = event.gone or "archived"
     actor = _name(event.actor)
     reason = f"cancelled: the card was {gone} on {event.board}" + (f" by {actor}" if actor else "")
+    # `card show` and `card list` say so until the card's next move (first: a cancel that fails
+    # is redelivered, and marking twice is the same mark).
+    await run_in_threadpool(svc.store.set_gone, ref.key, f"{gone} on {event.board}" + (f" by {actor}" if actor else ""))
     try:
         # The delivery's key as the update's id: a redelivery racing this one is the same cancel.
         # The workflow's validator must run on a worker before the update is accepted: more than

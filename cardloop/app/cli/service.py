@@ -223,6 +223,7 @@ def cmd_card_move(args: argparse.Namespace, config: Config) -> int:
             return 0
         messages_from = len(svc.store.messages(ref.key)) if watching else 0
         await svc.move(ref, args.to, delivery_id=args.delivery_id, actor=args.actor)
+        svc.store.set_gone(ref.key, None)  # a card archived on its board and moved again is back
         link = card_url(config.temporal.ui_url, config.temporal.namespace, ref.workflow_id)
         print(f"card {ref.key} -> {args.to}\n  {link}", flush=True)
         if not watching:
@@ -277,6 +278,7 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
         messages = svc.store.messages(ref.key)
         recent = messages[len(messages) - args.last:] if args.last else []  # [-0:] would be all of them
         usage = svc.store.usage_totals(ref.key)
+        gone = svc.store.card_gone(ref.key)
         if args.json:
             scrub = Scrubber().scrub_value
             print(json.dumps({
@@ -289,9 +291,13 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
                 "now": scrub(now_line(state, turn)) if state is not None and turn is not None else None,
                 "messages": [scrub(m.model_dump(mode="json")) for m in recent],
                 "usage": usage.model_dump(mode="json"),
+                "gone": {"note": scrub(gone[0]), "at": gone[1].isoformat(timespec="seconds")} if gone else None,
             }, indent=2))
             return 0
         print_(f"card {ref.key}: {card.title}")
+        if gone is not None:
+            print_(f"  {gone[0]} at {gone[1]:%Y-%m-%d %H:%M:%S} UTC: its running stage was cancelled, its work is "
+                   "kept; a move runs it again")
         if state is None and described is not None:
             print_(f"  stage {described.stage or '-'} · {described.status or 'unknown'} "
                    f"(workflow {described.execution.lower()}; from Temporal's search attributes)")
@@ -406,6 +412,7 @@ def cmd_card_list(args: argparse.Namespace, config: Config) -> int:
                                "stage_runs": state.stage_runs if state else 0, "cost_usd": float(cost),
                                "updated_at": row["updated_at"].isoformat(timespec="seconds"),
                                "title": redact_text(row["title"]), "live": answered is not None,
+                               "gone": redact_text(row["gone"]) if row["gone"] else None,
                                **({"from": "search_attributes"} if described is not None else {})})
         finally:
             store.close()
@@ -422,7 +429,8 @@ def cmd_card_list(args: argparse.Namespace, config: Config) -> int:
         print(f"{'CARD':<{width}}  {'STAGE':<12} {'STATUS':<8} {'RUNS':>4} {'COST':>9}  TITLE")
         for c in listed:
             print(f"{c['card']:<{width}}  {c['stage']:<12} {c['status']:<8} {c['stage_runs']:>4} "
-                  f"{'$' + format(c['cost_usd'], '.4f'):>9}  {shorten(c['title'], 60)}")
+                  f"{'$' + format(c['cost_usd'], '.4f'):>9}  "
+                  + (f"[{c['gone'].partition(' ')[0]}] " if c["gone"] else "") + shorten(c["title"], 60))
         print(f"{len(listed)} card{'s' if len(listed) != 1 else ''}; `cardloop card show CARD` for one")
         return 0
 

@@ -247,6 +247,24 @@ def test_card_round_trip_with_history_and_context(store: Store) -> None:
     assert store.get_card(KEY) == card.model_copy(update={"title": "Refund rounding (urgent)"})
 
 
+def test_a_card_gone_from_its_board_is_marked_until_its_next_move(store: Store) -> None:
+    assert store.set_gone(KEY, "archived on github by sam") is False  # no such card: nothing changes
+    card = example_card()
+    store_full_card(store, card)
+    assert store.card_gone(KEY) is None
+    before = datetime.now(UTC)
+    assert store.set_gone(KEY, "archived on github by sam") is True
+    note, at = store.card_gone(KEY) or ("", before)
+    assert note == "archived on github by sam" and at >= before - timedelta(seconds=1)
+    assert [r["gone"] for r in store.card_rows()] == ["archived on github by sam"]
+    # A board edit of the card's fields keeps the mark; its fields and history stay as they were.
+    store.upsert_card(KEY, card.model_copy(update={"title": "renamed", "history": (), "context": ()}))
+    assert store.card_gone(KEY) is not None and store.messages(KEY) == list(card.history)
+    assert store.set_gone(KEY, None) is True    # moved again
+    assert store.set_gone(KEY, None) is False   # the common move: nothing to clear
+    assert store.card_gone(KEY) is None and store.card_rows()[0]["gone"] is None
+
+
 def test_timestamps_are_stored_in_utc(store: Store) -> None:
     at = datetime(2025, 3, 1, 11, 31, tzinfo=timezone(timedelta(hours=2)))
     store.append_message(KEY, user("x", created_at=at))

@@ -86,6 +86,9 @@ async def test_a_trello_card_archived_mid_stage_stops_it_and_moves_again_after(s
         assert (answer["kind"], answer["status"], answer["reason"]) == ("archive", "accepted", reason), answer
         await cancelled(stack, ref, reason)
         assert (await send(api, clock, "trello", archive, now))["status"] == "duplicate"
+        # `card show` and `card list` read the mark until the card moves again.
+        marked = stack.store.card_gone(ref.key)
+        assert marked is not None and marked[0] == "archived on trello by Priya Raman"
         # Un-archived (asks nothing), then moved again: the move runs as any move.
         restore = json.loads(json.dumps(archive))
         restore["action"]["id"] = "67c6db00f1a2b3c4d5e6f8c3"
@@ -101,6 +104,7 @@ async def test_a_trello_card_archived_mid_stage_stops_it_and_moves_again_after(s
         assert (await send(api, clock, "trello", again, now))["status"] == "accepted"
         state = await stack.wait_state(ref, lambda s: len(s.history) >= 2)
         assert state.history[1].stage == "planning" and state.history[1].outcome != "cancelled"
+    assert stack.store.card_gone(ref.key) is None  # moved again: back on the board
 
 
 @pytest.mark.stack_env(**ENV)
@@ -122,6 +126,9 @@ async def test_a_card_with_no_stage_running_is_told_so_and_nothing_starts(stack:
     latest = await handle.describe()
     assert (latest.run_id, latest.status) == (closed.run_id, closed.status)   # nothing started
     assert stack.store.card_fields(ref.key) is not None
+    # Nothing ran, but the card is gone from its board all the same: `card show` says so.
+    marked = stack.store.card_gone(ref.key)
+    assert marked is not None and marked[0].startswith("deleted on trello")
 
 
 @pytest.mark.stack_env(**ENV)
