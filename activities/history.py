@@ -146,9 +146,15 @@ class HistoryActivities:
             pieces.append(line)
         out_tokens = min(cfg.max_tokens, max(200, inp.max_tokens))
         card_key, first, last = inp.card_key, inp.first, inp.last
-        # The key names what the calls read (the range and the cached summary they start from).
+        # The key names what the calls read (the range and the cached summary they start from)
+        # and this activity (its workflow run and activity id): the same across its retries, so
+        # a retry finds the calls an earlier attempt finished, but new for a later summarize of
+        # the same range (one whose earlier summarize failed for good), whose calls are new
+        # calls: under the old key they wrote over the earlier calls' ledger rows.
+        info = activity.info()
         text = self._condense(pieces, window, out_tokens, profile, model,
-                              f"summary/{card_key}/{first}-{last}/from-{start}", card.tenant, card_key,
+                              f"summary/{card_key}/{first}-{last}/from-{start}/"
+                              f"{info.workflow_run_id}/{info.activity_id}", card.tenant, card_key,
                               f"card {scrub.scrub(card.id)}, messages {first + 1}-{last + 1}", tally)
         method = "incremental" if base else ("recursive" if tally.calls > 1 else "llm")
         return text, counter.count(text), method
