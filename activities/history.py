@@ -54,6 +54,8 @@ class _Tally:
     cost: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 def _final_attempt(exc: BaseException) -> bool:
@@ -120,7 +122,8 @@ class HistoryActivities:
         metrics.SUMMARIES.labels(stored.value.method).inc()
         return SummarizeResult(tokens=stored.value.tokens, method=stored.value.method, calls=tally.calls,
                                cost_usd=tally.cost, input_tokens=tally.input_tokens,
-                               output_tokens=tally.output_tokens)
+                               output_tokens=tally.output_tokens, cache_read_tokens=tally.cache_read_tokens,
+                               cache_write_tokens=tally.cache_write_tokens)
 
     def _summarize(self, inp: SummarizeInput, card: Card, profile: str, model: str,
                    tally: _Tally) -> tuple[str, int, str]:
@@ -225,4 +228,6 @@ class HistoryActivities:
             tally.cost += float(stored.usage.cost_usd)
             tally.input_tokens += stored.usage.input_tokens
             tally.output_tokens += stored.usage.output_tokens
+            tally.cache_read_tokens += stored.usage.cache_read_tokens
+            tally.cache_write_tokens += stored.usage.cache_write_tokens
         return stored.result

@@ -140,6 +140,9 @@ class StageWorkflow:
                 p.input_tokens += reply.input_tokens
                 p.output_tokens += reply.output_tokens
                 p.cost_usd += reply.cost_usd
+                # Advisory figures (no command depends on them): histories replay unchanged.
+                p.cache_read_tokens += reply.cache_read_tokens
+                p.cache_write_tokens += reply.cache_write_tokens
                 p.cut_replies += reply.stopped == "max_tokens"
                 p.last_result = reply.excerpt[:300]
                 ends_now = hands is None and reply.promise in ("COMPLETE", "BLOCKED")
@@ -439,6 +442,8 @@ class StageWorkflow:
         self.progress.cost_usd += done.cost_usd
         self.progress.summary_input_tokens += done.input_tokens
         self.progress.summary_output_tokens += done.output_tokens
+        self.progress.cache_read_tokens += done.cache_read_tokens
+        self.progress.cache_write_tokens += done.cache_write_tokens
         return True
 
     def _details(self, inp: StageInput, doing: str) -> None:
@@ -466,7 +471,8 @@ class StageWorkflow:
                         input_tokens=p.input_tokens, output_tokens=p.output_tokens, cost_usd=p.cost_usd,
                         truncated_turns=p.truncated_turns, tool_calls=p.tool_calls, commits=p.commits,
                         last_commit=p.last_commit, summary_input_tokens=p.summary_input_tokens,
-                        summary_output_tokens=p.summary_output_tokens)
+                        summary_output_tokens=p.summary_output_tokens, cache_read_tokens=p.cache_read_tokens,
+                        cache_write_tokens=p.cache_write_tokens)
 
 
 def _root_cause(err: BaseException) -> BaseException:
