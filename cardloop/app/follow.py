@@ -83,11 +83,13 @@ def cached_said(read: int, written: int) -> str:
 
 
 def tokens_said(r: StageRun | StageProgress) -> str:
-    """The run's tokens as its cost counts them: the turns' and the summarizer's, the prompt
-    tokens its cache served or stored included (each priced on its own, all paid for)."""
+    """The run's tokens as its cost counts them: the turns', the summarizer's and its research's,
+    the prompt tokens its cache served or stored included (each priced on its own, all paid for)."""
     summary = r.summary_input_tokens + r.summary_output_tokens
-    total = r.input_tokens + r.output_tokens + summary + r.cache_read_tokens + r.cache_write_tokens
+    research = r.research_input_tokens + r.research_output_tokens
+    total = r.input_tokens + r.output_tokens + summary + research + r.cache_read_tokens + r.cache_write_tokens
     notes = [f"{summary:,} of them the summarizer's" if summary else "",
+             f"{research:,} its research's" if research else "",
              cached_said(r.cache_read_tokens, r.cache_write_tokens)]
     said = "; ".join(n for n in notes if n)
     return f"{total:,} tokens" + (f" ({said})" if said else "")
