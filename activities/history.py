@@ -54,6 +54,8 @@ class _Tally:
     cost: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 def _final_attempt(exc: BaseException) -> bool:
@@ -120,7 +122,8 @@ class HistoryActivities:
         metrics.SUMMARIES.labels(stored.value.method).inc()
         return SummarizeResult(tokens=stored.value.tokens, method=stored.value.method, calls=tally.calls,
                                cost_usd=tally.cost, input_tokens=tally.input_tokens,
-                               output_tokens=tally.output_tokens)
+                               output_tokens=tally.output_tokens, cache_read_tokens=tally.cache_read_tokens,
+                               cache_write_tokens=tally.cache_write_tokens)
 
     def _summarize(self, inp: SummarizeInput, card: Card, profile: str, model: str,
                    tally: _Tally) -> tuple[str, int, str]:
@@ -146,9 +149,15 @@ class HistoryActivities:
             pieces.append(line)
         out_tokens = min(cfg.max_tokens, max(200, inp.max_tokens))
         card_key, first, last = inp.card_key, inp.first, inp.last
-        # The key names what the calls read (the range and the cached summary they start from).
+        # The key names what the calls read (the range and the cached summary they start from)
+        # and this activity (its workflow run and activity id): the same across its retries, so
+        # a retry finds the calls an earlier attempt finished, but new for a later summarize of
+        # the same range (one whose earlier summarize failed for good), whose calls are new
+        # calls: under the old key they wrote over the earlier calls' ledger rows.
+        info = activity.info()
         text = self._condense(pieces, window, out_tokens, profile, model,
-                              f"summary/{card_key}/{first}-{last}/from-{start}", card.tenant, card_key,
+                              f"summary/{card_key}/{first}-{last}/from-{start}/"
+                              f"{info.workflow_run_id}/{info.activity_id}", card.tenant, card_key,
                               f"card {scrub.scrub(card.id)}, messages {first + 1}-{last + 1}", tally)
         method = "incremental" if base else ("recursive" if tally.calls > 1 else "llm")
         return text, counter.count(text), method
@@ -219,4 +228,6 @@ class HistoryActivities:
             tally.cost += float(stored.usage.cost_usd)
             tally.input_tokens += stored.usage.input_tokens
             tally.output_tokens += stored.usage.output_tokens
+            tally.cache_read_tokens += stored.usage.cache_read_tokens
+            tally.cache_write_tokens += stored.usage.cache_write_tokens
         return stored.result

@@ -84,8 +84,10 @@ def billed_call(rt: ActivityDeps, row: UsageRecord, call: Callable[[], Completio
             raise
         done, note = with_usage(done, conversation, rt.assembler.counter.count)
         u = done.usage
+        # Read once: the row and the metrics must say the same of a call cancelled mid-flight.
+        cancelled = stop.is_set()
         billed = row.model_copy(update={
-            "status": "cancelled" if stop.is_set() else "done", "model": done.model or row.model, "note": note,
+            "status": "cancelled" if cancelled else "done", "model": done.model or row.model, "note": note,
             "input_tokens": u.input_tokens,
             "output_tokens": u.output_tokens, "cache_read_tokens": u.cache_read_tokens,
             "cache_write_tokens": u.cache_write_tokens, "cost_usd": Decimal(str(rt.cost(row.model, u)))})
@@ -93,7 +95,7 @@ def billed_call(rt: ActivityDeps, row: UsageRecord, call: Callable[[], Completio
         # Labelled with the configured model (a bounded set), not the provider's dated id.
         metrics.billed(row.stage, row.model, input_tokens=u.input_tokens, output_tokens=u.output_tokens,
                        cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens,
-                       cost_usd=billed.cost_usd)
+                       cost_usd=billed.cost_usd, result="cancelled" if cancelled else "ok")
         settle(billed)
         return done, billed
 

@@ -10,6 +10,7 @@ store; the result carries the report's blob ref and the run's figures.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError, ChildWorkflowError
@@ -147,9 +148,11 @@ async def research_large_logs(inp: StageInput, gathered: list[GatherResult]) -> 
         return None
 
 
-async def research_tool(inp: StageInput, logs: list[NamedBlob], call: ToolCallOut, iteration: int) -> ToolOutcome:
+async def research_tool(inp: StageInput, logs: list[NamedBlob], call: ToolCallOut, iteration: int,
+                        spent: Callable[[ResearchResult], None] | None = None) -> ToolOutcome:
     """The agent's research tool: its question over this run's gathered logs, as a child workflow;
-    the report (or why there is none) is the call's result in the card's history."""
+    the report (or why there is none) is the call's result in the card's history, and `spent`
+    is told what the research cost."""
     question = str(call.input.get("question") or "").strip()[:4_000]
     wid = workflow.info().workflow_id
     text, is_error = "", True
@@ -164,6 +167,8 @@ async def research_tool(inp: StageInput, logs: list[NamedBlob], call: ToolCallOu
                 ResearchInput(card_key=inp.ref.key, question=question, blobs=logs[:8], settings=inp.settings.research,
                               stage=inp.stage),
                 id=f"{wid}/research-{iteration}-{call.id}", result_type=ResearchResult)
+            if spent is not None:
+                spent(done)
             text, is_error = (done.excerpt + f"\n\n(research over {', '.join(done.buffers)}: {done.chunks_analysed} "
                               f"of {done.chunks_total} chunks analysed)"), False
         except ChildWorkflowError as err:

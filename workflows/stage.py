@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         NamedBlob,
         PullRequestInput,
         PullRequestOutcome,
+        ResearchResult,
         ReviewInput,
         ReviewPosted,
         StageInput,
@@ -107,13 +108,14 @@ class StageWorkflow:
                 # joins the card's context; histories from before research replay without it.
                 if s.research is not None and s.research_min_tokens and versions.patched(versions.RESEARCH_LARGE_LOGS):
                     self._details(inp, "researching logs too large for the prompt")
-                    await research_large_logs(inp, gathered)
+                    self._research_spent(await research_large_logs(inp, gathered))
             hands: Hands | None = None
             if s.tools:
                 self._details(inp, "opening the workspace")
                 hands = self._hands = await Hands.open(inp)
                 if hands is not None and names.RESEARCH_TOOL in s.tools and s.research is not None:
-                    hands.research = lambda call, turn: research_tool(inp, self._logs, call, turn)
+                    hands.research = lambda call, turn: research_tool(inp, self._logs, call, turn,
+                                                                      self._research_spent)
                 if hands is not None:
                     self._details(inp, f"workspace on {hands.where}; tests: {hands.info.test_command or 'none found'}; "
                                        f"sandbox: {'; '.join(hands.info.protections) or 'no protections'}")
@@ -140,6 +142,9 @@ class StageWorkflow:
                 p.input_tokens += reply.input_tokens
                 p.output_tokens += reply.output_tokens
                 p.cost_usd += reply.cost_usd
+                # Advisory figures (no command depends on them): histories replay unchanged.
+                p.cache_read_tokens += reply.cache_read_tokens
+                p.cache_write_tokens += reply.cache_write_tokens
                 p.cut_replies += reply.stopped == "max_tokens"
                 p.last_result = reply.excerpt[:300]
                 ends_now = hands is None and reply.promise in ("COMPLETE", "BLOCKED")
@@ -439,7 +444,18 @@ class StageWorkflow:
         self.progress.cost_usd += done.cost_usd
         self.progress.summary_input_tokens += done.input_tokens
         self.progress.summary_output_tokens += done.output_tokens
+        self.progress.cache_read_tokens += done.cache_read_tokens
+        self.progress.cache_write_tokens += done.cache_write_tokens
         return True
+
+    def _research_spent(self, done: ResearchResult | None) -> None:
+        """Research is billed under the stage: its cost joins the run's (and so the cost budget's)."""
+        if done is None or not versions.patched(versions.RESEARCH_IN_RUN_COST):
+            return
+        p = self.progress
+        p.cost_usd += done.cost_usd
+        p.research_input_tokens += done.input_tokens
+        p.research_output_tokens += done.output_tokens
 
     def _details(self, inp: StageInput, doing: str) -> None:
         p = self.progress
@@ -466,7 +482,9 @@ class StageWorkflow:
                         input_tokens=p.input_tokens, output_tokens=p.output_tokens, cost_usd=p.cost_usd,
                         truncated_turns=p.truncated_turns, tool_calls=p.tool_calls, commits=p.commits,
                         last_commit=p.last_commit, summary_input_tokens=p.summary_input_tokens,
-                        summary_output_tokens=p.summary_output_tokens)
+                        summary_output_tokens=p.summary_output_tokens, cache_read_tokens=p.cache_read_tokens,
+                        cache_write_tokens=p.cache_write_tokens, research_input_tokens=p.research_input_tokens,
+                        research_output_tokens=p.research_output_tokens)
 
 
 def _root_cause(err: BaseException) -> BaseException:

@@ -83,6 +83,10 @@ CHECKPOINT_ON_CANCEL = "checkpoint-on-cancel"
 # `card cancel`. Runs recorded before awaited the started comment after starting the stage and
 # the end writes before taking the next move.
 BOARD_LANE = "board-lane"
+# Research the run made (over large logs, the agent's research tool) is billed under the stage:
+# its cost joins the run's, and so its cost budget. Runs recorded before left it out, and a
+# budget they did not reach then must not end them on replay.
+RESEARCH_IN_RUN_COST = "research-in-run-cost"
 
 # Each generation, oldest first: its gate (recorded at a run's start) and the patches it adds; a
 # run with a generation's gate has that generation's patches and every older one's. A run
@@ -96,6 +100,7 @@ GENERATIONS: tuple[tuple[str, frozenset[str]], ...] = (
         LOCAL_ACTIVITY_FAILURE_ENDS_STAGE,
     })),
     ("patches-decided-at-start-2", frozenset({CHECKPOINT_ON_CANCEL, BOARD_LANE})),
+    ("patches-decided-at-start-3", frozenset({RESEARCH_IN_RUN_COST})),
 )
 # Patches only runs recorded before their successor ask for.
 SUPERSEDED = frozenset({BOARD_WRITES})

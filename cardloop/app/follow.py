@@ -76,11 +76,23 @@ def say_unavailable(unavailable: Iterable[str], said: set[str], out: Callable[[s
             out(f"  ⚠ going on without {missing}")
 
 
-def tokens_said(r: StageRun) -> str:
-    """The run's tokens as its cost counts them: the turns' and the summarizer's."""
+def cached_said(read: int, written: int) -> str:
+    """The prompt tokens the provider's cache served or stored, as card show's usage line says them."""
+    return ", ".join(part for part in (f"{read:,} read from the cache" if read else "",
+                                       f"{written:,} written to it" if written else "") if part)
+
+
+def tokens_said(r: StageRun | StageProgress) -> str:
+    """The run's tokens as its cost counts them: the turns', the summarizer's and its research's,
+    the prompt tokens its cache served or stored included (each priced on its own, all paid for)."""
     summary = r.summary_input_tokens + r.summary_output_tokens
-    total = r.input_tokens + r.output_tokens + summary
-    return f"{total:,} tokens" + (f" ({summary:,} of them the summarizer's)" if summary else "")
+    research = r.research_input_tokens + r.research_output_tokens
+    total = r.input_tokens + r.output_tokens + summary + research + r.cache_read_tokens + r.cache_write_tokens
+    notes = [f"{summary:,} of them the summarizer's" if summary else "",
+             f"{research:,} its research's" if research else "",
+             cached_said(r.cache_read_tokens, r.cache_write_tokens)]
+    said = "; ".join(n for n in notes if n)
+    return f"{total:,} tokens" + (f" ({said})" if said else "")
 
 
 def outcome_line(r: StageRun) -> str:
@@ -185,8 +197,7 @@ async def follow(svc: CardService, ref: CardRef, stage: str, run: int, *, out: C
                 say_unavailable(progress.unavailable, missed, out)
             if progress is not None and progress.iteration != turn:
                 turn = progress.iteration
-                out(f"  … turn {turn}: asking the model ({progress.input_tokens + progress.output_tokens:,} "
-                    f"tokens, ${progress.cost_usd:.4f} so far)")
+                out(f"  … turn {turn}: asking the model ({tokens_said(progress)}, ${progress.cost_usd:.4f} so far)")
             said = await svc.retrying(ref, state)
             if said and said.split(" [attempt")[0] != retry:
                 retry = said.split(" [attempt")[0]

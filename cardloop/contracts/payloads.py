@@ -155,6 +155,14 @@ class StageRun(_Value):
     # token budget counts), so a line showing the run's cost can show the tokens it paid for.
     summary_input_tokens: int = 0
     summary_output_tokens: int = 0
+    # Prompt tokens the provider's cache served or stored (the turns' and the summarizer's): in
+    # cost_usd already (each priced on its own), kept out of input_tokens as the provider does.
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    # The research it made (child workflows, billed under the stage): in cost_usd already, its
+    # tokens (prompt tokens with the cached ones) kept out of input/output_tokens as the summarizer's are.
+    research_input_tokens: int = 0
+    research_output_tokens: int = 0
     # Context sources the run went without, in words (StageProgress.unavailable).
     unavailable: tuple[str, ...] = ()
 
@@ -207,6 +215,10 @@ class StageProgress(BaseModel):
     max_iterations: int = 0
     summary_input_tokens: int = 0   # the summarizer's (its cost is in cost_usd)
     summary_output_tokens: int = 0
+    cache_read_tokens: int = 0      # the turns' and the summarizer's (StageRun)
+    cache_write_tokens: int = 0
+    research_input_tokens: int = 0  # the research it made (its cost is in cost_usd)
+    research_output_tokens: int = 0
     # Context sources this run goes without, in words ("repository: git clone ... failed (after 3
     # attempts)"): `card move --follow` and the demo say each once, after the retries' ⟳ lines.
     unavailable: list[str] = Field(default_factory=list)
@@ -386,6 +398,8 @@ class SummarizeResult(_Value):
     # What the summarizer's calls used (0 for a cached summary, which cost nothing either).
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class CompleteInput(_Value):

@@ -50,4 +50,27 @@ async def test_error_fixing_researches_a_log_too_large_for_its_prompt(stack: Sta
     # Billed to the card, under the stage.
     research_rows = [r for r in stack.store.ledger(ref.key) if r.purpose == "research"]
     assert len(research_rows) == 1 + 10 + 2 and {r.stage for r in research_rows} == {"error_fixing"}
+    # ... and in the run's cost, which the card's state, card list and the cost budget read.
+    billed = stack.store.usage_totals(ref.key).by_stage["error_fixing"]
+    run = state.history[0]
+    print(f"research ${sum(float(r.cost_usd) for r in research_rows):.6f}, run ${run.cost_usd:.6f}")
+    assert run.cost_usd == pytest.approx(float(billed.cost_usd)) == pytest.approx(state.cost_usd)
+    assert run.research_input_tokens == sum(r.input_tokens + r.cache_read_tokens + r.cache_write_tokens
+                                            for r in research_rows)
+    assert run.research_output_tokens == sum(r.output_tokens for r in research_rows)
     await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
+
+
+@pytest.mark.stack_env(CARDLOOP_STAGES__ERROR_FIXING__COST_BUDGET_USD="0.05")
+async def test_the_research_a_run_made_counts_against_its_cost_budget(stack: Stack) -> None:
+    # The research costs about $0.10, a turn about $0.02: only with the research is $0.05 spent.
+    stack.model.transcript["error_fixing"] = ["Reading the report first.", "Fixed.\n<promise>COMPLETE</promise>"]
+    ref: CardRef = stack.cards.import_card(small_card("FIX-BUDGET", title="The nightly build fails"))
+    await stack.cards.move(ref, "error_fixing", delivery_id="f1")
+    state = await stack.wait_state(ref, lambda s: len(s.history) >= 1, timeout=240)
+    run = state.history[0]
+    billed = stack.store.usage_totals(ref.key).by_stage["error_fixing"]
+    assert (run.outcome, run.iterations) == ("budget_exhausted", 1), run.reason
+    assert run.reason.startswith(f"cost budget spent: ${run.cost_usd:.4f} of $0.0500")
+    assert run.cost_usd == pytest.approx(float(billed.cost_usd))
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "research-in-run-cost")

@@ -54,6 +54,10 @@ async def test_the_agent_researches_the_gathered_logs_with_its_tool(stack: Stack
     child = stack.client.get_workflow_handle(f"{stage_id}/research-1-toolu_research_1")
     assert (await child.describe()).workflow_type == names.RESEARCH_WORKFLOW
     assert not any(i.source == "cardloop:research" for i in stack.store.context_items(ref.key))
+    # Its cost is the run's, as the ledger bills it under the stage.
+    research = [r for r in stack.store.ledger(ref.key) if r.purpose == "research"]
+    assert research and run.research_output_tokens == sum(r.output_tokens for r in research)
+    assert run.cost_usd == pytest.approx(float(stack.store.usage_totals(ref.key).by_stage["error_fixing"].cost_usd))
     await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
 
 

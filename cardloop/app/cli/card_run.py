@@ -45,8 +45,11 @@ def cancelled_line(svc: CardService, ref: CardRef, run: StageRun) -> str:
     if run.outcome != "cancelled":  # it ended on its own before the cancel reached it
         return f"card {ref.key}: {run.stage} run {run.run} had already ended {run.outcome}: {run.reason}"
     messages = len(svc.store.messages(ref.key))
-    calls = svc.store.usage_totals(ref.key).by_stage.get(run.stage)
+    # This run's calls only (its turns' and its research's keys start with its workflow id), not
+    # every run of the stage's: the summarizer's, shared by the card's runs, are not counted.
+    run_id = f"{ref.workflow_id}/{run.run}-{run.stage}/"
+    calls = sum(1 for r in svc.store.ledger(ref.key) if r.call_key.startswith(run_id))
     commits = f"{run.commits} commit(s) pushed" + (f" (last {run.last_commit[:12]})" if run.last_commit else "")
     return (f"card {ref.key}: cancelled {run.stage} run {run.run} after {run.iterations} turn(s); kept: "
-            f"{messages} message(s) in its history, {calls.calls if calls else 0} {run.stage} call(s) in the "
+            f"{messages} message(s) in its history, {calls} call(s) of this run in the "
             f"ledger, {commits}. `cardloop card move {ref.key} --to STAGE` runs a stage again.")

@@ -258,7 +258,7 @@ def cmd_card_retry(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
-    from cardloop.app.follow import redacting, result_lines  # the redaction rules compile on import
+    from cardloop.app.follow import cached_said, redacting, result_lines  # the redaction rules compile on import
     from cardloop.prompts.scrub import Scrubber, redact_text
 
     # The history and the runs' reasons are stored as sent (README, Secrets): redacted on the way
@@ -327,9 +327,7 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
         t, extra = usage.total, usage.extra
         # Input beside the prompt tokens the provider's cache served or stored (each priced on
         # its own): a provider's dashboard counts them all as the prompt.
-        cached = ", ".join(part for part in (f"{t.cache_read_tokens:,} read from the cache" if t.cache_read_tokens
-                                             else "", f"{t.cache_write_tokens:,} written to it"
-                                             if t.cache_write_tokens else "") if part)
+        cached = cached_said(t.cache_read_tokens, t.cache_write_tokens)
         print_(f"  usage: {t.calls} calls, {t.input_tokens:,} in{f' (+{cached})' if cached else ''}, "
               f"{t.output_tokens:,} out, billed ${float(t.cost_usd):.4f} (retries included)")
         share = f"{float(extra.cost_usd / t.cost_usd):.0%}" if t.cost_usd else "0%"
@@ -348,11 +346,16 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
 
 
 def now_line(state: CardState, p: StageProgress) -> str:
-    """The running turn in one line: which, doing what, and the run's totals so far."""
+    """The running turn in one line: which, doing what, and the run's totals so far: the tokens
+    its cost paid for, as the usage line says them (the summarizer's and the cached prompt's too)."""
+    from cardloop.app.follow import cached_said  # the redaction rules compile on import
+
     of = f" of {p.max_iterations}" if p.max_iterations else ""
     work = f", {p.tool_calls} tool call(s), {p.commits} commit(s)" if p.tool_calls or p.commits else ""
+    cached = cached_said(p.cache_read_tokens, p.cache_write_tokens)
     return (f"{state.stage} run {state.stage_runs}, turn {p.iteration}{of}: {p.doing or 'starting'}; so far "
-            f"{p.input_tokens:,} in, {p.output_tokens:,} out, ${p.cost_usd:.4f}{work}")
+            f"{p.input_tokens + p.summary_input_tokens:,} in{f' (+{cached})' if cached else ''}, "
+            f"{p.output_tokens + p.summary_output_tokens:,} out, ${p.cost_usd:.4f}{work}")
 
 
 def cmd_card_list(args: argparse.Namespace, config: Config) -> int:

@@ -41,3 +41,32 @@ async def test_card_show_says_which_turn_runs_and_what_it_does(stack: Stack, tmp
     assert data["now"] == now.removeprefix("  now: ")
     idle = await cardloop(env, "card", "show", "acme/github/SHOW-RUN-1", "--last", "-1")
     assert idle.returncode == 2 and "Traceback" not in idle.stderr
+
+
+@pytest.mark.model_timeout(30)
+async def test_the_now_line_counts_the_cached_prompt_tokens_the_run_paid_for(stack: Stack, tmp_path: Path) -> None:
+    env = cli_env(stack, tmp_path)
+    stack.model.transcript["planning"] = ["Looking at the code first.", "Planned.\n<promise>COMPLETE</promise>"]
+    stack.model.inject()               # turn 1 answers at once (its system prompt is written to the cache) ...
+    stack.model.inject(delay=15.0)     # ... turn 2 waits for the model while we look
+    # A history long enough for a cache breakpoint (the model's minimum prefix), too short to fold.
+    history = [{"role": "user" if i % 2 == 0 else "assistant",
+                "content": f"Note {i}: " + "the retries back off exponentially " * 50} for i in range(6)]
+    ref = stack.cards.import_card(small_card("SHOW-RUN-CACHE", history=history))
+    await stack.cards.move(ref, "planning", delivery_id="p")
+    for _ in range(300):
+        state = await stack.cards.state(ref)
+        turn = await stack.cards.running_turn(ref, state) if state else None
+        if turn is not None and turn.iteration == 2 and turn.doing.startswith("waiting for the model"):
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError("turn 2 never waited for the model")
+    [first] = [r for r in stack.store.ledger(ref.key) if r.status == "done"]
+    assert first.cache_write_tokens > 0
+    shown = await cardloop(env, "card", "show", ref.key)
+    assert shown.returncode == 0, shown.stderr
+    now = next(ln for ln in shown.stdout.splitlines() if ln.startswith("  now: "))
+    cached = f"{first.cache_read_tokens:,} read from the cache, " if first.cache_read_tokens else ""
+    assert now.endswith(f"so far {first.input_tokens:,} in (+{cached}{first.cache_write_tokens:,} written to it), "
+                        f"{first.output_tokens:,} out, ${float(first.cost_usd):.4f}"), now
