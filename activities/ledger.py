@@ -31,6 +31,7 @@ from cardloop.integrations.providers.base import Completion, with_usage
 from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.conversation import Conversation
 from cardloop.store import UsageRecord
+from cardloop.store.values import TIMED_OUT
 
 
 def provider_for(rt: ActivityDeps, profile: str) -> Provider:
@@ -72,9 +73,12 @@ def billed_call(rt: ActivityDeps, row: UsageRecord, call: Callable[[], Completio
     def call_and_settle() -> tuple[Completion, UsageRecord]:
         try:
             done = call()
-        except UpstreamError:
+        except UpstreamError as err:
             metrics.MODEL_CALLS.labels(row.stage, row.model, "error").inc()
-            settle(row.model_copy(update={"status": "failed"}))
+            # No answer in time, none at all (a 408 is the server's: it never read the request):
+            # the provider may have run and billed it, so its usage is unknown, not zero.
+            unknown = err.kind == "timeout" and err.status is None
+            settle(row.model_copy(update={"status": "failed", "note": TIMED_OUT if unknown else None}))
             raise
         except Exception as exc:
             # Not a classified failure (a bug reading the answer): the row still closes, so it

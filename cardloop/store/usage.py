@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
-from sqlalchemy import Connection, and_, case, func, select
+from sqlalchemy import Connection, and_, case, func, or_, select
 
 from cardloop.store import schema as s
 from cardloop.store.base import StoreBase
-from cardloop.store.values import UsageRecord, UsageSum, UsageTotals
+from cardloop.store.values import TIMED_OUT, UsageRecord, UsageSum, UsageTotals
 
 _NANO = Decimal("1e-9")
 _SETTLED = ("retry", "kept", "status", "model", "input_tokens", "output_tokens", "cache_read_tokens",
@@ -68,7 +68,8 @@ class UsageMixin(StoreBase):
         query = (
             select(u.stage, own.label("own"), *_sums(),
                    func.sum(case((u.retry.is_(True), 1), else_=0)).label("retries"),
-                   func.sum(case((u.status == "calling", 1), else_=0)).label("unknown"))
+                   func.sum(case((or_(u.status == "calling", and_(u.status == "failed", u.note == TIMED_OUT)), 1),
+                                 else_=0)).label("unknown"))
             # A call a spend limit refused never reached the provider: in the ledger, not in the bill.
             .where(u.card_key == card_key, u.tenant == tenant, u.status != "refused")
             .group_by(u.stage, own)

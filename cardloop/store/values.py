@@ -115,6 +115,11 @@ class Summary(_Value):
     method: str
 
 
+# The note of a "failed" attempt that got no answer in time: the provider may have run it and
+# billed it, so it counts with the calls whose usage is unknown (card show), not as billed $0.
+TIMED_OUT = "timed out waiting for the answer: the provider may have billed it; usage unknown"
+
+
 class UsageRecord(_Value):
     """One provider call attempt in the ledger, keyed by (card, `call_key`, `attempt`): a retried
     activity adds a row for its own call, and a row recorded again is recorded once.
@@ -175,7 +180,8 @@ class UsageTotals(_Value):
     """A card's LLM usage: every provider call (`total`, what the provider bills) and per stage;
     `own` the calls whose result the card kept, `extra` the rest (retries whose reply came too
     late, error answers, calls lost with their worker); `retries` rows marked retry; `unknown`
-    calls without usage (still running, or lost with their worker)."""
+    calls without usage (still running, lost with their worker, or timed out waiting for the
+    answer: the provider may bill those)."""
 
     card_key: str
     total: UsageSum

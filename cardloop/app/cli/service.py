@@ -333,7 +333,7 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
         share = f"{float(extra.cost_usd / t.cost_usd):.0%}" if t.cost_usd else "0%"
         print_(f"    not kept: {extra.calls} call(s) whose reply the card did not keep (retries, cancelled "
               f"stages, errors), ${float(extra.cost_usd):.4f} ({share} of the bill); {usage.unknown} without usage "
-              "(running, or lost with their worker)")
+              "(running, lost with their worker, or timed out: the provider may bill those)")
         for stage, s in usage.by_stage.items():
             print_(f"    {stage:<13} {s.calls} calls  ${float(s.cost_usd):.4f}")
         print_(f"  history: {len(messages)} messages (last {len(recent)}){':' if recent else ''}")
