@@ -33,9 +33,12 @@ def _token(prefix: str, width: int, body: str, *, after_dash: bool = False) -> r
     return re.compile(prefix + rf"(?<![{glue}].{{{width}}})" + body)
 
 
-# Between a key and its value: an optional closing quote (escaped in JSON-in-JSON), then
-# `=`, `:`, `:=` or `=>`, never `==` / `::`.
-_ASSIGN = r"\\?[\"']?[ \t]*(?:=>|:=|:(?!:)|=(?!=))[ \t]*\\?[\"']?"
+# Between a key and its value: an optional closing quote, then `=`, `:`, `:=` or `=>`, never
+# `==` / `::`. Rules scan text whose escaped quotes are read as quotes with their backslashes
+# as spaces before them (prompts/redact.py), so in JSON inside JSON (`{\\"password\\": ...}`) a
+# space stands between a key and its closing quote: `_QUOTE_GAP` lets it.
+_QUOTE_GAP = r"[ \t]{0,16}"
+_ASSIGN = _QUOTE_GAP + r"[\"']?[ \t]*(?:=>|:=|:(?!:)|=(?!=))[ \t]*[\"']?"
 
 
 # Anchors run with `finditer` over the lowercased text, so each must cost linear time there:
@@ -71,7 +74,7 @@ def _key_anchor(word: str, tail: str, *, after: tuple[str, ...] = ()) -> re.Patt
 # followed by `=`. The value check keeps `token_count=12` or `key=foo` in a log from
 # costing a `match` each.
 _KEY_TAIL = (
-    r"\\?[\"']?[ \t]*"
+    _QUOTE_GAP + r"[\"']?[ \t]*"
     r"(?:(?:=>|:=|[=:])[ \t]*[bru]{0,2}\\?[\"'`]?[^\s\"'`]{6}|:[ \t]*[a-z_][\w.\[\], |]{0,60}?=)"
 )
 # What `_GENERIC_KEY` accepts, one literal-first anchor per word (a literal start keeps the
@@ -280,7 +283,7 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         ),
         group="secret",
         # Its own tail: the scheme after the colon (`Basic`, `Bot`) is shorter than six.
-        anchors=(_key_anchor("authorization", r"\\?[\"']?[ \t]*[=:]"),),
+        anchors=(_key_anchor("authorization", _QUOTE_GAP + r"[\"']?[ \t]*[=:]"),),
     ),
     RedactionRule(
         "bearer-token",
@@ -378,13 +381,13 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     RedactionRule(
         "generic-assignment",
         re.compile(
-            r"(?P<key>[A-Za-z0-9_.\-]++)\\?[\"']?[ \t]*"
+            r"(?P<key>[A-Za-z0-9_.\-]++)" + _QUOTE_GAP + r"[\"']?[ \t]*"
             # A Python annotation may sit between key and value: `password: str = "..."`.
             r"(?::[ \t]*[A-Za-z_][\w.\[\], |]{0,60}?[ \t]*=(?!=)|=>|:=|:(?!:)|=(?!=))"
             r"[ \t]*(?:[bBrRuU]{1,2}(?=[\"']))?\\?"
             r"(?P<q>[\"'`])?"
             rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}|{_UNQUOTED_VALUE}{{1,500}}+))"
-            r"(?(q)\\?(?P=q)|(?![(\[]))"
+            r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?![(\[]))"
         ),
         group="secret",
         validator=_generic_value_ok,
