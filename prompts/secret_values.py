@@ -56,8 +56,9 @@ _PLACEHOLDER_START = re.compile(
     """,
     re.VERBOSE,
 )
-# Anywhere in the first line: templates, JSONPath, formats.
-_PLACEHOLDER_INSIDE = re.compile(r"\{\{|\{[\w.$@\[\]\-]*\}|%\(\w+\)s|%s")
+# Anywhere in the first line: templates, JSONPath, formats. A `%s` glued to a letter or digit
+# is a generated password's symbol and letter (`ahSsTI708~%sQtVp`), not a format's slot.
+_PLACEHOLDER_INSIDE = re.compile(r"\{\{|\{[\w.$@\[\]\-]*\}|%\(\w+\)s|%s(?![A-Za-z0-9])")
 # A name a programmer wrote: `access_token`, `self.api_key`, `.models.v1_secret`, `id-token`.
 _NAME = re.compile(r"\.?[A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*")
 _ATTRIBUTE_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")

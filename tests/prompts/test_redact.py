@@ -240,6 +240,21 @@ def test_attribute_paths_under_a_credential_key_stay(text: str) -> None:
     assert redact(text) == text
 
 
+@pytest.mark.parametrize("value", ["ahSsTI708~%sQtVp", "Zx9kQ2%s7Lp4Vb", "%sKw8mQ2xL9vR4"])
+def test_a_password_holding_percent_s_is_no_format_string(value: str) -> None:
+    # Generated passwords draw `%` among their symbols; a letter right after it is no format's slot.
+    assert redact(f'{{"db_password": "{value}"}}') == '{"db_password": "[REDACTED:generic-assignment]"}'
+    assert redact(f"password = '{value}'") == "password = '[REDACTED:generic-assignment]'"
+
+
+@pytest.mark.parametrize("text", [
+    'password = "%s"', "DB_PASSWORD = '%s' % secret", 'token = "Bearer %s"', 'api_key = "key-%s-%d"',
+    "password = '%(password)s'", 'secret = "prefix_%s_suffix"',
+])
+def test_format_strings_under_a_credential_key_stay(text: str) -> None:
+    assert redact(text) == text
+
+
 # --------------------------------------------------------------------------- negatives
 
 ORDINARY_CODE = [
