@@ -20,6 +20,7 @@ from cardloop.prompts.secret_values import (
     _not_placeholder,
     _phrase_value_ok,
     _prose_password_ok,
+    _xml_value_ok,
 )
 
 
@@ -334,21 +335,38 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         validator=_command_password_ok,
         tail=r"[^\s\"'`]",
     ),
-    # XML and HTML-like configuration: `<password>s3cr3t-Value</password>` (Maven's
-    # settings.xml servers, Spring and Tomcat files, SOAP bodies), with or without a namespace.
-    # The element's name is the key and its text the value, a literal as a quoted value is;
-    # the same value check as the assignments decides. One attempt per `<`, bounded, and only
-    # in text that closes an element at all.
+    # XML and HTML-like configuration, in one pass over the `<`s of a text that closes an element
+    # or gives a value attribute (one rule, not one per form: each would scan every `<` again):
+    # - an element named for a credential: `<password>s3cr3t</password>` (Maven's settings.xml
+    #   servers, Spring and Tomcat files, SOAP bodies), with or without a namespace, attributes
+    #   (`<password encrypted="false">`), indentation around the text or a CDATA section;
+    # - an element whose key or name attribute names one: .NET's `<add key="ApiKey"
+    #   value="..."/>`, Spring's `<property name="password" value="..."/>`, Java properties'
+    #   `<entry key="db.password">...</entry>`.
+    # The text or value is a literal as a quoted value is; the assignments' value check decides.
     RedactionRule(
         "xml-credential",
         re.compile(
-            r"<(?P<key>[A-Za-z_][\w.:\-]{0,60})>(?P<q>)"
-            rf"(?P<secret>{_XML_TEXT}{{1,500}})"
-            r"</(?P=key)>"
+            r"<(?P<tag>[A-Za-z_][\w.:\-]{0,60})(?:"
+            r"[ \t\r\n]+(?:key|name)[ \t]*=[ \t]*(?P<kq>[\"'])(?P<key>[A-Za-z0-9_.:\-]{1,80})" + _QUOTE_GAP
+            + r"(?P=kq)(?:[ \t\r\n]+value[ \t]*=[ \t]*(?P<q>[\"'])|[^<>]{0,200}?(?<!/)>[ \t\r\n]{0,80})"
+            r"|(?:[ \t\r\n][^<>]{0,200}?)?(?<!/)>[ \t\r\n]{0,80}(?:<!\[CDATA\[)?)"
+            rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}|{_XML_TEXT}{{1,500}}))"
+            r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?:\]\]>)?[ \t\r\n]{0,80}</(?P=tag)>)"
+        ),
+        group="secret",
+        validator=_xml_value_ok,
+        keywords=("</", "value"),
+    ),
+    # A macOS or iOS property list: `<key>Password</key>` and the value in the next `<string>`.
+    RedactionRule(
+        "plist-credential",
+        re.compile(
+            r"<key>(?P<key>[A-Za-z0-9_.:\-]{1,80})</key>[ \t\r\n]{0,80}<string>(?P<q>)"
+            rf"(?P<secret>{_XML_TEXT}{{1,500}})</string>"
         ),
         group="secret",
         validator=_generic_value_ok,
-        keywords=("</",),
     ),
     # A PostgreSQL password file's line, `host:port:database:user:password` (`*` for any
     # field), in text that names .pgpass or PGPASSFILE: elsewhere, colon-separated lines are
@@ -364,19 +382,6 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         group="secret",
         validator=_not_placeholder(4),
         keywords=("pgpass",),
-    ),
-    # .NET appSettings and the like: `<add key="ApiKey" value="..."/>`, the key's name in one
-    # attribute and its value in the next.
-    RedactionRule(
-        "xml-key-value",
-        re.compile(
-            r"<add[ \t]+(?:key|name)[ \t]*=[ \t]*\"(?P<key>[A-Za-z0-9_.:\-]{1,80})\""
-            r"[ \t]+value[ \t]*=[ \t]*(?P<q>\")"
-            rf"(?P<secret>{_QUOTED_VALUE}{{1,500}})\""
-        ),
-        group="secret",
-        validator=_generic_value_ok,
-        keywords=("<add",),
     ),
     RedactionRule(
         "generic-assignment",

@@ -168,17 +168,33 @@ _short_key_strength = functools.lru_cache(maxsize=4096)(_key_strength)
 _SHELL_DIRS = frozenset({"PWD", "OLDPWD"})
 
 
+def _strength(key: str) -> int:
+    return _short_key_strength(key) if len(key) <= 64 else _key_strength(key)
+
+
 def _generic_value_ok(m: re.Match[str]) -> bool:
-    key, value = m.group("key"), m.group("secret")
-    strength = _short_key_strength(key) if len(key) <= 64 else _key_strength(key)
-    if not strength:
-        return False
+    key = m.group("key")
     before = m.string[max(0, m.start() - 3):m.start()]
     if before.endswith(("://", "@")):
         return False  # a URL's user or host (`https://x-access-token:...@`): url rules decide
+    return _assigned_value_ok(_strength(key), key, m.group("secret"), quoted=m.group("q") is not None)
+
+
+def _xml_value_ok(m: re.Match[str]) -> bool:
+    """An element's text or value attribute, named by the element (`<password>`) or by its key
+    or name attribute (`<add key="ApiKey" value=...>`), whichever names a credential more surely:
+    a literal, as a quoted value is."""
+    tag, key = m.group("tag"), m.group("key")
+    if key is None or _strength(tag) > _strength(key):
+        key = tag
+    return _assigned_value_ok(_strength(key), key, m.group("secret"), quoted=True)
+
+
+def _assigned_value_ok(strength: int, key: str, value: str, *, quoted: bool) -> bool:
+    if not strength:
+        return False
     if len(value) < 8 or _is_placeholder(value) or _TYPE_EXPR.fullmatch(value):
         return False
-    quoted = m.group("q") is not None
     strong = strength == 2
     if not quoted and _is_reference(value) and not (strong and _random_alnum(value)):
         # Unquoted, a name is a reference in code: `token = access_token`,
