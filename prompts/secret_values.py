@@ -70,6 +70,8 @@ _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 # Random tokens break into parts such as `T2m` or `8f5f167f`.
 _WORDISH = re.compile(r"[A-Za-z]+\d*|\d+")
 _DIGIT = re.compile(r"\d")
+_DIGIT_RUNS = re.compile(r"\d+")
+_SEPARATORS = re.compile(r"[_.\-]")
 _GENERIC_KEY = re.compile(
     r"api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|passphrase|credential|creds"
     r"|(?:private|access|signing|encryption|master|auth)[_\-]?key",
@@ -144,6 +146,8 @@ def _is_code_name(value: str, *, dashes: bool = True) -> bool:
     words = _words(value)
     if len(words) < 2 or not all(map(_WORDISH.fullmatch, words)):
         return False
+    if any(len(_DIGIT_RUNS.findall(part)) > 2 for part in _SEPARATORS.split(value)):
+        return False  # `OP6UAT384CUL0R92`: names carry a version or a size, not digits strewn through a part
     letters = [w.rstrip("0123456789") for w in words if not w.isdigit()]
     return bool(letters) and sum(map(len, letters)) / len(letters) >= 3
 

@@ -179,8 +179,8 @@ FAMILIES: tuple[Family, ...] = (
 # The labels that name a credential by themselves (in prose, "the password is ...").
 CREDENTIAL_WORDS = frozenset({"password", "passwd", "client secret", "token", "API key", "credentials", "creds"})
 
-SYNTAXES = ("assignment", "yaml", "yaml-plain", "json", "json-escaped", "json-in-json", "xml", "ini", "env",
-            "connection-string", "url-userinfo", "log", "prose")
+SYNTAXES = ("assignment", "yaml", "yaml-plain", "json", "json-escaped", "json-in-json", "xml", "xml-attribute", "ini",
+            "env", "connection-string", "url-userinfo", "log", "prose")
 
 
 def _u_escaped(text: str, keep: str = "") -> str:
@@ -213,6 +213,9 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
     if syntax == "xml":
         return (f"<service>\n  <name>api</name>\n  <{key.lower()}>{xml_escape(value)}</{key.lower()}>\n"
                 f"  <port>8080</port>\n</service>\n"), xml_escape
+    if syntax == "xml-attribute":  # .NET appSettings; Spring's <property name=... value=.../> alike
+        attr = lambda p: xml_escape(p, {'"': "&quot;"})  # noqa: E731
+        return f'<appSettings>\n  <add key="{key}" value="{attr(value)}" />\n</appSettings>\n', attr
     if syntax == "ini":
         return f"[default]\nregion = eu-west-1\n{key.lower()} = {value}\n", same
     if syntax == "env":

@@ -240,6 +240,23 @@ def test_attribute_paths_under_a_credential_key_stay(text: str) -> None:
     assert redact(text) == text
 
 
+@pytest.mark.parametrize("text", [
+    'NEW_RELIC_KEY = "NR' + 'AK-OP6UAT384CUL0R92ESIXVQTPJ6J"', '<add key="NEW_RELIC_API_KEY" value="NR' + 'AK-DCPCVJIXTSYSXCYXS95XV56FOL3"/>',
+    'api_token: "AB3CD9EF2GH7-JK"',
+])
+def test_capitals_with_digits_strewn_through_are_no_code_name(text: str) -> None:
+    # Split at its digits, `OP6UAT384CUL0R92` reads as words; a name carries one version or size.
+    assert "[REDACTED:" in redact(text)
+
+
+@pytest.mark.parametrize("text", [
+    'ENV_KEY = "ANTHROPIC_API_KEY"', 'token_type = "X509Certificate"', 'secret = "aes256-gcm-sha384"',
+    'token = "v1beta1"',
+])
+def test_quoted_names_with_a_version_stay(text: str) -> None:
+    assert redact(text) == text
+
+
 @pytest.mark.parametrize("value", ["ahSsTI708~%sQtVp", "Zx9kQ2%s7Lp4Vb", "%sKw8mQ2xL9vR4"])
 def test_a_password_holding_percent_s_is_no_format_string(value: str) -> None:
     # Generated passwords draw `%` among their symbols; a letter right after it is no format's slot.
