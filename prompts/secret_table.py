@@ -335,38 +335,30 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         validator=_command_password_ok,
         tail=r"[^\s\"'`]",
     ),
-    # XML and HTML-like configuration, in one pass over the `<`s of a text that closes an element
-    # or gives a value attribute (one rule, not one per form: each would scan every `<` again):
+    # XML and HTML-like configuration, in one pass over the `<`s of a text (one rule, not one per
+    # form: each would scan every `<` again; and no keyword such as `</`: a substring check for
+    # it costs more than the scan it would spare):
     # - an element named for a credential: `<password>s3cr3t</password>` (Maven's settings.xml
     #   servers, Spring and Tomcat files, SOAP bodies), with or without a namespace, attributes
     #   (`<password encrypted="false">`), indentation around the text or a CDATA section;
     # - an element whose key or name attribute names one: .NET's `<add key="ApiKey"
     #   value="..."/>`, Spring's `<property name="password" value="..."/>`, Java properties'
-    #   `<entry key="db.password">...</entry>`.
+    #   `<entry key="db.password">...</entry>`;
+    # - a macOS or iOS property list's `<key>Password</key>` and the `<string>` after it.
     # The text or value is a literal as a quoted value is; the assignments' value check decides.
     RedactionRule(
         "xml-credential",
         re.compile(
             r"<(?P<tag>[A-Za-z_][\w.:\-]{0,60})(?:"
-            r"[ \t\r\n]+(?:key|name)[ \t]*=[ \t]*(?P<kq>[\"'])(?P<key>[A-Za-z0-9_.:\-]{1,80})" + _QUOTE_GAP
+            r"(?<=<key)>(?P<pkey>[A-Za-z0-9_.:\-]{1,80})</key>[ \t\r\n]{0,80}<string>"
+            r"|[ \t\r\n]+(?:key|name)[ \t]*=[ \t]*(?P<kq>[\"'])(?P<key>[A-Za-z0-9_.:\-]{1,80})" + _QUOTE_GAP
             + r"(?P=kq)(?:[ \t\r\n]+value[ \t]*=[ \t]*(?P<q>[\"'])|[^<>]{0,200}?(?<!/)>[ \t\r\n]{0,80})"
             r"|(?:[ \t\r\n][^<>]{0,200}?)?(?<!/)>[ \t\r\n]{0,80}(?:<!\[CDATA\[)?)"
             rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}|{_XML_TEXT}{{1,500}}))"
-            r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?:\]\]>)?[ \t\r\n]{0,80}</(?P=tag)>)"
+            r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?(pkey)</string>|(?:\]\]>)?[ \t\r\n]{0,80}</(?P=tag)>))"
         ),
         group="secret",
         validator=_xml_value_ok,
-        keywords=("</", "value"),
-    ),
-    # A macOS or iOS property list: `<key>Password</key>` and the value in the next `<string>`.
-    RedactionRule(
-        "plist-credential",
-        re.compile(
-            r"<key>(?P<key>[A-Za-z0-9_.:\-]{1,80})</key>[ \t\r\n]{0,80}<string>(?P<q>)"
-            rf"(?P<secret>{_XML_TEXT}{{1,500}})</string>"
-        ),
-        group="secret",
-        validator=_generic_value_ok,
     ),
     # A PostgreSQL password file's line, `host:port:database:user:password` (`*` for any
     # field), in text that names .pgpass or PGPASSFILE: elsewhere, colon-separated lines are
@@ -375,8 +367,10 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     RedactionRule(
         "pgpass-password",
         re.compile(
-            r"(?<![^\s\"'`])[^:\s#\"'`]{1,255}:(?:\d{1,5}|\*):[^:\s\"'`]{1,255}:[^:\s\"'`]{1,255}:"
-            # A colon in the password is escaped (`\:`), as the file's format asks.
+            # A colon in a field is escaped (`\:`), as the file's format asks: an IPv6 host is
+            # `\:\:1`, a password may hold `\:`.
+            r"(?<![^\s\"'`])(?:[^:\\\s#\"'`]|\\.){1,255}:(?:\d{1,5}|\*)"
+            r":(?:[^:\\\s\"'`]|\\.){1,255}:(?:[^:\\\s\"'`]|\\.){1,255}:"
             r"(?P<secret>(?:[^:\\\s\"'`]|\\.){1,500})(?![^\s\"'`])"
         ),
         group="secret",

@@ -185,10 +185,10 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
 
 
 def _xml_value_ok(m: re.Match[str]) -> bool:
-    """An element's text or value attribute, named by the element (`<password>`) or by its key
-    or name attribute (`<add key="ApiKey" value=...>`), whichever names a credential more surely:
-    a literal, as a quoted value is."""
-    tag, key = m.group("tag"), m.group("key")
+    """An element's text or value attribute, named by the element (`<password>`), by its key
+    or name attribute (`<add key="ApiKey" value=...>`), whichever names a credential more surely,
+    or by a property list's `<key>`: a literal, as a quoted value is."""
+    tag, key = m.group("tag"), m.group("pkey") or m.group("key")
     if key is None or _strength(tag) > _strength(key):
         key = tag
     return _assigned_value_ok(_strength(key), key, m.group("secret"), quoted=True)

@@ -241,7 +241,8 @@ def test_attribute_paths_under_a_credential_key_stay(text: str) -> None:
 
 
 @pytest.mark.parametrize("text", [
-    'NEW_RELIC_KEY = "NR' + 'AK-OP6UAT384CUL0R92ESIXVQTPJ6J"', '<add key="NEW_RELIC_API_KEY" value="NR' + 'AK-DCPCVJIXTSYSXCYXS95XV56FOL3"/>',
+    'NEW_RELIC_KEY = "NR' + 'AK-OP6UAT384CUL0R92ESIXVQTPJ6J"',
+    '<add key="NEW_RELIC_API_KEY" value="NR' + 'AK-DCPCVJIXTSYSXCYXS95XV56FOL3"/>',
     'api_token: "AB3CD9EF2GH7-JK"',
 ])
 def test_capitals_with_digits_strewn_through_are_no_code_name(text: str) -> None:

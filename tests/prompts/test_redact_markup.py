@@ -126,3 +126,13 @@ def test_colon_lines_without_a_pgpass_password_stay(text: str) -> None:
 def test_an_escaped_colon_is_part_of_the_password() -> None:
     out = redact("~/.pgpass\nh:5432:d:u:pa\\:ss\\:w0rd9\n")
     assert out == "~/.pgpass\nh:5432:d:u:[REDACTED:pgpass-password]\n"
+
+
+@pytest.mark.parametrize("line", [
+    f"\\:\\:1:5432:app:svc:{PASSWORD}",       # an IPv6 host, its colons escaped as the format asks
+    f"db.internal:5432:billing\\:v2:svc:{PASSWORD}",
+    f"db.internal:*:*:CORP\\\\svc:{PASSWORD}",
+], ids=["ipv6-host", "escaped-colon-in-database", "escaped-backslash-in-user"])
+def test_escaped_characters_in_the_other_pgpass_fields_do_not_hide_the_password(line: str) -> None:
+    out = redact(f"# ~/.pgpass\n{line}\n")
+    assert PASSWORD not in out and out.endswith(":[REDACTED:pgpass-password]\n")
