@@ -37,9 +37,12 @@ def _token(prefix: str, width: int, body: str, *, after_dash: bool = False) -> r
 # Between a key and its value: an optional closing quote, then `=`, `:`, `:=` or `=>`, never
 # `==` / `::`. Rules scan text whose escaped quotes are read as quotes with their backslashes
 # as spaces before them (prompts/redact.py), so in JSON inside JSON (`{\\"password\\": ...}`) a
-# space stands between a key and its closing quote: `_QUOTE_GAP` lets it.
+# space stands between a key and its closing quote: `_QUOTE_GAP` lets it, and `_KEY_CLOSE` is
+# the closing quote with that gap, then spaces. (Not `_QUOTE_GAP` + `["']?[ \t]*`: with the quote
+# optional, the two runs of spaces could split a run of spaces k ways, k^2 steps per failed try.)
 _QUOTE_GAP = r"[ \t]{0,16}"
-_ASSIGN = _QUOTE_GAP + r"[\"']?[ \t]*(?:=>|:=|:(?!:)|=(?!=))[ \t]*[\"']?"
+_KEY_CLOSE = rf"(?:{_QUOTE_GAP}[\"'])?[ \t]*"
+_ASSIGN = _KEY_CLOSE + r"(?:=>|:=|:(?!:)|=(?!=))[ \t]*[\"']?"
 
 
 # Anchors run with `finditer` over the lowercased text, so each must cost linear time there:
@@ -75,8 +78,8 @@ def _key_anchor(word: str, tail: str, *, after: tuple[str, ...] = ()) -> re.Patt
 # followed by `=`. The value check keeps `token_count=12` or `key=foo` in a log from
 # costing a `match` each.
 _KEY_TAIL = (
-    _QUOTE_GAP + r"[\"']?[ \t]*"
-    r"(?:(?:=>|:=|[=:])[ \t]*[bru]{0,2}\\?[\"'`]?[^\s\"'`]{6}|:[ \t]*[a-z_][\w.\[\], |]{0,60}?=)"
+    _KEY_CLOSE
+    + r"(?:(?:=>|:=|[=:])[ \t]*[bru]{0,2}\\?[\"'`]?[^\s\"'`]{6}|:[ \t]*[a-z_][\w.\[\], |]{0,60}?=)"
 )
 # What `_GENERIC_KEY` accepts, one literal-first anchor per word (a literal start keeps the
 # scan a fast substring search): `key` only after `api`, `private` ...
@@ -284,7 +287,7 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         ),
         group="secret",
         # Its own tail: the scheme after the colon (`Basic`, `Bot`) is shorter than six.
-        anchors=(_key_anchor("authorization", _QUOTE_GAP + r"[\"']?[ \t]*[=:]"),),
+        anchors=(_key_anchor("authorization", _KEY_CLOSE + r"[=:]"),),
     ),
     RedactionRule(
         "bearer-token",
@@ -380,7 +383,7 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     RedactionRule(
         "generic-assignment",
         re.compile(
-            r"(?P<key>[A-Za-z0-9_.\-]++)" + _QUOTE_GAP + r"[\"']?[ \t]*"
+            r"(?P<key>[A-Za-z0-9_.\-]++)" + _KEY_CLOSE +
             # A Python annotation may sit between key and value: `password: str = "..."`.
             r"(?::[ \t]*[A-Za-z_][\w.\[\], |]{0,60}?[ \t]*=(?!=)|=>|:=|:(?!:)|=(?!=))"
             r"[ \t]*(?:[bBrRuU]{1,2}(?=[\"']))?\\?"
