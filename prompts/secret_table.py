@@ -20,6 +20,7 @@ from cardloop.prompts.secret_values import (
     _not_placeholder,
     _phrase_value_ok,
     _prose_password_ok,
+    _secret_data_ok,
     _xml_value_ok,
 )
 
@@ -379,6 +380,21 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         group="secret",
         validator=_not_placeholder(4),
         keywords=("pgpass",),
+    ),
+    # A Kubernetes Secret's `data` (kubectl get secret -o yaml / -o json, a manifest in the
+    # repository): every value is base64 of a secret, under any key (`DATABASE_URL`, `.env`,
+    # `config.json`), so the key's name cannot tell it, nor the value's shape once encoded. Only
+    # in text that declares the kind; elsewhere base64 values are images, hashes and sourcemaps.
+    RedactionRule(
+        "kubernetes-secret-data",
+        re.compile(
+            r"(?:^[ \t]+[\w.\-]{1,253}[ \t]*:|\"[\w.\-]{1,253}\"[ \t]*:)[ \t]*(?P<q>[\"']?)"
+            r"(?P<secret>[A-Za-z0-9+/]{4,}={0,2})(?P=q)(?=[ \t]*(?:[,}\r\n]|$))",
+            re.MULTILINE,
+        ),
+        group="secret",
+        validator=_secret_data_ok,
+        keywords=("kind: secret", '"kind": "secret"'),
     ),
     RedactionRule(
         "generic-assignment",

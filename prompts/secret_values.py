@@ -303,6 +303,20 @@ def _basic_auth_ok(m: re.Match[str]) -> bool:
     return bool(colon and user and password) and decoded.isascii()
 
 
+def _secret_data_ok(m: re.Match[str]) -> bool:
+    """A Kubernetes Secret's `data` value: base64 of text (a password, a URL, a whole .env or
+    JSON file). What decodes to bytes that are no text (a hash or a word read as base64, such
+    as `resourceVersion: "12345678"`) is metadata, not data."""
+    value = m.group("secret")
+    if len(value) % 4:
+        return False
+    try:
+        text = base64.b64decode(value, validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):  # UnicodeDecodeError is a ValueError
+        return False
+    return bool(text) and (text.isprintable() or all(c.isprintable() or c in "\r\n\t" for c in text))
+
+
 def _bearer_value_ok(m: re.Match[str]) -> bool:
     value = m.group("secret")
     return not _is_placeholder(value) and _looks_random(value)

@@ -180,7 +180,7 @@ FAMILIES: tuple[Family, ...] = (
 CREDENTIAL_WORDS = frozenset({"password", "passwd", "client secret", "token", "API key", "credentials", "creds"})
 
 SYNTAXES = ("assignment", "yaml", "yaml-plain", "json", "json-escaped", "json-in-json", "xml", "xml-attribute", "ini",
-            "env", "connection-string", "url-userinfo", "log", "prose")
+            "env", "connection-string", "url-userinfo", "log", "prose", "kubernetes-secret")
 
 
 def _u_escaped(text: str, keep: str = "") -> str:
@@ -216,6 +216,10 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
     if syntax == "xml-attribute":  # .NET appSettings; Spring's <property name=... value=.../> alike
         attr = lambda p: xml_escape(p, {'"': "&quot;"})  # noqa: E731
         return f'<appSettings>\n  <add key="{key}" value="{attr(value)}" />\n</appSettings>\n', attr
+    if syntax == "kubernetes-secret":  # every part goes with the one base64 value that holds them
+        encoded = base64.b64encode(value.encode()).decode()
+        return (f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: api\ntype: Opaque\ndata:\n"
+                f"  {key}: {encoded}\n  PORT: {base64.b64encode(b'8080').decode()}\n"), lambda _p: encoded
     if syntax == "ini":
         return f"[default]\nregion = eu-west-1\n{key.lower()} = {value}\n", same
     if syntax == "env":
