@@ -181,7 +181,10 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
     before = m.string[max(0, m.start() - 3):m.start()]
     if before.endswith(("://", "@")):
         return False  # a URL's user or host (`https://x-access-token:...@`): url rules decide
-    return _assigned_value_ok(_strength(key), key, m.group("secret"), quoted=m.group("q") is not None)
+    # In a connection string (`...;Password=Ceslvc083_.Aoash;...`) a value is a literal, as a
+    # quoted one is: no code there names a variable, so `Ceslvc083_.Aoash` is no attribute path.
+    literal = m.group("q") is not None or (before.endswith(";") and m.string.startswith(";", m.end()))
+    return _assigned_value_ok(_strength(key), key, m.group("secret"), quoted=literal)
 
 
 def _xml_value_ok(m: re.Match[str]) -> bool:
@@ -200,7 +203,7 @@ def _assigned_value_ok(strength: int, key: str, value: str, *, quoted: bool) -> 
     if len(value) < 8 or _is_placeholder(value) or _TYPE_EXPR.fullmatch(value):
         return False
     strong = strength == 2
-    if not quoted and _is_reference(value) and not (strong and _random_alnum(value)):
+    if not quoted and _is_reference(value) and not (strong and _has_random_run(value)):
         # Unquoted, a name is a reference in code: `token = access_token`,
         # `PASSWD_MIN = argon2id.PASSWD_MIN`, `api_key=settings.OPENAI_KEY`.
         return False
@@ -219,10 +222,17 @@ def _assigned_value_ok(strength: int, key: str, value: str, *, quoted: bool) -> 
         has_digit, _, has_upper, has_lower = _char_kinds(value)
         if has_digit and has_upper and has_lower and _looks_random(value):
             return True
+        if _has_random_run(value):
+            return True  # `"hHJpTmdWspnbtgcXZGjmDMsgNkKv-IaREUiN"`: a separator does not make a name
         return not (_is_code_name(value) and (separated or _mentions_credential(value)))
     if "://" in value or _is_code_name(value):
         return False  # token_url = "https://...", "secret_ref": "V1LocalObjectReference"
     return _looks_random(value)
+
+
+def _has_random_run(value: str) -> bool:
+    """The value, or one of its parts between `_`, `.` and `-`, is a random run of letters."""
+    return _random_alnum(value) or (len(value) >= 16 and any(map(_random_alnum, _SEPARATORS.split(value))))
 
 
 def _random_alnum(value: str) -> bool:
@@ -278,7 +288,9 @@ def _phrase_value_ok(m: re.Match[str]) -> bool:
     """After `API key:` or `client secret is` in prose or a log: a random-looking value."""
     value = m.group("secret")
     has_digit, has_alpha, _, _ = _char_kinds(value)
-    return has_digit and has_alpha and not _is_placeholder(value) and _looks_random(value)
+    # Letters alone qualify when they are a random run (`hSeHZHjwpaFlxsPzbFIInPxbiXsluXzu`).
+    return ((has_digit and has_alpha) or _random_alnum(value)) and not _is_placeholder(value) \
+        and _looks_random(value)
 
 
 def _prose_password_ok(m: re.Match[str]) -> bool:
