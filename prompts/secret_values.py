@@ -71,6 +71,7 @@ _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _WORDISH = re.compile(r"[A-Za-z]+\d*|\d+")
 _DIGIT = re.compile(r"\d")
 _DIGIT_RUNS = re.compile(r"\d+")
+_LOWER_UPPER = re.compile(r"[a-z][A-Z]")
 _SEPARATORS = re.compile(r"[_.\-]")
 _GENERIC_KEY = re.compile(
     r"api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|passphrase|credential|creds"
@@ -295,8 +296,11 @@ def _phrase_value_ok(m: re.Match[str]) -> bool:
 
 def _prose_password_ok(m: re.Match[str]) -> bool:
     """After `the password is`: a random-looking value, not a word a sentence goes on with
-    ("sha256-hashed", "base64-encoded")."""
-    return _phrase_value_ok(m) and not _is_code_name(m.group("secret"))
+    ("sha256-hashed", "Base64-encoded"); such words never put a capital right after a lowercase
+    letter in a value with digits, as `JalmFw908-_Tuuun` does."""
+    value = m.group("secret")
+    return _phrase_value_ok(m) and (
+        not _is_code_name(value) or bool(_DIGIT.search(value) and _LOWER_UPPER.search(value)))
 
 
 def _aws_secret_ok(m: re.Match[str]) -> bool:

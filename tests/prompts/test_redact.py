@@ -273,6 +273,7 @@ def test_a_random_run_with_a_separator_in_it_is_no_name(text: str, secret: str) 
     ("Host=db;Username=app;Password=Qwerty12.Zxcvb;Database=app;", "Qwerty12.Zxcvb"),
     ("For the deploy, the client secret is hSeHZHjwpaFlxsPzbFIInPxbiXsluXzu and it expires soon.",
      "hSeHZHjwpaFlxsPzbFIInPxbiXsluXzu"),
+    ("For the deploy, the password is JalmFw908-_Tuuun and it expires soon.", "JalmFw908-_Tuuun"),
 ])
 def test_connection_string_passwords_and_letter_only_phrase_secrets_are_redacted(text: str, secret: str) -> None:
     # Between `;`s a value is a literal, never an attribute path; after "client secret is" a
@@ -282,6 +283,8 @@ def test_connection_string_passwords_and_letter_only_phrase_secrets_are_redacted
 
 @pytest.mark.parametrize("text", [
     "a=1;password=this.props.password;b=2", "the client secret is stored in VaultSecretStore now",
+    "the password is sha256-hashed before it is stored", "the password is Base64-encoded in transit",
+    "the password is SHA256-hashed with a salt",
 ])
 def test_code_between_semicolons_and_prose_names_stay(text: str) -> None:
     assert redact(text) == text
