@@ -214,12 +214,17 @@ class Redactor:
         self._tails = tuple(re.compile(r.tail) if r.tail else None for r in self.rules)
         self._tail_runs = tuple(re.compile(r.tail + "*") if r.tail else None for r in self.rules)
         self._gates = RuleGates([gate_for(r) if gated else None for r in self.rules])
+        # A rule with keywords is gated on exactly them (prompts/rule_gates.py): once the gate
+        # opened it, one occurs, and looking again would read a long text a second time for each
+        # absent one (`pgpass`, `kind: secret`: 2 ms per 4 MB each).
+        self._keywords_checked = tuple(gated and bool(r.keywords) for r in self.rules)
         # The tail of a PEM block cut above its BEGIN line is named (and counted) as the whole one.
         self._pem_tail = names.index("private-key") if "private-key" in names[:len(self.rules)] else None
 
-    def _candidates(self, rule: RedactionRule, t: _Text) -> Iterable[tuple[re.Match[str] | None, int, int]]:
+    def _candidates(self, rule: RedactionRule, t: _Text, *, keywords_checked: bool = False
+                    ) -> Iterable[tuple[re.Match[str] | None, int, int]]:
         """(match or None when skipped, identifier start, identifier end) in start order."""
-        if rule.keywords and not any(k in t.lowered for k in rule.keywords):
+        if rule.keywords and not keywords_checked and not any(k in t.lowered for k in rule.keywords):
             return ()
         if not rule.anchors:
             return ((m, m.start(), m.start()) for m in rule.pattern.finditer(t.text))
@@ -239,7 +244,7 @@ class Redactor:
         attempts = matched = validated = extended = skipped = 0
         # The accepted span with the furthest end so far, and the last run `tail` extended.
         kept_start = kept_end = ext_from = ext_to = -1
-        for m, run_start, run_end in self._candidates(rule, t):
+        for m, run_start, run_end in self._candidates(rule, t, keywords_checked=self._keywords_checked[index]):
             attempts += 1
             if m is None:
                 if reach is not None and kept_start <= run_start and run_end + reach < kept_end:

@@ -20,6 +20,8 @@ from cardloop.prompts.secret_values import (
     _not_placeholder,
     _phrase_value_ok,
     _prose_password_ok,
+    _secret_data_ok,
+    _xml_value_ok,
 )
 
 
@@ -33,9 +35,15 @@ def _token(prefix: str, width: int, body: str, *, after_dash: bool = False) -> r
     return re.compile(prefix + rf"(?<![{glue}].{{{width}}})" + body)
 
 
-# Between a key and its value: an optional closing quote (escaped in JSON-in-JSON), then
-# `=`, `:`, `:=` or `=>`, never `==` / `::`.
-_ASSIGN = r"\\?[\"']?[ \t]*(?:=>|:=|:(?!:)|=(?!=))[ \t]*\\?[\"']?"
+# Between a key and its value: an optional closing quote, then `=`, `:`, `:=` or `=>`, never
+# `==` / `::`. Rules scan text whose escaped quotes are read as quotes with their backslashes
+# as spaces before them (prompts/redact.py), so in JSON inside JSON (`{\\"password\\": ...}`) a
+# space stands between a key and its closing quote: `_QUOTE_GAP` lets it, and `_KEY_CLOSE` is
+# the closing quote with that gap, then spaces. (Not `_QUOTE_GAP` + `["']?[ \t]*`: with the quote
+# optional, the two runs of spaces could split a run of spaces k ways, k^2 steps per failed try.)
+_QUOTE_GAP = r"[ \t]{0,16}"
+_KEY_CLOSE = rf"(?:{_QUOTE_GAP}[\"'])?[ \t]*"
+_ASSIGN = _KEY_CLOSE + r"(?:=>|:=|:(?!:)|=(?!=))[ \t]*[\"']?"
 
 
 # Anchors run with `finditer` over the lowercased text, so each must cost linear time there:
@@ -71,8 +79,8 @@ def _key_anchor(word: str, tail: str, *, after: tuple[str, ...] = ()) -> re.Patt
 # followed by `=`. The value check keeps `token_count=12` or `key=foo` in a log from
 # costing a `match` each.
 _KEY_TAIL = (
-    r"\\?[\"']?[ \t]*"
-    r"(?:(?:=>|:=|[=:])[ \t]*[bru]{0,2}\\?[\"'`]?[^\s\"'`]{6}|:[ \t]*[a-z_][\w.\[\], |]{0,60}?=)"
+    _KEY_CLOSE
+    + r"(?:(?:=>|:=|[=:])[ \t]*[bru]{0,2}\\?[\"'`]?[^\s\"'`]{6}|:[ \t]*[a-z_][\w.\[\], |]{0,60}?=)"
 )
 # What `_GENERIC_KEY` accepts, one literal-first anchor per word (a literal start keeps the
 # scan a fast substring search): `key` only after `api`, `private` ...
@@ -280,7 +288,7 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         ),
         group="secret",
         # Its own tail: the scheme after the colon (`Basic`, `Bot`) is shorter than six.
-        anchors=(_key_anchor("authorization", r"\\?[\"']?[ \t]*[=:]"),),
+        anchors=(_key_anchor("authorization", _KEY_CLOSE + r"[=:]"),),
     ),
     RedactionRule(
         "bearer-token",
@@ -331,21 +339,30 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         validator=_command_password_ok,
         tail=r"[^\s\"'`]",
     ),
-    # XML and HTML-like configuration: `<password>s3cr3t-Value</password>` (Maven's
-    # settings.xml servers, Spring and Tomcat files, SOAP bodies), with or without a namespace.
-    # The element's name is the key and its text the value, a literal as a quoted value is;
-    # the same value check as the assignments decides. One attempt per `<`, bounded, and only
-    # in text that closes an element at all.
+    # XML and HTML-like configuration, in one pass over the `<`s of a text (one rule, not one per
+    # form: each would scan every `<` again; and no keyword such as `</`: a substring check for
+    # it costs more than the scan it would spare):
+    # - an element named for a credential: `<password>s3cr3t</password>` (Maven's settings.xml
+    #   servers, Spring and Tomcat files, SOAP bodies), with or without a namespace, attributes
+    #   (`<password encrypted="false">`), indentation around the text or a CDATA section;
+    # - an element whose key or name attribute names one: .NET's `<add key="ApiKey"
+    #   value="..."/>`, Spring's `<property name="password" value="..."/>`, Java properties'
+    #   `<entry key="db.password">...</entry>`;
+    # - a macOS or iOS property list's `<key>Password</key>` and the `<string>` after it.
+    # The text or value is a literal as a quoted value is; the assignments' value check decides.
     RedactionRule(
         "xml-credential",
         re.compile(
-            r"<(?P<key>[A-Za-z_][\w.:\-]{0,60})>(?P<q>)"
-            rf"(?P<secret>{_XML_TEXT}{{1,500}})"
-            r"</(?P=key)>"
+            r"<(?P<tag>[A-Za-z_][\w.:\-]{0,60})(?:"
+            r"(?<=<key)>(?P<pkey>[A-Za-z0-9_.:\-]{1,80})</key>[ \t\r\n]{0,80}<string>"
+            r"|[ \t\r\n]+(?:key|name)[ \t]*=[ \t]*(?P<kq>[\"'])(?P<key>[A-Za-z0-9_.:\-]{1,80})" + _QUOTE_GAP
+            + r"(?P=kq)(?:[ \t\r\n]+value[ \t]*=[ \t]*(?P<q>[\"'])|[^<>]{0,200}?(?<!/)>[ \t\r\n]{0,80})"
+            r"|(?:[ \t\r\n][^<>]{0,200}?)?(?<!/)>[ \t\r\n]{0,80}(?:<!\[CDATA\[)?)"
+            rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}|{_XML_TEXT}{{1,500}}))"
+            r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?(pkey)</string>|(?:\]\]>)?[ \t\r\n]{0,80}</(?P=tag)>))"
         ),
         group="secret",
-        validator=_generic_value_ok,
-        keywords=("</",),
+        validator=_xml_value_ok,
     ),
     # A PostgreSQL password file's line, `host:port:database:user:password` (`*` for any
     # field), in text that names .pgpass or PGPASSFILE: elsewhere, colon-separated lines are
@@ -354,37 +371,41 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     RedactionRule(
         "pgpass-password",
         re.compile(
-            r"(?<![^\s\"'`])[^:\s#\"'`]{1,255}:(?:\d{1,5}|\*):[^:\s\"'`]{1,255}:[^:\s\"'`]{1,255}:"
-            # A colon in the password is escaped (`\:`), as the file's format asks.
+            # A colon in a field is escaped (`\:`), as the file's format asks: an IPv6 host is
+            # `\:\:1`, a password may hold `\:`.
+            r"(?<![^\s\"'`])(?:[^:\\\s#\"'`]|\\.){1,255}:(?:\d{1,5}|\*)"
+            r":(?:[^:\\\s\"'`]|\\.){1,255}:(?:[^:\\\s\"'`]|\\.){1,255}:"
             r"(?P<secret>(?:[^:\\\s\"'`]|\\.){1,500})(?![^\s\"'`])"
         ),
         group="secret",
         validator=_not_placeholder(4),
         keywords=("pgpass",),
     ),
-    # .NET appSettings and the like: `<add key="ApiKey" value="..."/>`, the key's name in one
-    # attribute and its value in the next.
+    # A Kubernetes Secret's `data` (kubectl get secret -o yaml / -o json, a manifest in the
+    # repository): every value is base64 of a secret, under any key (`DATABASE_URL`, `.env`,
+    # `config.json`), so the key's name cannot tell it, nor the value's shape once encoded. Only
+    # in text that declares the kind; elsewhere base64 values are images, hashes and sourcemaps.
     RedactionRule(
-        "xml-key-value",
+        "kubernetes-secret-data",
         re.compile(
-            r"<add[ \t]+(?:key|name)[ \t]*=[ \t]*\"(?P<key>[A-Za-z0-9_.:\-]{1,80})\""
-            r"[ \t]+value[ \t]*=[ \t]*(?P<q>\")"
-            rf"(?P<secret>{_QUOTED_VALUE}{{1,500}})\""
+            r"(?:^[ \t]+[\w.\-]{1,253}[ \t]*:|\"[\w.\-]{1,253}\"[ \t]*:)[ \t]*(?P<q>[\"']?)"
+            r"(?P<secret>[A-Za-z0-9+/]{4,}={0,2})(?P=q)(?=[ \t]*(?:[,}\r\n]|$))",
+            re.MULTILINE,
         ),
         group="secret",
-        validator=_generic_value_ok,
-        keywords=("<add",),
+        validator=_secret_data_ok,
+        keywords=("kind: secret", '"kind": "secret"'),
     ),
     RedactionRule(
         "generic-assignment",
         re.compile(
-            r"(?P<key>[A-Za-z0-9_.\-]++)\\?[\"']?[ \t]*"
+            r"(?P<key>[A-Za-z0-9_.\-]++)" + _KEY_CLOSE +
             # A Python annotation may sit between key and value: `password: str = "..."`.
             r"(?::[ \t]*[A-Za-z_][\w.\[\], |]{0,60}?[ \t]*=(?!=)|=>|:=|:(?!:)|=(?!=))"
             r"[ \t]*(?:[bBrRuU]{1,2}(?=[\"']))?\\?"
             r"(?P<q>[\"'`])?"
             rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}|{_UNQUOTED_VALUE}{{1,500}}+))"
-            r"(?(q)\\?(?P=q)|(?![(\[]))"
+            r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?![(\[]))"
         ),
         group="secret",
         validator=_generic_value_ok,

@@ -56,8 +56,9 @@ _PLACEHOLDER_START = re.compile(
     """,
     re.VERBOSE,
 )
-# Anywhere in the first line: templates, JSONPath, formats.
-_PLACEHOLDER_INSIDE = re.compile(r"\{\{|\{[\w.$@\[\]\-]*\}|%\(\w+\)s|%s")
+# Anywhere in the first line: templates, JSONPath, formats. A `%s` glued to a letter or digit
+# is a generated password's symbol and letter (`ahSsTI708~%sQtVp`), not a format's slot.
+_PLACEHOLDER_INSIDE = re.compile(r"\{\{|\{[\w.$@\[\]\-]*\}|%\(\w+\)s|%s(?![A-Za-z0-9])")
 # A name a programmer wrote: `access_token`, `self.api_key`, `.models.v1_secret`, `id-token`.
 _NAME = re.compile(r"\.?[A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*")
 _ATTRIBUTE_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
@@ -69,6 +70,9 @@ _WORDS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 # Random tokens break into parts such as `T2m` or `8f5f167f`.
 _WORDISH = re.compile(r"[A-Za-z]+\d*|\d+")
 _DIGIT = re.compile(r"\d")
+_DIGIT_RUNS = re.compile(r"\d+")
+_LOWER_UPPER = re.compile(r"[a-z][A-Z]")
+_SEPARATORS = re.compile(r"[_.\-]")
 _GENERIC_KEY = re.compile(
     r"api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|passphrase|credential|creds"
     r"|(?:private|access|signing|encryption|master|auth)[_\-]?key",
@@ -143,6 +147,8 @@ def _is_code_name(value: str, *, dashes: bool = True) -> bool:
     words = _words(value)
     if len(words) < 2 or not all(map(_WORDISH.fullmatch, words)):
         return False
+    if any(len(_DIGIT_RUNS.findall(part)) > 2 for part in _SEPARATORS.split(value)):
+        return False  # `OP6UAT384CUL0R92`: names carry a version or a size, not digits strewn through a part
     letters = [w.rstrip("0123456789") for w in words if not w.isdigit()]
     return bool(letters) and sum(map(len, letters)) / len(letters) >= 3
 
@@ -167,19 +173,38 @@ _short_key_strength = functools.lru_cache(maxsize=4096)(_key_strength)
 _SHELL_DIRS = frozenset({"PWD", "OLDPWD"})
 
 
+def _strength(key: str) -> int:
+    return _short_key_strength(key) if len(key) <= 64 else _key_strength(key)
+
+
 def _generic_value_ok(m: re.Match[str]) -> bool:
-    key, value = m.group("key"), m.group("secret")
-    strength = _short_key_strength(key) if len(key) <= 64 else _key_strength(key)
-    if not strength:
-        return False
+    key = m.group("key")
     before = m.string[max(0, m.start() - 3):m.start()]
     if before.endswith(("://", "@")):
         return False  # a URL's user or host (`https://x-access-token:...@`): url rules decide
+    # In a connection string (`...;Password=Ceslvc083_.Aoash;...`) a value is a literal, as a
+    # quoted one is: no code there names a variable, so `Ceslvc083_.Aoash` is no attribute path.
+    literal = m.group("q") is not None or (before.endswith(";") and m.string.startswith(";", m.end()))
+    return _assigned_value_ok(_strength(key), key, m.group("secret"), quoted=literal)
+
+
+def _xml_value_ok(m: re.Match[str]) -> bool:
+    """An element's text or value attribute, named by the element (`<password>`), by its key
+    or name attribute (`<add key="ApiKey" value=...>`), whichever names a credential more surely,
+    or by a property list's `<key>`: a literal, as a quoted value is."""
+    tag, key = m.group("tag"), m.group("pkey") or m.group("key")
+    if key is None or _strength(tag) > _strength(key):
+        key = tag
+    return _assigned_value_ok(_strength(key), key, m.group("secret"), quoted=True)
+
+
+def _assigned_value_ok(strength: int, key: str, value: str, *, quoted: bool) -> bool:
+    if not strength:
+        return False
     if len(value) < 8 or _is_placeholder(value) or _TYPE_EXPR.fullmatch(value):
         return False
-    quoted = m.group("q") is not None
     strong = strength == 2
-    if not quoted and _is_reference(value) and not (strong and _random_alnum(value)):
+    if not quoted and _is_reference(value) and not (strong and _has_random_run(value)):
         # Unquoted, a name is a reference in code: `token = access_token`,
         # `PASSWD_MIN = argon2id.PASSWD_MIN`, `api_key=settings.OPENAI_KEY`.
         return False
@@ -198,10 +223,17 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
         has_digit, _, has_upper, has_lower = _char_kinds(value)
         if has_digit and has_upper and has_lower and _looks_random(value):
             return True
+        if _has_random_run(value):
+            return True  # `"hHJpTmdWspnbtgcXZGjmDMsgNkKv-IaREUiN"`: a separator does not make a name
         return not (_is_code_name(value) and (separated or _mentions_credential(value)))
     if "://" in value or _is_code_name(value):
         return False  # token_url = "https://...", "secret_ref": "V1LocalObjectReference"
     return _looks_random(value)
+
+
+def _has_random_run(value: str) -> bool:
+    """The value, or one of its parts between `_`, `.` and `-`, is a random run of letters."""
+    return _random_alnum(value) or (len(value) >= 16 and any(map(_random_alnum, _SEPARATORS.split(value))))
 
 
 def _random_alnum(value: str) -> bool:
@@ -257,13 +289,18 @@ def _phrase_value_ok(m: re.Match[str]) -> bool:
     """After `API key:` or `client secret is` in prose or a log: a random-looking value."""
     value = m.group("secret")
     has_digit, has_alpha, _, _ = _char_kinds(value)
-    return has_digit and has_alpha and not _is_placeholder(value) and _looks_random(value)
+    # Letters alone qualify when they are a random run (`hSeHZHjwpaFlxsPzbFIInPxbiXsluXzu`).
+    return ((has_digit and has_alpha) or _random_alnum(value)) and not _is_placeholder(value) \
+        and _looks_random(value)
 
 
 def _prose_password_ok(m: re.Match[str]) -> bool:
     """After `the password is`: a random-looking value, not a word a sentence goes on with
-    ("sha256-hashed", "base64-encoded")."""
-    return _phrase_value_ok(m) and not _is_code_name(m.group("secret"))
+    ("sha256-hashed", "Base64-encoded"); such words never put a capital right after a lowercase
+    letter in a value with digits, as `JalmFw908-_Tuuun` does."""
+    value = m.group("secret")
+    return _phrase_value_ok(m) and (
+        not _is_code_name(value) or bool(_DIGIT.search(value) and _LOWER_UPPER.search(value)))
 
 
 def _aws_secret_ok(m: re.Match[str]) -> bool:
@@ -280,6 +317,20 @@ def _basic_auth_ok(m: re.Match[str]) -> bool:
         return False
     user, colon, password = decoded.partition(b":")
     return bool(colon and user and password) and decoded.isascii()
+
+
+def _secret_data_ok(m: re.Match[str]) -> bool:
+    """A Kubernetes Secret's `data` value: base64 of text (a password, a URL, a whole .env or
+    JSON file). What decodes to bytes that are no text (a hash or a word read as base64, such
+    as `resourceVersion: "12345678"`) is metadata, not data."""
+    value = m.group("secret")
+    if len(value) % 4:
+        return False
+    try:
+        text = base64.b64decode(value, validate=True).decode("utf-8")
+    except (binascii.Error, ValueError):  # UnicodeDecodeError is a ValueError
+        return False
+    return bool(text) and (text.isprintable() or all(c.isprintable() or c in "\r\n\t" for c in text))
 
 
 def _bearer_value_ok(m: re.Match[str]) -> bool:

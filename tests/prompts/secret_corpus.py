@@ -115,7 +115,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("pypi-upload", "PYPI_TOKEN", _one(_p("pypi-AgEI", "cHlwaS5vcmc", lambda r: rnd(r, URLSAFE, 70)))),
     Family("twilio-api-key", "TWILIO_API_KEY", _one(_p("S", "K", lambda r: rnd(r, HEX, 32)))),
     Family("azure-storage-connection", "AZURE_STORAGE_CONNECTION_STRING", _azure_connection,
-           syntaxes=("assignment", "yaml", "json", "ini", "env", "log")),
+           syntaxes=("assignment", "yaml", "json", "json-in-json", "ini", "env", "log")),
     Family("docker-config-auth", "auth", _one(_docker_auth), syntaxes=("json", "docker-config")),
     # Source forges, clouds, AI providers.
     Family("github-classic", "GITHUB_TOKEN", _one(_p("gh", "p_", lambda r: rnd(r, B62, 36)))),
@@ -135,7 +135,7 @@ FAMILIES: tuple[Family, ...] = (
                    + rnd(r, UPPER_DIGITS, 10) + "/" + rnd(r, B62, 24))),
            syntaxes=("assignment", "yaml", "json", "ini", "env", "log")),
     Family("jwt", "ID_TOKEN", _one(_jwt)),
-    Family("private-key-pem", "private_key", _one(_pem), syntaxes=("json", "yaml-block", "log")),
+    Family("private-key-pem", "private_key", _one(_pem), syntaxes=("json", "json-in-json", "yaml-block", "log")),
     Family("digitalocean", "DIGITALOCEAN_TOKEN", _one(_p("dop", "_v1_", lambda r: rnd(r, HEX, 64)))),
     Family("databricks", "DATABRICKS_TOKEN", _one(_p("da", "pi", lambda r: rnd(r, HEX, 32)))),
     Family("doppler", "DOPPLER_TOKEN", _one(_p("dp.", "pt.", lambda r: rnd(r, B62, 43)))),
@@ -179,8 +179,8 @@ FAMILIES: tuple[Family, ...] = (
 # The labels that name a credential by themselves (in prose, "the password is ...").
 CREDENTIAL_WORDS = frozenset({"password", "passwd", "client secret", "token", "API key", "credentials", "creds"})
 
-SYNTAXES = ("assignment", "yaml", "yaml-plain", "json", "json-escaped", "xml", "ini", "env", "connection-string",
-            "url-userinfo", "log", "prose")
+SYNTAXES = ("assignment", "yaml", "yaml-plain", "json", "json-escaped", "json-in-json", "xml", "xml-attribute", "ini",
+            "env", "connection-string", "url-userinfo", "log", "prose", "kubernetes-secret")
 
 
 def _u_escaped(text: str, keep: str = "") -> str:
@@ -203,6 +203,9 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
         return f"tls:\n  {key.lower()}: |\n{indented}\n  port: 8443\n", same
     if syntax == "json":
         return json.dumps({"name": "api", key.lower(): value, "port": 8080}), lambda p: json.dumps(p)[1:-1]
+    if syntax == "json-in-json":  # a tool result quoting a .json file, in a prompt or log line that is JSON
+        inner = json.dumps({"name": "api", key.lower(): value, "port": 8080})
+        return json.dumps({"tool": "read_file", "content": inner}), lambda p: json.dumps(json.dumps(p)[1:-1])[1:-1]
     if syntax == "json-escaped":  # the key's first letter escaped too, as obfuscated payloads do
         name = key.lower()
         return (f'{{"name": "api", "\\u{ord(name[0]):04x}{_u_escaped(name[1:], "_")}": "{_u_escaped(value)}", '
@@ -210,6 +213,13 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
     if syntax == "xml":
         return (f"<service>\n  <name>api</name>\n  <{key.lower()}>{xml_escape(value)}</{key.lower()}>\n"
                 f"  <port>8080</port>\n</service>\n"), xml_escape
+    if syntax == "xml-attribute":  # .NET appSettings; Spring's <property name=... value=.../> alike
+        attr = lambda p: xml_escape(p, {'"': "&quot;"})  # noqa: E731
+        return f'<appSettings>\n  <add key="{key}" value="{attr(value)}" />\n</appSettings>\n', attr
+    if syntax == "kubernetes-secret":  # every part goes with the one base64 value that holds them
+        encoded = base64.b64encode(value.encode()).decode()
+        return (f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: api\ntype: Opaque\ndata:\n"
+                f"  {key}: {encoded}\n  PORT: {base64.b64encode(b'8080').decode()}\n"), lambda _p: encoded
     if syntax == "ini":
         return f"[default]\nregion = eu-west-1\n{key.lower()} = {value}\n", same
     if syntax == "env":

@@ -240,6 +240,79 @@ def test_attribute_paths_under_a_credential_key_stay(text: str) -> None:
     assert redact(text) == text
 
 
+@pytest.mark.parametrize("text", [
+    'NEW_RELIC_KEY = "NR' + 'AK-OP6UAT384CUL0R92ESIXVQTPJ6J"',
+    '<add key="NEW_RELIC_API_KEY" value="NR' + 'AK-DCPCVJIXTSYSXCYXS95XV56FOL3"/>',
+    'api_token: "AB3CD9EF2GH7-JK"',
+])
+def test_capitals_with_digits_strewn_through_are_no_code_name(text: str) -> None:
+    # Split at its digits, `OP6UAT384CUL0R92` reads as words; a name carries one version or size.
+    assert "[REDACTED:" in redact(text)
+
+
+@pytest.mark.parametrize("text", [
+    'ENV_KEY = "ANTHROPIC_API_KEY"', 'token_type = "X509Certificate"', 'secret = "aes256-gcm-sha384"',
+    'token = "v1beta1"',
+])
+def test_quoted_names_with_a_version_stay(text: str) -> None:
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    ('<add key="credentials" value="hHJpTmdWspnbtgcXZGjmDMsgNkKv-IaREUiN" />', "hHJpTmdWspnbtgcXZGjmDMsgNkKv"),
+    ('{"client_secret": "ESrzfldXWXijgfOboZzOGgvP_x"}', "ESrzfldXWXijgfOboZzOGgvP"),
+    ("API_TOKEN=qWeRtYuIoPaSdFgHjK-abc", "qWeRtYuIoPaSdFgHjK"),
+])
+def test_a_random_run_with_a_separator_in_it_is_no_name(text: str, secret: str) -> None:
+    # Generated secrets draw `-` and `_` too: one random run of mixed case is enough.
+    assert secret not in redact(text)
+
+
+@pytest.mark.parametrize(("text", "secret"), [
+    ("Server=tcp:db,1433;User ID=svc;Password=Ceslvc083_.Aoash;Encrypt=True;", "Ceslvc083_.Aoash"),
+    ("Host=db;Username=app;Password=Qwerty12.Zxcvb;Database=app;", "Qwerty12.Zxcvb"),
+    ("For the deploy, the client secret is hSeHZHjwpaFlxsPzbFIInPxbiXsluXzu and it expires soon.",
+     "hSeHZHjwpaFlxsPzbFIInPxbiXsluXzu"),
+    ("For the deploy, the password is JalmFw908-_Tuuun and it expires soon.", "JalmFw908-_Tuuun"),
+])
+def test_connection_string_passwords_and_letter_only_phrase_secrets_are_redacted(text: str, secret: str) -> None:
+    # Between `;`s a value is a literal, never an attribute path; after "client secret is" a
+    # random run of letters is a secret as much as one with digits.
+    assert secret not in redact(text)
+
+
+@pytest.mark.parametrize("text", [
+    "a=1;password=this.props.password;b=2", "the client secret is stored in VaultSecretStore now",
+    "the password is sha256-hashed before it is stored", "the password is Base64-encoded in transit",
+    "the password is SHA256-hashed with a salt",
+])
+def test_code_between_semicolons_and_prose_names_stay(text: str) -> None:
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize("text", [
+    'TOKEN_HEADER = "XMLHttpRequest-Token"', 'credentials = "ServiceAccountCredentials.from_json"',
+    "the password is sha256-hashed before it is stored", "the password is Base64-encoded in transit",
+])
+def test_names_and_words_with_separators_stay(text: str) -> None:
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize("value", ["ahSsTI708~%sQtVp", "Zx9kQ2%s7Lp4Vb", "%sKw8mQ2xL9vR4"])
+def test_a_password_holding_percent_s_is_no_format_string(value: str) -> None:
+    # Generated passwords draw `%` among their symbols; a letter right after it is no format's slot.
+    assert redact(f'{{"db_password": "{value}"}}') == '{"db_password": "[REDACTED:generic-assignment]"}'
+    assert redact(f"password = '{value}'") == "password = '[REDACTED:generic-assignment]'"
+
+
+@pytest.mark.parametrize("text", [
+    'password = "%s"', "DB_PASSWORD = '%s' % secret", 'token = "Bearer %s"', 'api_key = "key-%s-%d"',
+    "password = '%(password)s'", 'secret = "prefix_%s_suffix"',
+])
+def test_format_strings_under_a_credential_key_stay(text: str) -> None:
+    assert redact(text) == text
+
+
 # --------------------------------------------------------------------------- negatives
 
 ORDINARY_CODE = [

@@ -48,3 +48,27 @@ def test_offsets_are_those_of_the_original_text() -> None:
     text = json.dumps({"a": "x\n\t" + STRIPE_LIVE, "b": "\\\\" + AWS_KEY_ID + "\"q"})
     out = redact(text)
     assert json.loads(out) == {"a": "x\n\t[REDACTED:stripe-api-key]", "b": "\\\\[REDACTED:aws-access-key-id]\"q"}
+
+
+PASSWORD = "Zx9kQ2mLp4" + "Vb7Ns1"
+AWS_SECRET = "kP9vT2xQ7mZ4bN8cR1yW6sD3fG5hJ0aL" + "uE7iO2tY"
+
+
+@pytest.mark.parametrize("depth", [2, 3, 4], ids=["json-in-json", "three-deep", "four-deep"])
+@pytest.mark.parametrize(("key", "value"), [
+    ("password", PASSWORD), ("db_password", PASSWORD), ("api_key", PASSWORD), ("client_secret", PASSWORD),
+    ("aws_secret_access_key", AWS_SECRET), ("Authorization", "Bearer " + PASSWORD + PASSWORD),
+], ids=["password", "db_password", "api_key", "client_secret", "aws", "authorization"])
+def test_a_credential_key_and_its_value_in_json_inside_json_are_redacted(key: str, value: str, depth: int) -> None:
+    # A tool result quoting a .json file, inside a prompt or a log line that is JSON itself: the
+    # quotes around key and value are escaped (`{\"password\": \"...\"}`), and read as quotes
+    # their backslashes stand where a space would be, before the quote.
+    doc = json.dumps({"user": "svc", key: value, "port": 5432})
+    for _ in range(depth - 1):
+        doc = json.dumps({"outer": doc})
+    out = redact(doc)
+    inner = out
+    for _ in range(depth - 1):
+        inner = json.loads(inner)["outer"]  # still JSON at every depth: no backslash was taken
+    assert PASSWORD not in out and AWS_SECRET[:20] not in out and PASSWORD[:8] not in out
+    assert json.loads(inner)[key].startswith(value.split()[0] if " " in value else "[REDACTED:")

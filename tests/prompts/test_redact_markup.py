@@ -29,9 +29,31 @@ def test_xml_credentials_are_redacted(text: str) -> None:
     assert out.count("<") == text.count("<")  # the markup stays whole
 
 
+@pytest.mark.parametrize("text", [
+    f"<settings><servers><server>\n  <password>\n    {PASSWORD}\n  </password>\n</server></servers></settings>",
+    f"<password> {PASSWORD} </password>",
+    f"<password><![CDATA[{PASSWORD}]]></password>",
+    f'<password encrypted="false">{PASSWORD}</password>',
+    f"<add key='ApiKey' value='{PASSWORD}' />",
+    f'<bean id="ds"><property name="password" value="{PASSWORD}"/></bean>',
+    f'<property name="hibernate.connection.password">{PASSWORD}</property>',
+    f'<entry key="db.password">{PASSWORD}</entry>',
+    f'<param name="apiToken" value="{PASSWORD}"></param>',
+    f"<dict>\n  <key>Password</key>\n  <string>{PASSWORD}</string>\n</dict>",
+    json.dumps({"content": f'<add key="ApiKey" value="{PASSWORD}" />'}),
+    json.dumps({"content": f"<server>\n  <password>{PASSWORD}</password>\n</server>"}),
+], ids=["indented", "spaced", "cdata", "attributes", "single-quotes", "spring-property", "property-text",
+        "properties-entry", "param", "plist", "add-in-json", "element-in-json"])
+def test_xml_credentials_in_every_layout_are_redacted(text: str) -> None:
+    out = redact(text)
+    assert PASSWORD[:8] not in out and PASSWORD[-8:] not in out and "[REDACTED:" in out
+    assert out.count("<") == text.count("<")
+
+
 def test_a_provider_token_ends_at_the_next_tag() -> None:
     # gitleaks' formats end a token at a quote, whitespace or `;`; in XML the text ends at `<`.
-    assert redact(f"<hf_token>{HF}</hf_token>") == "<hf_token>[REDACTED:huggingface-access-token]</hf_token>"
+    # An element whose name says nothing of a credential, so only the format itself can find it.
+    assert redact(f"<value>{HF}</value>") == "<value>[REDACTED:huggingface-access-token]</value>"
 
 
 @pytest.mark.parametrize("text", [
@@ -42,6 +64,13 @@ def test_a_provider_token_ends_at_the_next_tag() -> None:
     '<add key="LogLevel" value="Information"/>',
     '<add key="ClientSecret" value="{{ client_secret }}"/>',
     "<code>password</code> is the field's name",
+    '<property name="password" value="${db.password}"/>',
+    '<entry key="password.encoder">BCryptPasswordEncoder</entry>',
+    '<add key="TokenLifetime" value="00:30:00"/>',
+    "<key>PasswordPolicy</key>\n<string>StrongPolicy</string>",
+    '<input type="password" name="password" value="">',
+    "<label>Password</label>",
+    '<param name="token" value="<your-token>"/>',
 ])
 def test_markup_that_holds_no_secret_stays(text: str) -> None:
     assert redact(text) == text
@@ -98,3 +127,13 @@ def test_colon_lines_without_a_pgpass_password_stay(text: str) -> None:
 def test_an_escaped_colon_is_part_of_the_password() -> None:
     out = redact("~/.pgpass\nh:5432:d:u:pa\\:ss\\:w0rd9\n")
     assert out == "~/.pgpass\nh:5432:d:u:[REDACTED:pgpass-password]\n"
+
+
+@pytest.mark.parametrize("line", [
+    f"\\:\\:1:5432:app:svc:{PASSWORD}",       # an IPv6 host, its colons escaped as the format asks
+    f"db.internal:5432:billing\\:v2:svc:{PASSWORD}",
+    f"db.internal:*:*:CORP\\\\svc:{PASSWORD}",
+], ids=["ipv6-host", "escaped-colon-in-database", "escaped-backslash-in-user"])
+def test_escaped_characters_in_the_other_pgpass_fields_do_not_hide_the_password(line: str) -> None:
+    out = redact(f"# ~/.pgpass\n{line}\n")
+    assert PASSWORD not in out and out.endswith(":[REDACTED:pgpass-password]\n")
