@@ -69,3 +69,67 @@ def test_a_case_insensitive_rule_is_never_gated() -> None:
     assert gate_for(rule) is None
     gates = RuleGates([gate_for(rule)])
     assert gates.open_rules("nothing here", "nothing here") == [0]
+
+
+# Past _AUTOMATON_MAX_CHARS the gates scan windows of 64 KB, 128 KB, ... (prompts/rule_gates.py).
+FILLER = "2026-11-20T10:01:02Z INFO worker 42 done\n"
+
+
+def _long(size: int, at: dict[int, str]) -> str:
+    text = list((FILLER * (size // len(FILLER) + 1))[:size])
+    for pos, literal in at.items():
+        text[pos:pos + len(literal)] = literal
+    return "".join(text)
+
+
+LITERALS = ("sk-ant-", "AKIA", "ghp_", "-----BEGIN", "://")
+# One rule per literal, each gated on it as written (a class after the literal ends it).
+GATES = RuleGates([gate_for(RedactionRule(f"r{i}", re.compile(re.escape(lit) + r"\w")))
+                   for i, lit in enumerate(LITERALS)])
+
+
+@pytest.mark.parametrize("at", [
+    {},
+    {65536 - 3: "-----BEGIN"},  # across the first window's end
+    {65536 + 131072 - 1: "sk-ant-"},  # across the second's
+    {10: "://", 300_000: "AKIA"},  # one found early leaves the automaton; one found late still counts
+    {5: "ghp_", 50: "ghp_", 400_000 - 4: "ghp_"},  # a frequent one, and one at the very end
+    {399_990: "AKIA"},
+])
+def test_a_long_text_opens_exactly_the_rules_whose_literal_occurs(at: dict[int, str]) -> None:
+    text = _long(400_000, at)
+    expected = sorted(i for i, lit in enumerate(LITERALS) if lit in text)
+    assert GATES.open_rules(text, text.lower()) == expected
+
+
+def test_a_lone_surrogate_in_a_later_window_still_finds_the_literals_after_it() -> None:
+    text = _long(300_000, {200_000: "\ud800", 250_000: "AKIA", 20: "://"})
+    assert GATES.open_rules(text, text.lower()) == [LITERALS.index("AKIA"), LITERALS.index("://")]
+
+
+class _Counted(str):
+    """A text that counts the substring searches made in it (`literal in text`)."""
+
+    searches = 0
+
+    def __contains__(self, literal: object) -> bool:
+        type(self).searches += 1
+        return super().__contains__(literal)  # type: ignore[operator]
+
+
+def test_a_long_text_is_read_once_for_all_literals_not_once_for_each() -> None:
+    # Every literal absent: a substring search apiece would read the text once per literal
+    # (2 ms per 4 MB each, most of the gates' cost on long texts).
+    text = _Counted(_long(1_000_000, {}))
+    _Counted.searches = 0
+    assert DEFAULT_REDACTOR._gates.open_rules(text, _Counted(text.lower())) == []
+    assert _Counted.searches == 0
+
+
+def test_long_benign_and_secret_texts_are_found_the_same_with_and_without_gates() -> None:
+    benign = "\n".join(generated(100_000).values())
+    assert len(benign) > 4 * 65536
+    assert DEFAULT_REDACTOR.find(benign) == UNGATED.find(benign)
+    secrets = "\n".join(s.text for s in samples(seed=5, per_family=2))
+    assert len(secrets) > 65536 + 4096, len(secrets)  # past the first window
+    assert DEFAULT_REDACTOR.find(secrets) == UNGATED.find(secrets)
