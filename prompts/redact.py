@@ -286,8 +286,7 @@ class Redactor:
         stats = stats if stats is not None else ScanStats()
         candidates: list[tuple[int, int, int]] = []  # (start, -end, rule index)
         # URL-encoded syntax and `\uXXXX`-escaped strings: what the decoded text holds, mapped back.
-        percent = percent_decoded(text)
-        for plain, where in ([percent] if percent is not None else []) + unicode_decoded(text):
+        for plain, where in percent_decoded(text) + unicode_decoded(text):
             index = {name: i for i, name in enumerate(self._names)}
             for f in self._find(plain, stats, []):
                 candidates.append((where[f.start], -where[f.end], index[f.rule]))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from cardloop.prompts.decoded_lines import View, line_views
+
 # A surrogate pair first, so that an astral character decodes as one; a lone surrogate stays
 # escaped (it is no character a rule could match).
 _ESCAPE = re.compile(r"\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})|\\u([0-9a-f]{4})", re.IGNORECASE)
@@ -20,38 +22,10 @@ def _char(m: re.Match[str]) -> str | None:
     return chr(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
 
 
-def unicode_decoded(text: str) -> list[tuple[str, list[int]]]:
-    """For each run of lines that holds a `\\uXXXX` escape: (those lines with their escapes
-    decoded, the original offset of each decoded character and of its end). Only those lines:
-    a few escapes in a large text (a log quoting one JSON line) must not make the redactor
-    read the whole text twice. A JSON key and its value share a line, pretty-printed or not."""
+def unicode_decoded(text: str) -> list[View]:
+    """For each run of lines that holds a `\\uXXXX` escape: those lines with their escapes
+    decoded, and where each character came from (prompts/decoded_lines.py)."""
     if "\\u" not in text and "\\U" not in text:
         return []
-    views: list[tuple[str, list[int]]] = []
-    parts: list[str] = []
-    where: list[int] = []
-    line_end = -1  # the end of the current window's last line
-    pos = 0
-    for m in _ESCAPE.finditer(text):
-        char = _char(m)
-        if char is None:
-            continue
-        if m.start() > line_end:  # a new window, from the start of this escape's line
-            if parts:
-                parts.append(text[pos:line_end])
-                where.extend(range(pos, line_end + 1))
-                views.append(("".join(parts), where))
-            pos = text.rfind("\n", 0, m.start()) + 1
-            parts, where = [], []
-        parts.append(text[pos:m.start()])
-        where.extend(range(pos, m.start()))
-        parts.append(char)
-        where.append(m.start())
-        pos = m.end()
-        found = text.find("\n", pos)
-        line_end = len(text) if found < 0 else found
-    if parts:
-        parts.append(text[pos:line_end])
-        where.extend(range(pos, line_end + 1))  # ... and the window's end
-        views.append(("".join(parts), where))
-    return views
+    escapes = ((m.start(), m.end(), char) for m in _ESCAPE.finditer(text) if (char := _char(m)) is not None)
+    return line_views(text, escapes)

@@ -30,3 +30,15 @@ def test_encoded_text_without_a_credential_stays() -> None:
     text = ("GET /search?q=" + quote("a=b & c:d @home", safe="")
             + "&next=" + quote("https://docs.example.com/a/b?page=2", safe="") + " 200")
     assert redact(text) == text
+
+
+def test_only_the_lines_with_escapes_are_decoded_again() -> None:
+    # One redirect in a long log must not make the redactor read the whole log twice.
+    from cardloop.prompts.percent import percent_decoded
+
+    line = "GET /login?next=https%3A%2F%2Fbob%3Apw%40db%2F"
+    text = "ordinary line\n" * 2000 + line + "\n" + "more\n" * 2000
+    [(plain, where)] = percent_decoded(text)
+    assert plain == "GET /login?next=https://bob:pw@db/"
+    assert text[where[0]:where[-1]] == line and len(where) == len(plain) + 1
+    assert percent_decoded("no escapes here\n" * 10) == []
