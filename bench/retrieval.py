@@ -21,6 +21,7 @@ virtualenv's site-packages, read into memory first; no git needed):
                         only the query, printed as query_ms_5000)
 
 Run: .venv/bin/python bench/retrieval.py [--repo PATH] [--max-commits N] [--max-commit-files 30] [--files 5000]
+     [--verbose] [--misses]
 (--repo may be a bare clone: only git plumbing is used.)
 """
 
@@ -120,7 +121,7 @@ def recall(ranked: list[str], answer: frozenset[str], k: int) -> float:
     return len(answer & set(ranked[:k])) / len(answer)
 
 
-def evaluate(all_cases: list[Case], verbose: bool) -> dict[str, tuple[float, float]]:
+def evaluate(all_cases: list[Case], verbose: bool, misses: bool = False) -> dict[str, tuple[float, float]]:
     variants: dict[str, list[tuple[float, float]]] = {
         "bm25 (content only)": [], "+ passages": [], "+ path and name": [], "+ mentions": [],
         "+ change history": [], "+ co-change": [], "+ definitions (ours)": [],
@@ -157,8 +158,21 @@ def evaluate(all_cases: list[Case], verbose: bool) -> dict[str, tuple[float, flo
         if verbose:
             r5 = {name: f"{recall(r, case.answer, 5):.2f}" for name, r in runs.items()}
             print(f"  {case.sha[:8]} files={len(docs):4d} answer={len(case.answer):2d} r@5={r5}  {case.subject[:60]}")
+        ours = runs["+ definitions (ours)"]
+        if misses and recall(ours, case.answer, 5) < 1.0:
+            print_miss(case, ours, runs["bm25 (content only)"])
     return {name: (statistics.fmean(r[0] for r in rows), statistics.fmean(r[1] for r in rows))
             for name, rows in variants.items()}
+
+
+def print_miss(case: Case, ours: list[str], bm25: list[str]) -> None:
+    """One commit whose answer our top 5 does not hold in full: what was missed, what stood in its place."""
+    missed = sorted(case.answer - set(ours[:5]))
+    print(f"  miss {case.sha[:8]} r@5={recall(ours, case.answer, 5):.2f} (bm25 {recall(bm25, case.answer, 5):.2f}) "
+          f"{case.subject[:90]}")
+    print(f"    missed: {', '.join(missed)}")
+    print(f"    ours:   {', '.join(ours[:5]) or '(nothing matched)'}")
+    print(f"    bm25:   {', '.join(bm25[:5]) or '(nothing matched)'}")
 
 
 def synthetic_docs(n: int) -> list[tuple[str, str]]:
@@ -206,6 +220,8 @@ def main() -> None:
     parser.add_argument("--max-commits", type=int, default=0,
                         help="evaluate only the newest N usable commits (0: all; a long public history takes minutes)")
     parser.add_argument("--verbose", action="store_true", help="one line per commit")
+    parser.add_argument("--misses", action="store_true",
+                        help="commits whose changed files our top 5 misses: what was missed, what ranked instead")
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -214,7 +230,7 @@ def main() -> None:
         sys.exit(f"no usable commits in {args.repo}")
     print(f"repository: {args.repo.resolve()}: {len(all_cases)} commits evaluated, {skipped} skipped "
           f"(merges, root, > {args.max_commit_files} files, or only new files)")
-    results = evaluate(all_cases, args.verbose)
+    results = evaluate(all_cases, args.verbose, args.misses)
     print(f"{'variant':<24} {'recall@5':>9} {'recall@10':>10}")
     for name, (r5, r10) in results.items():
         print(f"{name:<24} {r5:>9.3f} {r10:>10.3f}")
