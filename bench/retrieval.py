@@ -6,9 +6,9 @@ files the commit changed that already existed in its parent are the answer. The 
 PARENT tree are ranked the way RepositorySource ranks them (`choose_files`: files the message
 names first, then BM25 over 60-line passages plus a path and name score) and, in the same run,
 by plain BM25 over whole files' content (no passages, no path or name, no mentions): the
-baseline. The steps in between are printed too (the last, ours: files defining the names the
-card writes as code rank up). Not measured here: the boost for files a
-feature branch changed (this history is one line of commits on main).
+baseline. The steps in between are printed too (then files defining the names the card writes
+as code rank up; the last, ours: files the card calls by name rank up). Not measured here: the
+boost for files a feature branch changed (this history is one line of commits on main).
 
     recall_at_5 / recall_at_10   share of the answer files in the top 5 / 10, mean over commits
     bm25_recall_at_5             the same for the baseline
@@ -33,6 +33,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from cardloop.integrations.sources.ranking import BM25Index, BM25Params
 from cardloop.integrations.sources.repository import PathResolver, card_query, choose_files, decode_text, indexable
 from cardloop.integrations.sources.repository.definitions import Definitions, definition_boosts
 from cardloop.integrations.sources.repository.history_prior import RecentHistory, combine, recent_history
+from cardloop.integrations.sources.repository.names import FileNames
 from cardloop.prompts.card import Card
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,6 +119,15 @@ def cases(repo: Path, max_files: int, max_commits: int = 0) -> tuple[list[Case],
     return out, skipped
 
 
+def two_passes(card: Card, index: BM25Index, resolver: PathResolver, query: dict[str, float],
+               history: RecentHistory, *boosts: Mapping[str, float] | None) -> list[str]:
+    """As RepositorySource ranks: the best three matches anchor a second pass with co-change boosts."""
+    first = [c.path for c in choose_files(card, index, resolver, max_files=3, query=query,
+                                          boosts=combine(history.boosts, *boosts))[0]]
+    return [c.path for c in choose_files(card, index, resolver, max_files=10, query=query,
+                                         boosts=combine(history.with_anchors(first), *boosts))[0]]
+
+
 def recall(ranked: list[str], answer: frozenset[str], k: int) -> float:
     return len(answer & set(ranked[:k])) / len(answer)
 
@@ -124,7 +135,7 @@ def recall(ranked: list[str], answer: frozenset[str], k: int) -> float:
 def evaluate(all_cases: list[Case], verbose: bool, misses: bool = False) -> dict[str, tuple[float, float]]:
     variants: dict[str, list[tuple[float, float]]] = {
         "bm25 (content only)": [], "+ passages": [], "+ path and name": [], "+ mentions": [],
-        "+ change history": [], "+ co-change": [], "+ definitions (ours)": [],
+        "+ change history": [], "+ co-change": [], "+ definitions": [], "+ file names (ours)": [],
     }
     for case in all_cases:
         card = Card(id=f"bench-{case.sha[:8]}", title=case.subject or "(no subject)", body=case.body)
@@ -148,17 +159,16 @@ def evaluate(all_cases: list[Case], verbose: bool, misses: bool = False) -> dict
             card, index, resolver, max_files=10, query=query, boosts=case.history.with_anchors(anchors))[0]]
         # As RepositorySource does: files defining the names the card writes as code rank up, in both passes.
         defined = definition_boosts(Definitions.of(docs), (card.title, card.body))
-        first = [c.path for c in choose_files(card, index, resolver, max_files=3, query=query,
-                                              boosts=combine(case.history.boosts, defined))[0]]
-        runs["+ definitions (ours)"] = [c.path for c in choose_files(
-            card, index, resolver, max_files=10, query=query,
-            boosts=combine(case.history.with_anchors(first), defined))[0]]
+        runs["+ definitions"] = two_passes(card, index, resolver, query, case.history, defined)
+        # As RepositorySource does: files the card calls by name rank up too, in both passes.
+        named = FileNames(case.files).boosts((card.title, card.body))
+        runs["+ file names (ours)"] = two_passes(card, index, resolver, query, case.history, defined, named)
         for name, ranked in runs.items():
             variants[name].append((recall(ranked, case.answer, 5), recall(ranked, case.answer, 10)))
         if verbose:
             r5 = {name: f"{recall(r, case.answer, 5):.2f}" for name, r in runs.items()}
             print(f"  {case.sha[:8]} files={len(docs):4d} answer={len(case.answer):2d} r@5={r5}  {case.subject[:60]}")
-        ours = runs["+ definitions (ours)"]
+        ours = runs["+ file names (ours)"]
         if misses and recall(ours, case.answer, 5) < 1.0:
             print_miss(case, ours, runs["bm25 (content only)"])
     return {name: (statistics.fmean(r[0] for r in rows), statistics.fmean(r[1] for r in rows))
@@ -239,7 +249,7 @@ def main() -> None:
     print(f"index_seconds_{args.files}: {index_s:.3f}")
     print(f"query_ms_{args.files}: {query_s * 1000:.2f}")
     print(f"total bench time: {time.perf_counter() - started:.1f} s")
-    ours = results["+ definitions (ours)"]
+    ours = results["+ file names (ours)"]
     print(f"recall_at_5: {ours[0]:.3f}")
     print(f"recall_at_10: {ours[1]:.3f}")
     print(f"bm25_recall_at_5: {results['bm25 (content only)'][0]:.3f}")

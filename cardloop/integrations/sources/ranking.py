@@ -143,10 +143,12 @@ def tokenize(text: str) -> list[str]:
 def path_fields(path: str) -> tuple[str, str]:
     """(directory part, name part) of a repository path, as texts to tokenize.
 
-    The extension belongs to neither: "py" in every Python file's path says nothing.
+    The extension belongs to neither: "py" in every Python file's path says nothing. Only the
+    last one is dropped: the dots before it are part of the name (`test/res.send.js` is about
+    res.send, `app.routes.error.js` about routes and errors; `.eslintrc.yml` is `.eslintrc`).
     """
     directory, _, base = path.rpartition("/")
-    name = base.split(".", 1)[0] if not base.startswith(".") else base
+    name = base.rsplit(".", 1)[0] if "." in base.lstrip(".") else base
     return directory, name
 
 

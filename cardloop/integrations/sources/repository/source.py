@@ -64,6 +64,7 @@ from cardloop.integrations.sources.repository.mentions import (
     choose_files,
     unresolved_paths,
 )
+from cardloop.integrations.sources.repository.names import FileNames
 from cardloop.integrations.sources.repository.render import render_file
 from cardloop.prompts.card import Card, ContextItem, ContextKind
 from cardloop.prompts.logs import Counter, excerpt_text
@@ -184,13 +185,14 @@ class RepositorySource:
         history = self._history.get_or_build((co.repo, co.sha), lambda: self._history_prior(co))
         branch = dict.fromkeys(changed, self.branch_boost) if changed else None
         defined = definition_boosts(snap.definitions, (card.title, card.body))
+        named = snap.names.boosts((card.title, card.body))
         # The best three matches anchor a second pass that also boosts what changes with them.
         anchors, _ = choose_files(card, snap.index, snap.resolver, max_files=3, query=query, exclude=not_source,
-                                  boosts=combine(branch, history.boosts, defined))
+                                  boosts=combine(branch, history.boosts, defined, named))
         # A few spare candidates stand in for chosen files that turn out binary or too large.
         chosen, mentions = choose_files(
             card, snap.index, snap.resolver, max_files=self.max_files + 3, query=query, exclude=not_source,
-            boosts=combine(branch, history.with_anchors(c.path for c in anchors), defined),
+            boosts=combine(branch, history.with_anchors(c.path for c in anchors), defined, named),
         )
         if mentions:
             shown = ", ".join(m.path + (f" (line {m.lines[0]})" if m.lines else "") for m in mentions[:10])
@@ -306,6 +308,7 @@ class RepositorySource:
             files=tuple(files),
             index=index,
             definitions=definitions,
+            names=FileNames(index.paths),
             resolver=PathResolver(files),
             superseded=frozenset(superseded),
             truncated=truncated,
@@ -373,6 +376,7 @@ class _Snapshot:
     files: tuple[str, ...]
     index: BM25Index
     definitions: Definitions
+    names: FileNames  # files the card calls by name rank up (names.py)
     resolver: PathResolver
     superseded: frozenset[str]
     truncated: bool
