@@ -9,8 +9,9 @@ the commonest English suffixes ("retries" ~ "retry", "excerpting" ~ "excerpt"); 
 of several words also counts whole ("compute_backoff"), so quoting it exactly is rewarded.
 
 A file's score is the BM25 score of its best 60-line passage (k1, b: length normalization
-over passages) plus a score for its directory path and name (the basename without extension;
-weights `path_weight`, `name_weight`, its own saturation and length normalization `b_path`).
+over passages) plus a score for its directory path and name (the basename without its last
+extension; weights `path_weight`, `name_weight`, its own saturation and length normalization
+`b_path`).
 Passages keep long hub files (a README, a big fixture mentioning everything once) from
 outranking the file where the card's words occur together; the separate path score keeps a
 file named after the card's subject from losing its name in a saturated term count, as it

@@ -13,8 +13,9 @@ What a card gets, in this order (the prompt core keeps equal priorities in this 
   then the files ranked highest for the card's title, body and latest turn (BM25 over 60-line
   passages plus a path and name score, see ranking.py), boosting the files the card's branch
   changed since it left the default branch (`git diff --name-only <merge-base> HEAD`; the
-  default branch is fetched as shallowly as the card's, once per branch head) and the files
-  the checkout's recent commits changed most (history_prior.py). A file that
+  default branch is fetched as shallowly as the card's, once per branch head), the files
+  the checkout's recent commits changed most (history_prior.py), the files defining the names
+  the card writes as code (definitions.py) and the files it calls by name (names.py). A file that
   does not fit `max_file_tokens` is excerpted: its head, the lines around the mentioned line
   numbers and around the lines that match the card best, with line numbers ("  42 | code")
   and markers that say how many lines were cut.
