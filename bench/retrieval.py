@@ -161,7 +161,7 @@ def evaluate(all_cases: list[Case], verbose: bool, misses: bool = False) -> dict
         defined = definition_boosts(Definitions.of(docs), (card.title, card.body))
         runs["+ definitions"] = two_passes(card, index, resolver, query, case.history, defined)
         # As RepositorySource does: files the card calls by name rank up too, in both passes.
-        named = FileNames(case.files).boosts((card.title, card.body))
+        named = FileNames(case.files).boosts((card.title,))
         runs["+ file names (ours)"] = two_passes(card, index, resolver, query, case.history, defined, named)
         for name, ranked in runs.items():
             variants[name].append((recall(ranked, case.answer, 5), recall(ranked, case.answer, 10)))

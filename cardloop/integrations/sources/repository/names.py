@@ -5,7 +5,8 @@ A card names a file by its name more often than by its path: the name's words ar
 but the path and name score of the text ranking (ranking.BM25Index) saturates and weighs them by
 idf over the files' contents, where a word like "readme" or "send" is common, so a file whose
 whole name the card spells can lose to a long file that uses the card's other words. Here a file
-whose name's words ALL occur in the card (all of "res" and "send" for `test/res.send.js`) has its
+whose name's words ALL occur in the card's title (all of "res" and "send" for `test/res.send.js`;
+RepositorySource passes the title only: the body too measured no better) has its
 score multiplied, like the definitions and the history prior (ranking.BM25Index.rank's `boosts`):
 it reorders files that match the card and never brings in one that matches nothing. A name that
 many files share (`index.js`, `__init__.py`) says nothing about which one and is ignored.

@@ -186,7 +186,7 @@ class RepositorySource:
         history = self._history.get_or_build((co.repo, co.sha), lambda: self._history_prior(co))
         branch = dict.fromkeys(changed, self.branch_boost) if changed else None
         defined = definition_boosts(snap.definitions, (card.title, card.body))
-        named = snap.names.boosts((card.title, card.body))
+        named = snap.names.boosts((card.title,))  # the title: with the body, no better (README)
         # The best three matches anchor a second pass that also boosts what changes with them.
         anchors, _ = choose_files(card, snap.index, snap.resolver, max_files=3, query=query, exclude=not_source,
                                   boosts=combine(branch, history.boosts, defined, named))
