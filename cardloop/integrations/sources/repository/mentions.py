@@ -204,7 +204,7 @@ def _clip(text: str) -> str:
 _CHANGE_VERBS: frozenset[str] = frozenset(term_counts(
     "fix fixes fixed update updated add added remove removed bump change improve use make "
     "allow support move cleanup clean refactor rename replace drop upgrade"))
-CHANGE_VERB_WEIGHT = 0.5
+CHANGE_VERB_WEIGHT = 0.25
 # A link's scheme and host say where it points, not what the card is about: "https", "www" and
 # "com" match every file with a URL in it, and "github" the `.github/` workflows by name. The
 # path after the host stays (`/psf/requests/pull/6421`, a blob link's file).
@@ -215,7 +215,7 @@ def card_query(card: Card, latest_messages: int = 3) -> dict[str, float]:
     """Weighted query terms of a card: the title counts double, the body once, and the latest
     turn (its last few messages) with the newest message weighing most: what the card is
     about now, more than what it was about three messages ago. Change verbs ("fix", "update")
-    count half; links count without their scheme and host."""
+    count a quarter; links count without their scheme and host."""
     parts: list[tuple[str, float]] = [(card.title, 2.0), (_clip(card.body), 1.0)]
     recent = card.history[-latest_messages:] if latest_messages > 0 else ()
     texts = card_texts(card.model_copy(update={"history": recent}))[1:]

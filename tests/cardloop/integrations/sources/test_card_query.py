@@ -1,4 +1,4 @@
-"""The card's query: change verbs ("Fix", "Update") count half, links without their scheme and
+"""The card's query: change verbs ("Fix", "Update") count a quarter, links without their scheme and
 host, so neither pulls in files the card is not about (docs/updates.rst, .github/)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from cardloop.integrations.sources.repository.mentions import CHANGE_VERB_WEIGHT
 from cardloop.prompts.card import Card
 
 
-def test_change_verbs_count_half() -> None:
+def test_change_verbs_count_less() -> None:
     query = card_query(Card(id="Q-1", title="Fix the retry backoff", body="Update the docs too."))
     assert query["retry"] == query["backoff"] == 2.0  # the title counts double
     assert query["fix"] == 2.0 * CHANGE_VERB_WEIGHT
