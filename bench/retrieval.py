@@ -6,9 +6,9 @@ files the commit changed that already existed in its parent are the answer. The 
 PARENT tree are ranked the way RepositorySource ranks them (`choose_files`: files the message
 names first, then BM25 over 60-line passages plus a path and name score) and, in the same run,
 by plain BM25 over whole files' content (no passages, no path or name, no mentions): the
-baseline. The steps in between are printed too (the last, ours: files defining the names the
-card writes as code rank up). Not measured here: the boost for files a
-feature branch changed (this history is one line of commits on main).
+baseline. The steps in between are printed too (then files defining the names the card writes
+as code rank up; the last, ours: files the card calls by name rank up). Not measured here: the
+boost for files a feature branch changed (this history is one line of commits on main).
 
     recall_at_5 / recall_at_10   share of the answer files in the top 5 / 10, mean over commits
     bm25_recall_at_5             the same for the baseline
@@ -21,6 +21,7 @@ virtualenv's site-packages, read into memory first; no git needed):
                         only the query, printed as query_ms_5000)
 
 Run: .venv/bin/python bench/retrieval.py [--repo PATH] [--max-commits N] [--max-commit-files 30] [--files 5000]
+     [--verbose] [--misses]
 (--repo may be a bare clone: only git plumbing is used.)
 """
 
@@ -32,6 +33,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +43,7 @@ from cardloop.integrations.sources.ranking import BM25Index, BM25Params
 from cardloop.integrations.sources.repository import PathResolver, card_query, choose_files, decode_text, indexable
 from cardloop.integrations.sources.repository.definitions import Definitions, definition_boosts
 from cardloop.integrations.sources.repository.history_prior import RecentHistory, combine, recent_history
+from cardloop.integrations.sources.repository.names import FileNames
 from cardloop.prompts.card import Card
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,14 +119,23 @@ def cases(repo: Path, max_files: int, max_commits: int = 0) -> tuple[list[Case],
     return out, skipped
 
 
+def two_passes(card: Card, index: BM25Index, resolver: PathResolver, query: dict[str, float],
+               history: RecentHistory, *boosts: Mapping[str, float] | None) -> list[str]:
+    """As RepositorySource ranks: the best three matches anchor a second pass with co-change boosts."""
+    first = [c.path for c in choose_files(card, index, resolver, max_files=3, query=query,
+                                          boosts=combine(history.boosts, *boosts))[0]]
+    return [c.path for c in choose_files(card, index, resolver, max_files=10, query=query,
+                                         boosts=combine(history.with_anchors(first), *boosts))[0]]
+
+
 def recall(ranked: list[str], answer: frozenset[str], k: int) -> float:
     return len(answer & set(ranked[:k])) / len(answer)
 
 
-def evaluate(all_cases: list[Case], verbose: bool) -> dict[str, tuple[float, float]]:
+def evaluate(all_cases: list[Case], verbose: bool, misses: bool = False) -> dict[str, tuple[float, float]]:
     variants: dict[str, list[tuple[float, float]]] = {
         "bm25 (content only)": [], "+ passages": [], "+ path and name": [], "+ mentions": [],
-        "+ change history": [], "+ co-change": [], "+ definitions (ours)": [],
+        "+ change history": [], "+ co-change": [], "+ definitions": [], "+ file names (ours)": [],
     }
     for case in all_cases:
         card = Card(id=f"bench-{case.sha[:8]}", title=case.subject or "(no subject)", body=case.body)
@@ -147,18 +159,30 @@ def evaluate(all_cases: list[Case], verbose: bool) -> dict[str, tuple[float, flo
             card, index, resolver, max_files=10, query=query, boosts=case.history.with_anchors(anchors))[0]]
         # As RepositorySource does: files defining the names the card writes as code rank up, in both passes.
         defined = definition_boosts(Definitions.of(docs), (card.title, card.body))
-        first = [c.path for c in choose_files(card, index, resolver, max_files=3, query=query,
-                                              boosts=combine(case.history.boosts, defined))[0]]
-        runs["+ definitions (ours)"] = [c.path for c in choose_files(
-            card, index, resolver, max_files=10, query=query,
-            boosts=combine(case.history.with_anchors(first), defined))[0]]
+        runs["+ definitions"] = two_passes(card, index, resolver, query, case.history, defined)
+        # As RepositorySource does: files the card calls by name rank up too, in both passes.
+        named = FileNames(case.files).boosts((card.title,))
+        runs["+ file names (ours)"] = two_passes(card, index, resolver, query, case.history, defined, named)
         for name, ranked in runs.items():
             variants[name].append((recall(ranked, case.answer, 5), recall(ranked, case.answer, 10)))
         if verbose:
             r5 = {name: f"{recall(r, case.answer, 5):.2f}" for name, r in runs.items()}
             print(f"  {case.sha[:8]} files={len(docs):4d} answer={len(case.answer):2d} r@5={r5}  {case.subject[:60]}")
+        ours = runs["+ file names (ours)"]
+        if misses and recall(ours, case.answer, 5) < 1.0:
+            print_miss(case, ours, runs["bm25 (content only)"])
     return {name: (statistics.fmean(r[0] for r in rows), statistics.fmean(r[1] for r in rows))
             for name, rows in variants.items()}
+
+
+def print_miss(case: Case, ours: list[str], bm25: list[str]) -> None:
+    """One commit whose answer our top 5 does not hold in full: what was missed, what stood in its place."""
+    missed = sorted(case.answer - set(ours[:5]))
+    print(f"  miss {case.sha[:8]} r@5={recall(ours, case.answer, 5):.2f} (bm25 {recall(bm25, case.answer, 5):.2f}) "
+          f"{case.subject[:90]}")
+    print(f"    missed: {', '.join(missed)}")
+    print(f"    ours:   {', '.join(ours[:5]) or '(nothing matched)'}")
+    print(f"    bm25:   {', '.join(bm25[:5]) or '(nothing matched)'}")
 
 
 def synthetic_docs(n: int) -> list[tuple[str, str]]:
@@ -206,6 +230,8 @@ def main() -> None:
     parser.add_argument("--max-commits", type=int, default=0,
                         help="evaluate only the newest N usable commits (0: all; a long public history takes minutes)")
     parser.add_argument("--verbose", action="store_true", help="one line per commit")
+    parser.add_argument("--misses", action="store_true",
+                        help="commits whose changed files our top 5 misses: what was missed, what ranked instead")
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -214,7 +240,7 @@ def main() -> None:
         sys.exit(f"no usable commits in {args.repo}")
     print(f"repository: {args.repo.resolve()}: {len(all_cases)} commits evaluated, {skipped} skipped "
           f"(merges, root, > {args.max_commit_files} files, or only new files)")
-    results = evaluate(all_cases, args.verbose)
+    results = evaluate(all_cases, args.verbose, args.misses)
     print(f"{'variant':<24} {'recall@5':>9} {'recall@10':>10}")
     for name, (r5, r10) in results.items():
         print(f"{name:<24} {r5:>9.3f} {r10:>10.3f}")
@@ -223,7 +249,7 @@ def main() -> None:
     print(f"index_seconds_{args.files}: {index_s:.3f}")
     print(f"query_ms_{args.files}: {query_s * 1000:.2f}")
     print(f"total bench time: {time.perf_counter() - started:.1f} s")
-    ours = results["+ definitions (ours)"]
+    ours = results["+ file names (ours)"]
     print(f"recall_at_5: {ours[0]:.3f}")
     print(f"recall_at_10: {ours[1]:.3f}")
     print(f"bm25_recall_at_5: {results['bm25 (content only)'][0]:.3f}")

@@ -9,8 +9,9 @@ the commonest English suffixes ("retries" ~ "retry", "excerpting" ~ "excerpt"); 
 of several words also counts whole ("compute_backoff"), so quoting it exactly is rewarded.
 
 A file's score is the BM25 score of its best 60-line passage (k1, b: length normalization
-over passages) plus a score for its directory path and name (the basename without extension;
-weights `path_weight`, `name_weight`, its own saturation and length normalization `b_path`).
+over passages) plus a score for its directory path and name (the basename without its last
+extension; weights `path_weight`, `name_weight`, its own saturation and length normalization
+`b_path`).
 Passages keep long hub files (a README, a big fixture mentioning everything once) from
 outranking the file where the card's words occur together; the separate path score keeps a
 file named after the card's subject from losing its name in a saturated term count, as it
@@ -143,10 +144,12 @@ def tokenize(text: str) -> list[str]:
 def path_fields(path: str) -> tuple[str, str]:
     """(directory part, name part) of a repository path, as texts to tokenize.
 
-    The extension belongs to neither: "py" in every Python file's path says nothing.
+    The extension belongs to neither: "py" in every Python file's path says nothing. Only the
+    last one is dropped: the dots before it are part of the name (`test/res.send.js` is about
+    res.send, `app.routes.error.js` about routes and errors; `.eslintrc.yml` is `.eslintrc`).
     """
     directory, _, base = path.rpartition("/")
-    name = base.split(".", 1)[0] if not base.startswith(".") else base
+    name = base.rsplit(".", 1)[0] if "." in base.lstrip(".") else base
     return directory, name
 
 

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
-from cardloop.integrations.sources.ranking import BM25Index, merge_queries
+from cardloop.integrations.sources.ranking import BM25Index, merge_queries, term_counts
 from cardloop.integrations.sources.repository.files import indexable
 from cardloop.prompts.card import Card
 
@@ -197,16 +197,34 @@ def _clip(text: str) -> str:
     return text[:_QUERY_CLIP] + "\n" + text[-_QUERY_CLIP:]
 
 
+# Words that say what kind of change a card asks for, not what it is about: "Fix", "Update",
+# "Add", "Remove" open most titles, and in a file's name (`docs/updates.rst`, `release.py`'s
+# neighbours) or text they pull in files the card is not about. Weighed down, not dropped:
+# "remove" may still be the word that tells two passages apart.
+_CHANGE_VERBS: frozenset[str] = frozenset(term_counts(
+    "fix fixes fixed update updated add added remove removed bump change improve use make "
+    "allow support move cleanup clean refactor rename replace drop upgrade"))
+CHANGE_VERB_WEIGHT = 0.25
+# A link's scheme and host say where it points, not what the card is about: "https", "www" and
+# "com" match every file with a URL in it, and "github" the `.github/` workflows by name. The
+# path after the host stays (`/psf/requests/pull/6421`, a blob link's file).
+_URL_HOST = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s]*")
+
+
 def card_query(card: Card, latest_messages: int = 3) -> dict[str, float]:
     """Weighted query terms of a card: the title counts double, the body once, and the latest
     turn (its last few messages) with the newest message weighing most: what the card is
-    about now, more than what it was about three messages ago."""
+    about now, more than what it was about three messages ago. Change verbs ("fix", "update")
+    count a quarter; links count without their scheme and host."""
     parts: list[tuple[str, float]] = [(card.title, 2.0), (_clip(card.body), 1.0)]
     recent = card.history[-latest_messages:] if latest_messages > 0 else ()
     texts = card_texts(card.model_copy(update={"history": recent}))[1:]
     for age, text in enumerate(reversed(texts)):
         parts.append((_clip(text), 1.5 * 0.7**age))
-    return merge_queries(*parts)
+    query = merge_queries(*((_URL_HOST.sub(" ", text), weight) for text, weight in parts))
+    for term in _CHANGE_VERBS & query.keys():
+        query[term] *= CHANGE_VERB_WEIGHT
+    return query
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,9 @@ What a card gets, in this order (the prompt core keeps equal priorities in this 
   then the files ranked highest for the card's title, body and latest turn (BM25 over 60-line
   passages plus a path and name score, see ranking.py), boosting the files the card's branch
   changed since it left the default branch (`git diff --name-only <merge-base> HEAD`; the
-  default branch is fetched as shallowly as the card's, once per branch head) and the files
-  the checkout's recent commits changed most (history_prior.py). A file that
+  default branch is fetched as shallowly as the card's, once per branch head), the files
+  the checkout's recent commits changed most (history_prior.py), the files defining the names
+  the card writes as code (definitions.py) and the files it calls by name (names.py). A file that
   does not fit `max_file_tokens` is excerpted: its head, the lines around the mentioned line
   numbers and around the lines that match the card best, with line numbers ("  42 | code")
   and markers that say how many lines were cut.
@@ -64,6 +65,7 @@ from cardloop.integrations.sources.repository.mentions import (
     choose_files,
     unresolved_paths,
 )
+from cardloop.integrations.sources.repository.names import FileNames
 from cardloop.integrations.sources.repository.render import render_file
 from cardloop.prompts.card import Card, ContextItem, ContextKind
 from cardloop.prompts.logs import Counter, excerpt_text
@@ -184,13 +186,14 @@ class RepositorySource:
         history = self._history.get_or_build((co.repo, co.sha), lambda: self._history_prior(co))
         branch = dict.fromkeys(changed, self.branch_boost) if changed else None
         defined = definition_boosts(snap.definitions, (card.title, card.body))
+        named = snap.names.boosts((card.title,))  # the title: with the body, no better (README)
         # The best three matches anchor a second pass that also boosts what changes with them.
         anchors, _ = choose_files(card, snap.index, snap.resolver, max_files=3, query=query, exclude=not_source,
-                                  boosts=combine(branch, history.boosts, defined))
+                                  boosts=combine(branch, history.boosts, defined, named))
         # A few spare candidates stand in for chosen files that turn out binary or too large.
         chosen, mentions = choose_files(
             card, snap.index, snap.resolver, max_files=self.max_files + 3, query=query, exclude=not_source,
-            boosts=combine(branch, history.with_anchors(c.path for c in anchors), defined),
+            boosts=combine(branch, history.with_anchors(c.path for c in anchors), defined, named),
         )
         if mentions:
             shown = ", ".join(m.path + (f" (line {m.lines[0]})" if m.lines else "") for m in mentions[:10])
@@ -306,6 +309,7 @@ class RepositorySource:
             files=tuple(files),
             index=index,
             definitions=definitions,
+            names=FileNames(index.paths),
             resolver=PathResolver(files),
             superseded=frozenset(superseded),
             truncated=truncated,
@@ -373,6 +377,7 @@ class _Snapshot:
     files: tuple[str, ...]
     index: BM25Index
     definitions: Definitions
+    names: FileNames  # files the card calls by name rank up (names.py)
     resolver: PathResolver
     superseded: frozenset[str]
     truncated: bool

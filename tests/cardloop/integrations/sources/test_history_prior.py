@@ -75,7 +75,8 @@ def test_a_source_ranks_recently_changed_matches_higher(tmp_path: Path, weight: 
     _repo(tmp_path / "remotes")
     source = RepositorySource(tmp_path / "cache", clone_url_template=f"file://{tmp_path / 'remotes'}/{{repo}}",
                               counter=TokenCounter().count, depth=20, history_weight=weight, max_files=2)
-    card = Card(id="L-1", title="Settle the invoice ledger entry", repo="acme/ledger")
+    # The title spells neither file's whole name (names.py would decide for settle.py).
+    card = Card(id="L-1", title="The invoice ledger entry is wrong", repo="acme/ledger")
     result = source.gather(SourceRequest(card, Stage.CODING))
     ranked = [i.title for i in result.items if i.kind == ContextKind.SOURCE_FILE]
     # Both .py files match equally (one more comment line in the hot one); docs match nothing.

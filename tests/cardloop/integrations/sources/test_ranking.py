@@ -55,6 +55,17 @@ def test_path_fields_leave_the_extension_out() -> None:
     assert path_fields(".github/workflows/ci.yml") == (".github/workflows", "ci")
 
 
+def test_path_fields_keep_the_dots_before_the_extension() -> None:
+    # Express names its tests after what they test: test/res.send.js is about res.send.
+    assert path_fields("test/res.send.js") == ("test", "res.send")
+    assert path_fields("src/button.test.tsx") == ("src", "button.test")
+    assert path_fields(".eslintrc.yml") == ("", ".eslintrc")
+    assert path_fields(".npmrc") == ("", ".npmrc")
+    docs = [("test/res.send.js", "it('works', function () {})\n"),
+            ("test/res.json.js", "it('replies with json', function () {})\n")]
+    assert BM25Index(docs).rank("res.send ignores the status", 1)[0][0] == "test/res.send.js"
+
+
 def test_obviously_relevant_file_ranks_first() -> None:
     index = BM25Index(DOCS)
     assert index.rank("refund larger than the payment", 1)[0][0] == "app/refunds.py"
