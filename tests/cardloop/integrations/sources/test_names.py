@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from cardloop.integrations.sources.base import SourceRequest
 from cardloop.integrations.sources.ranking import BM25Index
 from cardloop.integrations.sources.repository import RepositorySource, card_query
@@ -28,6 +30,17 @@ def test_a_file_is_named_when_all_its_name_words_are_in_the_card() -> None:
     assert names.named(["Update Makefile rules"]) == {"Makefile", "docs/Makefile"}
     assert names.boosts(["Update README"]) == {"README.md": 2.0}
     assert names.boosts(["Update README"], factor=1.0) == {}
+
+
+def test_a_title_naming_several_files_shares_the_boost_among_them() -> None:
+    names = FileNames(["README.md", "Makefile", "docs/Makefile", "src/requests/sessions.py", "src/requests/_types.py",
+                       "lib/jira.py", "lib/trello.py", "lib/comments.py"])
+    assert names.boosts(["Update README"]) == {"README.md": 2.0}
+    assert names.boosts(["Update Makefile rules"]) == pytest.approx({"Makefile": 5 / 3, "docs/Makefile": 5 / 3})
+    three = names.boosts(["Jira, Trello: comments carry the marker"])
+    assert three == pytest.approx(dict.fromkeys(["lib/jira.py", "lib/trello.py", "lib/comments.py"], 1.5))
+    # More names, less each; never below no boost at all.
+    assert 1.0 < names.boosts(["README, Makefile, sessions types, Jira, Trello, comments"])["README.md"] < 1.5
 
 
 def test_a_name_many_files_share_names_none_of_them() -> None:
