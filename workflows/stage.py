@@ -108,7 +108,7 @@ class StageWorkflow:
                 # joins the card's context; histories from before research replay without it.
                 if s.research is not None and s.research_min_tokens and versions.patched(versions.RESEARCH_LARGE_LOGS):
                     self._details(inp, "researching logs too large for the prompt")
-                    self._research_spent(await research_large_logs(inp, gathered))
+                    await research_large_logs(inp, gathered, self._research_spent)
             hands: Hands | None = None
             if s.tools:
                 self._details(inp, "opening the workspace")

@@ -87,6 +87,10 @@ BOARD_LANE = "board-lane"
 # its cost joins the run's, and so its cost budget. Runs recorded before left it out, and a
 # budget they did not reach then must not end them on replay.
 RESEARCH_IN_RUN_COST = "research-in-run-cost"
+# ... and so is research that failed or was cancelled after its model calls (read back from the
+# ledger by the research workflow's id); a stage cancelled while its research ran ends cancelled
+# (it used to go on with the next step). Runs recorded before replay without that read.
+RESEARCH_FAILED_IN_RUN_COST = "research-failed-in-run-cost"
 
 # Each generation, oldest first: its gate (recorded at a run's start) and the patches it adds; a
 # run with a generation's gate has that generation's patches and every older one's. A run
@@ -101,6 +105,7 @@ GENERATIONS: tuple[tuple[str, frozenset[str]], ...] = (
     })),
     ("patches-decided-at-start-2", frozenset({CHECKPOINT_ON_CANCEL, BOARD_LANE})),
     ("patches-decided-at-start-3", frozenset({RESEARCH_IN_RUN_COST})),
+    ("patches-decided-at-start-4", frozenset({RESEARCH_FAILED_IN_RUN_COST})),
 )
 # Patches only runs recorded before their successor ask for.
 SUPERSEDED = frozenset({BOARD_WRITES})

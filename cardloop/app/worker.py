@@ -45,7 +45,7 @@ def _activities(rt: ActivityDeps, ws: WorkspaceActivities) -> tuple[list[Any], l
     shared = [prompt.stage_settings, prompt.assemble, history.append, history.summarize, llm.complete,
               context.gather, state.load, state.save, ws.open, results.pull_request, results.comment,
               results.ci_status, results.review, board.comment, board.move,
-              research.buffers, research.plan, research.analyze, research.synthesize]
+              research.buffers, research.plan, research.analyze, research.synthesize, research.spent]
     return shared, [ws.tool, ws.checkpoint, ws.verify]
 
 

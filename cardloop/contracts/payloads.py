@@ -740,6 +740,14 @@ class SynthesizeInput(_Value):
     workflow_id: str = ""
 
 
+class SpentInput(_Value):
+    """What a research workflow's calls cost, from the ledger: `key` is its workflow id, which
+    prefixes every call key it made (a research that failed or was cancelled returns no figures)."""
+
+    card_key: str
+    key: str
+
+
 class ResearchResult(_Value):
     report_ref: str = ""
     excerpt: str = ""
