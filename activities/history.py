@@ -154,10 +154,12 @@ class HistoryActivities:
         # a retry finds the calls an earlier attempt finished, but new for a later summarize of
         # the same range (one whose earlier summarize failed for good), whose calls are new
         # calls: under the old key they wrote over the earlier calls' ledger rows.
+        # The workflow names the key when it can (SummarizeInput.key: it then reads back what a
+        # summarize that failed for good paid for); runs recorded before send none.
         info = activity.info()
-        text = self._condense(pieces, window, out_tokens, profile, model,
-                              f"summary/{card_key}/{first}-{last}/from-{start}/"
-                              f"{info.workflow_run_id}/{info.activity_id}", card.tenant, card_key,
+        prefix = (f"{inp.key}/{first}-{last}/from-{start}" if inp.key else
+                  f"summary/{card_key}/{first}-{last}/from-{start}/{info.workflow_run_id}/{info.activity_id}")
+        text = self._condense(pieces, window, out_tokens, profile, model, prefix, card.tenant, card_key,
                               f"card {scrub.scrub(card.id)}, messages {first + 1}-{last + 1}", tally)
         method = "incremental" if base else ("recursive" if tally.calls > 1 else "llm")
         return text, counter.count(text), method

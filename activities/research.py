@@ -40,7 +40,6 @@ from cardloop.contracts.payloads import (
     PlanInput,
     PlanResult,
     ResearchResult,
-    SpentInput,
     SynthesizeInput,
 )
 from cardloop.integrations.research.index import INDEX_BYTES_PER_TEXT_BYTE, INDEXES, ChunkIndex, index_key
@@ -267,13 +266,3 @@ class ResearchActivities:
             return synth.run(verdicts, card.tenant)
 
         return recorded_once(rt.store, inp.card_key, f"{inp.key}/report", "research_report", ResearchResult, act)
-
-
-    @activity.defn(name=names.RESEARCH_SPENT)
-    def spent(self, inp: SpentInput) -> ResearchResult:
-        """The kept calls of the research run `inp.key`, as the figures its result would have
-        carried: a read of the ledger, no side effect (its answer is in the stage's history)."""
-        paid = self.rt.store.kept_usage_under(inp.card_key, inp.key)
-        # Input tokens as a research result counts them (ModelCalls.call): cached ones included.
-        return ResearchResult(input_tokens=paid.input_tokens + paid.cache_read_tokens + paid.cache_write_tokens,
-                              output_tokens=paid.output_tokens, cost_usd=float(paid.cost_usd))

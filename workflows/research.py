@@ -30,13 +30,13 @@ with workflow.unsafe.imports_passed_through():
         ResearchInput,
         ResearchProgress,
         ResearchResult,
-        SpentInput,
         StageInput,
         SynthesizeInput,
         ToolCallOut,
         ToolOutcome,
     )
     from cardloop.workflows import policies, versions
+    from cardloop.workflows.kept import kept_under
 
 
 @workflow.defn(name=names.RESEARCH_WORKFLOW)
@@ -162,9 +162,10 @@ async def _failed_research(inp: StageInput, wid: str, err: ChildWorkflowError,
     if not versions.patched(versions.RESEARCH_FAILED_IN_RUN_COST):
         return
     if spent is not None:
-        spent(await workflow.execute_activity(
-            names.RESEARCH_SPENT, SpentInput(card_key=inp.ref.key, key=wid), result_type=ResearchResult,
-            **policies.STORE, summary="what the failed research paid for"))
+        paid = await kept_under(inp.ref.key, wid, "research")
+        # Tokens as a research's result counts them (activities/research.py): cached ones are input.
+        spent(ResearchResult(input_tokens=paid.input_tokens + paid.cache_read_tokens + paid.cache_write_tokens,
+                             output_tokens=paid.output_tokens, cost_usd=paid.cost_usd))
     if isinstance(err.cause, CancelledError) and workflow.cancellation_reason() is not None:
         raise asyncio.CancelledError("cancelled while researching")
 

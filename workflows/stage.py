@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         CompleteResult,
         GatherInput,
         GatherResult,
+        KeptUsage,
         NamedBlob,
         PullRequestInput,
         PullRequestOutcome,
@@ -44,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from cardloop.workflows import policies, versions
     from cardloop.workflows.failures import is_transient
+    from cardloop.workflows.kept import kept_under
     from cardloop.workflows.research import research_large_logs, research_tool
     from cardloop.workflows.workspace import Hands, StuckWatch, TurnActs
 
@@ -428,25 +430,39 @@ class StageWorkflow:
         """True when a summary is now cached; False means the truncated prompt stands."""
         fold = prompt.fold
         assert fold is not None
+        # The summarizer's calls are keyed under this (one summarize per turn), so a summarize
+        # that fails after some of them can be read back from the ledger.
+        keyed = versions.patched(versions.SUMMARY_FAILED_IN_RUN_COST)
+        key = f"{workflow.info().workflow_id}/summary-{self.progress.iteration}" if keyed else ""
         try:
             done = await workflow.execute_activity(
                 names.SUMMARIZE,
-                SummarizeInput(card_key=inp.ref.key, first=fold.first, last=fold.last, max_tokens=fold.max_tokens),
+                SummarizeInput(card_key=inp.ref.key, first=fold.first, last=fold.last, max_tokens=fold.max_tokens,
+                               key=key),
                 result_type=SummarizeResult,
                 **policies.SUMMARIZE,
                 summary=f"summarize messages {fold.first + 1}-{fold.last + 1}",
             )
         except ActivityError as err:
+            if keyed:
+                # Its chunks summarized before it failed (or was cancelled) are billed: the run pays them.
+                self._summary_spent(await kept_under(inp.ref.key, key, "summarize"))
+                if isinstance(err.cause, CancelledError) and workflow.cancellation_reason() is not None:
+                    raise  # the stage was cancelled: it ends cancelled, not on a truncated turn
             # The assembled prompt already holds the truncated history: use it, and say so.
             workflow.logger.warning("summarizer failed, history truncated instead: %s", err.cause or err)
             self.progress.truncated_turns += 1
             return False
-        self.progress.cost_usd += done.cost_usd
-        self.progress.summary_input_tokens += done.input_tokens
-        self.progress.summary_output_tokens += done.output_tokens
-        self.progress.cache_read_tokens += done.cache_read_tokens
-        self.progress.cache_write_tokens += done.cache_write_tokens
+        self._summary_spent(done)
         return True
+
+    def _summary_spent(self, done: SummarizeResult | KeptUsage) -> None:
+        p = self.progress
+        p.cost_usd += done.cost_usd
+        p.summary_input_tokens += done.input_tokens
+        p.summary_output_tokens += done.output_tokens
+        p.cache_read_tokens += done.cache_read_tokens
+        p.cache_write_tokens += done.cache_write_tokens
 
     def _research_spent(self, done: ResearchResult | None) -> None:
         """Research is billed under the stage: its cost joins the run's (and so the cost budget's)."""

@@ -91,6 +91,11 @@ RESEARCH_IN_RUN_COST = "research-in-run-cost"
 # ledger by the research workflow's id); a stage cancelled while its research ran ends cancelled
 # (it used to go on with the next step). Runs recorded before replay without that read.
 RESEARCH_FAILED_IN_RUN_COST = "research-failed-in-run-cost"
+# A summarize's model calls are keyed by the run and turn (SummarizeInput.key), and one that
+# fails for good (or is cancelled) after some of its calls has them read back from the ledger
+# into the run's cost; a stage cancelled while it summarized ends cancelled (it went on, on a
+# truncated turn). Runs recorded before replay without that read.
+SUMMARY_FAILED_IN_RUN_COST = "summary-failed-in-run-cost"
 
 # Each generation, oldest first: its gate (recorded at a run's start) and the patches it adds; a
 # run with a generation's gate has that generation's patches and every older one's. A run
@@ -105,7 +110,8 @@ GENERATIONS: tuple[tuple[str, frozenset[str]], ...] = (
     })),
     ("patches-decided-at-start-2", frozenset({CHECKPOINT_ON_CANCEL, BOARD_LANE})),
     ("patches-decided-at-start-3", frozenset({RESEARCH_IN_RUN_COST})),
-    ("patches-decided-at-start-4", frozenset({RESEARCH_FAILED_IN_RUN_COST})),
+    # 4 never left the branch that made it before its summary patch joined it: one gate for both.
+    ("patches-decided-at-start-4", frozenset({RESEARCH_FAILED_IN_RUN_COST, SUMMARY_FAILED_IN_RUN_COST})),
 )
 # Patches only runs recorded before their successor ask for.
 SUPERSEDED = frozenset({BOARD_WRITES})

@@ -43,15 +43,15 @@ RESEARCH_BUFFERS = "research.buffers"
 RESEARCH_PLAN = "research.plan"
 RESEARCH_ANALYZE = "research.analyze"
 RESEARCH_SYNTHESIZE = "research.synthesize"
-# What a research that failed or was cancelled paid for (the stage run counts it in its cost).
-RESEARCH_SPENT = "research.spent"
 # The agent's research tool: the stage workflow answers it with a ResearchWorkflow child.
 RESEARCH_TOOL = "research"
+# What the calls kept under a key cost (a research or summarize that failed: the run counts it).
+LEDGER_KEPT = "ledger.kept"
 RESEARCH_ACTIVITIES = (RESEARCH_BUFFERS, RESEARCH_PLAN, RESEARCH_ANALYZE, RESEARCH_SYNTHESIZE)
 
 ACTIVITIES = (STAGE_SETTINGS, GATHER, ASSEMBLE, SUMMARIZE, COMPLETE, APPEND, LOAD_STATE, SAVE_STATE, WORKSPACE_OPEN,
               *WORKSPACE_ACTIVITIES, PULL_REQUEST, COMMENT, CI_STATUS, REVIEW, BOARD_COMMENT, BOARD_MOVE,
-              *RESEARCH_ACTIVITIES, RESEARCH_SPENT)
+              *RESEARCH_ACTIVITIES, LEDGER_KEPT)
 
 # --- workflows, signals, queries -------------------------------------------------------------
 CARD_WORKFLOW = "CardWorkflow"

@@ -388,6 +388,26 @@ class SummarizeInput(_Value):
     first: int
     last: int
     max_tokens: int
+    # Prefixes the key of every model call of this summarize (the same across its retries); ""
+    # (runs recorded before): the run id and activity id of the attempt's own info.
+    key: str = ""
+
+
+class KeptInput(_Value):
+    """The calls kept under `key` (every call key that starts `key/`): what a step that failed
+    or was cancelled paid for, since it could not say so itself (a research run, a summarize)."""
+
+    card_key: str
+    key: str
+
+
+class KeptUsage(_Value):
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0
 
 
 class SummarizeResult(_Value):
@@ -738,14 +758,6 @@ class SynthesizeInput(_Value):
     stage: str = "research"
     attach: bool = False
     workflow_id: str = ""
-
-
-class SpentInput(_Value):
-    """What a research workflow's calls cost, from the ledger: `key` is its workflow id, which
-    prefixes every call key it made (a research that failed or was cancelled returns no figures)."""
-
-    card_key: str
-    key: str
 
 
 class ResearchResult(_Value):
