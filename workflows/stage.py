@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         StageRun,
         SummarizeInput,
         SummarizeResult,
+        tokens_spent,
     )
     from cardloop.workflows import policies, versions
     from cardloop.workflows.failures import is_transient
@@ -176,9 +177,13 @@ class StageWorkflow:
                     return self._done(inp, "blocked", reason or "the agent signalled BLOCKED")
                 if hands is not None and (stuck := watch.verdict(s.verify)) is not None:
                     return self._done(inp, "blocked", stuck)
-                if p.input_tokens + p.output_tokens >= s.token_budget:
-                    return self._done(inp, "budget_exhausted",
-                                      f"token budget spent: {p.input_tokens + p.output_tokens:,} of {s.token_budget:,}"
+                # The budget limits every token the run spent on the model (the summarizer's, its
+                # research's and the cached prompt's too: what its cost and closing line count);
+                # runs recorded before counted the turns' uncached input and output only.
+                spent = tokens_spent(p) if versions.patched(versions.TOKEN_BUDGET_COUNTS_ALL) \
+                    else p.input_tokens + p.output_tokens
+                if spent >= s.token_budget:
+                    return self._done(inp, "budget_exhausted", f"token budget spent: {spent:,} of {s.token_budget:,}"
                                       + self._kept(hands))
                 if s.cost_budget_usd and p.cost_usd >= s.cost_budget_usd:
                     return self._done(inp, "budget_exhausted",
@@ -475,7 +480,8 @@ class StageWorkflow:
 
     def _details(self, inp: StageInput, doing: str) -> None:
         p = self.progress
-        p.doing, p.max_iterations = doing, inp.settings.max_iterations  # for the progress query; no command
+        # For the progress query (`card show`); no command depends on them.
+        p.doing, p.max_iterations, p.token_budget = doing, inp.settings.max_iterations, inp.settings.token_budget
         workflow.set_current_details(
             f"**{inp.stage}** run {inp.run}, iteration {p.iteration} of {inp.settings.max_iterations}: {doing}. "
             f"Tokens so far: {p.input_tokens:,} in, {p.output_tokens:,} out; cost ${p.cost_usd:.4f}."

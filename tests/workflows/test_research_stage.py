@@ -123,3 +123,21 @@ async def test_a_stage_cancelled_while_it_researches_ends_cancelled_with_what_th
     assert paid and run.cost_usd == pytest.approx(sum(float(r.cost_usd) for r in paid))
     assert run.research_output_tokens == sum(r.output_tokens for r in paid)
     await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
+
+
+@pytest.mark.stack_env(CARDLOOP_STAGES__ERROR_FIXING__TOKEN_BUDGET="30000")
+async def test_the_token_budget_counts_every_token_the_run_spent(stack: Stack) -> None:
+    # The turns' own tokens stay well under 30,000; with its research's, the run spent more.
+    stack.model.transcript["error_fixing"] = ["Reading the report first.", "Fixed.\n<promise>COMPLETE</promise>"]
+    ref: CardRef = stack.cards.import_card(small_card("FIX-TOKENS", title="The nightly build fails"))
+    await stack.cards.move(ref, "error_fixing", delivery_id="f1")
+    state = await stack.wait_state(ref, lambda s: len(s.history) >= 1, timeout=240)
+    run = state.history[0]
+    rows = stack.store.ledger(ref.key)
+    spent = sum(r.input_tokens + r.output_tokens + r.cache_read_tokens + r.cache_write_tokens for r in rows)
+    print(f"turns' own {run.input_tokens + run.output_tokens:,}, research "
+          f"{run.research_input_tokens + run.research_output_tokens:,}, all {spent:,}: {run.reason}")
+    assert run.input_tokens + run.output_tokens < 30_000 <= spent
+    assert (run.outcome, run.iterations) == ("budget_exhausted", 1), run.reason
+    assert run.reason.startswith(f"token budget spent: {spent:,} of 30,000")
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "token-budget-counts-all")
