@@ -6,6 +6,7 @@ the ledger bills."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 
 import pytest
@@ -84,4 +85,26 @@ async def test_a_stage_cancelled_while_it_summarizes_ends_cancelled_with_the_chu
     assert len(paid) == 1 and run.cost_usd == pytest.approx(float(paid[0].cost_usd))
     assert run.summary_output_tokens == paid[0].output_tokens
     assert not [r for r in stack.store.ledger(ref.key) if r.purpose != "summary"]  # no turn was called
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
+
+
+@pytest.mark.stack_env(CARDLOOP_STAGES__PLANNING__AUTO_ADVANCE="false", CARDLOOP_SUMMARIZER__MAX_INPUT_TOKENS="8000")
+async def test_a_range_summarized_again_after_a_failed_summarize_pays_its_chunks_once(stack: Stack) -> None:
+    # Turn 1's summarize summarizes two chunks, then fails for good on the third: the turn runs
+    # on truncated history. Turn 2 folds the same range: the two chunks are paid for already.
+    ref = stack.cards.import_card(small_card("SUM-AGAIN", history=long_history()))
+    stack.model.transcript["planning"] = ["Working on it.", "Done.\n<promise>COMPLETE</promise>"]
+    stack.model.inject(times=2)
+    stack.model.inject(status=500, times=3)
+    await stack.cards.move(ref, "planning", delivery_id="sum-again")
+    state = await stack.wait_state(ref, lambda s: len(s.history) >= 1 and s.status != "running", timeout=90)
+    run = state.history[0]
+    assert (run.outcome, run.iterations, run.truncated_turns) == ("completed", 2, 1), run.reason
+    asked = Counter(json.dumps(r.body["messages"]) for r in stack.model.requests
+                    if r.body and "Write the summary now" in json.dumps(r.body.get("messages")))
+    # Only the chunk that failed was sent again (its three failed attempts, then turn 2's call).
+    assert sorted(n for n in asked.values() if n > 1) == [4], sorted(asked.values())
+    billed = stack.store.usage_totals(ref.key).total
+    assert billed.calls == sum(asked.values()) + 2  # every summary call and the two turns
+    assert run.cost_usd == pytest.approx(float(billed.cost_usd)) == pytest.approx(state.cost_usd)
     await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
