@@ -1,9 +1,11 @@
 """history.append and history.summarize (RLM summarization), exactly once (activities/once.py).
 
 An append is looked up by its dedup key first. A summary already stored for the range is
-returned as it is; each model call of a summary (a chunk, or the summary of the chunks) is
-keyed, its result recorded under its key with the call's usage, and looked up before the
-model is called, so a retried summarize pays only for the calls that had not finished.
+returned as it is; each model call of a summary (a chunk, or the summary of the chunks) has
+its result recorded under what it asked (model, output limit, request) with the call's usage
+(its ledger row keyed by the summarize), and looked up before the model is called, so a
+retried summarize pays only for the calls that had not finished, and a later summarize of a
+range whose summarize failed for good pays only for the chunks that one did not finish.
 
 The summary of a folded range is cached in the store by the range it covers. When a later
 turn folds a longer range from the same start, only the new messages are summarized, on top
@@ -12,6 +14,7 @@ summarized in chunks, then the chunk summaries are summarized (recursively)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -154,10 +157,12 @@ class HistoryActivities:
         # a retry finds the calls an earlier attempt finished, but new for a later summarize of
         # the same range (one whose earlier summarize failed for good), whose calls are new
         # calls: under the old key they wrote over the earlier calls' ledger rows.
+        # The workflow names the key when it can (SummarizeInput.key: it then reads back what a
+        # summarize that failed for good paid for); runs recorded before send none.
         info = activity.info()
-        text = self._condense(pieces, window, out_tokens, profile, model,
-                              f"summary/{card_key}/{first}-{last}/from-{start}/"
-                              f"{info.workflow_run_id}/{info.activity_id}", card.tenant, card_key,
+        prefix = (f"{inp.key}/{first}-{last}/from-{start}" if inp.key else
+                  f"summary/{card_key}/{first}-{last}/from-{start}/{info.workflow_run_id}/{info.activity_id}")
+        text = self._condense(pieces, window, out_tokens, profile, model, prefix, card.tenant, card_key,
                               f"card {scrub.scrub(card.id)}, messages {first + 1}-{last + 1}", tally)
         method = "incremental" if base else ("recursive" if tally.calls > 1 else "llm")
         return text, counter.count(text), method
@@ -216,18 +221,31 @@ class HistoryActivities:
                 raise invalid_input("the summarizer returned an empty summary")
             return done.text.strip(), billed
 
-        once = exactly_once(lambda: rt.store.effect(card_key, call_key), call_model,
-                            lambda made: rt.store.record_effect(card_key, call_key, "summary", *made),
+        # The summary is stored under what was asked (model, output limit, the whole request), the
+        # call's ledger row under this activity's call key: a later summarize that asks the same
+        # (turn 2 folding the range whose summarize failed for good at turn 1) reuses the chunks
+        # that were paid for, and each call still has rows of its own.
+        asked = hashlib.sha256(json.dumps([model, out_tokens, system, conv.turns[0].text]).encode()).hexdigest()
+        effect_key = f"summary/{card_key}/asked-{asked[:40]}"
+
+        def lookup() -> str | None:
+            found = rt.store.effect(card_key, effect_key)
+            return None if found is None else found.result
+
+        once = exactly_once(lookup, call_model,
+                            lambda made: rt.store.record_effect(card_key, effect_key, "summary", *made),
                             what=f"summary call {call_key}")
         recorded(rt, card_key, call_key)
         if once.acted:
             metrics.SUMMARIZER_CALLS.labels(model).inc()
-        stored = once.value
         tally.calls += 1
-        if stored.usage is not None:
-            tally.cost += float(stored.usage.cost_usd)
-            tally.input_tokens += stored.usage.input_tokens
-            tally.output_tokens += stored.usage.output_tokens
-            tally.cache_read_tokens += stored.usage.cache_read_tokens
-            tally.cache_write_tokens += stored.usage.cache_write_tokens
-        return stored.result
+        # This summarize's figures: its calls' (an earlier attempt's too); a summary another
+        # summarize paid for is in that one's run already (ledger.kept reads a failed one's).
+        usage = rt.store.call_usage(card_key, call_key)
+        if usage is not None:
+            tally.cost += float(usage.cost_usd)
+            tally.input_tokens += usage.input_tokens
+            tally.output_tokens += usage.output_tokens
+            tally.cache_read_tokens += usage.cache_read_tokens
+            tally.cache_write_tokens += usage.cache_write_tokens
+        return once.value

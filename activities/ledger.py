@@ -26,6 +26,8 @@ from cardloop.activities.errors import from_provider, limit_refused
 from cardloop.activities.heartbeat import call_with_heartbeat, retry_unavailable, store_patience
 from cardloop.contracts import metrics
 from cardloop.contracts.limits import Reservation, limits_for
+from cardloop.contracts.names import LEDGER_KEPT
+from cardloop.contracts.payloads import KeptInput, KeptUsage
 from cardloop.integrations.providers import Provider
 from cardloop.integrations.providers.base import Completion, with_usage
 from cardloop.integrations.upstream import UpstreamError
@@ -114,3 +116,16 @@ def recorded(rt: ActivityDeps, card_key: str, call_key: str) -> None:
     """The call's result is in the store (recorded now or by an earlier attempt): its answer
     need not be kept in memory any longer."""
     rt.received.discard(card_key, call_key)
+
+
+class LedgerActivities:
+    def __init__(self, rt: ActivityDeps) -> None:
+        self.rt = rt
+
+    @activity.defn(name=LEDGER_KEPT)
+    def kept(self, inp: KeptInput) -> KeptUsage:
+        """The kept calls under `inp.key`: a read, no side effect (its answer is in the history)."""
+        paid = self.rt.store.kept_usage_under(inp.card_key, inp.key)
+        return KeptUsage(calls=paid.calls, input_tokens=paid.input_tokens, output_tokens=paid.output_tokens,
+                         cache_read_tokens=paid.cache_read_tokens, cache_write_tokens=paid.cache_write_tokens,
+                         cost_usd=float(paid.cost_usd))

@@ -266,4 +266,3 @@ class ResearchActivities:
             return synth.run(verdicts, card.tenant)
 
         return recorded_once(rt.store, inp.card_key, f"{inp.key}/report", "research_report", ResearchResult, act)
-

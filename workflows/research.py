@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from cardloop.contracts import names
@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         ToolOutcome,
     )
     from cardloop.workflows import policies, versions
+    from cardloop.workflows.kept import kept_under
 
 
 @workflow.defn(name=names.RESEARCH_WORKFLOW)
@@ -128,24 +129,45 @@ ERROR_FIXING_QUESTION = ("Why did this build or deployment fail? Name each root 
                          "the failing step, test or component, and what would fix it.")
 
 
-async def research_large_logs(inp: StageInput, gathered: list[GatherResult]) -> ResearchResult | None:
+async def research_large_logs(inp: StageInput, gathered: list[GatherResult],
+                              spent: Callable[[ResearchResult | None], None]) -> None:
     """Research the gathered logs over the stage's threshold as a child workflow; its report
-    becomes the card's research context item. A failed research never fails the stage: the
-    prompt then has the logs' excerpts only, as before."""
+    becomes the card's research context item, and `spent` is told what it cost. A failed
+    research never fails the stage: the prompt then has the logs' excerpts only, as before."""
     s = inp.settings
     logs = [log for g in gathered for log in g.logs if log.tokens > s.research_min_tokens]
     if not logs or s.research is None:
-        return None
+        return
+    wid = f"{workflow.info().workflow_id}/research"
     try:
-        return await workflow.execute_child_workflow(
+        done = await workflow.execute_child_workflow(
             names.RESEARCH_WORKFLOW,
             ResearchInput(card_key=inp.ref.key, question=ERROR_FIXING_QUESTION, blobs=logs[:8], settings=s.research,
                           stage=inp.stage, attach=True),
-            id=f"{workflow.info().workflow_id}/research", result_type=ResearchResult)
+            id=wid, result_type=ResearchResult)
     except ChildWorkflowError as err:
         workflow.logger.warning("research over %d log(s) failed; the prompt keeps their excerpts: %s",
                                 len(logs), err.cause or err)
-        return None
+        await _failed_research(inp, wid, err, spent)
+        return
+    spent(done)
+
+
+async def _failed_research(inp: StageInput, wid: str, err: ChildWorkflowError,
+                           spent: Callable[[ResearchResult], None] | None) -> None:
+    """A research that failed or was cancelled returns no figures, yet the calls it made are
+    billed: what it kept is read back from the ledger (its calls are keyed by `wid`) and told
+    to `spent`. A stage cancelled while its research ran ends cancelled, as it would have had
+    any other step been running (the child's cancellation took the stage's cancel)."""
+    if not versions.patched(versions.RESEARCH_FAILED_IN_RUN_COST):
+        return
+    if spent is not None:
+        paid = await kept_under(inp.ref.key, wid, "research")
+        # Tokens as a research's result counts them (activities/research.py): cached ones are input.
+        spent(ResearchResult(input_tokens=paid.input_tokens + paid.cache_read_tokens + paid.cache_write_tokens,
+                             output_tokens=paid.output_tokens, cost_usd=paid.cost_usd))
+    if isinstance(err.cause, CancelledError) and workflow.cancellation_reason() is not None:
+        raise asyncio.CancelledError("cancelled while researching")
 
 
 async def research_tool(inp: StageInput, logs: list[NamedBlob], call: ToolCallOut, iteration: int,
@@ -161,17 +183,19 @@ async def research_tool(inp: StageInput, logs: list[NamedBlob], call: ToolCallOu
     elif not logs:
         text = "research: this stage run gathered no logs to research (no build or pod logs were found)"
     else:
+        child = f"{wid}/research-{iteration}-{call.id}"
         try:
             done = await workflow.execute_child_workflow(
                 names.RESEARCH_WORKFLOW,
                 ResearchInput(card_key=inp.ref.key, question=question, blobs=logs[:8], settings=inp.settings.research,
                               stage=inp.stage),
-                id=f"{wid}/research-{iteration}-{call.id}", result_type=ResearchResult)
+                id=child, result_type=ResearchResult)
             if spent is not None:
                 spent(done)
             text, is_error = (done.excerpt + f"\n\n(research over {', '.join(done.buffers)}: {done.chunks_analysed} "
                               f"of {done.chunks_total} chunks analysed)"), False
         except ChildWorkflowError as err:
+            await _failed_research(inp, child, err, spent)
             text = f"research failed: {err.cause or err}"[:2_000]
     seq = await workflow.execute_activity(
         names.APPEND,

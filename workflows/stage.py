@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         CompleteResult,
         GatherInput,
         GatherResult,
+        KeptUsage,
         NamedBlob,
         PullRequestInput,
         PullRequestOutcome,
@@ -41,9 +42,11 @@ with workflow.unsafe.imports_passed_through():
         StageRun,
         SummarizeInput,
         SummarizeResult,
+        tokens_spent,
     )
     from cardloop.workflows import policies, versions
     from cardloop.workflows.failures import is_transient
+    from cardloop.workflows.kept import kept_under
     from cardloop.workflows.research import research_large_logs, research_tool
     from cardloop.workflows.workspace import Hands, StuckWatch, TurnActs
 
@@ -108,7 +111,7 @@ class StageWorkflow:
                 # joins the card's context; histories from before research replay without it.
                 if s.research is not None and s.research_min_tokens and versions.patched(versions.RESEARCH_LARGE_LOGS):
                     self._details(inp, "researching logs too large for the prompt")
-                    self._research_spent(await research_large_logs(inp, gathered))
+                    await research_large_logs(inp, gathered, self._research_spent)
             hands: Hands | None = None
             if s.tools:
                 self._details(inp, "opening the workspace")
@@ -174,9 +177,13 @@ class StageWorkflow:
                     return self._done(inp, "blocked", reason or "the agent signalled BLOCKED")
                 if hands is not None and (stuck := watch.verdict(s.verify)) is not None:
                     return self._done(inp, "blocked", stuck)
-                if p.input_tokens + p.output_tokens >= s.token_budget:
-                    return self._done(inp, "budget_exhausted",
-                                      f"token budget spent: {p.input_tokens + p.output_tokens:,} of {s.token_budget:,}"
+                # The budget limits every token the run spent on the model (the summarizer's, its
+                # research's and the cached prompt's too: what its cost and closing line count);
+                # runs recorded before counted the turns' uncached input and output only.
+                spent = tokens_spent(p) if versions.patched(versions.TOKEN_BUDGET_COUNTS_ALL) \
+                    else p.input_tokens + p.output_tokens
+                if spent >= s.token_budget:
+                    return self._done(inp, "budget_exhausted", f"token budget spent: {spent:,} of {s.token_budget:,}"
                                       + self._kept(hands))
                 if s.cost_budget_usd and p.cost_usd >= s.cost_budget_usd:
                     return self._done(inp, "budget_exhausted",
@@ -428,25 +435,39 @@ class StageWorkflow:
         """True when a summary is now cached; False means the truncated prompt stands."""
         fold = prompt.fold
         assert fold is not None
+        # The summarizer's calls are keyed under this (one summarize per turn), so a summarize
+        # that fails after some of them can be read back from the ledger.
+        keyed = versions.patched(versions.SUMMARY_FAILED_IN_RUN_COST)
+        key = f"{workflow.info().workflow_id}/summary-{self.progress.iteration}" if keyed else ""
         try:
             done = await workflow.execute_activity(
                 names.SUMMARIZE,
-                SummarizeInput(card_key=inp.ref.key, first=fold.first, last=fold.last, max_tokens=fold.max_tokens),
+                SummarizeInput(card_key=inp.ref.key, first=fold.first, last=fold.last, max_tokens=fold.max_tokens,
+                               key=key),
                 result_type=SummarizeResult,
                 **policies.SUMMARIZE,
                 summary=f"summarize messages {fold.first + 1}-{fold.last + 1}",
             )
         except ActivityError as err:
+            if keyed:
+                # Its chunks summarized before it failed (or was cancelled) are billed: the run pays them.
+                self._summary_spent(await kept_under(inp.ref.key, key, "summarize"))
+                if isinstance(err.cause, CancelledError) and workflow.cancellation_reason() is not None:
+                    raise  # the stage was cancelled: it ends cancelled, not on a truncated turn
             # The assembled prompt already holds the truncated history: use it, and say so.
             workflow.logger.warning("summarizer failed, history truncated instead: %s", err.cause or err)
             self.progress.truncated_turns += 1
             return False
-        self.progress.cost_usd += done.cost_usd
-        self.progress.summary_input_tokens += done.input_tokens
-        self.progress.summary_output_tokens += done.output_tokens
-        self.progress.cache_read_tokens += done.cache_read_tokens
-        self.progress.cache_write_tokens += done.cache_write_tokens
+        self._summary_spent(done)
         return True
+
+    def _summary_spent(self, done: SummarizeResult | KeptUsage) -> None:
+        p = self.progress
+        p.cost_usd += done.cost_usd
+        p.summary_input_tokens += done.input_tokens
+        p.summary_output_tokens += done.output_tokens
+        p.cache_read_tokens += done.cache_read_tokens
+        p.cache_write_tokens += done.cache_write_tokens
 
     def _research_spent(self, done: ResearchResult | None) -> None:
         """Research is billed under the stage: its cost joins the run's (and so the cost budget's)."""
@@ -459,7 +480,8 @@ class StageWorkflow:
 
     def _details(self, inp: StageInput, doing: str) -> None:
         p = self.progress
-        p.doing, p.max_iterations = doing, inp.settings.max_iterations  # for the progress query; no command
+        # For the progress query (`card show`); no command depends on them.
+        p.doing, p.max_iterations, p.token_budget = doing, inp.settings.max_iterations, inp.settings.token_budget
         workflow.set_current_details(
             f"**{inp.stage}** run {inp.run}, iteration {p.iteration} of {inp.settings.max_iterations}: {doing}. "
             f"Tokens so far: {p.input_tokens:,} in, {p.output_tokens:,} out; cost ${p.cost_usd:.4f}."

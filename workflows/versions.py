@@ -87,6 +87,20 @@ BOARD_LANE = "board-lane"
 # its cost joins the run's, and so its cost budget. Runs recorded before left it out, and a
 # budget they did not reach then must not end them on replay.
 RESEARCH_IN_RUN_COST = "research-in-run-cost"
+# ... and so is research that failed or was cancelled after its model calls (read back from the
+# ledger by the research workflow's id); a stage cancelled while its research ran ends cancelled
+# (it used to go on with the next step). Runs recorded before replay without that read.
+RESEARCH_FAILED_IN_RUN_COST = "research-failed-in-run-cost"
+# A summarize's model calls are keyed by the run and turn (SummarizeInput.key), and one that
+# fails for good (or is cancelled) after some of its calls has them read back from the ledger
+# into the run's cost; a stage cancelled while it summarized ends cancelled (it went on, on a
+# truncated turn). Runs recorded before replay without that read.
+SUMMARY_FAILED_IN_RUN_COST = "summary-failed-in-run-cost"
+# A stage's token_budget counts every token the run spent on the model (the summarizer's, its
+# research's, the cached prompt's: what its cost and closing line count). Runs recorded before
+# counted the turns' uncached input and output only, and a budget they did not reach then must
+# not end them on replay.
+TOKEN_BUDGET_COUNTS_ALL = "token-budget-counts-all-tokens"
 
 # Each generation, oldest first: its gate (recorded at a run's start) and the patches it adds; a
 # run with a generation's gate has that generation's patches and every older one's. A run
@@ -101,6 +115,9 @@ GENERATIONS: tuple[tuple[str, frozenset[str]], ...] = (
     })),
     ("patches-decided-at-start-2", frozenset({CHECKPOINT_ON_CANCEL, BOARD_LANE})),
     ("patches-decided-at-start-3", frozenset({RESEARCH_IN_RUN_COST})),
+    # 4 never left the branch that made it before its summary patch joined it: one gate for both.
+    ("patches-decided-at-start-4", frozenset({RESEARCH_FAILED_IN_RUN_COST, SUMMARY_FAILED_IN_RUN_COST})),
+    ("patches-decided-at-start-5", frozenset({TOKEN_BUDGET_COUNTS_ALL})),
 )
 # Patches only runs recorded before their successor ask for.
 SUPERSEDED = frozenset({BOARD_WRITES})

@@ -16,7 +16,7 @@ from temporalio.service import RPCError
 from cardloop.app.cards import CardService
 from cardloop.contracts import names
 from cardloop.contracts.errors import CardloopError
-from cardloop.contracts.payloads import CardRef, CardState, StageProgress, StageRun
+from cardloop.contracts.payloads import CardRef, CardState, StageProgress, StageRun, tokens_spent
 from cardloop.prompts.card import Message
 from cardloop.prompts.scrub import redact_text
 
@@ -87,7 +87,7 @@ def tokens_said(r: StageRun | StageProgress) -> str:
     the prompt tokens its cache served or stored included (each priced on its own, all paid for)."""
     summary = r.summary_input_tokens + r.summary_output_tokens
     research = r.research_input_tokens + r.research_output_tokens
-    total = r.input_tokens + r.output_tokens + summary + research + r.cache_read_tokens + r.cache_write_tokens
+    total = tokens_spent(r)
     notes = [f"{summary:,} of them the summarizer's" if summary else "",
              f"{research:,} its research's" if research else "",
              cached_said(r.cache_read_tokens, r.cache_write_tokens)]

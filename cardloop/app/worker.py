@@ -21,6 +21,7 @@ from cardloop.activities.card_state import CardStateActivities
 from cardloop.activities.context import ContextActivities
 from cardloop.activities.deps import ActivityDeps
 from cardloop.activities.history import HistoryActivities
+from cardloop.activities.ledger import LedgerActivities
 from cardloop.activities.llm import LlmActivities
 from cardloop.activities.prompt import PromptActivities
 from cardloop.activities.research import ResearchActivities
@@ -42,10 +43,11 @@ def _activities(rt: ActivityDeps, ws: WorkspaceActivities) -> tuple[list[Any], l
     prompt, history = PromptActivities(rt), HistoryActivities(rt)
     llm, context, state = LlmActivities(rt), ContextActivities(rt), CardStateActivities(rt)
     results, board, research = ResultsActivities(rt), BoardActivities(rt), ResearchActivities(rt)
+    ledger = LedgerActivities(rt)
     shared = [prompt.stage_settings, prompt.assemble, history.append, history.summarize, llm.complete,
               context.gather, state.load, state.save, ws.open, results.pull_request, results.comment,
               results.ci_status, results.review, board.comment, board.move,
-              research.buffers, research.plan, research.analyze, research.synthesize]
+              research.buffers, research.plan, research.analyze, research.synthesize, ledger.kept]
     return shared, [ws.tool, ws.checkpoint, ws.verify]
 
 

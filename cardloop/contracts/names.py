@@ -45,11 +45,13 @@ RESEARCH_ANALYZE = "research.analyze"
 RESEARCH_SYNTHESIZE = "research.synthesize"
 # The agent's research tool: the stage workflow answers it with a ResearchWorkflow child.
 RESEARCH_TOOL = "research"
+# What the calls kept under a key cost (a research or summarize that failed: the run counts it).
+LEDGER_KEPT = "ledger.kept"
 RESEARCH_ACTIVITIES = (RESEARCH_BUFFERS, RESEARCH_PLAN, RESEARCH_ANALYZE, RESEARCH_SYNTHESIZE)
 
 ACTIVITIES = (STAGE_SETTINGS, GATHER, ASSEMBLE, SUMMARIZE, COMPLETE, APPEND, LOAD_STATE, SAVE_STATE, WORKSPACE_OPEN,
               *WORKSPACE_ACTIVITIES, PULL_REQUEST, COMMENT, CI_STATUS, REVIEW, BOARD_COMMENT, BOARD_MOVE,
-              *RESEARCH_ACTIVITIES)
+              *RESEARCH_ACTIVITIES, LEDGER_KEPT)
 
 # --- workflows, signals, queries -------------------------------------------------------------
 CARD_WORKFLOW = "CardWorkflow"

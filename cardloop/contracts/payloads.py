@@ -213,6 +213,7 @@ class StageProgress(BaseModel):
     # how many turns: `card show` says it while the card's own copy is one turn behind.
     doing: str = ""
     max_iterations: int = 0
+    token_budget: int = 0  # the stage's, which tokens_spent counts against (`card show` says both)
     summary_input_tokens: int = 0   # the summarizer's (its cost is in cost_usd)
     summary_output_tokens: int = 0
     cache_read_tokens: int = 0      # the turns' and the summarizer's (StageRun)
@@ -229,6 +230,14 @@ def delivery_key(delivery_id: str) -> str:
     if len(delivery_id) > 64:
         return "sha256:" + hashlib.sha256(delivery_id.encode()).hexdigest()[:40]
     return delivery_id
+
+
+def tokens_spent(r: StageRun | StageProgress) -> int:
+    """Every token the run spent on the model, as its cost counts them and its token budget
+    limits them: the turns', the summarizer's and its research's, with the prompt tokens the
+    provider's cache served or stored (priced lower, still sent and paid for)."""
+    return (r.input_tokens + r.output_tokens + r.summary_input_tokens + r.summary_output_tokens
+            + r.research_input_tokens + r.research_output_tokens + r.cache_read_tokens + r.cache_write_tokens)
 
 
 class CardState(BaseModel):
@@ -388,6 +397,26 @@ class SummarizeInput(_Value):
     first: int
     last: int
     max_tokens: int
+    # Prefixes the key of every model call of this summarize (the same across its retries); ""
+    # (runs recorded before): the run id and activity id of the attempt's own info.
+    key: str = ""
+
+
+class KeptInput(_Value):
+    """The calls kept under `key` (every call key that starts `key/`): what a step that failed
+    or was cancelled paid for, since it could not say so itself (a research run, a summarize)."""
+
+    card_key: str
+    key: str
+
+
+class KeptUsage(_Value):
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0
 
 
 class SummarizeResult(_Value):

@@ -61,6 +61,19 @@ class UsageMixin(StoreBase):
         with self._db.read(tenant) as conn:
             return [usage_record(row._mapping) for row in conn.execute(query)]
 
+    def kept_usage_under(self, card_key: str, prefix: str) -> UsageSum:
+        """The kept calls whose key starts `prefix/` (a research workflow's, keyed by its id):
+        what a run paid for, when the run that made them failed before it could say so."""
+        tenant = self._card_tenant(card_key)
+        u = s.llm_usage.c
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        query = select(*_sums()).where(u.card_key == card_key, u.tenant == tenant, u.kept.is_(True),
+                                       u.status == "done", u.call_key.like(f"{escaped}/%", escape="\\"))
+        with self._db.read(tenant) as conn:
+            row = conn.execute(query).one()
+        # No rows: SUM is NULL.
+        return UsageSum() if not row.calls else _usage_sum(row._mapping)
+
     def usage_totals(self, card_key: str) -> UsageTotals:
         tenant = self._card_tenant(card_key)
         u = s.llm_usage.c

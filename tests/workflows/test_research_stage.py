@@ -4,6 +4,8 @@ as a child workflow of the stage run, whose activities are the fan-out."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from cardloop.contracts import names
@@ -74,3 +76,68 @@ async def test_the_research_a_run_made_counts_against_its_cost_budget(stack: Sta
     assert run.reason.startswith(f"cost budget spent: ${run.cost_usd:.4f} of $0.0500")
     assert run.cost_usd == pytest.approx(float(billed.cost_usd))
     await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "research-in-run-cost")
+
+
+def kept_research(stack: Stack, key: str) -> list:
+    return [r for r in stack.store.ledger(key) if r.purpose == "research" and r.kept and r.status == "done"]
+
+
+async def test_a_research_that_fails_after_its_calls_is_in_the_runs_cost(stack: Stack) -> None:
+    # The planner and the ten analyst batches answer; the synthesizer is refused (a 400, not
+    # retried): the research fails, its eleven calls billed all the same.
+    stack.model.transcript["error_fixing"] = ["Fixed.\n<promise>COMPLETE</promise>"]
+    stack.model.inject(times=11)
+    stack.model.inject(status=400, message="prompt blocked by the content filter")
+    ref: CardRef = stack.cards.import_card(small_card("FIX-FAILED", title="The nightly build fails"))
+    await stack.cards.move(ref, "error_fixing", delivery_id="f1")
+    state = await stack.wait_state(ref, lambda s: len(s.history) >= 1, timeout=240)
+    run = state.history[0]
+    assert run.outcome == "completed", run.reason
+    assert "cardloop:research" not in {i.source for i in stack.store.context_items(ref.key)}
+    paid = kept_research(stack, ref.key)
+    assert len(paid) == 11
+    billed = stack.store.usage_totals(ref.key).by_stage["error_fixing"]
+    print(f"failed research ${sum(float(r.cost_usd) for r in paid):.6f}, run ${run.cost_usd:.6f}, "
+          f"billed ${float(billed.cost_usd):.6f}")
+    assert run.cost_usd == pytest.approx(float(billed.cost_usd)) == pytest.approx(state.cost_usd)
+    assert run.research_input_tokens == sum(r.input_tokens + r.cache_read_tokens + r.cache_write_tokens for r in paid)
+    assert run.research_output_tokens == sum(r.output_tokens for r in paid)
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "research-failed-in-run-cost")
+
+
+async def test_a_stage_cancelled_while_it_researches_ends_cancelled_with_what_the_research_kept(stack: Stack) -> None:
+    # The planner answers at once, the analysts take their time: `card cancel` lands meanwhile.
+    stack.model.inject()
+    stack.model.inject(delay=3.0, times=10)
+    ref: CardRef = stack.cards.import_card(small_card("FIX-CANCEL", title="The nightly build fails"))
+    await stack.cards.move(ref, "error_fixing", delivery_id="f1")
+    deadline = asyncio.get_running_loop().time() + 120
+    while not (kept_research(stack, ref.key)
+               and any(r.status == "calling" for r in stack.store.ledger(ref.key))):
+        assert asyncio.get_running_loop().time() < deadline, "the research never got to its analysts"
+        await asyncio.sleep(0.05)
+    run = await stack.cards.cancel(ref, actor="Priya")
+    assert run.outcome == "cancelled", run.reason
+    assert run.iterations == 0  # no turn ran after the cancel
+    paid = kept_research(stack, ref.key)
+    assert paid and run.cost_usd == pytest.approx(sum(float(r.cost_usd) for r in paid))
+    assert run.research_output_tokens == sum(r.output_tokens for r in paid)
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
+
+
+@pytest.mark.stack_env(CARDLOOP_STAGES__ERROR_FIXING__TOKEN_BUDGET="30000")
+async def test_the_token_budget_counts_every_token_the_run_spent(stack: Stack) -> None:
+    # The turns' own tokens stay well under 30,000; with its research's, the run spent more.
+    stack.model.transcript["error_fixing"] = ["Reading the report first.", "Fixed.\n<promise>COMPLETE</promise>"]
+    ref: CardRef = stack.cards.import_card(small_card("FIX-TOKENS", title="The nightly build fails"))
+    await stack.cards.move(ref, "error_fixing", delivery_id="f1")
+    state = await stack.wait_state(ref, lambda s: len(s.history) >= 1, timeout=240)
+    run = state.history[0]
+    rows = stack.store.ledger(ref.key)
+    spent = sum(r.input_tokens + r.output_tokens + r.cache_read_tokens + r.cache_write_tokens for r in rows)
+    print(f"turns' own {run.input_tokens + run.output_tokens:,}, research "
+          f"{run.research_input_tokens + run.research_output_tokens:,}, all {spent:,}: {run.reason}")
+    assert run.input_tokens + run.output_tokens < 30_000 <= spent
+    assert (run.outcome, run.iterations) == ("budget_exhausted", 1), run.reason
+    assert run.reason.startswith(f"token budget spent: {spent:,} of 30,000")
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "token-budget-counts-all")

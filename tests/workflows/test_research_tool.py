@@ -72,3 +72,23 @@ async def test_a_research_call_without_a_question_is_an_error_result(stack: Stac
     assert state.history[0].outcome == "blocked"
     result = next(m for m in stack.store.messages(ref.key) if m.role == "tool")
     assert result.is_error and "give a question" in result.content
+
+
+async def test_a_research_the_tool_made_that_failed_is_in_the_runs_cost(stack: Stack) -> None:
+    stack.model.transcript = check_transcript(
+        {**AGENT, "error_fixing": [[ASK], "I cannot tell.\n\n<promise>BLOCKED</promise>"]}, "test transcript")
+    stack.model.reset()
+    # Turn 1, the planner and the ten analyst batches answer; the synthesizer is refused: the research fails.
+    stack.model.inject(times=12)
+    stack.model.inject(status=400, message="prompt blocked by the content filter")
+    ref = stack.cards.import_card(small_card("FIX-4", title="The nightly build fails"))
+    await stack.cards.move(ref, "error_fixing", delivery_id="fix-4")
+    state = await stack.wait_state(ref, lambda s: bool(s.history) and s.status != "running", timeout=240)
+    run = state.history[0]
+    assert run.outcome == "blocked" and run.iterations == 2, run.reason
+    result = next(m for m in stack.store.messages(ref.key) if m.role == "tool")
+    assert result.is_error and result.content.startswith("research failed: ")
+    paid = [r for r in stack.store.ledger(ref.key) if r.purpose == "research" and r.kept and r.status == "done"]
+    assert len(paid) == 11 and run.research_output_tokens == sum(r.output_tokens for r in paid)
+    assert run.cost_usd == pytest.approx(float(stack.store.usage_totals(ref.key).by_stage["error_fixing"].cost_usd))
+    await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))

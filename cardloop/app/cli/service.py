@@ -347,15 +347,15 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
 
 def now_line(state: CardState, p: StageProgress) -> str:
     """The running turn in one line: which, doing what, and the run's totals so far: the tokens
-    its cost paid for, as the usage line says them (the summarizer's and the cached prompt's too)."""
-    from cardloop.app.follow import cached_said  # the redaction rules compile on import
+    its cost paid for, as the closing line says them (the summarizer's, its research's and the
+    cached prompt's too), which is what its token budget counts."""
+    from cardloop.app.follow import tokens_said  # the redaction rules compile on import
 
     of = f" of {p.max_iterations}" if p.max_iterations else ""
     work = f", {p.tool_calls} tool call(s), {p.commits} commit(s)" if p.tool_calls or p.commits else ""
-    cached = cached_said(p.cache_read_tokens, p.cache_write_tokens)
+    budget = f" of its {p.token_budget:,}-token budget" if p.token_budget else ""
     return (f"{state.stage} run {state.stage_runs}, turn {p.iteration}{of}: {p.doing or 'starting'}; so far "
-            f"{p.input_tokens + p.summary_input_tokens:,} in{f' (+{cached})' if cached else ''}, "
-            f"{p.output_tokens + p.summary_output_tokens:,} out, ${p.cost_usd:.4f}{work}")
+            f"{tokens_said(p)}{budget}, ${p.cost_usd:.4f}{work}")
 
 
 def cmd_card_list(args: argparse.Namespace, config: Config) -> int:

@@ -162,3 +162,22 @@ def test_effect_results_are_a_cards_results_of_one_kind_oldest_first(store: Stor
     store.record_effect(KEY, "board_move/x", "board_move", "another kind")
     store.record_effect(other, "board_move_at/k9", "board_move_at", "another card")
     assert store.effect_results(KEY, "board_move_at") == ["r0", "r1", "r2"]
+
+
+def test_kept_usage_under_a_key_counts_that_runs_kept_calls_only(store: Store) -> None:
+    # A research workflow's calls are keyed `<its id>/...`; the agent's research tool's run is a
+    # sibling whose id starts the same (`.../research-2-toolu_1`), and `_` must not be a wildcard.
+    store.upsert_card(KEY, card(KEY))
+    run = "card/acme/github/PAY-142/1-error_fixing/research"
+
+    def row(key: str, n: int, cost: str, kept: bool = False) -> UsageRecord:
+        return attempt(n, cost).model_copy(update={"call_key": key, "status": "done", "kept": kept})
+
+    store.settle_call(row(f"{run}/plan", 1, "0.01", kept=True))
+    store.settle_call(row(f"{run}/batch-0/a1", 1, "0.02", kept=True))
+    store.settle_call(row(f"{run}/batch-1/a1", 1, "0.04"))  # cancelled mid-call: billed, not kept
+    store.settle_call(row(f"{run}-2-toolu_1/plan", 1, "0.08", kept=True))
+    store.settle_call(row(run.replace("_", "x") + "/plan", 1, "0.16", kept=True))
+    paid = store.kept_usage_under(KEY, run)
+    assert (paid.calls, paid.cost_usd, paid.input_tokens, paid.output_tokens) == (2, Decimal("0.03"), 200, 20)
+    assert store.kept_usage_under(KEY, f"{run}/nothing").calls == 0

@@ -32,7 +32,8 @@ async def test_card_show_says_which_turn_runs_and_what_it_does(stack: Stack, tmp
     now = next(ln for ln in shown.stdout.splitlines() if ln.startswith("  now: "))
     max_turns = stack.config.stages["planning"].max_iterations
     assert now.startswith(f"  now: planning run 1, turn 1 of {max_turns}: waiting for the model (")
-    assert now.endswith("prompt tokens); so far 0 in, 0 out, $0.0000")
+    budget = stack.config.stages["planning"].token_budget
+    assert now.endswith(f"prompt tokens); so far 0 tokens of its {budget:,}-token budget, $0.0000")
     as_json = await cardloop(env, "card", "show", ref.key, "--json")
     data = json.loads(as_json.stdout)
     assert data["state"]["status"] == "running"
@@ -67,6 +68,9 @@ async def test_the_now_line_counts_the_cached_prompt_tokens_the_run_paid_for(sta
     shown = await cardloop(env, "card", "show", ref.key)
     assert shown.returncode == 0, shown.stderr
     now = next(ln for ln in shown.stdout.splitlines() if ln.startswith("  now: "))
+    # What its token budget counts: the cached prompt tokens too (the closing line's figure).
     cached = f"{first.cache_read_tokens:,} read from the cache, " if first.cache_read_tokens else ""
-    assert now.endswith(f"so far {first.input_tokens:,} in (+{cached}{first.cache_write_tokens:,} written to it), "
-                        f"{first.output_tokens:,} out, ${float(first.cost_usd):.4f}"), now
+    spent = first.input_tokens + first.output_tokens + first.cache_read_tokens + first.cache_write_tokens
+    budget = stack.config.stages["planning"].token_budget
+    assert now.endswith(f"so far {spent:,} tokens ({cached}{first.cache_write_tokens:,} written to it) of its "
+                        f"{budget:,}-token budget, ${float(first.cost_usd):.4f}"), now

@@ -14,6 +14,7 @@ import pytest
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from cardloop.contracts.payloads import tokens_spent
 from cardloop.prompts.card import Message
 from tests.cardloop.app.cli.stack_cli import cardloop, cli_env
 from tests.stack import Stack, replay_all, small_card
@@ -71,6 +72,7 @@ async def test_one_card_costs_the_same_in_every_figure(stack: Stack, tmp_path: P
     # Every token the cost paid for is on that line: the ledger's, cached ones included.
     paid = sum(r.input_tokens + r.output_tokens + r.cache_read_tokens + r.cache_write_tokens for r in rows)
     assert f" {paid:,} tokens (" in closing
+    assert tokens_spent(run) == paid  # ... which is what the stage's token budget counts
 
     shown = await cardloop(env, "card", "show", ref.key)
     assert shown.returncode == 0, shown.stderr
