@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from cardloop.contracts import names
-from cardloop.contracts.payloads import CardRef
+from cardloop.contracts.payloads import CardRef, CardState
 from cardloop.prompts.card import ContextKind
 from tests.research_log import ROOT_CAUSES
 from tests.stack import Stack, replay_all, small_card
@@ -24,6 +24,17 @@ pytestmark = pytest.mark.timeout(300)
 def stack_overrides(big_log_source: None) -> dict[str, str]:
     return {"CARDLOOP_CONTEXT__SOURCES__ERROR_FIXING": '["big_log"]',
             "CARDLOOP_STAGES__ERROR_FIXING__AUTO_ADVANCE": "false"}
+
+
+async def first_run(stack: Stack, card_id: str, transcript: list[str]) -> tuple[CardRef, CardState]:
+    """The card's first error_fixing run (its research over the big log, then `transcript`'s turns), ended."""
+    stack.model.transcript["error_fixing"] = transcript
+    ref: CardRef = stack.cards.import_card(small_card(card_id, title="The nightly build fails"))
+    await stack.cards.move(ref, "error_fixing", delivery_id="f1")
+    return ref, await stack.wait_state(ref, lambda s: len(s.history) >= 1, timeout=240)
+
+
+READS_THEN_FIXES = ["Reading the report first.", "Fixed.\n<promise>COMPLETE</promise>"]
 
 
 async def test_error_fixing_researches_a_log_too_large_for_its_prompt(stack: Stack) -> None:
@@ -66,10 +77,7 @@ async def test_error_fixing_researches_a_log_too_large_for_its_prompt(stack: Sta
 @pytest.mark.stack_env(CARDLOOP_STAGES__ERROR_FIXING__COST_BUDGET_USD="0.05")
 async def test_the_research_a_run_made_counts_against_its_cost_budget(stack: Stack) -> None:
     # The research costs about $0.10, a turn about $0.02: only with the research is $0.05 spent.
-    stack.model.transcript["error_fixing"] = ["Reading the report first.", "Fixed.\n<promise>COMPLETE</promise>"]
-    ref: CardRef = stack.cards.import_card(small_card("FIX-BUDGET", title="The nightly build fails"))
-    await stack.cards.move(ref, "error_fixing", delivery_id="f1")
-    state = await stack.wait_state(ref, lambda s: len(s.history) >= 1, timeout=240)
+    ref, state = await first_run(stack, "FIX-BUDGET", READS_THEN_FIXES)
     run = state.history[0]
     billed = stack.store.usage_totals(ref.key).by_stage["error_fixing"]
     assert (run.outcome, run.iterations) == ("budget_exhausted", 1), run.reason
@@ -128,10 +136,7 @@ async def test_a_stage_cancelled_while_it_researches_ends_cancelled_with_what_th
 @pytest.mark.stack_env(CARDLOOP_STAGES__ERROR_FIXING__TOKEN_BUDGET="30000")
 async def test_the_token_budget_counts_every_token_the_run_spent(stack: Stack) -> None:
     # The turns' own tokens stay well under 30,000; with its research's, the run spent more.
-    stack.model.transcript["error_fixing"] = ["Reading the report first.", "Fixed.\n<promise>COMPLETE</promise>"]
-    ref: CardRef = stack.cards.import_card(small_card("FIX-TOKENS", title="The nightly build fails"))
-    await stack.cards.move(ref, "error_fixing", delivery_id="f1")
-    state = await stack.wait_state(ref, lambda s: len(s.history) >= 1, timeout=240)
+    ref, state = await first_run(stack, "FIX-TOKENS", READS_THEN_FIXES)
     run = state.history[0]
     rows = stack.store.ledger(ref.key)
     spent = sum(r.input_tokens + r.output_tokens + r.cache_read_tokens + r.cache_write_tokens for r in rows)
