@@ -25,3 +25,13 @@ def make_payments_repo(root: Path) -> Path:
     subprocess.run([*GIT, "-C", str(repo), "commit", "-qm", "initial"], check=True)
     subprocess.run([*GIT, "-C", str(repo), "branch", "card/PAY-1"], check=True)
     return repo
+
+
+def commit_files(repo: Path, files: dict[str, str], message: str = "initial") -> None:
+    """A new repository at `repo` (created) holding `files` in one commit on main."""
+    for path, text in files.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    subprocess.run([*GIT, "init", "-q", str(repo)], check=True, capture_output=True)
+    subprocess.run([*GIT, "-C", str(repo), "add", "-A"], check=True, capture_output=True)
+    subprocess.run([*GIT, "-C", str(repo), "commit", "-qm", message], check=True, capture_output=True)

@@ -3,7 +3,6 @@ only use it; plain words and names defined everywhere boost nothing."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,8 +19,7 @@ from cardloop.integrations.sources.repository.definitions import (
 from cardloop.prompts.card import Card, ContextKind
 from cardloop.prompts.stages import Stage
 from cardloop.prompts.tokens import TokenCounter
-
-GIT = ["git", "-c", "user.email=t@example.com", "-c", "user.name=T", "-c", "init.defaultBranch=main"]
+from tests.repos import commit_files
 
 
 def test_names_written_as_code_are_identifiers_and_plain_words_are_not() -> None:
@@ -54,17 +52,11 @@ def test_a_use_is_not_a_definition_and_a_name_defined_everywhere_boosts_nothing(
 
 def test_a_source_ranks_the_defining_file_first(tmp_path: Path) -> None:
     repo = tmp_path / "remotes" / "acme" / "hooks"
-    (repo / "app").mkdir(parents=True)
     files = {"app/limits.py": "class RetryPolicy:\n    # caps the retry delay\n    max_delay = 3600\n"}
     for name in ("sender", "worker", "scheduler"):
         files[f"app/{name}.py"] = ("from app.limits import RetryPolicy\n\n"
                                    "policy = RetryPolicy()  # caps the retry delay, RetryPolicy\n")
-    for path, text in files.items():
-        (repo / path).write_text(text)
-    run = lambda *a: subprocess.run([*GIT, "-C", str(repo), *a], check=True, capture_output=True)  # noqa: E731
-    run("init", "-q")
-    run("add", "-A")
-    run("commit", "-qm", "initial")
+    commit_files(repo, files)
     source = RepositorySource(tmp_path / "cache", clone_url_template=f"file://{tmp_path / 'remotes'}/{{repo}}",
                               counter=TokenCounter().count, depth=20, max_files=2)
     card = Card(id="H-1", title="RetryPolicy caps the retry delay too late", repo="acme/hooks")

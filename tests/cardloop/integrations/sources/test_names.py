@@ -4,7 +4,6 @@ nothing, and a file matching nothing is never brought in."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,7 @@ from cardloop.integrations.sources.repository.names import MAX_SHARING_FILES, Fi
 from cardloop.prompts.card import Card, ContextKind
 from cardloop.prompts.stages import Stage
 from cardloop.prompts.tokens import TokenCounter
-
-GIT = ["git", "-c", "user.email=t@example.com", "-c", "user.name=T", "-c", "init.defaultBranch=main"]
+from tests.repos import commit_files
 
 
 def test_a_file_is_named_when_all_its_name_words_are_in_the_card() -> None:
@@ -51,19 +49,13 @@ def test_a_name_many_files_share_names_none_of_them() -> None:
 
 def test_a_source_ranks_the_named_file_first(tmp_path: Path) -> None:
     repo = tmp_path / "remotes" / "acme" / "site"
-    (repo / "docs").mkdir(parents=True)
     files = {
         "README.md": "# Site\n\nRun it with make serve. The images live in docs.\n",
         "docs/assets.md": "Images: the logo and the screenshots.\nUpdate the images when the page changes.\n",
         "docs/build.md": "The build copies images; see the readme.\n",
         "docs/deploy.md": "Deploy with make deploy.\n",
     }
-    for path, text in files.items():
-        (repo / path).write_text(text)
-    run = lambda *a: subprocess.run([*GIT, "-C", str(repo), *a], check=True, capture_output=True)  # noqa: E731
-    run("init", "-q")
-    run("add", "-A")
-    run("commit", "-qm", "initial")
+    commit_files(repo, files)
     source = RepositorySource(tmp_path / "cache", clone_url_template=f"file://{tmp_path / 'remotes'}/{{repo}}",
                               counter=TokenCounter().count, depth=20, max_files=1, doc_globs=())
     card = Card(id="S-1", title="Update README and remove extraneous images", repo="acme/site")
