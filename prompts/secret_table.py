@@ -22,6 +22,7 @@ from cardloop.prompts.secret_values import (
     _prose_password_ok,
     _secret_data_ok,
     _xml_value_ok,
+    _yaml_block_ok,
 )
 
 
@@ -80,7 +81,10 @@ def _key_anchor(word: str, tail: str, *, after: tuple[str, ...] = ()) -> re.Patt
 # costing a `match` each.
 _KEY_TAIL = (
     _KEY_CLOSE
-    + r"(?:(?:=>|:=|[=:])[ \t]*[bru]{0,2}\\?[\"'`]?[^\s\"'`]{6}|:[ \t]*[a-z_][\w.\[\], |]{0,60}?=)"
+    + r"(?:(?:=>|:=|[=:])[ \t]*[bru]{0,2}\\?[\"'`]?[^\s\"'`]{6}|:[ \t]*[a-z_][\w.\[\], |]{0,60}?="
+    # A YAML key whose value starts on the next line (a block scalar `password: |`, or a plain
+    # scalar indented below its key): `yaml-block-credential` tries these hits.
+    + r"|:[ \t]*(?:[|>][1-9+\-]{0,2}[ \t]*)?(?:#[^\n]*)?\r?\n)"
 )
 # What `_GENERIC_KEY` accepts, one literal-first anchor per word (a literal start keeps the
 # scan a fast substring search): `key` only after `api`, `private` ...
@@ -347,7 +351,7 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     #   (`<password encrypted="false">`), indentation around the text or a CDATA section;
     # - an element whose key or name attribute names one: .NET's `<add key="ApiKey"
     #   value="..."/>`, Spring's `<property name="password" value="..."/>`, Java properties'
-    #   `<entry key="db.password">...</entry>`;
+    #   `<entry key="db.password">...</entry>`; also with the value first (`<add value="..." key="ApiKey"/>`);
     # - a macOS or iOS property list's `<key>Password</key>` and the `<string>` after it.
     # The text or value is a literal as a quoted value is; the assignments' value check decides.
     RedactionRule(
@@ -357,9 +361,13 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             r"(?<=<key)>(?P<pkey>[A-Za-z0-9_.:\-]{1,80})</key>[ \t\r\n]{0,80}<string>"
             r"|[ \t\r\n]+(?:key|name)[ \t]*=[ \t]*(?P<kq>[\"'])(?P<key>[A-Za-z0-9_.:\-]{1,80})" + _QUOTE_GAP
             + r"(?P=kq)(?:[ \t\r\n]+value[ \t]*=[ \t]*(?P<q>[\"'])|[^<>]{0,200}?(?<!/)>[ \t\r\n]{0,80})"
+            # The value first, its key or name after it: `<add value="..." key="ApiKey"/>`.
+            r"|[ \t\r\n]+value[ \t]*=[ \t]*(?P<rq>[\"'])"
             r"|(?:[ \t\r\n][^<>]{0,200}?)?(?<!/)>[ \t\r\n]{0,80}(?:<!\[CDATA\[)?)"
-            rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}|{_XML_TEXT}{{1,500}}))"
-            r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?(pkey)</string>|(?:\]\]>)?[ \t\r\n]{0,80}</(?P=tag)>))"
+            rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}|(?(rq){_QUOTED_VALUE}{{1,500}}|{_XML_TEXT}{{1,500}})))"
+            r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?(rq)" + _QUOTE_GAP + r"(?P=rq)[ \t\r\n]+(?:key|name)[ \t]*=[ \t]*"
+            r"(?P<rkq>[\"'])(?P<rkey>[A-Za-z0-9_.:\-]{1,80})" + _QUOTE_GAP + r"(?P=rkq)"
+            r"|(?(pkey)</string>|(?:\]\]>)?[ \t\r\n]{0,80}</(?P=tag)>)))"
         ),
         group="secret",
         validator=_xml_value_ok,
@@ -396,6 +404,28 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         validator=_secret_data_ok,
         keywords=("kind: secret", '"kind": "secret"'),
     ),
+    # A YAML value that starts on the line below its credential key: a block scalar (`password: |`,
+    # `private_key: >-`, `token: |-`) loses every line of its text, as one span; a plain scalar
+    # indented below the key (`password:` then `  s3cr3t`) is judged as an assignment's value. The
+    # text is the lines indented like its first line (blank lines between them too); a key in a
+    # list item (`- password: |`) needs its text indented past the key, as YAML does.
+    RedactionRule(
+        "yaml-block-credential",
+        re.compile(
+            r"(?P<key>[A-Za-z0-9_.\-]++)" + _KEY_CLOSE
+            + r":[ \t]*(?:(?P<bar>[|>])[1-9+\-]{0,2}[ \t]*)?(?:#[^\n]*)?\r?\n(?:[ \t]*\r?\n){0,20}"
+            r"(?P<ind>[ ]{1,200})(?P<secret>(?(bar)[^\s][^\n]*(?:(?:\n[ \t]*)*\n(?P=ind)[^\n]*)*"
+            # A plain scalar: one word, not a mapping's key, a list item, an anchor, alias or tag.
+            r"|(?![\-?:,\[\]{}#&*!|>%@`'\"])[^\s]{1,500}(?<!:)(?=[ \t]*(?:#[^\n]*)?(?:\r?\n|\Z))))"
+        ),
+        group="secret",
+        validator=_yaml_block_ok,
+        anchors=_GENERIC_ANCHORS,
+        # The text of a block holds only lines indented like its first: a key inside it opens a
+        # block of its own inside it (more indented, ending no later); a plain value has no `:`
+        # before its end.
+        reach=0,
+    ),
     RedactionRule(
         "generic-assignment",
         re.compile(
@@ -404,7 +434,10 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             r"(?::[ \t]*[A-Za-z_][\w.\[\], |]{0,60}?[ \t]*=(?!=)|=>|:=|:(?!:)|=(?!=))"
             r"[ \t]*(?:[bBrRuU]{1,2}(?=[\"']))?\\?"
             r"(?P<q>[\"'`])?"
-            rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}|{_UNQUOTED_VALUE}{{1,500}}+))"
+            # A shell line continuation (`export API_TOKEN=abc\` and `def` on the next line)
+            # goes on with the value: the shell joins the two lines into one word.
+            rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}(?:\\\r?\n[ \t]*{_QUOTED_VALUE}{{0,500}})*"
+            rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*))"
             r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?![(\[]))"
         ),
         group="secret",

@@ -192,10 +192,26 @@ def _xml_value_ok(m: re.Match[str]) -> bool:
     """An element's text or value attribute, named by the element (`<password>`), by its key
     or name attribute (`<add key="ApiKey" value=...>`), whichever names a credential more surely,
     or by a property list's `<key>`: a literal, as a quoted value is."""
-    tag, key = m.group("tag"), m.group("pkey") or m.group("key")
+    tag, key = m.group("tag"), m.group("pkey") or m.group("key") or m.group("rkey")
     if key is None or _strength(tag) > _strength(key):
         key = tag
     return _assigned_value_ok(_strength(key), key, m.group("secret"), quoted=True)
+
+
+def _yaml_block_ok(m: re.Match[str]) -> bool:
+    """A YAML value on the lines below its key (see the `yaml-block-credential` rule): its text
+    must be indented past the key, as YAML reads it (else the key's value is empty). A block
+    scalar under a credential noun (`password: |`) is a literal whatever its shape, unless a
+    template or variable stands there (`{{ .Values.password }}`); a plain scalar is judged as
+    an assignment's unquoted value."""
+    key, value = m.group("key"), m.group("secret")
+    text = m.string
+    if len(m.group("ind")) <= m.start() - text.rfind("\n", 0, m.start()) - 1:
+        return False
+    strength = _strength(key)
+    if m.group("bar") is None:
+        return _assigned_value_ok(strength, key, value, quoted=False)
+    return strength == 2 and not _is_placeholder(value, complete=False)
 
 
 def _assigned_value_ok(strength: int, key: str, value: str, *, quoted: bool) -> bool:
