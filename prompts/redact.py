@@ -239,6 +239,12 @@ class Redactor:
 
     def _collect(self, index: int, t: _Text, candidates: list[tuple[int, int, int]]) -> None:
         rule, text = self.rules[index], t.text
+        if rule.finder is not None:
+            if self._keywords_checked[index] or any(k in t.lowered for k in rule.keywords):
+                spans, read = rule.finder(text)
+                t.stats.searched += read
+                candidates.extend((start, -end, index) for start, end in spans if start < end)
+            return
         pattern, group, validator, reach = rule.pattern, rule.group, rule.validator, rule.reach
         tail, tail_run = self._tails[index], self._tail_runs[index]
         attempts = matched = validated = extended = skipped = 0

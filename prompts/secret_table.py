@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from cardloop.prompts.kube_string_data import string_data_values
 from cardloop.prompts.redaction_rule import RedactionRule
 from cardloop.prompts.secret_values import (
     _aws_secret_ok,
@@ -113,6 +114,11 @@ _QUOTED_VALUE = rf"[^{_SPACE}\"'`\\]"
 _XML_TEXT = rf"[^{_SPACE}<>\"'`]"
 _QUERY_VALUE = rf"[^{_SPACE}&#'\"<>]"
 _GENERIC_REACH = 70
+# Text that declares a Kubernetes Secret: a manifest, kubectl's YAML or JSON, compact JSON (the
+# `last-applied-configuration` annotation kubectl apply leaves on the object).
+# Inside a JSON string (a tool result quoting it), in the redactor's view of escaped quotes:
+# `"kind ":  "secret`, `"kind ": "secret` (prompts/redact.py, `_unescaped_same_length`).
+_SECRET_KIND = ("kind: secret", '"kind": "secret"', '"kind":"secret"', '"kind ":  "secret', '"kind ": "secret')
 
 DEFAULT_RULES: tuple[RedactionRule, ...] = (
     RedactionRule(
@@ -396,13 +402,20 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     RedactionRule(
         "kubernetes-secret-data",
         re.compile(
-            r"(?:^[ \t]+[\w.\-]{1,253}[ \t]*:|\"[\w.\-]{1,253}\"[ \t]*:)[ \t]*(?P<q>[\"']?)"
-            r"(?P<secret>[A-Za-z0-9+/]{4,}={0,2})(?P=q)(?=[ \t]*(?:[,}\r\n]|$))",
+            r"(?:^[ \t]+[\w.\-]{1,253}[ \t]*:|\"[\w.\-]{1,253}" + _QUOTE_GAP + r"\"[ \t]*:)[ \t]*(?P<q>[\"']?)"
+            r"(?P<secret>[A-Za-z0-9+/]{4,}={0,2})(?(q)" + _QUOTE_GAP + r"(?P=q))(?=[ \t]*(?:[,}\r\n]|$))",
             re.MULTILINE,
         ),
         group="secret",
         validator=_secret_data_ok,
-        keywords=("kind: secret", '"kind": "secret"'),
+        keywords=_SECRET_KIND,
+    ),
+    # Its `stringData`: plain text under any key (prompts/kube_string_data.py finds the values).
+    RedactionRule(
+        "kubernetes-secret-string-data",
+        re.compile(r"stringData"),
+        keywords=_SECRET_KIND,
+        finder=string_data_values,
     ),
     # A YAML value that starts on the line below its credential key: a block scalar (`password: |`,
     # `private_key: >-`, `token: |-`) loses every line of its text, as one span; a plain scalar

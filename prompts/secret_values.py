@@ -163,6 +163,8 @@ def _key_strength(key: str) -> int:
     if not _GENERIC_KEY.search(key):
         return 0
     words = _words(key)
+    if words and words[0].lower() == "existing":
+        return 1  # a Helm chart's `existingSecret: app-db`: the name of a Secret that holds it
     return 2 if words and words[-1].lower() in _CREDENTIAL_NOUNS else 1
 
 

@@ -80,3 +80,11 @@ def test_a_line_continuation_inside_a_credential_value_goes_with_it(text: str) -
 ])
 def test_continuations_that_hold_no_credential_stay(text: str) -> None:
     assert redact(text) == text
+
+
+@pytest.mark.parametrize("text", [
+    "existingSecret: app-postgresql-auth\n",
+    "auth:\n  existingPasswordSecret: redis-auth\n",
+])
+def test_a_helm_charts_existing_secret_name_stays(text: str) -> None:
+    assert redact(text) == text
