@@ -67,9 +67,12 @@ def _json_values(text: str, pos: int, spans: Spans) -> int:
     while m := _JSON_PAIR.match(text, pos):
         start = m.end()
         line_end = text.find("\n", start)
-        close = _JSON_END.search(text, start, len(text) if line_end < 0 else line_end)
+        line_end = len(text) if line_end < 0 else line_end
+        close = _JSON_END.search(text, start, line_end)
         if close is None:
-            return start
+            # Nothing up to the line's end closes a value: a `stringData` there is not read
+            # again (the search would read the same line once for each).
+            return line_end
         _add(text, start, close.start(), spans)
         pos = close.end()
         sep = _JSON_NEXT.match(text, pos)

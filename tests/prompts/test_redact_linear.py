@@ -24,6 +24,9 @@ FAMILIES = {
     "mysql words": lambda n: "mysql -u " * (n // 9),
     "password flags": lambda n: "--password " * (n // 11),
     "percent escapes": lambda n: "token%3D%40" * (n // 11),
+    "stringData JSON left open": lambda n: '"kind":"Secret",' + '"stringData":{"k":"' * (n // 19) + "x",
+    "stringData YAML": lambda n: "kind: Secret\n" + "stringData:\n  k: v1B2c3D4\n" * (n // 26),
+    "password: | blocks": lambda n: "password: |\n  a1B2c3D4e5\n" * (n // 25),
 }
 
 
