@@ -84,6 +84,9 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     "kind: Secret + stringData:*N": lambda n: "kind: Secret\n" + cycle("stringData:\n  k: v1B2c3D4\n", n),
     "kind: Secret + stringData nested": lambda n: "kind: Secret\n" + nested("stringData:\n", n),
     '"kind":"Secret" + "stringData":{*N': lambda n: '"kind":"Secret",' + cycle('"stringData":{"k":"', n),
+    "name/value pairs left open": lambda n: cycle("- name: db_token\n  value: '", n),
+    "SQL password quotes": lambda n: cycle("password 'identified by '", n),
+    "quoted backslashes": lambda n: 'token="' + cycle("\\a", n),
 }
 
 

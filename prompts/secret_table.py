@@ -439,6 +439,37 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         # before its end.
         reach=0,
     ),
+    # An environment variable given as a name and a value (a Kubernetes container's `env`, an
+    # ECS task definition, Terraform): `- name: DB_PASSWORD` then `value: ...` on the next line,
+    # or `{"name": "DB_PASSWORD", "value": "..."}`. The name is the key an assignment would have.
+    RedactionRule(
+        "name-value-credential",
+        re.compile(
+            r"name(?P<nq>[\"']?)[ \t]*[:=][ \t]*(?P<kq>[\"']?)(?P<key>[A-Za-z0-9_.\-]{1,80})(?P=kq)"
+            r"[ \t]*,?[ \t]*(?:\r?\n[ \t]{0,80}(?:-[ \t]+)?)?(?P=nq)value(?P=nq)[ \t]*[:=][ \t]*"
+            rf"(?P<q>[\"'])?(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}|{_UNQUOTED_VALUE}{{1,500}}))"
+            r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?![(\[]))"
+        ),
+        group="secret",
+        validator=_generic_value_ok,
+        anchors=(re.compile(r"name(?=[\"']?[ \t]*[:=][ \t]*[\"']?[a-z0-9_.\-]{0,60}"
+                            r"(?:passw|passphrase|secret|token|pwd|credential|creds|key)[a-z0-9_.\-]{0,60}[\"']?"
+                            r"[ \t]*,?[ \t]*(?:\r?\n[ \t]{0,80}(?:-[ \t]+)?)?[\"']?value[\"']?[ \t]*[:=])"),),
+        tail=_UNQUOTED_VALUE,
+    ),
+    # SQL that sets a password: `CREATE ROLE app WITH LOGIN PASSWORD '...'`, `ALTER USER app
+    # PASSWORD '...'` (PostgreSQL), `IDENTIFIED BY '...'` (MySQL, Oracle), in migrations and logs.
+    RedactionRule(
+        "sql-password",
+        re.compile(
+            r"(?i:password|identified[ \t]+(?:with[ \t]+[A-Za-z0-9_]{1,40}[ \t]+)?by)[ \t]+'"
+            r"(?P<secret>(?:[^'\n\\]|''){1,500})'"
+        ),
+        group="secret",
+        validator=_not_placeholder(6),
+        anchors=(re.compile(r"password(?=[ \t]+'(?:[^'\n]|''){6})"),
+                 re.compile(r"identified(?=[ \t]+(?:with[ \t]+[a-z0-9_]{1,40}[ \t]+)?by[ \t]+'(?:[^'\n]|''){6})")),
+    ),
     RedactionRule(
         "generic-assignment",
         re.compile(
@@ -449,7 +480,9 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             r"(?P<q>[\"'`])?"
             # A shell line continuation (`export API_TOKEN=abc\` and `def` on the next line)
             # goes on with the value: the shell joins the two lines into one word.
-            rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}(?:\\\r?\n[ \t]*{_QUOTED_VALUE}{{0,500}})*"
+            # A quoted value may hold escapes: `"ab\\cd"` in JSON, `"ab\$cd"` in a shell.
+            rf"(?P<secret>(?(q)(?:{_QUOTED_VALUE}|\\[^{_SPACE}]){{1,500}}"
+            rf"(?:\\\r?\n[ \t]*(?:{_QUOTED_VALUE}|\\[^{_SPACE}]){{0,500}})*"
             rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*))"
             r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?![(\[]))"
         ),

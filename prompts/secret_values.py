@@ -186,8 +186,9 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
         return False  # a URL's user or host (`https://x-access-token:...@`): url rules decide
     # In a connection string (`...;Password=Ceslvc083_.Aoash;...`) a value is a literal, as a
     # quoted one is: no code there names a variable, so `Ceslvc083_.Aoash` is no attribute path.
-    literal = m.group("q") is not None or (before.endswith(";") and m.string.startswith(";", m.end()))
-    return _assigned_value_ok(_strength(key), key, m.group("secret"), quoted=literal)
+    connection = before.endswith(";") and m.string.startswith(";", m.end())
+    return _assigned_value_ok(_strength(key), key, m.group("secret"), quoted=connection or m.group("q") is not None,
+                              connection=connection)
 
 
 def _xml_value_ok(m: re.Match[str]) -> bool:
@@ -216,7 +217,7 @@ def _yaml_block_ok(m: re.Match[str]) -> bool:
     return strength == 2 and not _is_placeholder(value, complete=False)
 
 
-def _assigned_value_ok(strength: int, key: str, value: str, *, quoted: bool) -> bool:
+def _assigned_value_ok(strength: int, key: str, value: str, *, quoted: bool, connection: bool = False) -> bool:
     if not strength:
         return False
     if len(value) < 8 or _is_placeholder(value) or _TYPE_EXPR.fullmatch(value):
@@ -232,6 +233,11 @@ def _assigned_value_ok(strength: int, key: str, value: str, *, quoted: bool) -> 
         return False
     if strong:
         if not quoted:
+            return True
+        if connection and not _is_attribute_path(value) and not _mentions_credential(value):
+            # Between a connection string's `;`s only an attribute path is code (`a=1;password=
+            # this.props.password;b=2`): an all-caps key such as `NRAK-BRA72235AXUEKLXJIGVXLGW39DS`
+            # would pass for a separated name (`"REFRESH_TOKEN"`).
             return True
         # Quoted, a name counts as code only when it is separated (`"ANTHROPIC_API_KEY"`,
         # `"refresh_token"`, `"id-token-data"`) or names a credential itself

@@ -182,7 +182,7 @@ CREDENTIAL_WORDS = frozenset({"password", "passwd", "client secret", "token", "A
 SYNTAXES = ("assignment", "yaml", "yaml-plain", "yaml-block", "json", "json-escaped", "json-in-json", "xml",
             "xml-attribute", "xml-attribute-value-first", "ini", "env", "env-continued", "connection-string",
             "url-userinfo", "log", "prose", "kubernetes-secret", "kubernetes-string-data",
-            "kubernetes-string-data-json")
+            "kubernetes-string-data-json", "kubernetes-env", "ecs-env-json", "sql-password")
 
 
 def _u_escaped(text: str, keep: str = "") -> str:
@@ -229,6 +229,14 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
         manifest = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "api"},
                     "stringData": {key: value, "PORT": "8080"}}
         return json.dumps(manifest, separators=(",", ":")), lambda p: json.dumps(p)[1:-1]
+    if syntax == "kubernetes-env":  # a container's environment, the value given inline
+        return (f"      containers:\n      - name: api\n        env:\n        - name: {key.upper()}\n"
+                f"          value: \"{value}\"\n        - name: PORT\n          value: \"8080\"\n"), same
+    if syntax == "ecs-env-json":  # an ECS task definition's environment
+        env = [{"name": key.upper(), "value": value}, {"name": "PORT", "value": "8080"}]
+        return json.dumps({"environment": env}), lambda p: json.dumps(p)[1:-1]
+    if syntax == "sql-password":  # a migration or its log
+        return f"CREATE ROLE app WITH LOGIN PASSWORD '{value}';\nGRANT CONNECT ON DATABASE app TO app;\n", same
     if syntax == "kubernetes-secret":  # every part goes with the one base64 value that holds them
         encoded = base64.b64encode(value.encode()).decode()
         return (f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: api\ntype: Opaque\ndata:\n"
@@ -277,6 +285,8 @@ class Sample:
 # A line continuation splits a token in two, and neither half has the token's shape: only the
 # credential name it is assigned to can tell it (`GH_PAT`, `AGE_KEY` do not, as names go).
 _CREDENTIAL_NAME = re.compile(r"(?i)passw(?:or)?d|passwd|secret|token|api_key|credentials|creds")
+# Syntaxes that only some families are written in: SQL sets passwords.
+_ONLY_FOR = {"env-continued": _CREDENTIAL_NAME, "sql-password": re.compile(r"(?i)passw")}
 
 
 def samples(seed: int = 11, per_family: int = 1) -> list[Sample]:
@@ -284,7 +294,7 @@ def samples(seed: int = 11, per_family: int = 1) -> list[Sample]:
     out: list[Sample] = []
     for family in FAMILIES:
         for syntax in family.syntaxes or SYNTAXES:
-            if syntax == "env-continued" and not _CREDENTIAL_NAME.search(family.key):
+            if syntax in _ONLY_FOR and not _ONLY_FOR[syntax].search(family.key):
                 continue
             for _ in range(per_family):
                 value, parts = family.sample(rng)
