@@ -55,6 +55,9 @@ class RedactionRule:
     tail: str = ""
     reach: int | None = None
     finder: Finder | None = None
+    # Its matches span lines (a YAML block under its key): skipped on a text without a newline
+    # before its last character, such as one log line, where it could only cost time.
+    multiline: bool = False
 
     def __post_init__(self) -> None:
         if any(k != k.lower() or not k for k in self.keywords):

@@ -76,6 +76,8 @@ def _key_anchor(word: str, tail: str, *, after: tuple[str, ...] = ()) -> re.Patt
     return re.compile(f"{_last_word(word, after=after)}{_RUN}*+(?={tail})")
 
 
+# From the end of a variable's name to its value's `:` or `=`, in a name and value pair.
+_NAME_VALUE = r",?[ \t]*(?:\r?\n[ \t]{0,80}(?:-[ \t]+)?)?[\"']?value[\"']?[ \t]*[:=](?!=)"
 # After the key's identifier: an optional closing quote, `=` or `:`, then six value
 # characters (every rule that uses it needs at least that many) or a Python annotation
 # followed by `=`. The value check keeps `token_count=12` or `key=foo` in a log from
@@ -85,7 +87,9 @@ _KEY_TAIL = (
     + r"(?:(?:=>|:=|[=:])[ \t]*[bru]{0,2}\\?[\"'`]?[^\s\"'`]{6}|:[ \t]*[a-z_][\w.\[\], |]{0,60}?="
     # A YAML key whose value starts on the next line (a block scalar `password: |`, or a plain
     # scalar indented below its key): `yaml-block-credential` tries these hits.
-    + r"|:[ \t]*(?:[|>][1-9+\-]{0,2}[ \t]*)?(?:#[^\n]*)?\r?\n)"
+    + r"|:[ \t]*(?:[|>][1-9+\-]{0,2}[ \t]*)?(?:#[^\n]*)?\r?\n"
+    # The name of a name and value pair (`generic-assignment`).
+    + r"|" + _NAME_VALUE + ")"
 )
 # What `_GENERIC_KEY` accepts, one literal-first anchor per word (a literal start keeps the
 # scan a fast substring search): `key` only after `api`, `private` ...
@@ -434,28 +438,11 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         group="secret",
         validator=_yaml_block_ok,
         anchors=_GENERIC_ANCHORS,
+        multiline=True,
         # The text of a block holds only lines indented like its first: a key inside it opens a
         # block of its own inside it (more indented, ending no later); a plain value has no `:`
         # before its end.
         reach=0,
-    ),
-    # An environment variable given as a name and a value (a Kubernetes container's `env`, an
-    # ECS task definition, Terraform): `- name: DB_PASSWORD` then `value: ...` on the next line,
-    # or `{"name": "DB_PASSWORD", "value": "..."}`. The name is the key an assignment would have.
-    RedactionRule(
-        "name-value-credential",
-        re.compile(
-            r"name(?P<nq>[\"']?)[ \t]*[:=][ \t]*(?P<kq>[\"']?)(?P<key>[A-Za-z0-9_.\-]{1,80})(?P=kq)"
-            r"[ \t]*,?[ \t]*(?:\r?\n[ \t]{0,80}(?:-[ \t]+)?)?(?P=nq)value(?P=nq)[ \t]*[:=][ \t]*"
-            rf"(?P<q>[\"'])?(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}|{_UNQUOTED_VALUE}{{1,500}}))"
-            r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?![(\[]))"
-        ),
-        group="secret",
-        validator=_generic_value_ok,
-        anchors=(re.compile(r"name(?=[\"']?[ \t]*[:=][ \t]*[\"']?[a-z0-9_.\-]{0,60}"
-                            r"(?:passw|passphrase|secret|token|pwd|credential|creds|key)[a-z0-9_.\-]{0,60}[\"']?"
-                            r"[ \t]*,?[ \t]*(?:\r?\n[ \t]{0,80}(?:-[ \t]+)?)?[\"']?value[\"']?[ \t]*[:=])"),),
-        tail=_UNQUOTED_VALUE,
     ),
     # SQL that sets a password: `CREATE ROLE app WITH LOGIN PASSWORD '...'`, `ALTER USER app
     # PASSWORD '...'` (PostgreSQL), `IDENTIFIED BY '...'` (MySQL, Oracle), in migrations and logs.
@@ -475,14 +462,18 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         re.compile(
             r"(?P<key>[A-Za-z0-9_.\-]++)" + _KEY_CLOSE +
             # A Python annotation may sit between key and value: `password: str = "..."`.
-            r"(?::[ \t]*[A-Za-z_][\w.\[\], |]{0,60}?[ \t]*=(?!=)|=>|:=|:(?!:)|=(?!=))"
+            r"(?::[ \t]*[A-Za-z_][\w.\[\], |]{0,60}?[ \t]*=(?!=)|=>|:=|:(?!:)|=(?!=)"
+            # An environment variable given as a name and a value (a Kubernetes container's `env`,
+            # an ECS task definition, Terraform): `- name: DB_PASSWORD` then `value: ...` on the
+            # next line, `{"name": "DB_PASSWORD", "value": "..."}`; the name is the key.
+            r"|(?P<nv>" + _NAME_VALUE + r"))"
             r"[ \t]*(?:[bBrRuU]{1,2}(?=[\"']))?\\?"
             r"(?P<q>[\"'`])?"
             # A shell line continuation (`export API_TOKEN=abc\` and `def` on the next line)
             # goes on with the value: the shell joins the two lines into one word.
             # A quoted value may hold escapes: `"ab\\cd"` in JSON, `"ab\$cd"` in a shell.
-            rf"(?P<secret>(?(q)(?:{_QUOTED_VALUE}|\\[^{_SPACE}]){{1,500}}"
-            rf"(?:\\\r?\n[ \t]*(?:{_QUOTED_VALUE}|\\[^{_SPACE}]){{0,500}})*"
+            # (A run of the class first, not an alternation per character: that is the fast path.)
+            rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}(?:\\(?:[^{_SPACE}]|\r?\n[ \t]*){_QUOTED_VALUE}{{0,500}})*"
             rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*))"
             r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?![(\[]))"
         ),
@@ -491,10 +482,11 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         anchors=_GENERIC_ANCHORS,
         # The unquoted value's class: a value longer than 500 characters is replaced whole.
         tail=_UNQUOTED_VALUE,
-        # An accepted value (quoted or not) holds no whitespace, quote or backslash and is
+        # An accepted value (quoted or not) holds no whitespace, quote or lone backslash (only
+        # an escape pair, or one before a newline that the value goes on after) and is
         # followed by none of its own characters. A key that ends inside it can only get
-        # out through what follows the key: `=`, `:=` or a `: type =` annotation (at most
-        # 63 characters without whitespace) and a `b`/`r` string prefix; so a key that ends
+        # out through what follows the key: `=`, `:=`, `,value=` or a `: type =` annotation (at
+        # most 63 characters without whitespace) and a `b`/`r` string prefix; so a key that ends
         # more than 66 characters before the value's end has its own value inside.
         reach=_GENERIC_REACH,
     ),

@@ -179,8 +179,14 @@ def _strength(key: str) -> int:
     return _short_key_strength(key) if len(key) <= 64 else _key_strength(key)
 
 
+# Before a variable's name in a name and value pair: `- name: `, `"name": "`, `name = "`.
+_NAME_BEFORE = re.compile(r"name[\"']?[ \t]*[:=][ \t]*[\"']?$")
+
+
 def _generic_value_ok(m: re.Match[str]) -> bool:
     key = m.group("key")
+    if m.group("nv") is not None and not _NAME_BEFORE.search(m.string, max(0, m.start() - 24), m.start()):
+        return False  # `value:` after a word that names no variable
     before = m.string[max(0, m.start() - 3):m.start()]
     if before.endswith(("://", "@")):
         return False  # a URL's user or host (`https://x-access-token:...@`): url rules decide

@@ -221,13 +221,14 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
     if syntax == "xml-attribute-value-first":  # the same with the value before its key
         attr = lambda p: xml_escape(p, {'"': "&quot;"})  # noqa: E731
         return f'<appSettings>\n  <add value="{attr(value)}" key="{key}" />\n</appSettings>\n', attr
-    if syntax == "kubernetes-string-data":  # plain text under any key; a block scalar for a multi-line value
+    if syntax == "kubernetes-string-data":  # plain text under any key (here one that names no
+        # credential: only the place tells); a block scalar for a multi-line value
         shown = f"|\n    {value.replace(chr(10), chr(10) + '    ')}" if "\n" in value else value
         return (f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: api\ntype: Opaque\nstringData:\n"
-                f"  {key}: {shown}\n  PORT: \"8080\"\n"), same
+                f"  upstream: {shown}\n  PORT: \"8080\"\n"), same
     if syntax == "kubernetes-string-data-json":  # kubectl's -o json, or the last-applied annotation
         manifest = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "api"},
-                    "stringData": {key: value, "PORT": "8080"}}
+                    "stringData": {"upstream": value, "PORT": "8080"}}
         return json.dumps(manifest, separators=(",", ":")), lambda p: json.dumps(p)[1:-1]
     if syntax == "kubernetes-env":  # a container's environment, the value given inline
         return (f"      containers:\n      - name: api\n        env:\n        - name: {key.upper()}\n"
