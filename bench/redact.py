@@ -46,6 +46,17 @@ def ci_log(size: int) -> str:
     return cycle(log + secrets, size)
 
 
+def nested(line: str, size: int) -> str:
+    """`line` indented one space more on each line, `size` characters in all."""
+    parts: list[str] = []
+    total = indent = 0
+    while total < size:
+        parts.append(" " * indent + line)
+        total += indent + len(line)
+        indent += 1
+    return "".join(parts)[:size]
+
+
 FAMILIES: dict[str, Callable[[int], str]] = {
     "key*N": lambda n: cycle("key", n),
     "İ + a*N": lambda n: "İ" + "a" * (n - 1),
@@ -66,6 +77,16 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     "dense rejected (?token=%s)": lambda n: cycle("?token=%s", n),
     "dense rejected (pwdx=, worst known)": lambda n: cycle("pwdx=", n),
     "CI log with secrets (realistic)": ci_log,
+    # Values over several lines: YAML blocks, nested ever deeper, and a Secret's stringData.
+    "password: | blocks (lines)": lambda n: cycle("password: |\n  a1B2c3D4e5\n", n),
+    "password: | nested deeper": lambda n: nested("password: |\n", n),
+    "token=a\\ continuations": lambda n: cycle("token=a1B2c3D4e5\\\n", n),
+    "kind: Secret + stringData:*N": lambda n: "kind: Secret\n" + cycle("stringData:\n  k: v1B2c3D4\n", n),
+    "kind: Secret + stringData nested": lambda n: "kind: Secret\n" + nested("stringData:\n", n),
+    '"kind":"Secret" + "stringData":{*N': lambda n: '"kind":"Secret",' + cycle('"stringData":{"k":"', n),
+    "name/value pairs left open": lambda n: cycle("- name: db_token\n  value: '", n),
+    "SQL password quotes": lambda n: cycle("password 'identified by '", n),
+    "quoted backslashes": lambda n: 'token="' + cycle("\\a", n),
 }
 
 

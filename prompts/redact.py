@@ -218,6 +218,7 @@ class Redactor:
         # opened it, one occurs, and looking again would read a long text a second time for each
         # absent one (`pgpass`, `kind: secret`: 2 ms per 4 MB each).
         self._keywords_checked = tuple(gated and bool(r.keywords) for r in self.rules)
+        self._multiline = frozenset(i for i, r in enumerate(self.rules) if r.multiline)
         # The tail of a PEM block cut above its BEGIN line is named (and counted) as the whole one.
         self._pem_tail = names.index("private-key") if "private-key" in names[:len(self.rules)] else None
 
@@ -239,6 +240,12 @@ class Redactor:
 
     def _collect(self, index: int, t: _Text, candidates: list[tuple[int, int, int]]) -> None:
         rule, text = self.rules[index], t.text
+        if rule.finder is not None:
+            if self._keywords_checked[index] or any(k in t.lowered for k in rule.keywords):
+                spans, read = rule.finder(text)
+                t.stats.searched += read
+                candidates.extend((start, -end, index) for start, end in spans if start < end)
+            return
         pattern, group, validator, reach = rule.pattern, rule.group, rule.validator, rule.reach
         tail, tail_run = self._tails[index], self._tail_runs[index]
         attempts = matched = validated = extended = skipped = 0
@@ -295,7 +302,11 @@ class Redactor:
     def _find(self, text: str, stats: ScanStats, candidates: list[tuple[int, int, int]]) -> tuple[Finding, ...]:
         text = _unescaped_same_length(text)  # spans are offsets into the original all the same
         t = _Text(text, stats)
+        multiline = self._multiline
         for index in self._gates.open_rules(text, t.lowered):
+            # (The newline is looked for only when such a rule is open: a log line opens few.)
+            if index in multiline and text.find("\n", 0, len(text) - 1) < 0:
+                continue
             self._collect(index, t, candidates)
         if self._pem_tail is not None:  # a key whose BEGIN line the text does not hold
             spans, read = headless_keys(text)

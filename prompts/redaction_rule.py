@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 Validator = Callable[[re.Match[str]], bool]
+# Spans of secrets in a text, and how many characters finding them read.
+Finder = Callable[[str], tuple[list[tuple[int, int]], int]]
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,10 @@ class RedactionRule:
       `[a, b)` is a secret span this rule accepted, lies inside `[a, b)` too. Such a
       candidate is skipped without matching: "token=token=token=..." is one value, read
       once.
+
+    `finder` (with `keywords`): a function that finds the rule's spans itself, for secrets that
+    only their place in a structure tells (a Kubernetes Secret's `stringData` values, under any
+    key, over several lines), which one match cannot hold; `pattern` then only documents it.
     """
 
     name: str
@@ -48,6 +54,10 @@ class RedactionRule:
     anchors: tuple[re.Pattern[str], ...] = ()
     tail: str = ""
     reach: int | None = None
+    finder: Finder | None = None
+    # Its matches span lines (a YAML block under its key): skipped on a text without a newline
+    # before its last character, such as one log line, where it could only cost time.
+    multiline: bool = False
 
     def __post_init__(self) -> None:
         if any(k != k.lower() or not k for k in self.keywords):
@@ -57,6 +67,9 @@ class RedactionRule:
                              "write them in lowercase instead of IGNORECASE")
         if self.tail and not _ONE_CLASS.fullmatch(self.tail):
             raise ValueError(f"rule {self.name!r}: tail is one character class, e.g. [^\\s]")
+        if self.finder is not None and (not self.keywords or self.anchors or self.validator):
+            raise ValueError(f"rule {self.name!r}: a finder is gated by keywords, and takes "
+                             "no anchors or validator")
         if self.reach is not None and (self.reach < 0 or not self.anchors):
             raise ValueError(f"rule {self.name!r}: reach is a non-negative distance "
                              "for an anchored rule")

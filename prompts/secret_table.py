@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from cardloop.prompts.kube_string_data import string_data_values
 from cardloop.prompts.redaction_rule import RedactionRule
 from cardloop.prompts.secret_values import (
     _aws_secret_ok,
@@ -22,6 +23,7 @@ from cardloop.prompts.secret_values import (
     _prose_password_ok,
     _secret_data_ok,
     _xml_value_ok,
+    _yaml_block_ok,
 )
 
 
@@ -74,13 +76,20 @@ def _key_anchor(word: str, tail: str, *, after: tuple[str, ...] = ()) -> re.Patt
     return re.compile(f"{_last_word(word, after=after)}{_RUN}*+(?={tail})")
 
 
+# From the end of a variable's name to its value's `:` or `=`, in a name and value pair.
+_NAME_VALUE = r",?[ \t]*(?:\r?\n[ \t]{0,80}(?:-[ \t]+)?)?[\"']?value[\"']?[ \t]*[:=](?!=)"
 # After the key's identifier: an optional closing quote, `=` or `:`, then six value
 # characters (every rule that uses it needs at least that many) or a Python annotation
 # followed by `=`. The value check keeps `token_count=12` or `key=foo` in a log from
 # costing a `match` each.
 _KEY_TAIL = (
     _KEY_CLOSE
-    + r"(?:(?:=>|:=|[=:])[ \t]*[bru]{0,2}\\?[\"'`]?[^\s\"'`]{6}|:[ \t]*[a-z_][\w.\[\], |]{0,60}?=)"
+    + r"(?:(?:=>|:=|[=:])[ \t]*[bru]{0,2}\\?[\"'`]?[^\s\"'`]{6}|:[ \t]*[a-z_][\w.\[\], |]{0,60}?="
+    # A YAML key whose value starts on the next line (a block scalar `password: |`, or a plain
+    # scalar indented below its key): `yaml-block-credential` tries these hits.
+    + r"|:[ \t]*(?:[|>][1-9+\-]{0,2}[ \t]*)?(?:#[^\n]*)?\r?\n"
+    # The name of a name and value pair (`generic-assignment`).
+    + r"|" + _NAME_VALUE + ")"
 )
 # What `_GENERIC_KEY` accepts, one literal-first anchor per word (a literal start keeps the
 # scan a fast substring search): `key` only after `api`, `private` ...
@@ -109,6 +118,11 @@ _QUOTED_VALUE = rf"[^{_SPACE}\"'`\\]"
 _XML_TEXT = rf"[^{_SPACE}<>\"'`]"
 _QUERY_VALUE = rf"[^{_SPACE}&#'\"<>]"
 _GENERIC_REACH = 70
+# Text that declares a Kubernetes Secret: a manifest, kubectl's YAML or JSON, compact JSON (the
+# `last-applied-configuration` annotation kubectl apply leaves on the object).
+# Inside a JSON string (a tool result quoting it), in the redactor's view of escaped quotes:
+# `"kind ":  "secret`, `"kind ": "secret` (prompts/redact.py, `_unescaped_same_length`).
+_SECRET_KIND = ("kind: secret", '"kind": "secret"', '"kind":"secret"', '"kind ":  "secret', '"kind ": "secret')
 
 DEFAULT_RULES: tuple[RedactionRule, ...] = (
     RedactionRule(
@@ -347,7 +361,7 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     #   (`<password encrypted="false">`), indentation around the text or a CDATA section;
     # - an element whose key or name attribute names one: .NET's `<add key="ApiKey"
     #   value="..."/>`, Spring's `<property name="password" value="..."/>`, Java properties'
-    #   `<entry key="db.password">...</entry>`;
+    #   `<entry key="db.password">...</entry>`; also with the value first (`<add value="..." key="ApiKey"/>`);
     # - a macOS or iOS property list's `<key>Password</key>` and the `<string>` after it.
     # The text or value is a literal as a quoted value is; the assignments' value check decides.
     RedactionRule(
@@ -357,9 +371,13 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             r"(?<=<key)>(?P<pkey>[A-Za-z0-9_.:\-]{1,80})</key>[ \t\r\n]{0,80}<string>"
             r"|[ \t\r\n]+(?:key|name)[ \t]*=[ \t]*(?P<kq>[\"'])(?P<key>[A-Za-z0-9_.:\-]{1,80})" + _QUOTE_GAP
             + r"(?P=kq)(?:[ \t\r\n]+value[ \t]*=[ \t]*(?P<q>[\"'])|[^<>]{0,200}?(?<!/)>[ \t\r\n]{0,80})"
+            # The value first, its key or name after it: `<add value="..." key="ApiKey"/>`.
+            r"|[ \t\r\n]+value[ \t]*=[ \t]*(?P<rq>[\"'])"
             r"|(?:[ \t\r\n][^<>]{0,200}?)?(?<!/)>[ \t\r\n]{0,80}(?:<!\[CDATA\[)?)"
-            rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}|{_XML_TEXT}{{1,500}}))"
-            r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?(pkey)</string>|(?:\]\]>)?[ \t\r\n]{0,80}</(?P=tag)>))"
+            rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}|(?(rq){_QUOTED_VALUE}{{1,500}}|{_XML_TEXT}{{1,500}})))"
+            r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?(rq)" + _QUOTE_GAP + r"(?P=rq)[ \t\r\n]+(?:key|name)[ \t]*=[ \t]*"
+            r"(?P<rkq>[\"'])(?P<rkey>[A-Za-z0-9_.:\-]{1,80})" + _QUOTE_GAP + r"(?P=rkq)"
+            r"|(?(pkey)</string>|(?:\]\]>)?[ \t\r\n]{0,80}</(?P=tag)>)))"
         ),
         group="secret",
         validator=_xml_value_ok,
@@ -388,23 +406,75 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     RedactionRule(
         "kubernetes-secret-data",
         re.compile(
-            r"(?:^[ \t]+[\w.\-]{1,253}[ \t]*:|\"[\w.\-]{1,253}\"[ \t]*:)[ \t]*(?P<q>[\"']?)"
-            r"(?P<secret>[A-Za-z0-9+/]{4,}={0,2})(?P=q)(?=[ \t]*(?:[,}\r\n]|$))",
+            r"(?:^[ \t]+[\w.\-]{1,253}[ \t]*:|\"[\w.\-]{1,253}" + _QUOTE_GAP + r"\"[ \t]*:)[ \t]*(?P<q>[\"']?)"
+            r"(?P<secret>[A-Za-z0-9+/]{4,}={0,2})(?(q)" + _QUOTE_GAP + r"(?P=q))(?=[ \t]*(?:[,}\r\n]|$))",
             re.MULTILINE,
         ),
         group="secret",
         validator=_secret_data_ok,
-        keywords=("kind: secret", '"kind": "secret"'),
+        keywords=_SECRET_KIND,
+    ),
+    # Its `stringData`: plain text under any key (prompts/kube_string_data.py finds the values).
+    RedactionRule(
+        "kubernetes-secret-string-data",
+        re.compile(r"stringData"),
+        keywords=_SECRET_KIND,
+        finder=string_data_values,
+    ),
+    # A YAML value that starts on the line below its credential key: a block scalar (`password: |`,
+    # `private_key: >-`, `token: |-`) loses every line of its text, as one span; a plain scalar
+    # indented below the key (`password:` then `  s3cr3t`) is judged as an assignment's value. The
+    # text is the lines indented like its first line (blank lines between them too); a key in a
+    # list item (`- password: |`) needs its text indented past the key, as YAML does.
+    RedactionRule(
+        "yaml-block-credential",
+        re.compile(
+            r"(?P<key>[A-Za-z0-9_.\-]++)" + _KEY_CLOSE
+            + r":[ \t]*(?:(?P<bar>[|>])[1-9+\-]{0,2}[ \t]*)?(?:#[^\n]*)?\r?\n(?:[ \t]*\r?\n){0,20}"
+            r"(?P<ind>[ ]{1,200})(?P<secret>(?(bar)[^\s][^\n]*(?:(?:\n[ \t]*)*\n(?P=ind)[^\n]*)*"
+            # A plain scalar: one word, not a mapping's key, a list item, an anchor, alias or tag.
+            r"|(?![\-?:,\[\]{}#&*!|>%@`'\"])[^\s]{1,500}(?<!:)(?=[ \t]*(?:#[^\n]*)?(?:\r?\n|\Z))))"
+        ),
+        group="secret",
+        validator=_yaml_block_ok,
+        anchors=_GENERIC_ANCHORS,
+        multiline=True,
+        # The text of a block holds only lines indented like its first: a key inside it opens a
+        # block of its own inside it (more indented, ending no later); a plain value has no `:`
+        # before its end.
+        reach=0,
+    ),
+    # SQL that sets a password: `CREATE ROLE app WITH LOGIN PASSWORD '...'`, `ALTER USER app
+    # PASSWORD '...'` (PostgreSQL), `IDENTIFIED BY '...'` (MySQL, Oracle), in migrations and logs.
+    RedactionRule(
+        "sql-password",
+        re.compile(
+            r"(?i:password|identified[ \t]+(?:with[ \t]+[A-Za-z0-9_]{1,40}[ \t]+)?by)[ \t]+'"
+            r"(?P<secret>(?:[^'\n\\]|''){1,500})'"
+        ),
+        group="secret",
+        validator=_not_placeholder(6),
+        anchors=(re.compile(r"password(?=[ \t]+'(?:[^'\n]|''){6})"),
+                 re.compile(r"identified(?=[ \t]+(?:with[ \t]+[a-z0-9_]{1,40}[ \t]+)?by[ \t]+'(?:[^'\n]|''){6})")),
     ),
     RedactionRule(
         "generic-assignment",
         re.compile(
             r"(?P<key>[A-Za-z0-9_.\-]++)" + _KEY_CLOSE +
             # A Python annotation may sit between key and value: `password: str = "..."`.
-            r"(?::[ \t]*[A-Za-z_][\w.\[\], |]{0,60}?[ \t]*=(?!=)|=>|:=|:(?!:)|=(?!=))"
+            r"(?::[ \t]*[A-Za-z_][\w.\[\], |]{0,60}?[ \t]*=(?!=)|=>|:=|:(?!:)|=(?!=)"
+            # An environment variable given as a name and a value (a Kubernetes container's `env`,
+            # an ECS task definition, Terraform): `- name: DB_PASSWORD` then `value: ...` on the
+            # next line, `{"name": "DB_PASSWORD", "value": "..."}`; the name is the key.
+            r"|(?P<nv>" + _NAME_VALUE + r"))"
             r"[ \t]*(?:[bBrRuU]{1,2}(?=[\"']))?\\?"
             r"(?P<q>[\"'`])?"
-            rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}|{_UNQUOTED_VALUE}{{1,500}}+))"
+            # A shell line continuation (`export API_TOKEN=abc\` and `def` on the next line)
+            # goes on with the value: the shell joins the two lines into one word.
+            # A quoted value may hold escapes: `"ab\\cd"` in JSON, `"ab\$cd"` in a shell.
+            # (A run of the class first, not an alternation per character: that is the fast path.)
+            rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}(?:\\(?:[^{_SPACE}]|\r?\n[ \t]*){_QUOTED_VALUE}{{0,500}})*"
+            rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*))"
             r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?![(\[]))"
         ),
         group="secret",
@@ -412,10 +482,11 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         anchors=_GENERIC_ANCHORS,
         # The unquoted value's class: a value longer than 500 characters is replaced whole.
         tail=_UNQUOTED_VALUE,
-        # An accepted value (quoted or not) holds no whitespace, quote or backslash and is
+        # An accepted value (quoted or not) holds no whitespace, quote or lone backslash (only
+        # an escape pair, or one before a newline that the value goes on after) and is
         # followed by none of its own characters. A key that ends inside it can only get
-        # out through what follows the key: `=`, `:=` or a `: type =` annotation (at most
-        # 63 characters without whitespace) and a `b`/`r` string prefix; so a key that ends
+        # out through what follows the key: `=`, `:=`, `,value=` or a `: type =` annotation (at
+        # most 63 characters without whitespace) and a `b`/`r` string prefix; so a key that ends
         # more than 66 characters before the value's end has its own value inside.
         reach=_GENERIC_REACH,
     ),

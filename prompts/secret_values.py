@@ -163,6 +163,8 @@ def _key_strength(key: str) -> int:
     if not _GENERIC_KEY.search(key):
         return 0
     words = _words(key)
+    if words and words[0].lower() == "existing":
+        return 1  # a Helm chart's `existingSecret: app-db`: the name of a Secret that holds it
     return 2 if words and words[-1].lower() in _CREDENTIAL_NOUNS else 1
 
 
@@ -177,28 +179,51 @@ def _strength(key: str) -> int:
     return _short_key_strength(key) if len(key) <= 64 else _key_strength(key)
 
 
+# Before a variable's name in a name and value pair: `- name: `, `"name": "`, `name = "`.
+_NAME_BEFORE = re.compile(r"name[\"']?[ \t]*[:=][ \t]*[\"']?$")
+
+
 def _generic_value_ok(m: re.Match[str]) -> bool:
     key = m.group("key")
+    if m.group("nv") is not None and not _NAME_BEFORE.search(m.string, max(0, m.start() - 24), m.start()):
+        return False  # `value:` after a word that names no variable
     before = m.string[max(0, m.start() - 3):m.start()]
     if before.endswith(("://", "@")):
         return False  # a URL's user or host (`https://x-access-token:...@`): url rules decide
     # In a connection string (`...;Password=Ceslvc083_.Aoash;...`) a value is a literal, as a
     # quoted one is: no code there names a variable, so `Ceslvc083_.Aoash` is no attribute path.
-    literal = m.group("q") is not None or (before.endswith(";") and m.string.startswith(";", m.end()))
-    return _assigned_value_ok(_strength(key), key, m.group("secret"), quoted=literal)
+    connection = before.endswith(";") and m.string.startswith(";", m.end())
+    return _assigned_value_ok(_strength(key), key, m.group("secret"), quoted=connection or m.group("q") is not None,
+                              connection=connection)
 
 
 def _xml_value_ok(m: re.Match[str]) -> bool:
     """An element's text or value attribute, named by the element (`<password>`), by its key
     or name attribute (`<add key="ApiKey" value=...>`), whichever names a credential more surely,
     or by a property list's `<key>`: a literal, as a quoted value is."""
-    tag, key = m.group("tag"), m.group("pkey") or m.group("key")
+    tag, key = m.group("tag"), m.group("pkey") or m.group("key") or m.group("rkey")
     if key is None or _strength(tag) > _strength(key):
         key = tag
     return _assigned_value_ok(_strength(key), key, m.group("secret"), quoted=True)
 
 
-def _assigned_value_ok(strength: int, key: str, value: str, *, quoted: bool) -> bool:
+def _yaml_block_ok(m: re.Match[str]) -> bool:
+    """A YAML value on the lines below its key (see the `yaml-block-credential` rule): its text
+    must be indented past the key, as YAML reads it (else the key's value is empty). A block
+    scalar under a credential noun (`password: |`) is a literal whatever its shape, unless a
+    template or variable stands there (`{{ .Values.password }}`); a plain scalar is judged as
+    an assignment's unquoted value."""
+    key, value = m.group("key"), m.group("secret")
+    text = m.string
+    if len(m.group("ind")) <= m.start() - text.rfind("\n", 0, m.start()) - 1:
+        return False
+    strength = _strength(key)
+    if m.group("bar") is None:
+        return _assigned_value_ok(strength, key, value, quoted=False)
+    return strength == 2 and not _is_placeholder(value, complete=False)
+
+
+def _assigned_value_ok(strength: int, key: str, value: str, *, quoted: bool, connection: bool = False) -> bool:
     if not strength:
         return False
     if len(value) < 8 or _is_placeholder(value) or _TYPE_EXPR.fullmatch(value):
@@ -214,6 +239,11 @@ def _assigned_value_ok(strength: int, key: str, value: str, *, quoted: bool) -> 
         return False
     if strong:
         if not quoted:
+            return True
+        if connection and not _is_attribute_path(value) and not _mentions_credential(value):
+            # Between a connection string's `;`s only an attribute path is code (`a=1;password=
+            # this.props.password;b=2`): an all-caps key such as `NRAK-BRA72235AXUEKLXJIGVXLGW39DS`
+            # would pass for a separated name (`"REFRESH_TOKEN"`).
             return True
         # Quoted, a name counts as code only when it is separated (`"ANTHROPIC_API_KEY"`,
         # `"refresh_token"`, `"id-token-data"`) or names a credential itself

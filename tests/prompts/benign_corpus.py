@@ -1,6 +1,7 @@
 """Text that holds no secret but looks like one to a careless scanner: commit SHAs, UUIDs,
 lock-file hashes (package-lock integrity, poetry.lock, Cargo.lock, go.sum, pip --hash), base64
-images, a sourcemap, minified JavaScript, image digests and test fixture hashes, all generated;
+images, a sourcemap, minified JavaScript, image digests, test fixture hashes and manifests and
+config files that hold references and templates where credentials go, all generated;
 plus, for bulk, the Python sources and RECORD files (sha256 of every file) of the installed
 packages. Whatever the redactor finds here is a false positive.
 
@@ -123,10 +124,36 @@ def fixture_hashes(rng: random.Random) -> str:
             f'TOKEN_URL = "https://auth.example.com/oauth/token"\npassword_min_length = 12\n')
 
 
+def manifests(rng: random.Random) -> str:
+    """Configuration around credentials that holds none: a ConfigMap (base64 and block text),
+    a Deployment reading its secrets by reference, block text under ordinary keys, a Helm
+    chart's values (an existing Secret's name), .NET settings with the value first. No `kind: Secret`:
+    the texts are joined into one, and a Secret's rules read every value of a text that declares
+    one (tests/prompts/test_redact_kubernetes.py checks a chart's templated Secret stays)."""
+    name = "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(3, 10)))
+    return (f"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}-config\n"
+            f"  annotations:\n    checksum/config: {_sha256(rng)}\ndata:\n  LOG_LEVEL: info\n"
+            f"  settings.yaml: |\n    cache_ttl: 300\n    build: {_sha1(rng)}\n    token_header: X-Request-Token\n"
+            f"binaryData:\n  logo.png: {_b64(rng, 48)}\n"
+            f"---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  uid: {_uuid(rng)}\n"
+            f"spec:\n  template:\n    spec:\n      containers:\n      - name: {name}\n"
+            f"        image: ghcr.io/acme/{name}@sha256:{_sha256(rng)}\n        env:\n        - name: DB_PASSWORD\n"
+            f"          valueFrom:\n            secretKeyRef:\n"
+            f"              name: {name}-db\n              key: password\n"
+            f"        args:\n        - --token-file=/var/run/secrets/token\n"
+            f"description: |\n  Rotates the API token of {name} every {rng.randint(2, 90)} days.\n"
+            f"  Commit {_sha1(rng)} moved the secret to Vault.\n"
+            f"steps:\n  - run: |\n      echo \"$DEPLOY_TOKEN\" | docker login -u ci --password-stdin\n"
+            f"      make deploy REV={_sha1(rng)[:12]}\n  - with:\n      token: ${{{{ secrets.GITHUB_TOKEN }}}}\n"
+            f"password:\n  existingSecret: {name}-db\n  secretKey: password\n"
+            f'<appSettings>\n  <add value="{rng.randint(1, 600)}" key="TokenLifetimeMinutes" />\n'
+            f'  <add value="{_uuid(rng)}" key="TenantId" />\n</appSettings>\n')
+
+
 GENERATORS: dict[str, Callable[[random.Random], str]] = {
     "git-log": git_log, "uuids": uuids, "package-lock": package_lock, "poetry-lock": poetry_lock,
     "cargo-lock": cargo_lock, "base64-image": base64_image, "sourcemap": sourcemap,
-    "minified-js": minified_js, "digests": digests, "fixture-hashes": fixture_hashes,
+    "minified-js": minified_js, "digests": digests, "fixture-hashes": fixture_hashes, "manifests": manifests,
 }
 
 

@@ -179,8 +179,10 @@ FAMILIES: tuple[Family, ...] = (
 # The labels that name a credential by themselves (in prose, "the password is ...").
 CREDENTIAL_WORDS = frozenset({"password", "passwd", "client secret", "token", "API key", "credentials", "creds"})
 
-SYNTAXES = ("assignment", "yaml", "yaml-plain", "json", "json-escaped", "json-in-json", "xml", "xml-attribute", "ini",
-            "env", "connection-string", "url-userinfo", "log", "prose", "kubernetes-secret")
+SYNTAXES = ("assignment", "yaml", "yaml-plain", "yaml-block", "json", "json-escaped", "json-in-json", "xml",
+            "xml-attribute", "xml-attribute-value-first", "ini", "env", "env-continued", "connection-string",
+            "url-userinfo", "log", "prose", "kubernetes-secret", "kubernetes-string-data",
+            "kubernetes-string-data-json", "kubernetes-env", "ecs-env-json", "sql-password")
 
 
 def _u_escaped(text: str, keep: str = "") -> str:
@@ -216,6 +218,26 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
     if syntax == "xml-attribute":  # .NET appSettings; Spring's <property name=... value=.../> alike
         attr = lambda p: xml_escape(p, {'"': "&quot;"})  # noqa: E731
         return f'<appSettings>\n  <add key="{key}" value="{attr(value)}" />\n</appSettings>\n', attr
+    if syntax == "xml-attribute-value-first":  # the same with the value before its key
+        attr = lambda p: xml_escape(p, {'"': "&quot;"})  # noqa: E731
+        return f'<appSettings>\n  <add value="{attr(value)}" key="{key}" />\n</appSettings>\n', attr
+    if syntax == "kubernetes-string-data":  # plain text under any key (here one that names no
+        # credential: only the place tells); a block scalar for a multi-line value
+        shown = f"|\n    {value.replace(chr(10), chr(10) + '    ')}" if "\n" in value else value
+        return (f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: api\ntype: Opaque\nstringData:\n"
+                f"  upstream: {shown}\n  PORT: \"8080\"\n"), same
+    if syntax == "kubernetes-string-data-json":  # kubectl's -o json, or the last-applied annotation
+        manifest = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "api"},
+                    "stringData": {"upstream": value, "PORT": "8080"}}
+        return json.dumps(manifest, separators=(",", ":")), lambda p: json.dumps(p)[1:-1]
+    if syntax == "kubernetes-env":  # a container's environment, the value given inline
+        return (f"      containers:\n      - name: api\n        env:\n        - name: {key.upper()}\n"
+                f"          value: \"{value}\"\n        - name: PORT\n          value: \"8080\"\n"), same
+    if syntax == "ecs-env-json":  # an ECS task definition's environment
+        env = [{"name": key.upper(), "value": value}, {"name": "PORT", "value": "8080"}]
+        return json.dumps({"environment": env}), lambda p: json.dumps(p)[1:-1]
+    if syntax == "sql-password":  # a migration or its log
+        return f"CREATE ROLE app WITH LOGIN PASSWORD '{value}';\nGRANT CONNECT ON DATABASE app TO app;\n", same
     if syntax == "kubernetes-secret":  # every part goes with the one base64 value that holds them
         encoded = base64.b64encode(value.encode()).decode()
         return (f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: api\ntype: Opaque\ndata:\n"
@@ -224,6 +246,9 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
         return f"[default]\nregion = eu-west-1\n{key.lower()} = {value}\n", same
     if syntax == "env":
         return f"# deploy\nexport {key.upper()}={value}\nLOG_LEVEL=info\n", same
+    if syntax == "env-continued":  # a line continuation in the middle of the value
+        half = len(value) // 2
+        return f"# deploy\nexport {key.upper()}={value[:half]}\\\n{value[half:]}\nLOG_LEVEL=info\n", same
     if syntax == "connection-string":
         return f"Server=tcp:db.internal,1433;Database=app;User ID=svc;Password={value};Encrypt=True;", same
     if syntax == "url-userinfo":
@@ -258,11 +283,20 @@ class Sample:
     parts: tuple[str, ...]  # as written in `text`; every one must vanish
 
 
+# A line continuation splits a token in two, and neither half has the token's shape: only the
+# credential name it is assigned to can tell it (`GH_PAT`, `AGE_KEY` do not, as names go).
+_CREDENTIAL_NAME = re.compile(r"(?i)passw(?:or)?d|passwd|secret|token|api_key|credentials|creds")
+# Syntaxes that only some families are written in: SQL sets passwords.
+_ONLY_FOR = {"env-continued": _CREDENTIAL_NAME, "sql-password": re.compile(r"(?i)passw")}
+
+
 def samples(seed: int = 11, per_family: int = 1) -> list[Sample]:
     rng = random.Random(seed)
     out: list[Sample] = []
     for family in FAMILIES:
         for syntax in family.syntaxes or SYNTAXES:
+            if syntax in _ONLY_FOR and not _ONLY_FOR[syntax].search(family.key):
+                continue
             for _ in range(per_family):
                 value, parts = family.sample(rng)
                 text, written = render(family, syntax, value)

@@ -24,6 +24,12 @@ FAMILIES = {
     "mysql words": lambda n: "mysql -u " * (n // 9),
     "password flags": lambda n: "--password " * (n // 11),
     "percent escapes": lambda n: "token%3D%40" * (n // 11),
+    "stringData JSON left open": lambda n: '"kind":"Secret",' + '"stringData":{"k":"' * (n // 19) + "x",
+    "stringData YAML": lambda n: "kind: Secret\n" + "stringData:\n  k: v1B2c3D4\n" * (n // 26),
+    "password: | blocks": lambda n: "password: |\n  a1B2c3D4e5\n" * (n // 25),
+    "name/value pairs left open": lambda n: "- name: db_token\n  value: '" * (n // 27),
+    "SQL password quotes": lambda n: "password 'identified by '" * (n // 26),
+    "quoted backslashes": lambda n: 'token="' + "\\a" * (n // 2),
 }
 
 

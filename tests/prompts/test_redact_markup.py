@@ -50,6 +50,27 @@ def test_xml_credentials_in_every_layout_are_redacted(text: str) -> None:
     assert out.count("<") == text.count("<")
 
 
+@pytest.mark.parametrize("text", [
+    f'<appSettings>\n  <add value="{PASSWORD}" key="ApiKey" />\n</appSettings>',
+    f"<add value='{PASSWORD}' key='ConnectionPassword'/>",
+    f'<property value="{PASSWORD}" name="password"/>',
+    f'<add value="{PASSWORD}"\n     key="ClientSecret" />',
+], ids=["add", "single-quotes", "spring-property", "key-on-next-line"])
+def test_a_value_attribute_before_its_key_is_redacted_whole(text: str) -> None:
+    out = redact(text)
+    assert PASSWORD[:8] not in out and PASSWORD[-8:] not in out
+    assert 'value="[REDACTED:xml-credential]"' in out or "value='[REDACTED:xml-credential]'" in out
+
+
+@pytest.mark.parametrize("text", [
+    '<add value="Information" key="LogLevel"/>',
+    '<add value="00:30:00" key="TokenLifetime"/>',
+    '<add value="{{ client_secret }}" key="ClientSecret"/>',
+])
+def test_a_value_before_a_key_that_names_no_credential_stays(text: str) -> None:
+    assert redact(text) == text
+
+
 def test_a_provider_token_ends_at_the_next_tag() -> None:
     # gitleaks' formats end a token at a quote, whitespace or `;`; in XML the text ends at `<`.
     # An element whose name says nothing of a credential, so only the format itself can find it.
