@@ -58,8 +58,10 @@ def _read_text(path: str) -> str:
         return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
+    except OSError as exc:  # a directory, no permission ...: what `card move` says too
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text: {exc}") from None
 
 
 def load_card_file(path: str) -> Card:
