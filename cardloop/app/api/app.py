@@ -94,8 +94,7 @@ def create_app(svc: Services) -> FastAPI:
         app.include_router(module.router)
 
     def too_large(path: str, max_bytes: int) -> Any:
-        webhooks.count_too_large(path, svc.adapters)
-        return gateway.too_large_answer(path, max_bytes)
+        return webhooks.too_large_answer(path, max_bytes, svc.adapters) or gateway.too_large_answer(path, max_bytes)
 
     app.add_middleware(BodySizeLimit, max_bytes=svc.config.api.max_body_bytes, shaped=too_large)
     return app

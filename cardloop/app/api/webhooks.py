@@ -310,7 +310,7 @@ async def webhook(board: str, request: Request, svc: SvcDep) -> Response:
     label = board if board in svc.adapters else "unknown"
     try:
         answer = await _deliver(board, request, svc)
-    except BodyTooLarge:  # the body limit answers 413 and counts it (count_too_large)
+    except BodyTooLarge:  # the body limit answers 413 and counts it (too_large_answer)
         raise
     except Exception:  # answered 500 by the app's handler
         metrics.WEBHOOK_DELIVERIES.labels(label, "error").inc()
@@ -319,12 +319,16 @@ async def webhook(board: str, request: Request, svc: SvcDep) -> Response:
     return answer
 
 
-def count_too_large(path: str, known: Iterable[str]) -> None:
+def too_large_answer(path: str, max_bytes: int, known: Iterable[str]) -> Response | None:
     """A webhook body refused by the body limit (limits.BodySizeLimit, declared or streamed past
-    api.max_body_bytes): bad input, counted `invalid`; the route never answers it itself."""
+    api.max_body_bytes): bad input, counted `invalid`, answered in the route's own shape. None for
+    any other path."""
     board = path.removeprefix("/webhooks/")
-    if board != path and "/" not in board:
-        metrics.WEBHOOK_DELIVERIES.labels(board if board in known else "unknown", "invalid").inc()
+    if board == path or "/" in board:
+        return None
+    metrics.WEBHOOK_DELIVERIES.labels(board if board in known else "unknown", "invalid").inc()
+    return JSONResponse({"status": "refused", "detail": f"request body larger than {max_bytes:,} bytes "
+                         "(api.max_body_bytes)"}, status_code=413)
 
 
 def _count(board: str, answer: Response) -> None:

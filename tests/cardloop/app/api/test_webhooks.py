@@ -319,6 +319,9 @@ async def test_an_oversized_body_is_counted_invalid_whether_or_not_its_length_wa
     streamed = await api.post("/webhooks/generic", content=chunks(),
                               headers={"content-type": "application/json", "x-hub-signature-256": sign(big)})
     assert declared.status_code == streamed.status_code == 413
+    for answer in (declared, streamed):  # the shape of every other refusal of the route
+        assert answer.json() == {"status": "refused",
+                                 "detail": "request body larger than 65,536 bytes (api.max_body_bytes)"}
     assert "content-length" not in streamed.request.headers
     assert deliveries("error") - before["error"] == 0
     assert deliveries("invalid") - before["invalid"] == 2
