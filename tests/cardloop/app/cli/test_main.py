@@ -160,3 +160,16 @@ def test_card_check_says_what_card_move_says_of_a_directory_or_a_file_not_utf8(t
     assert out.returncode == 2
     assert out.stderr.startswith(f"cardloop: error: {latin}: not UTF-8 text: "), out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_card_check_refuses_what_card_move_refuses(tmp_path: Path) -> None:
+    # `card check` said "valid card" for a board id no key can hold; `card move` then refused it.
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps({"id": "X-2", "tenant": "acme", "board": "bad board", "title": "t"}))
+    checked = run("card", "check", str(card))
+    assert checked.returncode == 2, checked.stdout
+    assert checked.stderr.strip() == f"cardloop: error: {card}: 'bad board': use letters, digits and . _ : # - " \
+        "(at most 200)"
+    ok = tmp_path / "ok.json"
+    ok.write_text(json.dumps({"id": "owner/repo#12", "tenant": "acme", "board": "github", "title": "t"}))
+    assert run("card", "check", str(ok)).returncode == 0
