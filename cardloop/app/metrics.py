@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import logging
 from typing import Any
 
 import httpx
@@ -84,6 +86,21 @@ def temporal_runtime(port: int | None = None) -> tuple[Runtime, str]:
     return runtime, f"http://127.0.0.1:{port}/metrics"
 
 
+# Set while this endpoint fetches the SDK's metrics: httpx logs every request at INFO, which put a
+# "HTTP Request: GET http://127.0.0.1:<port>/metrics" line in the worker's log at every scrape.
+_OWN_FETCH: contextvars.ContextVar[bool] = contextvars.ContextVar("cardloop_metrics_own_fetch", default=False)
+
+
+class _QuietOwnFetch(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _OWN_FETCH.get()
+
+
+_HTTPX_LOG = logging.getLogger("httpx")
+if not any(isinstance(f, _QuietOwnFetch) for f in _HTTPX_LOG.filters):
+    _HTTPX_LOG.addFilter(_QuietOwnFetch())
+
+
 class MetricsServer:
     """GET /metrics: `registry` in Prometheus' text format, then the SDK's (`sdk_url`), if any."""
 
@@ -97,11 +114,14 @@ class MetricsServer:
     async def exposition(self) -> bytes:
         body = generate_latest(self.registry)
         if self.sdk_url:
+            token = _OWN_FETCH.set(True)
             try:
                 sdk = await self._http.get(self.sdk_url)
                 body += sdk.content if sdk.status_code == 200 else b""
             except httpx.HTTPError:  # the runtime's exporter is starting or gone: ours still count
                 pass
+            finally:
+                _OWN_FETCH.reset(token)
         return body
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

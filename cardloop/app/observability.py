@@ -9,6 +9,7 @@ from typing import Any
 
 from temporalio.runtime import Runtime
 
+from cardloop.app.devserver import DevStackError
 from cardloop.app.metrics import MetricsServer, temporal_runtime
 from cardloop.app.tracing import Tracing, start_tracing
 from cardloop.contracts.config import Config
@@ -47,7 +48,14 @@ async def start_observability(config: Config, *, worker: bool, span_exporter: An
     if not obs.metrics_port:
         return Observability(tracing=tracing)
     runtime, sdk_url = temporal_runtime() if worker else (None, None)
-    server = await MetricsServer(sdk_url=sdk_url).start(obs.metrics_host, obs.metrics_port)
+    try:
+        server = await MetricsServer(sdk_url=sdk_url).start(obs.metrics_host, obs.metrics_port)
+    except OSError as exc:  # a port in use (a second worker on the node) is one line, not a traceback
+        if tracing is not None:
+            tracing.shutdown()
+        raise DevStackError(f"the metrics endpoint cannot listen on {obs.metrics_host}:{obs.metrics_port}: "
+                            f"{exc.strerror or exc}; set observability.metrics_port / "
+                            "CARDLOOP_OBSERVABILITY__METRICS_PORT to a free port (0: no metrics)") from None
     return Observability(runtime=runtime, metrics=server, tracing=tracing, host=obs.metrics_host)
 
 

@@ -61,3 +61,14 @@ def test_a_lone_surrogate_anywhere_in_a_card_file_is_refused_naming_the_field(fr
 def test_a_surrogate_pair_escape_in_a_card_file_is_text() -> None:
     card = parse_card('{"id": "PAY-1", "title": "ship \\ud83d\\ude80"}')
     assert card.title == "ship \U0001f680"
+
+
+def test_the_readme_card_files_table_names_every_field_and_context_kind() -> None:
+    # README "Card files" is what a user writes a card from: a field or context kind the model
+    # takes and the table leaves out (`schema_version`, `research`) is one they cannot know of.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split("## Card files", 1)[1].split("\n## ", 1)[0]
+    schema = card_json_schema()
+    missing = [f for f in schema["properties"] if f"`{f}`" not in table]
+    missing += [k for k in schema["$defs"]["ContextKind"]["enum"] if f"`{k}`" not in table]
+    assert missing == [], missing

@@ -92,8 +92,11 @@ def create_app(svc: Services) -> FastAPI:
 
     for module in (webhooks, tenants, cards, gateway):
         app.include_router(module.router)
-    app.add_middleware(BodySizeLimit, max_bytes=svc.config.api.max_body_bytes,
-                       shaped=gateway.too_large_answer)
+
+    def too_large(path: str, max_bytes: int) -> Any:
+        return webhooks.too_large_answer(path, max_bytes, svc.adapters) or gateway.too_large_answer(path, max_bytes)
+
+    app.add_middleware(BodySizeLimit, max_bytes=svc.config.api.max_body_bytes, shaped=too_large)
     return app
 
 

@@ -37,7 +37,8 @@ def card_prompt(
     except ValueError as exc:
         raise HTTPException(400, str(exc)) from None
     store = svc.store.for_tenant(tenant)  # on PostgreSQL the database itself keeps other tenants out
-    found = store.get_card(f"{tenant}/{card}") if card.count("/") == 1 else None
+    ref = _card_ref(tenant, card)  # an id no card can have is a 404 too, never the store's error (500)
+    found = store.get_card(ref.key) if ref is not None else None
     if found is None:
         raise HTTPException(404, "not found")
     stored = store.current_tenant_prompt(tenant)
@@ -105,12 +106,16 @@ async def _card_action(svc: Services, tenant: str, done: str,
 
 async def _tenant_card(svc: Services, tenant: str, card: str) -> CardRef:
     """The tenant's card BOARD/CARD_ID, or 404 (also for another tenant's: nothing is revealed)."""
-    key = f"{tenant}/{card}"
-    try:
-        ref = CardRef.parse(key) if card.count("/") == 1 else None
-    except ValueError:
-        ref = None
+    ref = _card_ref(tenant, card)
     store = svc.store.for_tenant(tenant)
-    if ref is None or await run_in_threadpool(store.card_fields, key) is None:
+    if ref is None or await run_in_threadpool(store.card_fields, ref.key) is None:
         raise HTTPException(404, "not found")
     return ref
+
+
+def _card_ref(tenant: str, card: str) -> CardRef | None:
+    """The tenant's card BOARD/CARD_ID, or None when no card can have that id."""
+    try:
+        return CardRef.parse(f"{tenant}/{card}") if card.count("/") == 1 else None
+    except ValueError:
+        return None

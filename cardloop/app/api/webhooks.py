@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -25,6 +26,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from temporalio.service import RPCError
 
+from cardloop.app.api.limits import BodyTooLarge
 from cardloop.app.api.logsafe import safe_logger
 from cardloop.app.api.services import Services, services
 from cardloop.app.boards.echo import own_echo, remember_actor, remember_move
@@ -308,11 +310,25 @@ async def webhook(board: str, request: Request, svc: SvcDep) -> Response:
     label = board if board in svc.adapters else "unknown"
     try:
         answer = await _deliver(board, request, svc)
+    except BodyTooLarge:  # the body limit answers 413 and counts it (too_large_answer)
+        raise
     except Exception:  # answered 500 by the app's handler
         metrics.WEBHOOK_DELIVERIES.labels(label, "error").inc()
         raise
     _count(label, answer)
     return answer
+
+
+def too_large_answer(path: str, max_bytes: int, known: Iterable[str]) -> Response | None:
+    """A webhook body refused by the body limit (limits.BodySizeLimit, declared or streamed past
+    api.max_body_bytes): bad input, counted `invalid`, answered in the route's own shape. None for
+    any other path."""
+    board = path.removeprefix("/webhooks/")
+    if board == path or "/" in board:
+        return None
+    metrics.WEBHOOK_DELIVERIES.labels(board if board in known else "unknown", "invalid").inc()
+    return JSONResponse({"status": "refused", "detail": f"request body larger than {max_bytes:,} bytes "
+                         "(api.max_body_bytes)"}, status_code=413)
 
 
 def _count(board: str, answer: Response) -> None:

@@ -58,8 +58,10 @@ def _read_text(path: str) -> str:
         return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read: {exc}") from None
+    except OSError as exc:  # a directory, no permission ...: what `card move` says too
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text: {exc}") from None
 
 
 def load_card_file(path: str) -> Card:
@@ -230,7 +232,14 @@ def cmd_card_schema(args: argparse.Namespace, config: Config | None) -> int:
 
 
 def cmd_card_check(args: argparse.Namespace, config: Config | None) -> int:
+    from cardloop.app.cli.service import _said
+    from cardloop.contracts.payloads import CardRef
+
     card = load_card_file(args.file)
+    try:  # a card `card move FILE` would refuse is no valid card: its board or id cannot be a key
+        CardRef.for_board(card.tenant, card.board, card.id)
+    except ValueError as exc:
+        raise InputError(f"{args.file}: {_said(exc)}") from None
     print(f"{args.file}: valid card {card.id!r}: {len(card.history)} messages, "
           f"{len(card.context)} context items")
     return 0

@@ -42,7 +42,7 @@ def cmd_api(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_dev(args: argparse.Namespace, config: Config) -> int:
-    from cardloop.app.lifecycle import run_until_stopped
+    from cardloop.app.lifecycle import lock_data_dir, run_until_stopped
     from cardloop.app.logs import log_to_data_dir
     from cardloop.app.private import private_process
     from cardloop.app.stack import data_dir, dev_stack, wait_for_ctrl_c
@@ -57,13 +57,20 @@ def cmd_dev(args: argparse.Namespace, config: Config) -> int:
 
         config = scripted_config(args.config)
         transcript = EXAMPLES / "transcript.json"
-        model = start_scripted_model(config, load_transcript(transcript))
-        base_urls = {name: model.url for name, p in config.profiles.items() if p.provider == "anthropic"}
+    # The data dir before the scripted model's port: a second `cardloop dev` there is refused naming
+    # the running one, not with the port that one's model holds (the same CARDLOOP_DEV__MODEL_PORT).
+    lock = lock_data_dir(data_dir(config), "dev --scripted" if args.scripted else "dev")
+    try:
+        if args.scripted:
+            model = start_scripted_model(config, load_transcript(transcript))
+            base_urls = {name: model.url for name, p in config.profiles.items() if p.provider == "anthropic"}
+    except BaseException:
+        lock.release()
+        raise
 
     async def main() -> int:
         log_file = log_to_data_dir(data_dir(config))
-        async with dev_stack(config, with_api=True, base_urls=base_urls,
-                             command="dev --scripted" if model else "dev") as stack:
+        async with dev_stack(config, with_api=True, base_urls=base_urls, lock=lock) as stack:
             if model is not None:  # once the stack is up: a refused start is its one line, no banner
                 print(SCRIPTED_BANNER.format(url=model.url, transcript=transcript), flush=True)
             print(f"Temporal dev server on {stack.server.address if stack.server else '?'} (SQLite in "
@@ -90,6 +97,7 @@ def cmd_dev(args: argparse.Namespace, config: Config) -> int:
     finally:
         if model is not None:
             model.stop()
+        lock.release()
 
 
 async def _preflight_warning(config: Config, base_urls: dict[str, str]) -> None:

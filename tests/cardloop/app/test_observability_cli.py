@@ -112,3 +112,22 @@ def test_worker_and_api_serve_metrics_on_their_own_port_and_log_json(temporal_se
     assert codes[0] == 0, worker_out.seen  # the API exits as uvicorn does on SIGINT
     assert not any("Traceback" in line for line in worker_out.seen + api_out.seen)
 
+
+
+@pytest.mark.parametrize("command", [["api", "--port", "0"], ["worker"]])
+def test_a_metrics_port_in_use_is_one_line_naming_the_setting(command: list[str], tmp_path: Path) -> None:
+    import socket
+
+    env = {**os.environ, **NO_SOURCES, "HOME": str(tmp_path), "ANTHROPIC_API_KEY": "sk-ant-test",
+           "CARDLOOP_TEMPORAL__ADDRESS": f"127.0.0.1:{free_port()}", "CARDLOOP_TEMPORAL__ENCRYPT_PAYLOADS": "false",
+           "DATABASE_URL": f"sqlite:///{tmp_path / 'store.sqlite'}"}
+    with socket.socket() as taken:  # another process (a second worker on the node) holds the port
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([str(CLI), *command], env={**env, "CARDLOOP_OBSERVABILITY__METRICS_PORT": str(port)},
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"127.0.0.1:{port}" in last and "CARDLOOP_OBSERVABILITY__METRICS_PORT" in last, last

@@ -98,3 +98,23 @@ async def test_a_tenant_cancels_its_cards_running_stage_and_only_its_own(stack: 
             assert state is not None and state.status == "idle"
             again = await api.post(url, headers={"authorization": f"Bearer {acme}"})
             assert again.status_code == 409 and "no stage runs" in again.json()["detail"]
+
+
+def test_a_card_id_no_card_can_have_is_404_on_every_card_route(store_factory) -> None:
+    # A 5,000-character id (a script gone wrong) made GET .../prompt a 500: the store refused the
+    # key it was asked to look up. No such card can exist, so it is the 404 of any unknown card.
+    store = store_factory()
+    config = load_config(REPO_CONFIG, env={})
+    token = store.create_api_token("acme", "t").token
+    app = create_app(Services(config=config, store=store, runtime=ActivityDeps.build(config, store), cards=None,
+                              http=httpx.AsyncClient()))
+    auth = {"authorization": f"Bearer {token}"}
+    try:
+        with TestClient(app, raise_server_exceptions=False) as client:
+            for card in ("github/" + "a" * 5000, "g" * 300 + "/X-1", "github/-x"):
+                prompt = client.get(f"/cards/{card}/prompt", params={"stage": "review"}, headers=auth)
+                assert prompt.status_code == 404, (card[:20], prompt.text)
+                for action in ("retry", "cancel"):
+                    assert client.post(f"/cards/{card}/{action}", headers=auth).status_code == 404
+    finally:
+        store.close()

@@ -563,9 +563,11 @@ def test_oversized_body_through_the_whole_app_is_413_in_the_callers_shape(tmp_pa
                 assert (error["type"], error["code"]) == ("invalid_request_error", "too_large")
             r = client.post(ANTHROPIC, content=chunked())
             assert assert_anthropic_error(r, 413)["type"] == "request_too_large"
-            # Another route: the app's own shape, as before.
-            r = client.post("/webhooks/generic", content=big)
+            # Another route: the app's own shape, as before (webhooks: theirs, {"status", "detail"}).
+            r = client.put("/tenants/acme/prompt", content=big)
             assert r.status_code == 413 and set(r.json()) == {"detail"}
+            r = client.post("/webhooks/generic", content=big)
+            assert r.status_code == 413 and r.json()["status"] == "refused"
         assert model.request_count == 0
     finally:
         close_app(app)

@@ -297,3 +297,31 @@ async def test_health_while_the_store_is_down_is_a_503_saying_so(stack: Stack) -
             live = await api.get("/livez")  # what the liveness probe reads: no restart for a database blip
     assert r.status_code == 503 and r.json() == {"status": "unavailable", "store": "unavailable: StoreUnavailable"}
     assert live.status_code == 200 and live.json() == {"status": "ok"}
+
+
+def deliveries(result: str) -> float:
+    from prometheus_client import REGISTRY
+    return REGISTRY.get_sample_value("cardloop_webhook_deliveries_total", {"board": "generic", "result": result}) or 0.0
+
+
+@pytest.mark.stack_env(**ENV)
+async def test_an_oversized_body_is_counted_invalid_whether_or_not_its_length_was_declared(stack: Stack, api) -> None:
+    # A board (or proxy) streaming a body too large is bad input, like one that declares its length:
+    # both are 413 and `invalid` in cardloop_webhook_deliveries_total, never `error`.
+    big = b"{" + b" " * 70_000 + b"}"
+    before = {result: deliveries(result) for result in ("invalid", "error")}
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for start in range(0, len(big), 8192):
+            yield big[start:start + 8192]
+
+    declared = await post(api, "generic", big, sign(big))
+    streamed = await api.post("/webhooks/generic", content=chunks(),
+                              headers={"content-type": "application/json", "x-hub-signature-256": sign(big)})
+    assert declared.status_code == streamed.status_code == 413
+    for answer in (declared, streamed):  # the shape of every other refusal of the route
+        assert answer.json() == {"status": "refused",
+                                 "detail": "request body larger than 65,536 bytes (api.max_body_bytes)"}
+    assert "content-length" not in streamed.request.headers
+    assert deliveries("error") - before["error"] == 0
+    assert deliveries("invalid") - before["invalid"] == 2

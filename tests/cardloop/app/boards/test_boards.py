@@ -365,3 +365,20 @@ async def test_a_generic_card_gone_is_an_archive_event_and_stands_alone(adapters
                                                                   "stage": "coding", "delivery_id": "g-10"})
     assert "gone: Input should be 'archived' or 'deleted'" in await bad(
         adapters["generic"], {"card_id": "OPS-9", "gone": "closed", "delivery_id": "g-11"})
+
+
+def test_the_readme_lists_every_field_a_generic_delivery_may_carry() -> None:
+    # "unknown fields are refused": a field the README leaves out (from_column, gone) is one a
+    # script's author would not dare send.
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    listed = readme.split("- **Generic JSON**", 1)[1].split("unknown fields are refused", 1)[0]
+    missing = [f for f in generic_event_schema()["properties"] if f'"{f}"' not in listed]
+    assert missing == [], missing
+
+
+async def test_generic_stage_wins_over_to_column_which_is_recorded(adapters: dict[str, BoardAdapter]) -> None:
+    [event] = await parse(adapters["generic"], {"card_id": "OPS-7", "to_column": "Planning", "stage": "coding",
+                                                "delivery_id": "both"})
+    assert event.stage == "coding" and event.to_column == "Planning"

@@ -146,3 +146,30 @@ def test_explain_refuses_an_iteration_the_stage_never_runs() -> None:
         assert out.returncode == 2, out.stdout
         assert f"--iteration {bad}: coding runs iterations 1 to " in out.stderr and "Traceback" not in out.stderr
 
+
+
+def test_card_check_says_what_card_move_says_of_a_directory_or_a_file_not_utf8(tmp_path: Path) -> None:
+    # `card check FILE` before `card move FILE`: the same file, the same one-line reason (it used
+    # to repeat the path inside a Python error, and call a non-UTF-8 file "cannot read").
+    folder = tmp_path / "cards.json"
+    folder.mkdir()
+    latin = tmp_path / "latin1.json"
+    latin.write_bytes(b'{"id": "X-1", "title": "caf\xe9"}')
+    assert run("card", "check", str(folder)).stderr.strip() == f"cardloop: error: {folder}: cannot read: Is a directory"
+    out = run("card", "check", str(latin))
+    assert out.returncode == 2
+    assert out.stderr.startswith(f"cardloop: error: {latin}: not UTF-8 text: "), out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_card_check_refuses_what_card_move_refuses(tmp_path: Path) -> None:
+    # `card check` said "valid card" for a board id no key can hold; `card move` then refused it.
+    card = tmp_path / "card.json"
+    card.write_text(json.dumps({"id": "X-2", "tenant": "acme", "board": "bad board", "title": "t"}))
+    checked = run("card", "check", str(card))
+    assert checked.returncode == 2, checked.stdout
+    assert checked.stderr.strip() == f"cardloop: error: {card}: 'bad board': use letters, digits and . _ : # - " \
+        "(at most 200)"
+    ok = tmp_path / "ok.json"
+    ok.write_text(json.dumps({"id": "owner/repo#12", "tenant": "acme", "board": "github", "title": "t"}))
+    assert run("card", "check", str(ok)).returncode == 0

@@ -132,3 +132,27 @@ def test_demo_runs_offline_and_says_so(tmp_path: Path) -> None:
     fixed = subprocess.run(["git", "-C", str(remote), "show", f"{branch}:app/webhooks/retry.py"],
                            capture_output=True, text=True, check=True).stdout
     assert "capped = min(raw, self.max_delay)\n        if self.jitter:" in fixed
+
+
+def test_a_second_scripted_dev_on_the_data_dir_names_the_running_one_not_the_model_port(tmp_path: Path) -> None:
+    # The same environment twice (CARDLOOP_DEV__MODEL_PORT included, as a user who set it once
+    # has): the second is refused for the data dir, naming the running stack, as the README says;
+    # it used to say the scripted model's port was taken and to change CARDLOOP_DEV__MODEL_PORT.
+    from tests.cardloop.app.cli.procs import isolated_env, start, wait_for
+
+    env, ports = isolated_env(tmp_path)
+    env["CARDLOOP_DEV__MODEL_PORT"] = str(free_port())
+    dev, out, err = start(["dev", "--scripted"], env, tmp_path, "dev")
+    try:
+        wait_for(lambda: "Press Ctrl-C" in out.read_text() or dev.poll() is not None, 60, "the dev stack")
+        assert dev.poll() is None, err.read_text()
+        second = run("dev", "--scripted", env=env, timeout=60)
+        assert second.returncode == 1, second.stdout + second.stderr
+        [line] = second.stderr.strip().splitlines()
+        assert f"is in use by `cardloop dev --scripted` (pid {dev.pid}; Temporal on 127.0.0.1:{ports['temporal']}" \
+            in line, line
+        assert "SCRIPTED MODEL" not in second.stdout
+    finally:
+        dev.send_signal(signal.SIGTERM)
+        code = dev.wait(60)
+    assert code == 0, err.read_text()
