@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from cardloop.app.cli.context import add_context_command
 from cardloop.app.cli.doctor import add_doctor_command
+from cardloop.app.cli.files import read_text
 from cardloop.app.cli.operate import add_operate_commands
 from cardloop.app.cli.research import add_research_command
 from cardloop.app.cli.service import add_service_commands
@@ -53,22 +54,11 @@ exit codes: 0 ok, 1 input refused (e.g. a rejected tenant prompt), 2 bad usage, 
 """
 
 
-def _read_text(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except OSError as exc:  # a directory, no permission ...: what `card move` says too
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text: {exc}") from None
-
-
 def load_card_file(path: str) -> Card:
     from cardloop.prompts.card import CardError, parse_card
 
     try:
-        return parse_card(_read_text(path), origin=path)
+        return parse_card(read_text(path), origin=path)
     except CardError as exc:
         raise InputError(str(exc)) from None
 
@@ -116,7 +106,7 @@ def cmd_prompt_explain(args: argparse.Namespace, config: Config) -> int:
     card = load_card_file(args.card)
     tenant = None
     if args.tenant_prompt:
-        tenant = TenantPrompt(custom_system_prompt=_read_text(args.tenant_prompt),
+        tenant = TenantPrompt(custom_system_prompt=read_text(args.tenant_prompt),
                               override_mode=args.tenant_mode)
     from cardloop.app.startup import startup_check
 
@@ -207,7 +197,7 @@ def cmd_prompt_validate(args: argparse.Namespace, config: Config) -> int:
     from cardloop.prompts.validate import ValidationStatus, validate_tenant_prompt
 
     try:
-        text = sys.stdin.read() if args.file == "-" else _read_text(args.file)
+        text = sys.stdin.read() if args.file == "-" else read_text(args.file)
     except UnicodeDecodeError as exc:
         raise InputError(f"{args.file}: not UTF-8 text: {exc}") from None
     result = validate_tenant_prompt(text)

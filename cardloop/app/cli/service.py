@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cardloop.app.cli.files import read_text
 from cardloop.contracts.comments import MAX_COMMENT_CHARS
 from cardloop.contracts.errors import CardloopError, InputError
 
@@ -129,15 +130,15 @@ def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
     path = Path(arg)
     if arg.endswith(".json") or path.is_file():
         try:
-            card = parse_card(path.read_text(encoding="utf-8"), origin=arg)
-        except FileNotFoundError:
-            raise InputError(f"{arg}: no such file") from None
-        except OSError as exc:  # a directory, no permission ...: what `card check` says too
-            raise InputError(f"{arg}: cannot read: {exc.strerror or exc}") from None
-        except UnicodeDecodeError as exc:
-            raise InputError(f"{arg}: not UTF-8 text: {exc}") from None
+            card = parse_card(read_text(arg), origin=arg)
         except CardError as exc:
             raise InputError(str(exc)) from None
+        # The file names its card: a --tenant or --board that says otherwise would act on
+        # another card than the user thinks (it was ignored without a word).
+        for flag, given, own in (("--tenant", args.tenant, card.tenant), ("--board", args.board, card.board)):
+            if given and given != own:
+                raise InputError(f"{arg}: the card file says {flag.removeprefix('--')} {own!r}, {flag} says {given!r}: "
+                                 f"{flag} is for a card key given without one; edit the file to move it elsewhere")
         try:
             return CardRef.for_board(card.tenant, card.board, card.id), card
         except ValueError as exc:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cardloop.app.cli.files import read_text
 from cardloop.contracts.errors import ConfigError, InputError, RejectedError
 from cardloop.contracts.limits import usd
 from cardloop.prompts.tenant_id import TENANT_RULE, is_tenant_id
@@ -103,13 +103,7 @@ def cmd_set_prompt(args: argparse.Namespace, config: Config) -> int:
 
     from cardloop.app.tenant_prompts import PromptIn, check_prompt
 
-    path = Path(args.file)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{args.file}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{args.file}: not UTF-8 text: {exc}") from None
+    text = read_text(args.file)
     try:
         body = PromptIn(custom_system_prompt=text, override_mode=args.mode, language_preference=args.language,
                         tone_profile=_tone(args.tone or []))

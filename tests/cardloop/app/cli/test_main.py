@@ -173,3 +173,25 @@ def test_card_check_refuses_what_card_move_refuses(tmp_path: Path) -> None:
     ok = tmp_path / "ok.json"
     ok.write_text(json.dumps({"id": "owner/repo#12", "tenant": "acme", "board": "github", "title": "t"}))
     assert run("card", "check", str(ok)).returncode == 0
+
+
+def test_a_card_file_and_a_tenant_or_board_flag_that_disagree_are_refused(tmp_path: Path) -> None:
+    # `card move FILE --tenant X` moved the file's own tenant's card and said nothing of X: the
+    # flags name the card of a key given without them, never another card than the file's.
+    for flag, value, own in (("--tenant", "other", "acme"), ("--board", "linear", "github-projects")):
+        out = run("card", "move", str(EXAMPLE_CARD), "--to", "planning", flag, value, env={"HOME": str(tmp_path)})
+        assert out.returncode == 2, out.stdout
+        assert out.stderr.strip() == (f"cardloop: error: {EXAMPLE_CARD}: the card file says {flag[2:]} {own!r}, "
+                                      f"{flag} says {value!r}: {flag} is for a card key given without one; "
+                                      "edit the file to move it elsewhere")
+
+
+def test_every_command_says_the_same_of_a_file_it_cannot_read(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere.md"
+    env = {"HOME": str(tmp_path)}
+    for args in (("card", "check", str(missing)), ("card", "move", str(missing) + ".json", "--to", "planning"),
+                 ("tenant", "set-prompt", "acme", str(missing))):
+        out = run(*args, env=env)
+        assert out.returncode == 2, args
+        name = args[2] if args[1] != "set-prompt" else args[3]
+        assert out.stderr.strip() == f"cardloop: error: {name}: no such file", args
