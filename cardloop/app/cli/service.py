@@ -14,10 +14,11 @@ from cardloop.contracts.comments import MAX_COMMENT_CHARS
 from cardloop.contracts.errors import CardloopError, InputError
 
 if TYPE_CHECKING:
-    from cardloop.app.cards import CardService
+    from cardloop.app.cards import CardService, DescribedCard
     from cardloop.contracts.config import Config
     from cardloop.contracts.payloads import CardRef, CardState, StageProgress
     from cardloop.prompts.card import Card
+    from cardloop.store import Store
 
 # The service modules (temporalio, anthropic, uvicorn) take seconds to import: each command
 # imports what it needs, so `cardloop prompt ...` and `--help` stay quick.
@@ -275,8 +276,7 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
     print_ = redacting(print)
 
     async def action(svc: CardService, ref: CardRef) -> int:
-        card = svc.store.card_fields(ref.key)
-        if card is None:
+        if svc.store.card_fields(ref.key) is None:
             raise InputError(f"card {ref.key!r} is not known to the store {svc.store.url}")
         # No worker answering: what Temporal holds (stage and status, its search attributes) and why.
         state, described = await svc.state_or_described(ref)
@@ -284,10 +284,32 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
         turn = await svc.running_turn(ref, state) if state is not None else None
         if state is not None and turn is not None:
             state.current = turn  # the run's own progress: the card's copy is a turn behind
-        messages = svc.store.messages(ref.key)
+        return show(svc.store, ref, state, described, retrying, turn)
+
+    def offline(ref: CardRef, unreachable: str) -> int:
+        """Temporal not answering: what the store holds, as `card list` shows it then: the state
+        the card's last closed run saved (a run in progress is not in it), said so."""
+        from cardloop.app.local import open_store
+        from cardloop.contracts.payloads import CardState
+
+        store = open_store(config)
+        try:
+            if store.card_fields(ref.key) is None:
+                raise InputError(f"card {ref.key!r} is not known to the store {store.url}")
+            saved = store.workflow_state(ref.key)
+            state = CardState.model_validate_json(saved) if saved else None
+            return show(store, ref, state, None, None, None, offline=unreachable)
+        finally:
+            store.close()
+
+    def show(store: Store, ref: CardRef, state: CardState | None, described: DescribedCard | None,
+             retrying: str | None, turn: StageProgress | None, offline: str = "") -> int:
+        card = store.card_fields(ref.key)
+        assert card is not None
+        messages = store.messages(ref.key)
         recent = messages[len(messages) - args.last:] if args.last else []  # [-0:] would be all of them
-        usage = svc.store.usage_totals(ref.key)
-        gone = svc.store.card_gone(ref.key)
+        usage = store.usage_totals(ref.key)
+        gone = store.card_gone(ref.key)
         if args.json:
             scrub = Scrubber().scrub_value
             print(json.dumps({
@@ -296,6 +318,7 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
                 **({"described": {"stage": described.stage, "status": described.status,
                                   "execution": described.execution, "note": described.note}}
                    if described is not None else {}),
+                **({"offline": offline} if offline else {}),
                 "retrying": scrub(retrying),
                 "now": scrub(now_line(state, turn)) if state is not None and turn is not None else None,
                 "messages": [scrub(m.model_dump(mode="json")) for m in recent],
@@ -304,10 +327,15 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
             }, indent=2))
             return 0
         print_(f"card {ref.key}: {card.title}")
+        if offline:
+            print_(f"  note: {offline}: the stage runs as the card's last closed run saved them (a run in "
+                   "progress is not among them)")
         if gone is not None:
             print_(f"  {gone[0]} at {gone[1]:%Y-%m-%d %H:%M:%S} UTC: its running stage was cancelled, its work is "
                    "kept; a move runs it again")
-        if state is None and described is not None:
+        if state is None and offline:
+            print_("  no stage run saved yet")
+        elif state is None and described is not None:
             print_(f"  stage {described.stage or '-'} · {described.status or 'unknown'} "
                    f"(workflow {described.execution.lower()}; from Temporal's search attributes)")
             print_(f"  note: {described.note}; stage runs and progress need a worker")
@@ -351,7 +379,15 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
             print_(f"    [{m.role}] {who}: {shorten(redact_text(m.content), 160)}")
         return 0
 
-    return _card_command(args, config, action)
+    from cardloop.app.temporal import TemporalUnavailable
+
+    try:
+        return _card_command(args, config, action)
+    except TemporalUnavailable as exc:
+        if args.card.endswith(".json") or Path(args.card).is_file():
+            raise  # a card file is imported first: nothing to show of it without Temporal's answer
+        return offline(_resolve(args.card, args)[0],
+                       f"Temporal at {config.temporal.address} is not reachable ({exc.reason})")
 
 
 def now_line(state: CardState, p: StageProgress) -> str:
