@@ -25,6 +25,7 @@ from cardloop.prompts.secret_values import (
     _xml_value_ok,
     _yaml_block_ok,
 )
+from cardloop.prompts.syntax_values import _placeholder_default_ok
 
 
 def _token(prefix: str, width: int, body: str, *, after_dash: bool = False) -> re.Pattern[str]:
@@ -456,6 +457,19 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         validator=_not_placeholder(6),
         anchors=(re.compile(r"password(?=[ \t]+'(?:[^'\n]|''){6})"),
                  re.compile(r"identified(?=[ \t]+(?:with[ \t]+[a-z0-9_]{1,40}[ \t]+)?by[ \t]+'(?:[^'\n]|''){6})")),
+    ),
+    # A default inside a placeholder: `${DB_PASSWORD:-s3cr3t}`, `${API_TOKEN-s3cr3t}`, `${VAR:=...}`
+    # (shell, Compose) or Spring's `${db.password:s3cr3t}`; the variable's name stays, and a
+    # placeholder with no default (`${DB_PASSWORD}`) is no candidate. A default holds no brace:
+    # in `${A:-${B:-x}}` the inner placeholder is a candidate of its own.
+    RedactionRule(
+        "placeholder-default",
+        re.compile(
+            r"\$\{(?:(?P<key>[A-Za-z_][A-Za-z0-9_]{0,100})(?::?[\-=]|:)|(?P<skey>[A-Za-z_][\w.\-]{0,100}):)"
+            rf"(?P<secret>[^{_SPACE}{{}}]{{1,500}})\}}"
+        ),
+        group="secret",
+        validator=_placeholder_default_ok,
     ),
     RedactionRule(
         "generic-assignment",

@@ -147,8 +147,11 @@ def _is_code_name(value: str, *, dashes: bool = True) -> bool:
     words = _words(value)
     if len(words) < 2 or not all(map(_WORDISH.fullmatch, words)):
         return False
-    if any(len(_DIGIT_RUNS.findall(part)) > 2 for part in _SEPARATORS.split(value)):
+    parts = _SEPARATORS.split(value)
+    if any(len(_DIGIT_RUNS.findall(part)) > 2 for part in parts):
         return False  # `OP6UAT384CUL0R92`: names carry a version or a size, not digits strewn through a part
+    if any(len(part) >= 20 and part.isupper() and _DIGIT.search(part.rstrip("0123456789")) for part in parts):
+        return False  # `NRAK-BLSVWUHMCFURT575FNO4YAGSIKP`: no word of a name runs 20 capitals with digits inside
     letters = [w.rstrip("0123456789") for w in words if not w.isdigit()]
     return bool(letters) and sum(map(len, letters)) / len(letters) >= 3
 
@@ -190,6 +193,8 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
     before = m.string[max(0, m.start() - 3):m.start()]
     if before.endswith(("://", "@")):
         return False  # a URL's user or host (`https://x-access-token:...@`): url rules decide
+    if before.endswith("${"):
+        return False  # a placeholder's variable and default (`${DB_PASSWORD:-x}`): placeholder-default decides
     # In a connection string (`...;Password=Ceslvc083_.Aoash;...`) a value is a literal, as a
     # quoted one is: no code there names a variable, so `Ceslvc083_.Aoash` is no attribute path.
     connection = before.endswith(";") and m.string.startswith(";", m.end())

@@ -147,7 +147,13 @@ def manifests(rng: random.Random) -> str:
             f"      make deploy REV={_sha1(rng)[:12]}\n  - with:\n      token: ${{{{ secrets.GITHUB_TOKEN }}}}\n"
             f"password:\n  existingSecret: {name}-db\n  secretKey: password\n"
             f'<appSettings>\n  <add value="{rng.randint(1, 600)}" key="TokenLifetimeMinutes" />\n'
-            f'  <add value="{_uuid(rng)}" key="TenantId" />\n</appSettings>\n')
+            f'  <add value="{_uuid(rng)}" key="TenantId" />\n</appSettings>\n'
+            # Placeholders with no credential for a default (Compose, Spring, a shell).
+            f"services:\n  {name}:\n    environment:\n      DB_PASSWORD: ${{DB_PASSWORD}}\n"
+            f"      API_TOKEN: ${{API_TOKEN:?set API_TOKEN}}\n      PORT: ${{PORT:-{rng.randint(1024, 9999)}}}\n"
+            f"      SECRET_NAME: ${{SECRET_NAME:-{name}-credentials}}\n      TOKEN_TTL: ${{TOKEN_TTL:-3600}}\n"
+            f"      KEY_FILE: ${{TLS_KEY_FILE:-/etc/tls/{name}.pem}}\n"
+            f"spring.datasource.url=${{DB_URL:jdbc:postgresql://db:5432/{name}}}\n")
 
 
 GENERATORS: dict[str, Callable[[random.Random], str]] = {

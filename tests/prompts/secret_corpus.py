@@ -182,7 +182,8 @@ CREDENTIAL_WORDS = frozenset({"password", "passwd", "client secret", "token", "A
 SYNTAXES = ("assignment", "yaml", "yaml-plain", "yaml-block", "json", "json-escaped", "json-in-json", "xml",
             "xml-attribute", "xml-attribute-value-first", "ini", "env", "env-continued", "connection-string",
             "url-userinfo", "log", "prose", "kubernetes-secret", "kubernetes-string-data",
-            "kubernetes-string-data-json", "kubernetes-env", "ecs-env-json", "sql-password")
+            "kubernetes-string-data-json", "kubernetes-env", "ecs-env-json", "sql-password",
+            "placeholder-default")
 
 
 def _u_escaped(text: str, keep: str = "") -> str:
@@ -238,6 +239,9 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
         return json.dumps({"environment": env}), lambda p: json.dumps(p)[1:-1]
     if syntax == "sql-password":  # a migration or its log
         return f"CREATE ROLE app WITH LOGIN PASSWORD '{value}';\nGRANT CONNECT ON DATABASE app TO app;\n", same
+    if syntax == "placeholder-default":  # Compose or a shell: the value the program takes when unset
+        return (f"services:\n  api:\n    environment:\n      {key.upper()}: ${{{key.upper()}:-{value}}}\n"
+                f"      PORT: ${{PORT:-8080}}\n"), same
     if syntax == "kubernetes-secret":  # every part goes with the one base64 value that holds them
         encoded = base64.b64encode(value.encode()).decode()
         return (f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: api\ntype: Opaque\ndata:\n"

@@ -1,0 +1,40 @@
+"""Value checks for credentials written in a config syntax's own forms, beyond `key = value`:
+a default inside a placeholder (`${DB_PASSWORD:-s3cr3t}`), a Java .properties line that
+separates key and value by a space, an HTML password input. The shape checks themselves are
+prompts/secret_values.py's; these decide which key names the value and how sure it is."""
+
+from __future__ import annotations
+
+import re
+
+from cardloop.prompts.secret_values import (
+    _PATH,
+    _TYPE_EXPR,
+    _assigned_value_ok,
+    _is_placeholder,
+    _strength,
+)
+
+# The key a placeholder is assigned to, on its line: `password: `, `- DB_PASSWORD=`,
+# `"password": "`, `--db-password=`.
+_OUTER_KEY = re.compile(r"([A-Za-z0-9_.\-]{1,100})[\"']?[ \t]*(?::=|[:=])[ \t]*[\"']?$")
+
+
+def _placeholder_default_ok(m: re.Match[str]) -> bool:
+    """The default of `${VAR:-default}` (shell, Compose), `${VAR-default}`, `${VAR:=default}` or
+    Spring's `${name:default}`: what the program uses when the variable is unset, so a literal,
+    never a reference. It is a credential when the variable names one (`${DB_PASSWORD:...}`) or
+    the key it is assigned to does (`spring.datasource.password=${DB_PASS:...}`)."""
+    key = m.group("key") or m.group("skey")
+    value = m.group("secret")
+    text = m.string
+    line_start = max(text.rfind("\n", 0, m.start()) + 1, m.start() - 200)
+    outer = _OUTER_KEY.search(text, line_start, m.start())
+    strength = max(_strength(key), _strength(outer.group(1)) if outer else 0)
+    if strength == 2:
+        # Under a credential noun a default is the credential, whatever its shape, once it is
+        # no placeholder, type or path (`${DB_PASSWORD:-postgres}` is the password when unset);
+        # no code reads a default, so a dotted one (`SG.x.y`) is no attribute path either.
+        return not (len(value) < 8 or _is_placeholder(value) or _TYPE_EXPR.fullmatch(value)
+                    or _PATH.fullmatch(value))
+    return _assigned_value_ok(strength, key, value, quoted=True)
