@@ -79,6 +79,8 @@ def _key_anchor(word: str, tail: str, *, after: tuple[str, ...] = ()) -> re.Patt
 
 # From the end of a variable's name to its value's `:` or `=`, in a name and value pair.
 _NAME_VALUE = r",?[ \t]*(?:\r?\n[ \t]{0,80}(?:-[ \t]+)?)?[\"']?value[\"']?[ \t]*[:=](?!=)"
+# A YAML node's anchor or tag before its value (`&pw`, `!!str`, `!vault`), after the `:`.
+_YAML_PROPS = r"(?:[ \t]+[&!][^\s]{0,100}+)"
 # After the key's identifier: an optional closing quote, `=` or `:`, then six value
 # characters (every rule that uses it needs at least that many) or a Python annotation
 # followed by `=`. The value check keeps `token_count=12` or `key=foo` in a log from
@@ -90,7 +92,10 @@ _KEY_TAIL = (
     # scalar indented below its key): `yaml-block-credential` tries these hits.
     + r"|:[ \t]*(?:[|>][1-9+\-]{0,2}[ \t]*)?(?:#[^\n]*)?\r?\n"
     # The name of a name and value pair (`generic-assignment`).
-    + r"|" + _NAME_VALUE + ")"
+    + r"|" + _NAME_VALUE
+    # A YAML value after an anchor or a tag (`password: &pw s3cr3t`, `token: !vault |`).
+    + r"|:" + _YAML_PROPS + r"{1,2}[ \t\r\n]"
+    + ")"
 )
 # What `_GENERIC_KEY` accepts, one literal-first anchor per word (a literal start keeps the
 # scan a fast substring search): `key` only after `api`, `private` ...
@@ -431,7 +436,8 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         "yaml-block-credential",
         re.compile(
             r"(?P<key>[A-Za-z0-9_.\-]++)" + _KEY_CLOSE
-            + r":[ \t]*(?:(?P<bar>[|>])[1-9+\-]{0,2}[ \t]*)?(?:#[^\n]*)?\r?\n(?:[ \t]*\r?\n){0,20}"
+            + r":" + _YAML_PROPS + r"{0,2}"
+            r"[ \t]*(?:(?P<bar>[|>])[1-9+\-]{0,2}[ \t]*)?(?:#[^\n]*)?\r?\n(?:[ \t]*\r?\n){0,20}"
             r"(?P<ind>[ ]{1,200})(?P<secret>(?(bar)[^\s][^\n]*(?:(?:\n[ \t]*)*\n(?P=ind)[^\n]*)*"
             # A plain scalar: one word, not a mapping's key, a list item, an anchor, alias or tag.
             r"|(?![\-?:,\[\]{}#&*!|>%@`'\"])[^\s]{1,500}(?<!:)(?=[ \t]*(?:#[^\n]*)?(?:\r?\n|\Z))))"
@@ -476,7 +482,9 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         re.compile(
             r"(?P<key>[A-Za-z0-9_.\-]++)" + _KEY_CLOSE +
             # A Python annotation may sit between key and value: `password: str = "..."`.
-            r"(?::[ \t]*[A-Za-z_][\w.\[\], |]{0,60}?[ \t]*=(?!=)|=>|:=|:(?!:)|=(?!=)"
+            r"(?::[ \t]*[A-Za-z_][\w.\[\], |]{0,60}?[ \t]*=(?!=)|=>|:="
+            # YAML: an anchor or a tag may stand before the value (`password: &pw !!str ...`).
+            r"|:(?!:)(?:" + _YAML_PROPS + r"(?=[ \t])){0,2}|=(?!=)"
             # An environment variable given as a name and a value (a Kubernetes container's `env`,
             # an ECS task definition, Terraform): `- name: DB_PASSWORD` then `value: ...` on the
             # next line, `{"name": "DB_PASSWORD", "value": "..."}`; the name is the key.

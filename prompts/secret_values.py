@@ -193,12 +193,18 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
     before = m.string[max(0, m.start() - 3):m.start()]
     if before.endswith(("://", "@")):
         return False  # a URL's user or host (`https://x-access-token:...@`): url rules decide
+    value = m.group("secret")
+    between = m.string[m.end("key"):m.start("secret")]
+    if value.startswith("*") and m.group("q") is None and ":" in between and _is_code_name(value[1:]):
+        return False  # a YAML alias (`password: *default_password`) refers to an anchored value
     if before.endswith("${"):
         return False  # a placeholder's variable and default (`${DB_PASSWORD:-x}`): placeholder-default decides
     # In a connection string (`...;Password=Ceslvc083_.Aoash;...`) a value is a literal, as a
     # quoted one is: no code there names a variable, so `Ceslvc083_.Aoash` is no attribute path.
     connection = before.endswith(";") and m.string.startswith(";", m.end())
-    return _assigned_value_ok(_strength(key), key, m.group("secret"), quoted=connection or m.group("q") is not None,
+    # YAML's `!!str` tag makes the value a string as quotes do (`password: !!str s3cr3t`).
+    quoted = m.group("q") is not None or "!!str" in between
+    return _assigned_value_ok(_strength(key), key, value, quoted=connection or quoted,
                               connection=connection)
 
 
@@ -225,7 +231,8 @@ def _yaml_block_ok(m: re.Match[str]) -> bool:
     strength = _strength(key)
     if m.group("bar") is None:
         return _assigned_value_ok(strength, key, value, quoted=False)
-    return strength == 2 and not _is_placeholder(value, complete=False)
+    # An Ansible Vault block (`password: !vault |`) is ciphertext of the secret: it goes too.
+    return strength == 2 and (value.startswith("$ANSIBLE_VAULT;") or not _is_placeholder(value, complete=False))
 
 
 def _assigned_value_ok(strength: int, key: str, value: str, *, quoted: bool, connection: bool = False) -> bool:

@@ -153,7 +153,11 @@ def manifests(rng: random.Random) -> str:
             f"      API_TOKEN: ${{API_TOKEN:?set API_TOKEN}}\n      PORT: ${{PORT:-{rng.randint(1024, 9999)}}}\n"
             f"      SECRET_NAME: ${{SECRET_NAME:-{name}-credentials}}\n      TOKEN_TTL: ${{TOKEN_TTL:-3600}}\n"
             f"      KEY_FILE: ${{TLS_KEY_FILE:-/etc/tls/{name}.pem}}\n"
-            f"spring.datasource.url=${{DB_URL:jdbc:postgresql://db:5432/{name}}}\n")
+            f"spring.datasource.url=${{DB_URL:jdbc:postgresql://db:5432/{name}}}\n"
+            # YAML anchors, aliases and tags on references (CloudFormation, Home Assistant).
+            f"base: &base\n  token_header: X-Request-Token\n  password: *{name}_password\n"
+            f"Resources:\n  DbPassword: !Ref {name.capitalize()}DbPassword\n  ApiToken: !GetAtt Secret.Arn\n"
+            f"api_key: !secret {name}_api_key\n")
 
 
 GENERATORS: dict[str, Callable[[random.Random], str]] = {

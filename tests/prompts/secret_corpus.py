@@ -183,7 +183,7 @@ SYNTAXES = ("assignment", "yaml", "yaml-plain", "yaml-block", "json", "json-esca
             "xml-attribute", "xml-attribute-value-first", "ini", "env", "env-continued", "connection-string",
             "url-userinfo", "log", "prose", "kubernetes-secret", "kubernetes-string-data",
             "kubernetes-string-data-json", "kubernetes-env", "ecs-env-json", "sql-password",
-            "placeholder-default")
+            "placeholder-default", "yaml-anchor-tag")
 
 
 def _u_escaped(text: str, keep: str = "") -> str:
@@ -239,6 +239,9 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
         return json.dumps({"environment": env}), lambda p: json.dumps(p)[1:-1]
     if syntax == "sql-password":  # a migration or its log
         return f"CREATE ROLE app WITH LOGIN PASSWORD '{value}';\nGRANT CONNECT ON DATABASE app TO app;\n", same
+    if syntax == "yaml-anchor-tag":  # an anchor and a tag before the value, an alias to it after
+        return (f"defaults:\n  {key.lower()}: &{key.lower()} !!str {value}\n  port: 8080\n"
+                f"replica:\n  {key.lower()}: *{key.lower()}\n"), same
     if syntax == "placeholder-default":  # Compose or a shell: the value the program takes when unset
         return (f"services:\n  api:\n    environment:\n      {key.upper()}: ${{{key.upper()}:-{value}}}\n"
                 f"      PORT: ${{PORT:-8080}}\n"), same

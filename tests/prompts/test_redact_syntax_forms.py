@@ -50,3 +50,33 @@ def test_a_long_capital_token_with_digits_inside_is_no_name() -> None:
     token = "NR" + "AK-BLSVWUHMCFURT575FNO4YAGSIKP"
     out = redact(f'<add value="{token}" key="NEW_RELIC_API_KEY" />')
     assert token[5:] not in out and "[REDACTED:" in out
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    (f"db:\n  password: &pw {SECRET}\n  replica_password: *pw\n", "password: &pw "),
+    (f"password: !!str {SECRET}\n", "password: !!str "),
+    (f'password: !!str "{SECRET}"\n', 'password: !!str "'),
+    (f"password: &pw !!str {SECRET}\n", "&pw !!str "),
+    (f"db:\n  password: &pw\n    {SECRET}\n", "password: &pw\n"),
+    (f"tls:\n  private_key: !!binary |\n    {SECRET}{SECRET}\n    {SECRET}\n  port: 8443\n", "  port: 8443"),
+], ids=["anchor", "tag", "tag-quoted", "anchor-and-tag", "anchor-then-line", "tagged-block"])
+def test_a_yaml_anchor_or_tag_before_a_credential_hides_nothing(text: str, kept: str) -> None:
+    out = redact(text)
+    assert _gone(out) and kept in out
+
+
+def test_an_ansible_vault_block_under_a_credential_key_goes_whole() -> None:
+    block = "\n".join("          " + line for line in ("$ANSIBLE_VAULT;1.1;AES256", "6231343563363338" * 4,
+                                                        "3435366565323566" * 4))
+    out = redact(f"db_user: app\ndb_password: !vault |\n{block}\ndb_port: 5432\n")
+    assert out == "db_user: app\ndb_password: !vault |\n          [REDACTED:yaml-block-credential]\ndb_port: 5432\n"
+
+
+@pytest.mark.parametrize("text", [
+    "db:\n  password: &pw\n  replica_password: *default_password\n",
+    "DbPassword: !Ref DbPasswordParameter\nToken: !Sub \"${ApiToken}\"\nApiKey: !GetAtt Secret.Arn\n",
+    "api_key: !secret openai_api_key\npassword: !ENV ${DB_PASSWORD}\n",
+    "defaults: &defaults\n  token_header: X-Request-Token\n",
+])
+def test_yaml_aliases_references_and_tags_on_names_stay(text: str) -> None:
+    assert redact(text) == text
