@@ -93,6 +93,8 @@ _KEY_TAIL = (
     + r"|:[ \t]*(?:[|>][1-9+\-]{0,2}[ \t]*)?(?:#[^\n]*)?\r?\n"
     # The name of a name and value pair (`generic-assignment`).
     + r"|" + _NAME_VALUE
+    # A multi-line string (`password = """`), its value maybe on the next line.
+    + r"|=[ \t]*(?:\"\"\"|''')"
     # A YAML value after an anchor or a tag (`password: &pw s3cr3t`, `token: !vault |`).
     + r"|:" + _YAML_PROPS + r"{1,2}[ \t\r\n]"
     + ")"
@@ -124,6 +126,8 @@ _QUOTED_VALUE = rf"[^{_SPACE}\"'`\\]"
 _XML_TEXT = rf"[^{_SPACE}<>\"'`]"
 _QUERY_VALUE = rf"[^{_SPACE}&#'\"<>]"
 _GENERIC_REACH = 70
+# The most characters of a multi-line string value read (a longer one is no credential).
+_MULTILINE_BOUND = 4000
 # Text that declares a Kubernetes Secret: a manifest, kubectl's YAML or JSON, compact JSON (the
 # `last-applied-configuration` annotation kubectl apply leaves on the object).
 # Inside a JSON string (a tool result quoting it), in the redactor's view of escaped quotes:
@@ -490,20 +494,26 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             # next line, `{"name": "DB_PASSWORD", "value": "..."}`; the name is the key.
             r"|(?P<nv>" + _NAME_VALUE + r"))"
             r"[ \t]*(?:[bBrRuU]{1,2}(?=[\"']))?\\?"
-            r"(?P<q>[\"'`])?"
+            # A TOML (or Python) multi-line string: `password = """..."""`, `'''...'''`; the
+            # newline right after the opening delimiter is no part of the value.
+            r"(?:(?P<tq>\"\"\"|''')(?:\r?\n)?|(?P<q>[\"'`]))?"
             # A shell line continuation (`export API_TOKEN=abc\` and `def` on the next line)
             # goes on with the value: the shell joins the two lines into one word.
             # A quoted value may hold escapes: `"ab\\cd"` in JSON, `"ab\$cd"` in a shell.
             # (A run of the class first, not an alternation per character: that is the fast path.)
-            rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}(?:\\(?:[^{_SPACE}]|\r?\n[ \t]*){_QUOTED_VALUE}{{0,500}})*"
-            rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*))"
-            r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?![(\[]))"
+            rf"(?P<secret>(?(tq)(?s:(?:(?!(?P=tq)).){{1,{_MULTILINE_BOUND}}})"
+            rf"|(?(q){_QUOTED_VALUE}{{1,500}}(?:\\(?:[^{_SPACE}]|\r?\n[ \t]*){_QUOTED_VALUE}{{0,500}})*"
+            rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*)))"
+            r"(?(tq)(?P=tq)|(?(q)" + _QUOTE_GAP + r"(?P=q)|(?![(\[])))"
         ),
         group="secret",
         validator=_generic_value_ok,
         anchors=_GENERIC_ANCHORS,
         # The unquoted value's class: a value longer than 500 characters is replaced whole.
         tail=_UNQUOTED_VALUE,
+        # (A multi-line string's value may hold whitespace and the other kind of quote; a
+        # candidate inside it ends at its closing delimiter all the same, but for one that
+        # opens a multi-line string of the other kind inside it: never seen outside a test.)
         # An accepted value (quoted or not) holds no whitespace, quote or lone backslash (only
         # an escape pair, or one before a newline that the value goes on after) and is
         # followed by none of its own characters. A key that ends inside it can only get

@@ -203,8 +203,11 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
     # quoted one is: no code there names a variable, so `Ceslvc083_.Aoash` is no attribute path.
     connection = before.endswith(";") and m.string.startswith(";", m.end())
     # YAML's `!!str` tag makes the value a string as quotes do (`password: !!str s3cr3t`).
-    quoted = m.group("q") is not None or "!!str" in between
-    return _assigned_value_ok(_strength(key), key, value, quoted=connection or quoted,
+    quoted = m.group("q") is not None or m.group("tq") is not None or "!!str" in between
+    strength = _strength(key)
+    if m.group("tq") is not None and strength < 2 and len(value.split()) > 1:
+        return False  # `PASSWORD_HELP = """Use 12 characters or more."""`: prose, not a token
+    return _assigned_value_ok(strength, key, value, quoted=connection or quoted,
                               connection=connection)
 
 

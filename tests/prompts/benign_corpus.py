@@ -157,7 +157,10 @@ def manifests(rng: random.Random) -> str:
             # YAML anchors, aliases and tags on references (CloudFormation, Home Assistant).
             f"base: &base\n  token_header: X-Request-Token\n  password: *{name}_password\n"
             f"Resources:\n  DbPassword: !Ref {name.capitalize()}DbPassword\n  ApiToken: !GetAtt Secret.Arn\n"
-            f"api_key: !secret {name}_api_key\n")
+            f"api_key: !secret {name}_api_key\n"
+            # TOML multi-line strings of prose under keys that mention a credential.
+            f'[{name}]\nPASSWORD_HELP = """\nUse {rng.randint(8, 20)} characters or more.\n"""\n'
+            f"token_doc = '''Rotated every {rng.randint(2, 90)} days.'''\n")
 
 
 GENERATORS: dict[str, Callable[[random.Random], str]] = {

@@ -183,7 +183,7 @@ SYNTAXES = ("assignment", "yaml", "yaml-plain", "yaml-block", "json", "json-esca
             "xml-attribute", "xml-attribute-value-first", "ini", "env", "env-continued", "connection-string",
             "url-userinfo", "log", "prose", "kubernetes-secret", "kubernetes-string-data",
             "kubernetes-string-data-json", "kubernetes-env", "ecs-env-json", "sql-password",
-            "placeholder-default", "yaml-anchor-tag")
+            "placeholder-default", "yaml-anchor-tag", "toml-multiline", "toml-multiline-literal")
 
 
 def _u_escaped(text: str, keep: str = "") -> str:
@@ -239,6 +239,10 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
         return json.dumps({"environment": env}), lambda p: json.dumps(p)[1:-1]
     if syntax == "sql-password":  # a migration or its log
         return f"CREATE ROLE app WITH LOGIN PASSWORD '{value}';\nGRANT CONNECT ON DATABASE app TO app;\n", same
+    if syntax == "toml-multiline":  # a basic multi-line string, its value on the next line
+        return f'[database]\nuser = "app"\n{key.lower()} = """\n{value}"""\nport = 5432\n', same
+    if syntax == "toml-multiline-literal":  # a literal one (no escapes)
+        return f"[database]\nuser = 'app'\n{key.lower()} = '''{value}'''\nport = 5432\n", same
     if syntax == "yaml-anchor-tag":  # an anchor and a tag before the value, an alias to it after
         return (f"defaults:\n  {key.lower()}: &{key.lower()} !!str {value}\n  port: 8080\n"
                 f"replica:\n  {key.lower()}: *{key.lower()}\n"), same

@@ -80,3 +80,25 @@ def test_an_ansible_vault_block_under_a_credential_key_goes_whole() -> None:
 ])
 def test_yaml_aliases_references_and_tags_on_names_stay(text: str) -> None:
     assert redact(text) == text
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    (f'[database]\npassword = """{SECRET}"""\nport = 5432\n', 'password = """'),
+    (f"[database]\npassword = '''{SECRET}'''\nport = 5432\n", "password = '''"),
+    (f'api_key = """\n{SECRET}\n"""\nport = 5432\n', '"""\nport = 5432'),
+    (f"password = '''\n{SECRET}{SECRET}'''\n", "password = '''\n"),
+    (f'password = """\ncorrect horse {SECRET} staple\n"""\n', 'password = """\n'),
+], ids=["basic", "literal", "next-line", "literal-next-line", "words"])
+def test_a_toml_multi_line_string_under_a_credential_key_is_redacted(text: str, kept: str) -> None:
+    out = redact(text)
+    assert _gone(out) and kept in out and "[REDACTED:generic-assignment]" in out
+
+
+@pytest.mark.parametrize("text", [
+    'description = """The password reset link expires in 12 hours."""\n',
+    'PASSWORD_HELP = """\nUse 12 characters or more, digits too.\n"""\n',
+    'token = """\n{{ vault_token }}\n"""\npassword = """"""\n',
+    'def f():\n    """Return the token."""\n    token = get_token()\n',
+])
+def test_multi_line_strings_that_hold_no_credential_stay(text: str) -> None:
+    assert redact(text) == text
