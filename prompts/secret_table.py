@@ -93,6 +93,8 @@ _KEY_TAIL = (
     + r"|:[ \t]*(?:[|>][1-9+\-]{0,2}[ \t]*)?(?:#[^\n]*)?\r?\n"
     # The name of a name and value pair (`generic-assignment`).
     + r"|" + _NAME_VALUE
+    # A .properties line whose key and value are apart by spaces alone (`db.password s3cr3t`).
+    + r"|(?<=[ \t])[^\s]{6,500}+[ \t]*(?![^\r\n])"
     # A multi-line string (`password = """`), its value maybe on the next line.
     + r"|=[ \t]*(?:\"\"\"|''')"
     # A YAML value after an anchor or a tag (`password: &pw s3cr3t`, `token: !vault |`).
@@ -492,7 +494,11 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             # An environment variable given as a name and a value (a Kubernetes container's `env`,
             # an ECS task definition, Terraform): `- name: DB_PASSWORD` then `value: ...` on the
             # next line, `{"name": "DB_PASSWORD", "value": "..."}`; the name is the key.
-            r"|(?P<nv>" + _NAME_VALUE + r"))"
+            r"|(?P<nv>" + _NAME_VALUE + r")"
+            # A Java .properties line may separate its key and value by spaces alone
+            # (`db.password s3cr3t`); the value is then the rest of the line (`_generic_value_ok`
+            # asks for a dotted key alone on its line, as properties files write them).
+            r"|(?<=[ \t])(?P<sp>))"
             r"[ \t]*(?:[bBrRuU]{1,2}(?=[\"']))?\\?"
             # A TOML (or Python) multi-line string: `password = """..."""`, `'''...'''`; the
             # newline right after the opening delimiter is no part of the value.
@@ -503,8 +509,9 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             # (A run of the class first, not an alternation per character: that is the fast path.)
             rf"(?P<secret>(?(tq)(?s:(?:(?!(?P=tq)).){{1,{_MULTILINE_BOUND}}})"
             rf"|(?(q){_QUOTED_VALUE}{{1,500}}(?:\\(?:[^{_SPACE}]|\r?\n[ \t]*){_QUOTED_VALUE}{{0,500}})*"
-            rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*)))"
-            r"(?(tq)(?P=tq)|(?(q)" + _QUOTE_GAP + r"(?P=q)|(?![(\[])))"
+            rf"|(?(sp)[^{_SPACE}]{{1,500}}+"
+            rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*))))"
+            r"(?(tq)(?P=tq)|(?(q)" + _QUOTE_GAP + r"(?P=q)|(?(sp)[ \t]*(?![^\r\n])|(?![(\[]))))"
         ),
         group="secret",
         validator=_generic_value_ok,

@@ -202,6 +202,8 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
     # In a connection string (`...;Password=Ceslvc083_.Aoash;...`) a value is a literal, as a
     # quoted one is: no code there names a variable, so `Ceslvc083_.Aoash` is no attribute path.
     connection = before.endswith(";") and m.string.startswith(";", m.end())
+    if m.group("sp") is not None and not _properties_line(m, key, between):
+        return False
     # YAML's `!!str` tag makes the value a string as quotes do (`password: !!str s3cr3t`).
     quoted = m.group("q") is not None or m.group("tq") is not None or "!!str" in between
     strength = _strength(key)
@@ -209,6 +211,17 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
         return False  # `PASSWORD_HELP = """Use 12 characters or more."""`: prose, not a token
     return _assigned_value_ok(strength, key, value, quoted=connection or quoted,
                               connection=connection)
+
+
+def _properties_line(m: re.Match[str], key: str, between: str) -> bool:
+    """A Java .properties line with a space for its separator (`db.password s3cr3t`): a dotted
+    key alone at the line's start, spaces, the value, the line's end. Prose that starts a line
+    with a credential word goes on with more words ("password reset link sent"), and its first
+    word is no dotted key; a value that is a name stays as in any unquoted assignment."""
+    if "." not in key.strip(".") or between.strip(" \t"):
+        return False
+    line_start = m.string.rfind("\n", 0, m.start()) + 1
+    return not m.string[line_start:m.start()].strip(" \t")
 
 
 def _xml_value_ok(m: re.Match[str]) -> bool:

@@ -160,7 +160,10 @@ def manifests(rng: random.Random) -> str:
             f"api_key: !secret {name}_api_key\n"
             # TOML multi-line strings of prose under keys that mention a credential.
             f'[{name}]\nPASSWORD_HELP = """\nUse {rng.randint(8, 20)} characters or more.\n"""\n'
-            f"token_doc = '''Rotated every {rng.randint(2, 90)} days.'''\n")
+            f"token_doc = '''Rotated every {rng.randint(2, 90)} days.'''\n"
+            # .properties lines separated by a space, and prose that starts with a credential word.
+            f"db.password ${{DB_PASSWORD}}\njavax.net.ssl.trustStorePassword changeit\n"
+            f"password reset link sent to {name}@example.com\ntoken refreshed for {name}\n")
 
 
 GENERATORS: dict[str, Callable[[random.Random], str]] = {

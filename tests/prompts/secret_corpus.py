@@ -182,8 +182,12 @@ CREDENTIAL_WORDS = frozenset({"password", "passwd", "client secret", "token", "A
 SYNTAXES = ("assignment", "yaml", "yaml-plain", "yaml-block", "json", "json-escaped", "json-in-json", "xml",
             "xml-attribute", "xml-attribute-value-first", "ini", "env", "env-continued", "connection-string",
             "url-userinfo", "log", "prose", "kubernetes-secret", "kubernetes-string-data",
-            "kubernetes-string-data-json", "kubernetes-env", "ecs-env-json", "sql-password",
-            "placeholder-default", "yaml-anchor-tag", "toml-multiline", "toml-multiline-literal")
+            "kubernetes-string-data-json", "kubernetes-env", "ecs-env-json", "sql-password")
+# Syntaxes added later are drawn after the ones above (`samples`), so adding one leaves every
+# earlier sample as it was: a change in the figures is then the redactor's, not a new draw's.
+ADDED_SYNTAXES = ("placeholder-default", "yaml-anchor-tag", "toml-multiline", "toml-multiline-literal",
+                  "properties-space")
+SYNTAXES += ADDED_SYNTAXES
 
 
 def _u_escaped(text: str, keep: str = "") -> str:
@@ -239,6 +243,8 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
         return json.dumps({"environment": env}), lambda p: json.dumps(p)[1:-1]
     if syntax == "sql-password":  # a migration or its log
         return f"CREATE ROLE app WITH LOGIN PASSWORD '{value}';\nGRANT CONNECT ON DATABASE app TO app;\n", same
+    if syntax == "properties-space":  # a Java .properties line, a space for its separator
+        return f"# app.properties\ndb.url jdbc:postgresql://db:5432/app\napp.{key.lower()} {value}\ndb.pool 10\n", same
     if syntax == "toml-multiline":  # a basic multi-line string, its value on the next line
         return f'[database]\nuser = "app"\n{key.lower()} = """\n{value}"""\nport = 5432\n', same
     if syntax == "toml-multiline-literal":  # a literal one (no escapes)
@@ -304,8 +310,17 @@ _ONLY_FOR = {"env-continued": _CREDENTIAL_NAME, "sql-password": re.compile(r"(?i
 def samples(seed: int = 11, per_family: int = 1) -> list[Sample]:
     rng = random.Random(seed)
     out: list[Sample] = []
+    for added in (False, True):
+        out += _draw(rng, per_family, added)
+    return out
+
+
+def _draw(rng: random.Random, per_family: int, added: bool) -> list[Sample]:
+    out: list[Sample] = []
     for family in FAMILIES:
         for syntax in family.syntaxes or SYNTAXES:
+            if (syntax in ADDED_SYNTAXES) != added:
+                continue
             if syntax in _ONLY_FOR and not _ONLY_FOR[syntax].search(family.key):
                 continue
             for _ in range(per_family):

@@ -102,3 +102,34 @@ def test_a_toml_multi_line_string_under_a_credential_key_is_redacted(text: str, 
 ])
 def test_multi_line_strings_that_hold_no_credential_stay(text: str) -> None:
     assert redact(text) == text
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    (f"db.url=jdbc:postgresql://db/app\ndb.password {SECRET}\ndb.pool 10\n", "db.password "),
+    (f"  spring.datasource.password\t{SECRET}\n", "spring.datasource.password\t"),
+    (f"db.password   s3;cr{SECRET}\n", "db.password   "),
+    (f"db.password: {SECRET}\n", "db.password: "),
+    (f"javax.net.ssl.keyStorePassword {SECRET}", "keyStorePassword "),
+], ids=["space", "tab", "any-character", "colon", "last-line"])
+def test_a_properties_line_separated_by_a_space_loses_its_value(text: str, kept: str) -> None:
+    out = redact(text)
+    assert _gone(out) and kept in out and "[REDACTED:generic-assignment]" in out
+
+
+@pytest.mark.parametrize("text", [
+    "password reset link sent to the user\n",
+    "Password expired\ntoken refreshed successfully today\n",
+    f"see db.password {SECRET}\n",  # not a properties line: a word before the key
+    f"api.token {SECRET} was rotated\n",  # more words after the value
+    "db.password changeit\ndb.password ${DB_PASSWORD}\n",
+    "if token is None:\n    return token_from_environment\n",
+])
+def test_prose_and_names_after_a_credential_word_stay(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_a_provider_token_ends_at_the_brace_of_its_placeholder() -> None:
+    # The variable names an id, not a credential: only gitleaks' format knows the token.
+    token = "LT" + "AIuJgalgAIuZDhYTfAscEi"
+    out = redact(f"ALIBABA_ACCESS_KEY_ID: ${{ALIBABA_ACCESS_KEY_ID:-{token}}}\n")
+    assert token[4:] not in out and out.endswith("}\n")
