@@ -25,7 +25,7 @@ from cardloop.prompts.secret_values import (
     _xml_value_ok,
     _yaml_block_ok,
 )
-from cardloop.prompts.syntax_values import _placeholder_default_ok
+from cardloop.prompts.syntax_values import _html_password_ok, _placeholder_default_ok
 
 
 def _token(prefix: str, width: int, body: str, *, after_dash: bool = False) -> re.Pattern[str]:
@@ -393,6 +393,20 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         ),
         group="secret",
         validator=_xml_value_ok,
+    ),
+    # An HTML password field filled in by the page: `<input type="password" value="...">`, the
+    # attributes in any order (a saved page, a test fixture, a rendered form in a log). A literal
+    # `<input` first (lowercase, as HTML is written) gates the rule to texts that hold one; each
+    # attempt reads one tag (at most 500 characters, no `<` or `>` inside).
+    RedactionRule(
+        "html-password-input",
+        re.compile(
+            r"<input(?=[^<>]{0,500}?[ \t\r\n](?i:type)[ \t]*=[ \t]*[\"']?(?i:password)(?![\w\-]))"
+            r"[^<>]{0,500}?[ \t\r\n](?i:value)[ \t]*=[ \t]*(?P<q>[\"'])?"
+            r"(?P<secret>(?(q)(?:(?!(?P=q))[^<>\r\n]){1,500}|[^\s\"'<>`=]{1,500}))(?(q)(?P=q)|(?![^\s/>]))"
+        ),
+        group="secret",
+        validator=_html_password_ok,
     ),
     # A PostgreSQL password file's line, `host:port:database:user:password` (`*` for any
     # field), in text that names .pgpass or PGPASSFILE: elsewhere, colon-separated lines are

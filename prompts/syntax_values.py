@@ -38,3 +38,10 @@ def _placeholder_default_ok(m: re.Match[str]) -> bool:
         return not (len(value) < 8 or _is_placeholder(value) or _TYPE_EXPR.fullmatch(value)
                     or _PATH.fullmatch(value))
     return _assigned_value_ok(strength, key, value, quoted=True)
+
+
+def _html_password_ok(m: re.Match[str]) -> bool:
+    """The value of an `<input type="password">`: a literal the page fills the field with, unless
+    a template or a mask stands there (`{{ form.password }}`, `********`)."""
+    value = m.group("secret").strip()
+    return len(value) >= 4 and not _is_placeholder(value)

@@ -163,7 +163,11 @@ def manifests(rng: random.Random) -> str:
             f"token_doc = '''Rotated every {rng.randint(2, 90)} days.'''\n"
             # .properties lines separated by a space, and prose that starts with a credential word.
             f"db.password ${{DB_PASSWORD}}\njavax.net.ssl.trustStorePassword changeit\n"
-            f"password reset link sent to {name}@example.com\ntoken refreshed for {name}\n")
+            f"password reset link sent to {name}@example.com\ntoken refreshed for {name}\n"
+            # A login form: a password input with no value, or a template's.
+            f'<form>\n  <input type="hidden" name="rev" value="{_sha1(rng)}">\n'
+            f'  <input type="password" name="password" placeholder="Password" autocomplete="current-password">\n'
+            f'  <input type="password" value="{{{{ form.password.value }}}}">\n</form>\n')
 
 
 GENERATORS: dict[str, Callable[[random.Random], str]] = {

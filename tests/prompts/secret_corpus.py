@@ -186,7 +186,7 @@ SYNTAXES = ("assignment", "yaml", "yaml-plain", "yaml-block", "json", "json-esca
 # Syntaxes added later are drawn after the ones above (`samples`), so adding one leaves every
 # earlier sample as it was: a change in the figures is then the redactor's, not a new draw's.
 ADDED_SYNTAXES = ("placeholder-default", "yaml-anchor-tag", "toml-multiline", "toml-multiline-literal",
-                  "properties-space")
+                  "properties-space", "html-password-input")
 SYNTAXES += ADDED_SYNTAXES
 
 
@@ -243,6 +243,10 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
         return json.dumps({"environment": env}), lambda p: json.dumps(p)[1:-1]
     if syntax == "sql-password":  # a migration or its log
         return f"CREATE ROLE app WITH LOGIN PASSWORD '{value}';\nGRANT CONNECT ON DATABASE app TO app;\n", same
+    if syntax == "html-password-input":  # a saved page or a rendered form, the value before the type
+        attr = lambda p: xml_escape(p, {'"': "&quot;"})  # noqa: E731
+        return (f'<form action="/login" method="post">\n  <input type="text" name="user" value="deploy">\n'
+                f'  <input name="{key.lower()}" value="{attr(value)}" type="password">\n</form>\n'), attr
     if syntax == "properties-space":  # a Java .properties line, a space for its separator
         return f"# app.properties\ndb.url jdbc:postgresql://db:5432/app\napp.{key.lower()} {value}\ndb.pool 10\n", same
     if syntax == "toml-multiline":  # a basic multi-line string, its value on the next line

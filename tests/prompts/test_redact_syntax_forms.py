@@ -133,3 +133,26 @@ def test_a_provider_token_ends_at_the_brace_of_its_placeholder() -> None:
     token = "LT" + "AIuJgalgAIuZDhYTfAscEi"
     out = redact(f"ALIBABA_ACCESS_KEY_ID: ${{ALIBABA_ACCESS_KEY_ID:-{token}}}\n")
     assert token[4:] not in out and out.endswith("}\n")
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    (f'<input type="password" name="password" value="{SECRET}">', '<input type="password" name="password" value="'),
+    (f'<input value="{SECRET}" type="password" />', '" type="password" />'),
+    (f"<form>\n  <input\n    class='pw'\n    type=password\n    value='{SECRET}'\n  >\n</form>", "    value='"),
+    (f'<input type="password" value="correct horse {SECRET}">', '<input type="password" value="'),
+    (f'<input type="password" value={SECRET}>', "value=[REDACTED:html-password-input]>"),
+], ids=["type-first", "value-first", "multi-line", "spaces", "unquoted"])
+def test_an_html_password_input_loses_its_value(text: str, kept: str) -> None:
+    out = redact(text)
+    assert _gone(out) and kept in out and "[REDACTED:html-password-input]" in out
+
+
+@pytest.mark.parametrize("text", [
+    '<input type="password" name="password" placeholder="Password" autocomplete="current-password">',
+    '<input type="password" value="">\n<input type="password" value="{{ form.password.value }}">',
+    f'<input type="text" name="commit" value="{"a3f1" * 10}">',
+    '<input type="password" data-value="abcdxyz1" value="********">',
+    '<input type="password-confirm" value="not-a-type-we-know">',
+])
+def test_html_inputs_that_hold_no_password_stay(text: str) -> None:
+    assert redact(text) == text
