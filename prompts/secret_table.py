@@ -492,7 +492,9 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         "placeholder-default",
         re.compile(
             r"\$\{(?:(?P<key>[A-Za-z_][A-Za-z0-9_]{0,100})(?::?[\-=]|:)|(?P<skey>[A-Za-z_][\w.\-]{0,100}):)"
-            rf"(?P<secret>[^{_SPACE}{{}}]{{1,500}})\}}"
+            # Eight characters at least, as every assignment's value check asks: `${PORT:-8080}`
+            # and `${LOG_LEVEL:-info}` fail here, in C, and cost no validator call.
+            rf"(?P<secret>[^{_SPACE}{{}}]{{8,500}})\}}"
         ),
         group="secret",
         validator=_placeholder_default_ok,

@@ -15,9 +15,17 @@ from cardloop.prompts.secret_values import (
     _strength,
 )
 
-# The key a placeholder is assigned to, on its line: `password: `, `- DB_PASSWORD=`,
-# `"password": "`, `--db-password=`.
-_OUTER_KEY = re.compile(r"([A-Za-z0-9_.\-]{1,100})[\"']?[ \t]*(?::=|[:=])[ \t]*[\"']?$")
+_NOT_KEY = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+def _outer_key(text: str, end: int) -> str:
+    """The key a placeholder ending its line's text at `end` is assigned to: `password: `,
+    `- DB_PASSWORD=`, `"password": "`, `--db-password=`; "" when none. String scans, no
+    regex search from every position of the line."""
+    line = text[max(text.rfind("\n", 0, end) + 1, end - 200):end].rstrip(" \t\"'")
+    if not line.endswith((":", "=")):
+        return ""
+    return _NOT_KEY.split(line[-101:-1].rstrip(" \t\"':"))[-1]
 
 
 def _placeholder_default_ok(m: re.Match[str]) -> bool:
@@ -27,10 +35,7 @@ def _placeholder_default_ok(m: re.Match[str]) -> bool:
     the key it is assigned to does (`spring.datasource.password=${DB_PASS:...}`)."""
     key = m.group("key") or m.group("skey")
     value = m.group("secret")
-    text = m.string
-    line_start = max(text.rfind("\n", 0, m.start()) + 1, m.start() - 200)
-    outer = _OUTER_KEY.search(text, line_start, m.start())
-    strength = max(_strength(key), _strength(outer.group(1)) if outer else 0)
+    strength = max(_strength(key), _strength(_outer_key(m.string, m.start())))
     if strength == 2:
         # Under a credential noun a default is the credential, whatever its shape, once it is
         # no placeholder, type or path (`${DB_PASSWORD:-postgres}` is the password when unset);
