@@ -246,7 +246,7 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
     if syntax == "html-password-input":  # a saved page or a rendered form, the value before the type
         attr = lambda p: xml_escape(p, {'"': "&quot;"})  # noqa: E731
         return (f'<form action="/login" method="post">\n  <input type="text" name="user" value="deploy">\n'
-                f'  <input name="{key.lower()}" value="{attr(value)}" type="password">\n</form>\n'), attr
+                f'  <input class="form-control" value="{attr(value)}" type="password" id="pw">\n</form>\n'), attr
     if syntax == "properties-space":  # a Java .properties line, a space for its separator
         return f"# app.properties\ndb.url jdbc:postgresql://db:5432/app\napp.{key.lower()} {value}\ndb.pool 10\n", same
     if syntax == "toml-multiline":  # a basic multi-line string, its value on the next line
@@ -257,7 +257,7 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
         return (f"defaults:\n  {key.lower()}: &{key.lower()} !!str {value}\n  port: 8080\n"
                 f"replica:\n  {key.lower()}: *{key.lower()}\n"), same
     if syntax == "placeholder-default":  # Compose or a shell: the value the program takes when unset
-        return (f"services:\n  api:\n    environment:\n      {key.upper()}: ${{{key.upper()}:-{value}}}\n"
+        return (f"services:\n  api:\n    environment:\n      {key.upper()}: ${{{key.upper()}-{value}}}\n"
                 f"      PORT: ${{PORT:-8080}}\n"), same
     if syntax == "kubernetes-secret":  # every part goes with the one base64 value that holds them
         encoded = base64.b64encode(value.encode()).decode()
