@@ -188,26 +188,30 @@ _NAME_BEFORE = re.compile(r"name[\"']?[ \t]*[:=][ \t]*[\"']?$")
 
 def _generic_value_ok(m: re.Match[str]) -> bool:
     key = m.group("key")
-    if m.group("nv") is not None and not _NAME_BEFORE.search(m.string, max(0, m.start() - 24), m.start()):
+    text, start = m.string, m.start()
+    nv, q, tq, sp = m.group("nv", "q", "tq", "sp")
+    if nv is not None and not _NAME_BEFORE.search(text, max(0, start - 24), start):
         return False  # `value:` after a word that names no variable
-    before = m.string[max(0, m.start() - 3):m.start()]
-    if before.endswith(("://", "@")):
-        return False  # a URL's user or host (`https://x-access-token:...@`): url rules decide
+    before = text[max(0, start - 3):start]
+    if before.endswith(("://", "@", "${")):
+        # A URL's user or host (`https://x-access-token:...@`): url rules decide; a placeholder's
+        # variable and default (`${DB_PASSWORD:-x}`): placeholder-default decides.
+        return False
     value = m.group("secret")
-    between = m.string[m.end("key"):m.start("secret")]
-    if value.startswith("*") and m.group("q") is None and ":" in between and _is_code_name(value[1:]):
-        return False  # a YAML alias (`password: *default_password`) refers to an anchored value
-    if before.endswith("${"):
-        return False  # a placeholder's variable and default (`${DB_PASSWORD:-x}`): placeholder-default decides
+    quoted = q is not None or tq is not None
+    if not quoted:
+        between = text[m.end("key"):m.start("secret")]
+        if sp is not None and not _properties_line(m, key, between):
+            return False
+        if value[0] == "*" and ":" in between and _is_code_name(value[1:]):
+            return False  # a YAML alias (`password: *default_password`) refers to an anchored value
+        # YAML's `!!str` tag makes the value a string as quotes do (`password: !!str s3cr3t`).
+        quoted = "!!str" in between
     # In a connection string (`...;Password=Ceslvc083_.Aoash;...`) a value is a literal, as a
     # quoted one is: no code there names a variable, so `Ceslvc083_.Aoash` is no attribute path.
-    connection = before.endswith(";") and m.string.startswith(";", m.end())
-    if m.group("sp") is not None and not _properties_line(m, key, between):
-        return False
-    # YAML's `!!str` tag makes the value a string as quotes do (`password: !!str s3cr3t`).
-    quoted = m.group("q") is not None or m.group("tq") is not None or "!!str" in between
+    connection = before.endswith(";") and text.startswith(";", m.end())
     strength = _strength(key)
-    if m.group("tq") is not None and strength < 2 and len(value.split()) > 1:
+    if tq is not None and strength < 2 and len(value.split()) > 1:
         return False  # `PASSWORD_HELP = """Use 12 characters or more."""`: prose, not a token
     return _assigned_value_ok(strength, key, value, quoted=connection or quoted,
                               connection=connection)
