@@ -87,6 +87,13 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     "name/value pairs left open": lambda n: cycle("- name: db_token\n  value: '", n),
     "SQL password quotes": lambda n: cycle("password 'identified by '", n),
     "quoted backslashes": lambda n: 'token="' + cycle("\\a", n),
+    # Placeholder defaults, YAML anchors and tags, TOML multi-line strings, .properties lines
+    # and HTML password inputs, each left open or repeated.
+    "${DB_PASSWORD:- nested open": lambda n: cycle("${DB_PASSWORD:-${", n),
+    "password: &a !b props": lambda n: cycle("password: &a !b &c !d ", n),
+    'password = """ left open': lambda n: cycle('password = """a token = \'\'\'b ', n),
+    "db.password lines": lambda n: cycle("db.password s3cr3tV4lue9\n", n),
+    "<input type=password value= open": lambda n: cycle('<input type="password" value="', n),
 }
 
 

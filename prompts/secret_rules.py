@@ -158,9 +158,10 @@ def load(toml_text: str, *, reserved: frozenset[str] = frozenset()) -> tuple[tup
 # gitleaks' usual end of a token: a quote, whitespace, `;`, an escaped newline or the end. In
 # XML and HTML a token's text ends at the next tag (`<token>hf_...</token>`), which upstream's
 # class leaves out, so a provider token in a settings.xml or a SOAP body was missed: `<` ends
-# a token too. The token's own body is unchanged (the formats consume the whole token).
+# a token too; so does `}`, the end of a placeholder whose default it is (`${KEY:-LTAI...}`).
+# The token's own body is unchanged (the formats consume the whole token).
 _GITLEAKS_END = r"""(?:[\x60'"\s;]|\\[nr]|$)"""
-_OUR_END = r"""(?:[\x60'"\s;<]|\\[nr]|$)"""
+_OUR_END = r"""(?:[\x60'"\s;<}]|\\[nr]|$)"""
 
 
 def _markup_ends_a_token(regex: str) -> str:

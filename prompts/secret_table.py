@@ -25,6 +25,7 @@ from cardloop.prompts.secret_values import (
     _xml_value_ok,
     _yaml_block_ok,
 )
+from cardloop.prompts.syntax_values import _html_password_ok, _placeholder_default_ok
 
 
 def _token(prefix: str, width: int, body: str, *, after_dash: bool = False) -> re.Pattern[str]:
@@ -78,6 +79,8 @@ def _key_anchor(word: str, tail: str, *, after: tuple[str, ...] = ()) -> re.Patt
 
 # From the end of a variable's name to its value's `:` or `=`, in a name and value pair.
 _NAME_VALUE = r",?[ \t]*(?:\r?\n[ \t]{0,80}(?:-[ \t]+)?)?[\"']?value[\"']?[ \t]*[:=](?!=)"
+# A YAML node's anchor or tag before its value (`&pw`, `!!str`, `!vault`), after the `:`.
+_YAML_PROPS = r"(?:[ \t]+[&!][^\s]{0,100}+)"
 # After the key's identifier: an optional closing quote, `=` or `:`, then six value
 # characters (every rule that uses it needs at least that many) or a Python annotation
 # followed by `=`. The value check keeps `token_count=12` or `key=foo` in a log from
@@ -89,7 +92,14 @@ _KEY_TAIL = (
     # scalar indented below its key): `yaml-block-credential` tries these hits.
     + r"|:[ \t]*(?:[|>][1-9+\-]{0,2}[ \t]*)?(?:#[^\n]*)?\r?\n"
     # The name of a name and value pair (`generic-assignment`).
-    + r"|" + _NAME_VALUE + ")"
+    + r"|" + _NAME_VALUE
+    # A .properties line whose key and value are apart by spaces alone (`db.password s3cr3t`).
+    + r"|(?<=[ \t])[^\s]{6,500}+[ \t]*(?![^\r\n])"
+    # A multi-line string (`password = """`), its value maybe on the next line.
+    + r"|=[ \t]*(?:\"\"\"|''')"
+    # A YAML value after an anchor or a tag (`password: &pw s3cr3t`, `token: !vault |`).
+    + r"|:" + _YAML_PROPS + r"{1,2}[ \t\r\n]"
+    + ")"
 )
 # What `_GENERIC_KEY` accepts, one literal-first anchor per word (a literal start keeps the
 # scan a fast substring search): `key` only after `api`, `private` ...
@@ -118,6 +128,8 @@ _QUOTED_VALUE = rf"[^{_SPACE}\"'`\\]"
 _XML_TEXT = rf"[^{_SPACE}<>\"'`]"
 _QUERY_VALUE = rf"[^{_SPACE}&#'\"<>]"
 _GENERIC_REACH = 70
+# The most characters of a multi-line string value read (a longer one is no credential).
+_MULTILINE_BOUND = 4000
 # Text that declares a Kubernetes Secret: a manifest, kubectl's YAML or JSON, compact JSON (the
 # `last-applied-configuration` annotation kubectl apply leaves on the object).
 # Inside a JSON string (a tool result quoting it), in the redactor's view of escaped quotes:
@@ -382,6 +394,20 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         group="secret",
         validator=_xml_value_ok,
     ),
+    # An HTML password field filled in by the page: `<input type="password" value="...">`, the
+    # attributes in any order (a saved page, a test fixture, a rendered form in a log). A literal
+    # `<input` first (lowercase, as HTML is written) gates the rule to texts that hold one; each
+    # attempt reads one tag (at most 500 characters, no `<` or `>` inside).
+    RedactionRule(
+        "html-password-input",
+        re.compile(
+            r"<input(?=[^<>]{0,500}?[ \t\r\n](?i:type)[ \t]*=[ \t]*[\"']?(?i:password)(?![\w\-]))"
+            r"[^<>]{0,500}?[ \t\r\n](?i:value)[ \t]*=[ \t]*(?P<q>[\"'])?"
+            r"(?P<secret>(?(q)(?:(?!(?P=q))[^<>\r\n]){1,500}|[^\s\"'<>`=]{1,500}))(?(q)(?P=q)|(?![^\s/>]))"
+        ),
+        group="secret",
+        validator=_html_password_ok,
+    ),
     # A PostgreSQL password file's line, `host:port:database:user:password` (`*` for any
     # field), in text that names .pgpass or PGPASSFILE: elsewhere, colon-separated lines are
     # ordinary (timestamps, /etc/passwd, log prefixes). A line starts at a line's or a word's
@@ -430,7 +456,8 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         "yaml-block-credential",
         re.compile(
             r"(?P<key>[A-Za-z0-9_.\-]++)" + _KEY_CLOSE
-            + r":[ \t]*(?:(?P<bar>[|>])[1-9+\-]{0,2}[ \t]*)?(?:#[^\n]*)?\r?\n(?:[ \t]*\r?\n){0,20}"
+            + r":" + _YAML_PROPS + r"{0,2}"
+            r"[ \t]*(?:(?P<bar>[|>])[1-9+\-]{0,2}[ \t]*)?(?:#[^\n]*)?\r?\n(?:[ \t]*\r?\n){0,20}"
             r"(?P<ind>[ ]{1,200})(?P<secret>(?(bar)[^\s][^\n]*(?:(?:\n[ \t]*)*\n(?P=ind)[^\n]*)*"
             # A plain scalar: one word, not a mapping's key, a list item, an anchor, alias or tag.
             r"|(?![\-?:,\[\]{}#&*!|>%@`'\"])[^\s]{1,500}(?<!:)(?=[ \t]*(?:#[^\n]*)?(?:\r?\n|\Z))))"
@@ -457,31 +484,59 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         anchors=(re.compile(r"password(?=[ \t]+'(?:[^'\n]|''){6})"),
                  re.compile(r"identified(?=[ \t]+(?:with[ \t]+[a-z0-9_]{1,40}[ \t]+)?by[ \t]+'(?:[^'\n]|''){6})")),
     ),
+    # A default inside a placeholder: `${DB_PASSWORD:-s3cr3t}`, `${API_TOKEN-s3cr3t}`, `${VAR:=...}`
+    # (shell, Compose) or Spring's `${db.password:s3cr3t}`; the variable's name stays, and a
+    # placeholder with no default (`${DB_PASSWORD}`) is no candidate. A default holds no brace:
+    # in `${A:-${B:-x}}` the inner placeholder is a candidate of its own.
+    RedactionRule(
+        "placeholder-default",
+        re.compile(
+            r"\$\{(?:(?P<key>[A-Za-z_][A-Za-z0-9_]{0,100})(?::?[\-=]|:)|(?P<skey>[A-Za-z_][\w.\-]{0,100}):)"
+            # Eight characters at least, as every assignment's value check asks: `${PORT:-8080}`
+            # and `${LOG_LEVEL:-info}` fail here, in C, and cost no validator call.
+            rf"(?P<secret>[^{_SPACE}{{}}]{{8,500}})\}}"
+        ),
+        group="secret",
+        validator=_placeholder_default_ok,
+    ),
     RedactionRule(
         "generic-assignment",
         re.compile(
             r"(?P<key>[A-Za-z0-9_.\-]++)" + _KEY_CLOSE +
             # A Python annotation may sit between key and value: `password: str = "..."`.
-            r"(?::[ \t]*[A-Za-z_][\w.\[\], |]{0,60}?[ \t]*=(?!=)|=>|:=|:(?!:)|=(?!=)"
+            r"(?::[ \t]*[A-Za-z_][\w.\[\], |]{0,60}?[ \t]*=(?!=)|=>|:="
+            # YAML: an anchor or a tag may stand before the value (`password: &pw !!str ...`).
+            r"|:(?!:)(?:" + _YAML_PROPS + r"(?=[ \t])){0,2}|=(?!=)"
             # An environment variable given as a name and a value (a Kubernetes container's `env`,
             # an ECS task definition, Terraform): `- name: DB_PASSWORD` then `value: ...` on the
             # next line, `{"name": "DB_PASSWORD", "value": "..."}`; the name is the key.
-            r"|(?P<nv>" + _NAME_VALUE + r"))"
+            r"|(?P<nv>" + _NAME_VALUE + r")"
+            # A Java .properties line may separate its key and value by spaces alone
+            # (`db.password s3cr3t`); the value is then the rest of the line (`_generic_value_ok`
+            # asks for a dotted key alone on its line, as properties files write them).
+            r"|(?<=[ \t])(?P<sp>))"
             r"[ \t]*(?:[bBrRuU]{1,2}(?=[\"']))?\\?"
-            r"(?P<q>[\"'`])?"
+            # A TOML (or Python) multi-line string: `password = """..."""`, `'''...'''`; the
+            # newline right after the opening delimiter is no part of the value.
+            r"(?:(?P<tq>\"\"\"|''')(?:\r?\n)?|(?P<q>[\"'`]))?"
             # A shell line continuation (`export API_TOKEN=abc\` and `def` on the next line)
             # goes on with the value: the shell joins the two lines into one word.
             # A quoted value may hold escapes: `"ab\\cd"` in JSON, `"ab\$cd"` in a shell.
             # (A run of the class first, not an alternation per character: that is the fast path.)
-            rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}(?:\\(?:[^{_SPACE}]|\r?\n[ \t]*){_QUOTED_VALUE}{{0,500}})*"
-            rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*))"
-            r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?![(\[]))"
+            rf"(?P<secret>(?(tq)(?s:(?:(?!(?P=tq)).){{1,{_MULTILINE_BOUND}}})"
+            rf"|(?(q){_QUOTED_VALUE}{{1,500}}(?:\\(?:[^{_SPACE}]|\r?\n[ \t]*){_QUOTED_VALUE}{{0,500}})*"
+            rf"|(?(sp)[^{_SPACE}]{{1,500}}+"
+            rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*))))"
+            r"(?(tq)(?P=tq)|(?(q)" + _QUOTE_GAP + r"(?P=q)|(?(sp)[ \t]*(?![^\r\n])|(?![(\[]))))"
         ),
         group="secret",
         validator=_generic_value_ok,
         anchors=_GENERIC_ANCHORS,
         # The unquoted value's class: a value longer than 500 characters is replaced whole.
         tail=_UNQUOTED_VALUE,
+        # (A multi-line string's value may hold whitespace and the other kind of quote; a
+        # candidate inside it ends at its closing delimiter all the same, but for one that
+        # opens a multi-line string of the other kind inside it: never seen outside a test.)
         # An accepted value (quoted or not) holds no whitespace, quote or lone backslash (only
         # an escape pair, or one before a newline that the value goes on after) and is
         # followed by none of its own characters. A key that ends inside it can only get

@@ -147,8 +147,11 @@ def _is_code_name(value: str, *, dashes: bool = True) -> bool:
     words = _words(value)
     if len(words) < 2 or not all(map(_WORDISH.fullmatch, words)):
         return False
-    if any(len(_DIGIT_RUNS.findall(part)) > 2 for part in _SEPARATORS.split(value)):
+    parts = _SEPARATORS.split(value)
+    if any(len(_DIGIT_RUNS.findall(part)) > 2 for part in parts):
         return False  # `OP6UAT384CUL0R92`: names carry a version or a size, not digits strewn through a part
+    if any(len(part) >= 20 and part.isupper() and _DIGIT.search(part.rstrip("0123456789")) for part in parts):
+        return False  # `NRAK-BLSVWUHMCFURT575FNO4YAGSIKP`: no word of a name runs 20 capitals with digits inside
     letters = [w.rstrip("0123456789") for w in words if not w.isdigit()]
     return bool(letters) and sum(map(len, letters)) / len(letters) >= 3
 
@@ -185,16 +188,44 @@ _NAME_BEFORE = re.compile(r"name[\"']?[ \t]*[:=][ \t]*[\"']?$")
 
 def _generic_value_ok(m: re.Match[str]) -> bool:
     key = m.group("key")
-    if m.group("nv") is not None and not _NAME_BEFORE.search(m.string, max(0, m.start() - 24), m.start()):
+    text, start = m.string, m.start()
+    nv, q, tq, sp = m.group("nv", "q", "tq", "sp")
+    if nv is not None and not _NAME_BEFORE.search(text, max(0, start - 24), start):
         return False  # `value:` after a word that names no variable
-    before = m.string[max(0, m.start() - 3):m.start()]
-    if before.endswith(("://", "@")):
-        return False  # a URL's user or host (`https://x-access-token:...@`): url rules decide
+    before = text[max(0, start - 3):start]
+    if before.endswith(("://", "@", "${")):
+        # A URL's user or host (`https://x-access-token:...@`): url rules decide; a placeholder's
+        # variable and default (`${DB_PASSWORD:-x}`): placeholder-default decides.
+        return False
+    value = m.group("secret")
+    quoted = q is not None or tq is not None
+    if not quoted:
+        between = text[m.end("key"):m.start("secret")]
+        if sp is not None and not _properties_line(m, key, between):
+            return False
+        if value[0] == "*" and ":" in between and _is_code_name(value[1:]):
+            return False  # a YAML alias (`password: *default_password`) refers to an anchored value
+        # YAML's `!!str` tag makes the value a string as quotes do (`password: !!str s3cr3t`).
+        quoted = "!!str" in between
     # In a connection string (`...;Password=Ceslvc083_.Aoash;...`) a value is a literal, as a
     # quoted one is: no code there names a variable, so `Ceslvc083_.Aoash` is no attribute path.
-    connection = before.endswith(";") and m.string.startswith(";", m.end())
-    return _assigned_value_ok(_strength(key), key, m.group("secret"), quoted=connection or m.group("q") is not None,
+    connection = before.endswith(";") and text.startswith(";", m.end())
+    strength = _strength(key)
+    if tq is not None and strength < 2 and len(value.split()) > 1:
+        return False  # `PASSWORD_HELP = """Use 12 characters or more."""`: prose, not a token
+    return _assigned_value_ok(strength, key, value, quoted=connection or quoted,
                               connection=connection)
+
+
+def _properties_line(m: re.Match[str], key: str, between: str) -> bool:
+    """A Java .properties line with a space for its separator (`db.password s3cr3t`): a dotted
+    key alone at the line's start, spaces, the value, the line's end. Prose that starts a line
+    with a credential word goes on with more words ("password reset link sent"), and its first
+    word is no dotted key; a value that is a name stays as in any unquoted assignment."""
+    if "." not in key.strip(".") or between.strip(" \t"):
+        return False
+    line_start = m.string.rfind("\n", 0, m.start()) + 1
+    return not m.string[line_start:m.start()].strip(" \t")
 
 
 def _xml_value_ok(m: re.Match[str]) -> bool:
@@ -220,7 +251,8 @@ def _yaml_block_ok(m: re.Match[str]) -> bool:
     strength = _strength(key)
     if m.group("bar") is None:
         return _assigned_value_ok(strength, key, value, quoted=False)
-    return strength == 2 and not _is_placeholder(value, complete=False)
+    # An Ansible Vault block (`password: !vault |`) is ciphertext of the secret: it goes too.
+    return strength == 2 and (value.startswith("$ANSIBLE_VAULT;") or not _is_placeholder(value, complete=False))
 
 
 def _assigned_value_ok(strength: int, key: str, value: str, *, quoted: bool, connection: bool = False) -> bool:

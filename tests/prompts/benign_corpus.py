@@ -147,7 +147,27 @@ def manifests(rng: random.Random) -> str:
             f"      make deploy REV={_sha1(rng)[:12]}\n  - with:\n      token: ${{{{ secrets.GITHUB_TOKEN }}}}\n"
             f"password:\n  existingSecret: {name}-db\n  secretKey: password\n"
             f'<appSettings>\n  <add value="{rng.randint(1, 600)}" key="TokenLifetimeMinutes" />\n'
-            f'  <add value="{_uuid(rng)}" key="TenantId" />\n</appSettings>\n')
+            f'  <add value="{_uuid(rng)}" key="TenantId" />\n</appSettings>\n'
+            # Placeholders with no credential for a default (Compose, Spring, a shell).
+            f"services:\n  {name}:\n    environment:\n      DB_PASSWORD: ${{DB_PASSWORD}}\n"
+            f"      API_TOKEN: ${{API_TOKEN:?set API_TOKEN}}\n      PORT: ${{PORT:-{rng.randint(1024, 9999)}}}\n"
+            f"      SECRET_NAME: ${{SECRET_NAME:-{name}-credentials}}\n      TOKEN_TTL: ${{TOKEN_TTL:-3600}}\n"
+            f"      KEY_FILE: ${{TLS_KEY_FILE:-/etc/tls/{name}.pem}}\n"
+            f"spring.datasource.url=${{DB_URL:jdbc:postgresql://db:5432/{name}}}\n"
+            # YAML anchors, aliases and tags on references (CloudFormation, Home Assistant).
+            f"base: &base\n  token_header: X-Request-Token\n  password: *{name}_password\n"
+            f"Resources:\n  DbPassword: !Ref {name.capitalize()}DbPassword\n  ApiToken: !GetAtt Secret.Arn\n"
+            f"api_key: !secret {name}_api_key\n"
+            # TOML multi-line strings of prose under keys that mention a credential.
+            f'[{name}]\nPASSWORD_HELP = """\nUse {rng.randint(8, 20)} characters or more.\n"""\n'
+            f"token_doc = '''Rotated every {rng.randint(2, 90)} days.'''\n"
+            # .properties lines separated by a space, and prose that starts with a credential word.
+            f"db.password ${{DB_PASSWORD}}\njavax.net.ssl.trustStorePassword changeit\n"
+            f"password reset link sent to {name}@example.com\ntoken refreshed for {name}\n"
+            # A login form: a password input with no value, or a template's.
+            f'<form>\n  <input type="hidden" name="rev" value="{_sha1(rng)}">\n'
+            f'  <input type="password" name="password" placeholder="Password" autocomplete="current-password">\n'
+            f'  <input type="password" value="{{{{ form.password.value }}}}">\n</form>\n')
 
 
 GENERATORS: dict[str, Callable[[random.Random], str]] = {

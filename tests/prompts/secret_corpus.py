@@ -183,6 +183,11 @@ SYNTAXES = ("assignment", "yaml", "yaml-plain", "yaml-block", "json", "json-esca
             "xml-attribute", "xml-attribute-value-first", "ini", "env", "env-continued", "connection-string",
             "url-userinfo", "log", "prose", "kubernetes-secret", "kubernetes-string-data",
             "kubernetes-string-data-json", "kubernetes-env", "ecs-env-json", "sql-password")
+# Syntaxes added later are drawn after the ones above (`samples`), so adding one leaves every
+# earlier sample as it was: a change in the figures is then the redactor's, not a new draw's.
+ADDED_SYNTAXES = ("placeholder-default", "yaml-anchor-tag", "toml-multiline", "toml-multiline-literal",
+                  "properties-space", "html-password-input")
+SYNTAXES += ADDED_SYNTAXES
 
 
 def _u_escaped(text: str, keep: str = "") -> str:
@@ -238,6 +243,22 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
         return json.dumps({"environment": env}), lambda p: json.dumps(p)[1:-1]
     if syntax == "sql-password":  # a migration or its log
         return f"CREATE ROLE app WITH LOGIN PASSWORD '{value}';\nGRANT CONNECT ON DATABASE app TO app;\n", same
+    if syntax == "html-password-input":  # a saved page or a rendered form, the value before the type
+        attr = lambda p: xml_escape(p, {'"': "&quot;"})  # noqa: E731
+        return (f'<form action="/login" method="post">\n  <input type="text" name="user" value="deploy">\n'
+                f'  <input class="form-control" value="{attr(value)}" type="password" id="pw">\n</form>\n'), attr
+    if syntax == "properties-space":  # a Java .properties line, a space for its separator
+        return f"# app.properties\ndb.url jdbc:postgresql://db:5432/app\napp.{key.lower()} {value}\ndb.pool 10\n", same
+    if syntax == "toml-multiline":  # a basic multi-line string, its value on the next line
+        return f'[database]\nuser = "app"\n{key.lower()} = """\n{value}"""\nport = 5432\n', same
+    if syntax == "toml-multiline-literal":  # a literal one (no escapes)
+        return f"[database]\nuser = 'app'\n{key.lower()} = '''{value}'''\nport = 5432\n", same
+    if syntax == "yaml-anchor-tag":  # an anchor and a tag before the value, an alias to it after
+        return (f"defaults:\n  {key.lower()}: &{key.lower()} !!str {value}\n  port: 8080\n"
+                f"replica:\n  {key.lower()}: *{key.lower()}\n"), same
+    if syntax == "placeholder-default":  # Compose or a shell: the value the program takes when unset
+        return (f"services:\n  api:\n    environment:\n      {key.upper()}: ${{{key.upper()}-{value}}}\n"
+                f"      PORT: ${{PORT:-8080}}\n"), same
     if syntax == "kubernetes-secret":  # every part goes with the one base64 value that holds them
         encoded = base64.b64encode(value.encode()).decode()
         return (f"apiVersion: v1\nkind: Secret\nmetadata:\n  name: api\ntype: Opaque\ndata:\n"
@@ -293,8 +314,17 @@ _ONLY_FOR = {"env-continued": _CREDENTIAL_NAME, "sql-password": re.compile(r"(?i
 def samples(seed: int = 11, per_family: int = 1) -> list[Sample]:
     rng = random.Random(seed)
     out: list[Sample] = []
+    for added in (False, True):
+        out += _draw(rng, per_family, added)
+    return out
+
+
+def _draw(rng: random.Random, per_family: int, added: bool) -> list[Sample]:
+    out: list[Sample] = []
     for family in FAMILIES:
         for syntax in family.syntaxes or SYNTAXES:
+            if (syntax in ADDED_SYNTAXES) != added:
+                continue
             if syntax in _ONLY_FOR and not _ONLY_FOR[syntax].search(family.key):
                 continue
             for _ in range(per_family):
