@@ -183,7 +183,7 @@ def _strength(key: str) -> int:
 
 
 # Before a variable's name in a name and value pair: `- name: `, `"name": "`, `name = "`.
-_NAME_BEFORE = re.compile(r"name[\"']?[ \t]*[:=][ \t]*[\"']?$")
+_NAME_BEFORE = re.compile(r"name[\"']?[ \t]*[:=][ \t]*[\"']?\Z")
 
 
 def _generic_value_ok(m: re.Match[str]) -> bool:
