@@ -47,3 +47,9 @@ def test_tenant_commands_load_neither_the_api_nor_temporal(tmp_path: Path, argv:
     modules = loaded(tmp_path, *argv)
     assert "cardloop.store" in modules
     assert not {"fastapi", "temporalio", "cardloop.app.api.tenants", "activities.deps"} & modules
+
+
+def test_a_sqlite_store_does_not_load_postgresqls_dialect(tmp_path: Path) -> None:
+    modules = loaded(tmp_path, "tenant", "show", "acme")
+    assert "cardloop.store" in modules and "sqlalchemy.dialects.sqlite" in modules
+    assert not {m for m in modules if m.startswith("sqlalchemy.dialects.postgresql")}, "about 20 ms for nothing"
