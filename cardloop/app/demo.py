@@ -20,7 +20,7 @@ from pathlib import Path
 from temporalio.service import RPCError
 
 from cardloop.app.cards import CardService
-from cardloop.app.follow import agent_lines, redacting, say_unavailable, tokens_said
+from cardloop.app.follow import agent_lines, cached_said, redacting, say_unavailable, tokens_said
 from cardloop.app.lifecycle import StackLock, data_dir_lock
 from cardloop.app.local import card_url
 from cardloop.app.logs import log_to_data_dir
@@ -257,12 +257,17 @@ async def _demo(config: Config, lock: StackLock, remote: Remote, scripted: bool,
         await svc.move(ref, "done", delivery_id=f"demo/{ref.card_id}/done", actor="demo")
         state = await svc.wait_for(ref, lambda s: s.status == "done", timeout=60)
         totals = stack.store.usage_totals(ref.key)
-        out(f"\n■ done: {len(state.history)} stage runs, {totals.total.calls} model calls, "
-            f"{totals.total.input_tokens + totals.total.output_tokens:,} tokens, "
-            f"${float(totals.total.cost_usd):.4f}")
+        # Tokens as each stage's closing line and the token budget count them: the prompt tokens
+        # the cache served or stored too (priced lower, still sent), so the total is never less
+        # than a stage's own figure above.
+        t = totals.total
+        cached = cached_said(t.cache_read_tokens, t.cache_write_tokens)
+        out(f"\n■ done: {len(state.history)} stage runs, {t.calls} model calls, "
+            f"{t.input_tokens + t.output_tokens + t.cache_read_tokens + t.cache_write_tokens:,} tokens"
+            f"{f' ({cached})' if cached else ''}, ${float(t.cost_usd):.4f}")
         for stage, s in totals.by_stage.items():
             out(f"    {stage:<13} {s.calls} call(s)  {s.input_tokens:>8,} in  {s.output_tokens:>6,} out  "
-                f"${float(s.cost_usd):.4f}")
+                f"{s.cache_read_tokens + s.cache_write_tokens:>8,} cached  ${float(s.cost_usd):.4f}")
         branch = default_branch_name(card.id)
         log = remote.commits(branch) if remote.head(branch) else []
         out(f"\n⎇ {remote.url_template.format(repo=card.repo)} branch {branch}: "
@@ -273,7 +278,8 @@ async def _demo(config: Config, lock: StackLock, remote: Remote, scripted: bool,
         out("  With GitHub configured ([sources.repository] clone_url on github.com, CARDLOOP_GITHUB_TOKEN), the\n"
             "  checkpoints go to the card's branch on GitHub, coding opens one pull request for it, and each\n"
             "  stage run comments its outcome on the card's issue or pull request.")
-        out(f"\nFrom the command line: .venv/bin/cardloop card show {ref.key}  (with `cardloop dev` running)")
+        out(f"\nFrom the command line: .venv/bin/cardloop card show {ref.key}  (live with `cardloop dev` "
+            "running; without it, what the store kept)")
         out(f"\nSee the card in the Temporal UI: {link}\n"
             f"Search there for: CardStage = 'done' AND Repo = '{card.repo}'")
         if keep_running is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -110,6 +111,13 @@ def test_demo_runs_offline_and_says_so(tmp_path: Path) -> None:
     for stage in ("planning", "coding", "review", "testing", "error_fixing"):
         assert f"✓ {stage}: completed" in out.stdout
     assert "■ done: 5 stage runs" in out.stdout
+    # The card's total counts tokens as each stage's closing line does (cached prompt tokens too):
+    # it said 24,631 tokens beside an error_fixing run of 24,586 alone.
+    def tokens(line: str) -> int:
+        return int(re.search(r"([\d,]+) tokens", line)[1].replace(",", ""))
+    closing = [tokens(line) for line in out.stdout.splitlines() if re.match(r"\s+✓ \w+: completed after", line)]
+    total = tokens(next(line for line in out.stdout.splitlines() if line.startswith("■ done: 5 stage runs")))
+    assert len(closing) == 5 and total >= sum(closing), (total, closing)
     # No board to write to: the demo says what each stage would have told it (issue 13).
     for n, stage in enumerate(("planning", "coding", "review", "testing", "error_fixing"), 1):
         assert f"board: would comment: cardloop · {stage} (run {n}) completed." in out.stdout
