@@ -102,8 +102,9 @@ class Issue(BaseModel):
                                    "combined (the prompt with its language and tone, as the prompt core sees it)")
     category: str = Field(description="length, meta_override, safety_bypass, system_prompt_disclosure, "
                                       "role_reassignment, guardrail_impersonation, encoding, classifier "
-                                      "(the trained injection classifier) or guard_model (the guard model, "
-                                      "when one is configured)")
+                                      "(the trained injection classifier), empty (nothing to store: no text, "
+                                      "language or tone) or guard_model (the guard model, when one is "
+                                      "configured)")
     message: str
     start: int = Field(description="Offset of the issue in the field's text (end exclusive).")
     end: int
@@ -118,6 +119,19 @@ def _shown(text: str) -> str:
 def _issues(field: str, result: ValidationResult) -> list[Issue]:
     return [Issue(field=_shown(field), category=i.category, message=i.message, start=i.start, end=i.end)
             for i in result.issues]
+
+
+EMPTY_MESSAGE = ("the prompt is empty once cleaned up and sets no language or tone: there is nothing to store "
+                 "(DELETE /tenants/{tenant}/prompt, or `cardloop tenant delete-prompt TENANT`, removes the "
+                 "current prompt)")
+
+
+def _sets_nothing(prompt: TenantPrompt) -> bool:
+    """Whether `prompt` would add nothing to a card's system prompt. replace_behavior with no text
+    is not nothing: it leaves the cards the guardrails and the agent prompt without the profile's
+    behaviour layer, which a tenant may mean."""
+    return (not prompt.custom_system_prompt.strip() and prompt.override_mode == "append"
+            and prompt.language_preference == "auto" and not prompt.tone_profile)
 
 
 def check_prompt(body: PromptIn) -> tuple[TenantPrompt, ValidationResult, list[Issue]]:
@@ -139,6 +153,12 @@ def check_prompt(body: PromptIn) -> tuple[TenantPrompt, ValidationResult, list[I
         tone[key_verdict.sanitized_prompt] = value_verdict.sanitized_prompt
     prompt = TenantPrompt(custom_system_prompt=main.sanitized_prompt, override_mode=body.override_mode,
                           language_preference=language.sanitized_prompt or "auto", tone_profile=tone)
+    if _sets_nothing(prompt) and not any(v.status == ValidationStatus.REJECTED for v in verdicts):
+        # Stored, it would be a version that changes no card's prompt yet reads as "the tenant has
+        # a prompt": most likely a client that meant to remove the prompt, which DELETE does.
+        issues.append(Issue(field="custom_system_prompt", category="empty", start=0, end=len(body.custom_system_prompt),
+                            message=EMPTY_MESSAGE))
+        verdicts.append(ValidationResult(ValidationStatus.REJECTED, "", ()))
     if not issues:
         combined = validate_tenant_prompt(tenant_text(prompt))
         issues += _issues("combined", combined)

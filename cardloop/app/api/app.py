@@ -35,9 +35,22 @@ async def bad_request(request: Request, exc: RequestValidationError) -> JSONResp
     """400 with field-level messages rather than FastAPI's 422: a malformed body is a bad request.
     The sender's input is not echoed, and `printable` keeps a lone surrogate in a key or a
     message from making the answer itself unencodable (FastAPI's own handler then fails: 500)."""
-    problems = [{"loc": printable(".".join(str(p) for p in e["loc"])), "msg": printable(e["msg"])}
+    problems = [{"loc": printable(".".join(str(p) for p in e["loc"])), "msg": printable(_message(request, e))}
                 for e in exc.errors()]
     return JSONResponse({"detail": "invalid request", "problems": problems}, status_code=400)
+
+
+# pydantic's words for "the body is not an object", which read as if the sender wrote Python.
+_NOT_AN_OBJECT = {"model_attributes_type", "model_type", "dict_type"}
+
+
+def _message(request: Request, error: Any) -> str:
+    if tuple(error["loc"]) != ("body",) or error["type"] not in _NOT_AN_OBJECT:
+        return str(error["msg"])
+    sent = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if sent and sent != "application/json" and not sent.endswith("+json"):
+        return f"the body must be a JSON object sent as application/json (it was sent as {sent})"
+    return "the body must be a JSON object"
 
 
 def create_app(svc: Services) -> FastAPI:

@@ -120,6 +120,18 @@ def cmd_set_prompt(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def cmd_delete_prompt(args: argparse.Namespace, config: Config) -> int:
+    """DELETE /tenants/{tenant}/prompt from the command line: the tenant's cards get the default
+    layers again; the versions stay (a version marked deleted records it, `tenant rollback` undoes it)."""
+    with open_store(config) as store:
+        if not store.for_tenant(args.tenant).delete_tenant_prompt(args.tenant, ACTOR):
+            raise InputError(f"tenant {args.tenant} has no prompt to delete")
+        versions = store.for_tenant(args.tenant).tenant_prompt_versions(args.tenant)
+    print(f"tenant {args.tenant}'s prompt deleted (version {versions[-1].version} records it; "
+          f"`cardloop tenant rollback {args.tenant} N` restores an earlier one)")
+    return 0
+
+
 def cmd_show(args: argparse.Namespace, config: Config) -> int:
     from datetime import UTC, datetime
 
@@ -231,6 +243,8 @@ def add_tenant_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--language", default="auto",
                    help="language the agent answers in, e.g. German (default auto: no language instruction)")
     p.add_argument("--tone", action="append", metavar="KEY=VALUE", help="tone profile entry (repeatable)")
+    p = tsub.add_parser("delete-prompt", help="remove the tenant's prompt (its versions stay; rollback restores one)")
+    common(p, cmd_delete_prompt, json_flag=False)
     p = tsub.add_parser("show", help="the current prompt, the effective system prompt, the spend limits and usage")
     common(p, cmd_show)
     p = tsub.add_parser("versions", help="every version, oldest first")

@@ -233,6 +233,22 @@ def test_malformed_json_is_4xx(api: Api) -> None:
     assert 400 <= r.status_code < 500 and r.json()["detail"]
 
 
+@pytest.mark.parametrize(("kwargs", "said"), [
+    ({"data": {"name": "ci"}}, "the body must be a JSON object sent as application/json (it was sent as "
+                                "application/x-www-form-urlencoded)"),
+    ({"json": ["ci"]}, "the body must be a JSON object"),
+    ({"json": "ci"}, "the body must be a JSON object"),
+])
+def test_a_body_that_is_no_json_object_is_400_saying_so(api: Api, kwargs: dict, said: str) -> None:
+    """A form body was answered "Input should be a valid dictionary or object to extract fields
+    from": pydantic's words, which do not tell a curl user to send JSON."""
+    admin = {"authorization": f"Bearer {ADMIN}"}
+    for path, headers in (("/tenants/acme/tokens", admin), ("/tenants/acme/prompt/rollback", api.auth())):
+        r = api.client.post(path, headers=headers, **kwargs)
+        assert r.status_code == 400, r.text
+        assert r.json()["problems"] == [{"loc": "body", "msg": said}]
+
+
 # -- versions, delete, rollback ------------------------------------------------------------------
 
 
@@ -271,6 +287,31 @@ def test_versions_delete_and_rollback(api: Api) -> None:
         r = api.client.post("/tenants/acme/prompt/rollback", json=bad, headers=api.auth())
         assert 400 <= r.status_code < 500, bad
     assert len(api.client.get("/tenants/acme/prompt/versions", headers=api.auth()).json()["versions"]) == 4
+
+
+@pytest.mark.parametrize("body", [{"custom_system_prompt": ""}, {"custom_system_prompt": " \u200b\n\t"},
+                                  {"custom_system_prompt": "", "override_mode": "append", "language_preference": "auto",
+                                   "tone_profile": {}}])
+def test_a_prompt_that_sets_nothing_is_400_pointing_at_delete_and_stores_nothing(api: Api, body: dict) -> None:
+    """An empty PUT was stored as a version that changed no card yet made GET answer "a prompt"."""
+    assert api.put({"custom_system_prompt": "First."}).status_code == 200
+    r = api.put(body)
+    assert r.status_code == 400, r.text
+    answer = r.json()
+    assert answer["validation_status"] == "REJECTED"
+    empty = [i for i in answer["issues"] if i["category"] == "empty"]
+    assert len(empty) == 1 and "DELETE /tenants/{tenant}/prompt" in empty[0]["message"]
+    assert {i["category"] for i in answer["issues"]} <= {"empty", "invisible"}
+    assert api.client.get("/tenants/acme/prompt", headers=api.auth()).json()["version"] == 1
+
+
+@pytest.mark.parametrize("body", [{"custom_system_prompt": "", "override_mode": "replace_behavior"},
+                                  {"custom_system_prompt": "", "language_preference": "German"},
+                                  {"custom_system_prompt": "", "tone_profile": {"style": "terse"}}])
+def test_an_empty_text_with_a_mode_language_or_tone_is_stored(api: Api, body: dict) -> None:
+    r = api.put(body)
+    assert r.status_code == 200, r.text
+    assert r.json()["custom_system_prompt"] == ""
 
 
 @pytest.mark.parametrize("version", [MAX_PROMPT_VERSION + 1, 2**63 - 1, 2**63, 2**64 + 1, 10**40])

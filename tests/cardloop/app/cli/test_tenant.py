@@ -70,6 +70,31 @@ def test_rejected_prompt_exits_1_with_issues_and_stores_nothing(tmp_path: Path) 
     assert run(tmp_path, "set-prompt", "acme", str(tmp_path / "missing.txt")).returncode == 2
 
 
+def test_delete_prompt_leaves_the_default_layers_and_rollback_restores(tmp_path: Path) -> None:
+    """The API could DELETE a tenant's prompt; the command line could not, and set-prompt of an
+    empty file stored a version that changed nothing. Both are what an operator reaches for."""
+    empty = tmp_path / "empty.txt"
+    empty.write_text("  \n")
+    out = run(tmp_path, "set-prompt", "acme", str(empty))
+    assert out.returncode == 1 and "empty" in out.stdout and "tenant delete-prompt" in out.stdout
+    assert run(tmp_path, "versions", "acme").stdout.strip() == "tenant acme has no prompt versions"
+    out = run(tmp_path, "delete-prompt", "acme")
+    assert out.returncode == 2 and out.stderr.strip().endswith("tenant acme has no prompt to delete")
+    prompt = tmp_path / "v1.txt"
+    prompt.write_text("Prefer small pull requests.")
+    assert run(tmp_path, "set-prompt", "acme", str(prompt)).returncode == 0
+    out = run(tmp_path, "delete-prompt", "acme")
+    assert out.returncode == 0, out.stderr
+    assert "version 2 records it" in out.stdout
+    shown = run(tmp_path, "show", "acme")
+    assert shown.stdout.startswith("tenant acme has no custom prompt")
+    assert "Prefer small pull requests." not in shown.stdout
+    assert "v2" in run(tmp_path, "versions", "acme").stdout
+    assert run(tmp_path, "rollback", "acme", "1").returncode == 0
+    assert "Prefer small pull requests." in run(tmp_path, "show", "acme").stdout
+    assert run(tmp_path, "delete-prompt", "Not A Tenant").returncode == 2
+
+
 def test_rollback_to_a_version_no_database_integer_holds_is_one_line_exit_2(tmp_path: Path) -> None:
     """2**63 once ended in an OverflowError traceback from the SQLite driver."""
     prompt = tmp_path / "v1.txt"
