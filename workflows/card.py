@@ -7,60 +7,36 @@ running; a repeated delivery id is
 applied once, also across continue-as-new. Search attributes (CardId, CardStage, Repo,
 Tenant, CardStatus, StageOutcome; stage runs get the first four and their outcome), the memo
 and the current details keep the Temporal UI the operator's view.
+
+The state machine is here; its parts are beside it: signals, updates and the query in
+card_inbox.py, the board lane in card_lane.py, the state and the operator's view in card_view.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from cardloop.contracts import names
     from cardloop.contracts.payloads import (
-        DEFAULT_MAX_HISTORY_EVENTS,
         AppendInput,
-        CancelRequest,
-        CardComment,
         CardStart,
         CardState,
-        Retitle,
-        RetryRequest,
         SavedState,
         SaveStateInput,
         StageInput,
-        StageProgress,
         StageRun,
         StageSettings,
         Transition,
-        delivery_key,
     )
     from cardloop.workflows import board, policies, transitions, versions
+    from cardloop.workflows.card_inbox import CardInbox
+    from cardloop.workflows.card_view import search_attributes
     from cardloop.workflows.stage import StageWorkflow
-
-CARD_ID = SearchAttributeKey.for_keyword(names.SA_CARD_ID)
-CARD_STAGE = SearchAttributeKey.for_keyword(names.SA_CARD_STAGE)
-REPO = SearchAttributeKey.for_keyword(names.SA_REPO)
-TENANT = SearchAttributeKey.for_keyword(names.SA_TENANT)
-CARD_STATUS = SearchAttributeKey.for_keyword(names.SA_CARD_STATUS)
-STAGE_OUTCOME = SearchAttributeKey.for_keyword(names.SA_STAGE_OUTCOME)
-
-
-def search_attributes(start: CardStart, stage: str, status: str | None = None) -> TypedSearchAttributes:
-    """The card's attributes at its start (status "new"), or a stage run's (status None: a stage
-    run's status is its execution status; its outcome is upserted when it ends)."""
-    pairs = [SearchAttributePair(CARD_ID, start.ref.key), SearchAttributePair(CARD_STAGE, stage),
-             SearchAttributePair(TENANT, start.ref.tenant)]
-    if start.repo:
-        pairs.append(SearchAttributePair(REPO, start.repo))
-    if status is not None:
-        pairs.append(SearchAttributePair(CARD_STATUS, status))
-    return TypedSearchAttributes(pairs)
-
 
 def _card_cancelled() -> bool:
     """True once someone asked Temporal to cancel this card workflow (its main task)."""
@@ -69,137 +45,7 @@ def _card_cancelled() -> bool:
 
 
 @workflow.defn(name=names.CARD_WORKFLOW)
-class CardWorkflow:
-    def __init__(self) -> None:
-        self.state = CardState()
-        self.pending: list[Transition] = []
-        self.comments: list[CardComment] = []
-        self.card_key = ""
-        self.title = ""
-        self.url: str | None = None
-        self.max_events = DEFAULT_MAX_HISTORY_EVENTS
-        # Signals that arrive before the state is loaded wait here: dedup needs the state.
-        self.loaded = False
-        self.inbox: list[Transition | CardComment] = []
-        # `card cancel` asked to stop the running stage (None: nobody did).
-        self.stop: CancelRequest | None = None
-        # The board lane (versions.BOARD_LANE): board writes waiting, run in order by one task
-        # beside the loop; what each run's started comment found (on the board, a dry run).
-        self._lane: list[Callable[[], Awaitable[None]]] = []
-        self._lane_busy = False
-        self._lane_used = False
-        self._lane_task: asyncio.Future[None] | None = None
-        self._opened: dict[int, tuple[bool, bool]] = {}
-
-    # --- signals and queries -------------------------------------------------------------
-
-    @workflow.signal(name=names.SIGNAL_TRANSITION)
-    def transition(self, t: Transition) -> None:
-        if not self.loaded:
-            self.inbox.append(t)
-        elif not self._seen(t.delivery_id):
-            self.pending.append(t)
-
-    @workflow.signal(name=names.SIGNAL_COMMENT)
-    def comment(self, c: CardComment) -> None:
-        if not self.loaded:
-            self.inbox.append(c)
-        elif not self._seen(c.delivery_id):
-            self.comments.append(c)
-
-    @workflow.signal(name=names.SIGNAL_RETITLE)
-    def retitle(self, t: Retitle) -> None:
-        """The card was renamed on its board: the memo and details the operator reads follow,
-        and a continue-as-new carries the new title (histories recorded before this signal
-        existed hold none of it, so they replay unchanged)."""
-        self.title, self.url = t.title, t.url
-        workflow.upsert_memo({"title": t.title, "url": t.url or ""})
-        if self.loaded:
-            self._details()
-
-    @workflow.signal(name=names.SIGNAL_STAGE_PROGRESS)
-    def stage_progress(self, progress: StageProgress) -> None:
-        if self.state.status == "running":
-            self.state.current = progress
-            self.state.iteration = progress.iteration
-            self._details()
-
-    @workflow.update(name=names.UPDATE_RETRY)
-    def retry(self, req: RetryRequest) -> str:
-        """Run the failed stage again on this workflow (its history and the store's stay);
-        answers the stage's name."""
-        run = transitions.failed_run(self.state, moves_queued=bool(self.pending))
-        if run is None:  # two requests admitted together: the first one queued the move
-            raise ApplicationError(f"nothing to retry: {self._not_failed()}", type="NothingToRetry")
-        self.transition(transitions.retry_transition(run, actor=req.actor))
-        return run.stage
-
-    @retry.validator
-    def _retry_allowed(self, req: RetryRequest) -> None:
-        # A refused update leaves no trace in the history: the caller gets the reason.
-        if not self.loaded:
-            raise ValueError("the card's workflow is starting; try again in a moment")
-        if transitions.failed_run(self.state, moves_queued=bool(self.pending)) is None:
-            raise ValueError(f"nothing to retry: {self._not_failed()}")
-
-    @workflow.update(name=names.UPDATE_CANCEL)
-    async def cancel_stage(self, req: CancelRequest) -> StageRun:
-        """Stop the running stage; answers its run as recorded once it stopped (its messages,
-        ledger rows and pushed commits stay; the card waits, idle, for the next move)."""
-        run = self.state.stage_runs
-        if self.stop is None:
-            self.stop = req
-        await workflow.wait_condition(lambda: bool(self.state.history) and self.state.history[-1].run >= run)
-        return self.state.history[-1]
-
-    @cancel_stage.validator
-    def _cancel_allowed(self, req: CancelRequest) -> None:
-        if not self.loaded:
-            raise ValueError("the card's workflow is starting; try again in a moment")
-        if self.state.status != "running":
-            raise ValueError(f"nothing to cancel: {self._not_running()}")
-
-    def _not_running(self) -> str:
-        st = self.state
-        if st.status == "blocked":
-            return f"the card is blocked in {st.stage}, no stage runs"
-        if st.status == "done":
-            return "the card is done"
-        if not st.history:
-            return "the card has run no stage yet"
-        last = st.history[-1]
-        return f"no stage runs; the last run ({last.stage} run {last.run}) ended {last.outcome}"
-
-    @workflow.query(name=names.QUERY_STATE)
-    def get_state(self) -> CardState:
-        return self.state
-
-    def _not_failed(self) -> str:
-        st = self.state
-        if self.pending:
-            return f"a move to {self.pending[-1].to} is already queued"
-        if st.status == "running":
-            return f"the card is running {st.stage} now (stage run {st.stage_runs})"
-        if st.status == "blocked":
-            return f"the card is blocked in {st.stage}: answer it with `cardloop card say` or move it"
-        if st.status == "done":
-            return "the card is done"
-        if not st.history:
-            return "the card has run no stage yet"
-        last = st.history[-1]
-        return f"its last stage run ({last.stage} run {last.run}) ended {last.outcome}, not failed"
-
-    def _seen(self, delivery_id: str) -> bool:
-        delivery_id = delivery_key(delivery_id)
-        seen = self.state.seen_deliveries
-        if delivery_id in seen:
-            return True
-        seen.append(delivery_id)
-        del seen[: max(0, len(seen) - policies.MAX_SEEN_DELIVERIES)]
-        return False
-
-    # --- the state machine --------------------------------------------------------------
-
+class CardWorkflow(CardInbox):
     @workflow.run
     async def run(self, start: CardStart) -> CardState:
         versions.decide_at_start()
@@ -377,58 +223,6 @@ class CardWorkflow:
             await self._board_ended(start, result, dry_run=dry_run)
         self.state.board_told = run
 
-    # --- the board lane ------------------------------------------------------------------
-
-    def _on_lane(self, write: Callable[[], Awaitable[None]]) -> None:
-        self._lane_used = True
-        self._lane.append(write)
-        if not self._lane_busy:
-            self._lane_busy = True
-            self._lane_task = asyncio.ensure_future(self._drain_lane())
-
-    async def _drain_lane(self) -> None:
-        try:
-            while self._lane:
-                await self._lane.pop(0)()
-        finally:
-            self._lane_busy = False
-
-    async def _lane_idle(self) -> None:
-        """Before the run closes or continues as new: nothing written to the board is dropped."""
-        if self._lane_busy:
-            await workflow.wait_condition(lambda: not self._lane_busy)
-
-    async def _open_on_board(self, stage: str, run: int, was_blocked: bool) -> None:
-        on_board, self.state.board, dry_run = await board.opening(self.card_key, stage, run, was_blocked)
-        self._opened[run] = (on_board, dry_run)
-        self._details()
-
-    async def _end_on_board(self, start: CardStart, result: StageRun, state: CardState, next_stage: str) -> None:
-        on_board, dry_run = self._opened.pop(result.run, (False, False))
-        if on_board and result.outcome != "cancelled":
-            local = dry_run and versions.patched(versions.BOARD_DRY_RUN_LOCAL)
-            writes = await board.ended(self.card_key, state, result, next_stage, local=local)
-            said = writes[0]
-            if start.ref.board == "github" and said.target:
-                history = self.state.history
-                for i, recorded in enumerate(history):
-                    if recorded.run == result.run:
-                        history[i] = recorded.model_copy(update={"comment": said.target})
-            self.state.board = "; ".join(w.line() for w in writes)
-            self._details()
-        self.state.board_told = max(self.state.board_told, result.run)
-
-    async def _board_ended(self, start: CardStart, result: StageRun, *, dry_run: bool = False) -> None:
-        """The run's outcome on the board, then the card to its next column (or blocked)."""
-        auto = next((t for t in self.pending if t.delivery_id == f"auto/{result.run}"), None)
-        local = dry_run and versions.patched(versions.BOARD_DRY_RUN_LOCAL)
-        writes = await board.ended(self.card_key, self.state, result, auto.to if auto else "", local=local)
-        said, last = writes[0], self.state.history[-1] if self.state.history else None
-        if start.ref.board == "github" and said.target and last is not None and last.run == result.run:
-            self.state.history[-1] = last.model_copy(update={"comment": said.target})
-        self.state.board = "; ".join(w.line() for w in writes)
-        self._details()
-
     def _record(self, start: CardStart, result: StageRun, settings: StageSettings) -> None:
         self.state, auto = transitions.record_run(self.state, result, settings, moves_queued=bool(self.pending),
                                                   keep_runs=policies.MAX_STAGE_RUNS_KEPT)
@@ -454,60 +248,6 @@ class CardWorkflow:
                 summary=f"comment from {c.author or 'someone'} joins the history",
             )
             self.comments.pop(0)
-
-    def _set_stage(self, start: CardStart, stage: str, status: str) -> None:
-        self.state.stage = stage
-        self.state.status = status  # type: ignore[assignment]
-        shown = "blocked" if status == "blocked" else stage
-        self._publish([CARD_STAGE.value_set(shown)] if self._attribute(CARD_STAGE) != shown else [])
-
-    def _publish(self, updates: list) -> None:
-        """One upsert (each is an event) of `updates` and, on runs that keep them, the card's
-        status and last outcome where they changed."""
-        if versions.patched(versions.STATUS_ATTRIBUTES):
-            status = transitions.card_status(self.state)
-            if self._attribute(CARD_STATUS) != status:
-                updates.append(CARD_STATUS.value_set(status))
-            outcome = self.state.history[-1].outcome if self.state.history else None
-            if outcome and self._attribute(STAGE_OUTCOME) != outcome:
-                updates.append(STAGE_OUTCOME.value_set(outcome))
-        if updates:
-            workflow.upsert_search_attributes(updates)
-
-    @staticmethod
-    def _attribute(key: SearchAttributeKey[str]) -> str | None:
-        return workflow.info().typed_search_attributes.get(key)
-
-    def _details(self) -> None:
-        st = self.state
-        doing = {"running": "working on", "blocked": "BLOCKED in", "idle": "waiting after",
-                 "done": "finished"}[st.status]
-        cur = st.current if st.status == "running" else None
-        tokens_in = st.input_tokens + (cur.input_tokens if cur else 0)
-        tokens_out = st.output_tokens + (cur.output_tokens if cur else 0)
-        cost = st.cost_usd + (cur.cost_usd if cur else 0.0)
-        turn = f", iteration {cur.iteration}" if cur else ""
-        extra = f" Blocked because: {st.blocked_reason}" if st.status == "blocked" else ""
-        if st.auto_retry is not None:
-            plan = st.auto_retry
-            extra += (f" Failed for a transient cause: retrying {plan.stage} automatically at "
-                      f"{plan.due:%H:%M:%S} UTC (retry {plan.attempt} of {plan.of}).")
-        elif transitions.failed_run(st, moves_queued=bool(self.pending)) is not None:
-            extra += " Failed: `cardloop card retry` runs the stage again."
-        last = cur.last_result if cur and cur.last_result else st.last_result
-        if st.status == "running" and not (cur and cur.last_result):
-            # No reply of this run yet: the model call may be waiting for a retry, which only the
-            # stage run's pending activity shows (an empty "Last: " read as if nothing happened).
-            last = (f"no reply yet in this run; the stage run {workflow.info().workflow_id}/{st.stage_runs}-"
-                    f"{st.stage} shows what it waits for (a retrying model call: its pending activity)")
-        elif not last:
-            last = "nothing yet"
-        on_board = f"\nBoard: {st.board[:500]}" if st.board else ""
-        workflow.set_current_details(
-            f"{self.title}\n\n{doing} **{st.stage or 'no stage yet'}** (stage run {st.stage_runs}{turn}). "
-            f"Tokens: {tokens_in:,} in, {tokens_out:,} out. Cost: ${cost:.4f}.{extra}\n"
-            f"Last: {last[:300]}{on_board}"
-        )
 
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()

@@ -5,6 +5,10 @@ be folded and no summary is cached, call the model (activity; it records the rep
 chat history and the usage), then act on the reply. The loop ends when the reply carries
 <promise>COMPLETE</promise> or <promise>BLOCKED</promise>, or when the iteration or token
 budget of the stage is spent.
+
+The loop is here; its parts are beside it: the turn's other steps (context, prompt, summary,
+progress) in stage_steps.py, the evidence and delivery of the outcome in stage_finish.py, and
+what the run spent and how it ends in stage_record.py.
 """
 
 from __future__ import annotations
@@ -19,55 +23,29 @@ from temporalio.exceptions import TimeoutError as TemporalTimeout
 with workflow.unsafe.imports_passed_through():
     from cardloop.contracts import names
     from cardloop.contracts.payloads import (
-        AppendInput,
-        AssembleInput,
-        AssembleResult,
-        CIInput,
-        CIResult,
-        CommentInput,
-        CommentOutcome,
         CompleteInput,
         CompleteResult,
-        GatherInput,
-        GatherResult,
-        KeptUsage,
-        NamedBlob,
-        PullRequestInput,
-        PullRequestOutcome,
-        ResearchResult,
-        ReviewInput,
-        ReviewPosted,
         StageInput,
         StageProgress,
         StageRun,
-        SummarizeInput,
-        SummarizeResult,
         tokens_spent,
     )
     from cardloop.workflows import policies, versions
-    from cardloop.workflows.failures import is_transient
-    from cardloop.workflows.kept import kept_under
+    from cardloop.workflows.failures import is_transient, root_cause, root_message
     from cardloop.workflows.research import research_large_logs, research_tool
+    from cardloop.workflows.stage_finish import StageFinish
+    from cardloop.workflows.stage_steps import StageSteps
     from cardloop.workflows.workspace import Hands, StuckWatch, TurnActs
 
 
 STAGE_OUTCOME = SearchAttributeKey.for_keyword(names.SA_STAGE_OUTCOME)
-
-# The first words of the note that refuses a claim because of CI.
-NOT_ACCEPTED_CI = "COMPLETE was not accepted: CI of"
 
 # Outcomes a person wants to read about on the card's issue or pull request.
 COMMENTED = ("completed", "blocked", "budget_exhausted")
 
 
 @workflow.defn(name=names.STAGE_WORKFLOW)
-class StageWorkflow:
-    def __init__(self) -> None:
-        self.progress = StageProgress()
-        self._verification = ""  # the last verification's note: the pull request's evidence
-        self._hands: Hands | None = None
-        self._logs: list[NamedBlob] = []  # the whole logs this run's context sources kept (research reads them)
-
+class StageWorkflow(StageSteps, StageFinish):
     @workflow.query(name=names.QUERY_PROGRESS)
     def get_progress(self) -> StageProgress:
         return self.progress
@@ -201,13 +179,13 @@ class StageWorkflow:
             # stage ends "failed" with the root cause, and the card waits for a human.
             if err.activity_type == names.ASSEMBLE and isinstance(err.cause, TemporalTimeout):
                 return self._failed(inp, _assembly_timed_out(inp), transient=True)
-            root = _root_cause(err)
+            root = root_cause(err)
             # The tenant's token or cost cap refused the model call before it was made: the run
             # ends blocked with the reason, its work kept (a comment on the card runs it again).
             if isinstance(root, ApplicationError) and root.type == names.TENANT_LIMIT \
                     and versions.patched(versions.TENANT_LIMIT_BLOCKS):
                 return self._done(inp, "blocked", f"{root.message}{self._kept(self._hands)}")
-            return self._failed(inp, _root_message(err), transient=is_transient(_root_cause(err)))
+            return self._failed(inp, root_message(err), transient=is_transient(root_cause(err)))
         except TemporalTimeout:
             # prompt.assemble (a local activity) timed out on its last attempt. Live that arrives
             # as ActivityError(TimeoutError), handled above; on replay the SDK raises the bare
@@ -219,7 +197,7 @@ class StageWorkflow:
             # the stage workflow; histories recorded so must still replay that way.
             if not versions.patched(versions.LOCAL_ACTIVITY_FAILURE_ENDS_STAGE):
                 raise
-            return self._failed(inp, _root_message(err), transient=is_transient(_root_cause(err)))
+            return self._failed(inp, root_message(err), transient=is_transient(root_cause(err)))
 
     async def _act(self, inp: StageInput, hands: Hands, reply: CompleteResult, iteration: int,
                    watch: StuckWatch) -> tuple[StageRun | None, str | None, str]:
@@ -245,282 +223,6 @@ class StageWorkflow:
                 p.last_commit = cp.sha
         watch.turn(changed or not inp.settings.verify)
         return None, promise, reason
-
-    async def _verify(self, inp: StageInput, hands: Hands, iteration: int) -> StageRun | None:
-        """Evidence for COMPLETE: the repository's tests pass. A refused claim goes back to the
-        model with the failing output (in the history); refused `stuck_repeats` times, blocked."""
-        p = self.progress
-        self._details(inp, f"verifying COMPLETE: {hands.info.test_command or 'tests'}")
-        result = await hands.verify(iteration)
-        p.verified = result.passed
-        self._verification = result.excerpt
-        if result.no_command:
-            return self._done(inp, "blocked", result.excerpt)
-        if not result.passed:
-            p.refused_claims += 1
-            if p.refused_claims >= inp.settings.stuck_repeats:
-                return self._done(inp, "blocked", f"COMPLETE was refused {p.refused_claims} times: the tests "
-                                                  f"still fail. {result.excerpt}")
-        return None
-
-    async def _wait_for_ci(self, inp: StageInput, hands: Hands, iteration: int) -> StageRun | None:
-        """The pushed commit's GitHub Actions runs as further evidence: success keeps the claim;
-        a failure refuses it (the failed jobs' logs join the history for the next turn); no run
-        within the grace period means no CI for it; still running at the deadline: blocked."""
-        s, p = inp.settings, self.progress
-        sha = p.last_commit or hands.info.head
-        start = workflow.now()
-        while True:
-            self._details(inp, f"waiting for CI of {sha[:12]}")
-            result = await workflow.execute_activity(
-                names.CI_STATUS, CIInput(card_key=inp.ref.key, sha=sha), result_type=CIResult,
-                **policies.RESULTS, summary=f"{inp.stage} turn {iteration}: CI of {sha[:12]}")
-            waited = (workflow.now() - start).total_seconds()
-            if result.state == "success" or result.state == "skipped" or \
-                    (result.state == "none" and waited >= s.ci_none_grace_seconds):
-                p.ci = result.skipped or result.summary or result.state
-                return None
-            if result.state == "failure":
-                p.verified, p.ci = False, result.summary
-                p.refused_claims += 1
-                await workflow.execute_activity(
-                    names.APPEND,
-                    AppendInput(card_key=inp.ref.key, role="user", author="cardloop", stage=inp.stage,
-                                dedup_key=f"{workflow.info().workflow_id}/ci-{iteration}",
-                                text=(f"{NOT_ACCEPTED_CI} {sha[:12]} failed ({result.summary}). Fix it, then "
-                                      f"finish again.\n\n{result.failing}")[:32_000]),
-                    result_type=int, **policies.STORE, summary=f"{inp.stage}: CI failed")
-                if p.refused_claims >= s.stuck_repeats:
-                    return self._done(inp, "blocked", f"COMPLETE was refused {p.refused_claims} times: CI "
-                                                      f"still fails ({result.summary[:300]})")
-                return None
-            if waited >= s.ci_wait_seconds:
-                return self._done(inp, "blocked", f"CI of {sha[:12]} did not finish within "
-                                                  f"{s.ci_wait_seconds:g} s ({result.summary or result.state})")
-            await workflow.sleep(s.ci_poll_seconds)
-
-    async def _post_review(self, inp: StageInput, hands: Hands, done: StageRun) -> StageRun:
-        """The stage's line comments as one review on the branch's pull request; the run keeps
-        its outcome whatever GitHub says, and its reason says what happened."""
-        try:
-            posted = await workflow.execute_activity(
-                names.REVIEW,
-                ReviewInput(card_key=inp.ref.key, key=f"{inp.ref.key}/{inp.run}/{inp.stage}/review",
-                            branch=hands.info.branch, comments=hands.review_comments,
-                            body=f"cardloop {inp.stage} (run {inp.run}): {done.reason[:2_000]}"),
-                result_type=ReviewPosted, **policies.RESULTS,
-                summary=f"{inp.stage}: {len(hands.review_comments)} line comment(s) as a review")
-        except ActivityError as err:
-            if isinstance(err.cause, CancelledError):
-                raise
-            return done.model_copy(update={"reason": f"{done.reason} (the review could not be posted: "
-                                                      f"{_root_message(err)[:300]})"})
-        if posted.skipped:
-            return done.model_copy(update={"reason": f"{done.reason} (review not posted: {posted.skipped})"})
-        return done.model_copy(update={"review": posted.url})
-
-    async def _comment(self, inp: StageInput, done: StageRun) -> StageRun:
-        """The run's outcome on the card's GitHub issue or pull request; never changes the outcome."""
-        branch = self._hands.info.branch if self._hands is not None else ""
-        try:
-            said = await workflow.execute_activity(
-                names.COMMENT,
-                CommentInput(card_key=inp.ref.key, key=f"{inp.ref.key}/{inp.run}/{inp.stage}", stage=inp.stage,
-                             run=inp.run, outcome=done.outcome, reason=done.reason[:8_000], branch=branch,
-                             pull_request=done.pull_request),
-                result_type=CommentOutcome, **policies.RESULTS, summary=f"{inp.stage}: comment the outcome")
-        except ActivityError as err:
-            if isinstance(err.cause, CancelledError):
-                raise
-            workflow.logger.warning("the outcome comment failed: %s", _root_message(err))
-            return done
-        return done.model_copy(update={"comment": said.target}) if said.target else done
-
-    async def _pull_request(self, inp: StageInput, hands: Hands, done: StageRun) -> StageRun:
-        """The completed stage's branch as a pull request; the stage stays completed when GitHub
-        is not configured or refuses (the work is pushed either way), and the run says so."""
-        self._details(inp, f"opening or updating the pull request for {hands.info.branch}")
-        try:
-            pr = await workflow.execute_activity(
-                names.PULL_REQUEST,
-                PullRequestInput(card_key=inp.ref.key, key=f"{workflow.info().workflow_id}/pull-request",
-                                 branch=hands.info.branch, summary=done.reason[:8_000],
-                                 verification=self._verification[:4_000]),
-                result_type=PullRequestOutcome, **policies.RESULTS,
-                summary=f"{inp.stage}: pull request for {hands.info.branch}")
-        except ActivityError as err:
-            if isinstance(err.cause, CancelledError):
-                raise
-            return done.model_copy(update={"reason": f"{done.reason} (the pull request could not be opened: "
-                                                      f"{_root_message(err)[:300]})"})
-        if pr.skipped:
-            return done.model_copy(update={"reason": f"{done.reason} (no pull request: {pr.skipped})"})
-        workflow.set_current_details(f"**{inp.stage}** run {inp.run}: completed; pull request {pr.url}")
-        return done.model_copy(update={"pull_request": pr.url})
-
-    async def _cancelled(self, inp: StageInput) -> StageRun:
-        """The run was cancelled (a move, `card cancel`). A command it ran has been stopped (the
-        tool call waits for that); what the turn's tools wrote since the last checkpoint is
-        committed and pushed now, so the branch holds all of the run's work."""
-        reason = "the card moved to another stage"
-        hands = self._hands
-        if hands is not None and hands.unsaved and versions.patched(versions.CHECKPOINT_ON_CANCEL):
-            p = self.progress
-            try:
-                cp = await hands.checkpoint(p.iteration)
-            except (ActivityError, asyncio.CancelledError) as err:
-                reason += f"; the last turn's changes were not committed: {_root_message(err)[:300]}"
-            else:
-                if cp.rejected:
-                    reason += f"; the last turn's changes could not be pushed: {cp.rejected[:300]}"
-                elif cp.committed:
-                    p.commits += 1
-                    p.last_commit = cp.sha
-        return self._done(inp, "cancelled", reason)
-
-    def _kept(self, hands: Hands | None) -> str:
-        p = self.progress
-        if hands is None or not p.last_commit:
-            return ""
-        return f"; the work is kept on {hands.info.branch} at {p.last_commit[:12]}"
-
-    async def _gather(self, inp: StageInput) -> list[GatherResult]:
-        """All of the stage's sources at once; each one's failure is recorded, never fatal."""
-        results = await asyncio.gather(*(
-            workflow.execute_activity(
-                names.GATHER,
-                GatherInput(card_key=inp.ref.key, stage=inp.stage, source=name,
-                            max_attempts=policies.GATHER_ATTEMPTS),
-                result_type=GatherResult,
-                **policies.GATHER,
-                summary=f"gather context: {name}",
-            ) for name in inp.settings.sources), return_exceptions=True)
-        done = []
-        for name, result in zip(inp.settings.sources, results, strict=True):
-            if isinstance(result, asyncio.CancelledError):
-                raise result
-            if isinstance(result, BaseException):  # a deterministic failure (e.g. bad config): go on without it
-                workflow.logger.warning("context source %s failed: %s", name, result)
-            else:
-                done.append(result)
-        return done
-
-    async def _report(self, inp: StageInput) -> None:
-        """Tell the card workflow after each turn, so its state query and details are live."""
-        parent = workflow.info().parent
-        if parent is None:
-            return
-        handle = workflow.get_external_workflow_handle(parent.workflow_id, run_id=parent.run_id)
-        try:
-            await handle.signal(names.SIGNAL_STAGE_PROGRESS, self.progress)
-        except Exception as err:  # the card workflow moved on (continued as new); progress is advisory
-            workflow.logger.info("progress not delivered: %s", err)
-        # A cancel (a move, `card cancel`) that lands while this signal is in flight is taken by
-        # the signal's await: the SDK lets the signal finish and clears the task's cancel, and the
-        # stage ran on to its budget. Honour it here; runs recorded so replay without it.
-        if workflow.cancellation_reason() is not None and versions.patched(versions.CANCEL_DURING_REPORT):
-            raise asyncio.CancelledError("cancelled while reporting progress")
-
-    async def _assemble(self, inp: StageInput, iteration: int, tools: list[str]) -> AssembleResult:
-        return await workflow.execute_local_activity(
-            names.ASSEMBLE,
-            AssembleInput(card_key=inp.ref.key, stage=inp.stage, run=inp.run, iteration=iteration,
-                          profile=inp.settings.profile, tools=tools, run_key=workflow.info().workflow_id),
-            result_type=AssembleResult,
-            **policies.assembly(inp.settings.assemble_timeout),
-            summary=f"{inp.stage} turn {iteration}: assemble prompt",
-        )
-
-    async def _summarize(self, inp: StageInput, prompt: AssembleResult) -> bool:
-        """True when a summary is now cached; False means the truncated prompt stands."""
-        fold = prompt.fold
-        assert fold is not None
-        # The summarizer's calls are keyed under this (one summarize per turn), so a summarize
-        # that fails after some of them can be read back from the ledger.
-        keyed = versions.patched(versions.SUMMARY_FAILED_IN_RUN_COST)
-        key = f"{workflow.info().workflow_id}/summary-{self.progress.iteration}" if keyed else ""
-        try:
-            done = await workflow.execute_activity(
-                names.SUMMARIZE,
-                SummarizeInput(card_key=inp.ref.key, first=fold.first, last=fold.last, max_tokens=fold.max_tokens,
-                               key=key),
-                result_type=SummarizeResult,
-                **policies.SUMMARIZE,
-                summary=f"summarize messages {fold.first + 1}-{fold.last + 1}",
-            )
-        except ActivityError as err:
-            if keyed:
-                # Its chunks summarized before it failed (or was cancelled) are billed: the run pays them.
-                self._summary_spent(await kept_under(inp.ref.key, key, "summarize"))
-                if isinstance(err.cause, CancelledError) and workflow.cancellation_reason() is not None:
-                    raise  # the stage was cancelled: it ends cancelled, not on a truncated turn
-            # The assembled prompt already holds the truncated history: use it, and say so.
-            workflow.logger.warning("summarizer failed, history truncated instead: %s", err.cause or err)
-            self.progress.truncated_turns += 1
-            return False
-        self._summary_spent(done)
-        return True
-
-    def _summary_spent(self, done: SummarizeResult | KeptUsage) -> None:
-        p = self.progress
-        p.cost_usd += done.cost_usd
-        p.summary_input_tokens += done.input_tokens
-        p.summary_output_tokens += done.output_tokens
-        p.cache_read_tokens += done.cache_read_tokens
-        p.cache_write_tokens += done.cache_write_tokens
-
-    def _research_spent(self, done: ResearchResult | None) -> None:
-        """Research is billed under the stage: its cost joins the run's (and so the cost budget's)."""
-        if done is None or not versions.patched(versions.RESEARCH_IN_RUN_COST):
-            return
-        p = self.progress
-        p.cost_usd += done.cost_usd
-        p.research_input_tokens += done.input_tokens
-        p.research_output_tokens += done.output_tokens
-
-    def _details(self, inp: StageInput, doing: str) -> None:
-        p = self.progress
-        # For the progress query (`card show`); no command depends on them.
-        p.doing, p.max_iterations, p.token_budget = doing, inp.settings.max_iterations, inp.settings.token_budget
-        workflow.set_current_details(
-            f"**{inp.stage}** run {inp.run}, iteration {p.iteration} of {inp.settings.max_iterations}: {doing}. "
-            f"Tokens so far: {p.input_tokens:,} in, {p.output_tokens:,} out; cost ${p.cost_usd:.4f}."
-        )
-
-    def _failed(self, inp: StageInput, reason: str, *, transient: bool) -> StageRun:
-        """Retries are spent or the failure is deterministic; a transient one the card may retry."""
-        return self._done(inp, "failed", reason).model_copy(update={"transient": transient})
-
-    def _done(self, inp: StageInput, outcome: str, reason: str) -> StageRun:
-        p = self.progress
-        workflow.set_current_details(f"**{inp.stage}** run {inp.run}: {outcome} after {p.iteration} "
-                                     f"iteration(s): {reason}. Cost ${p.cost_usd:.4f}.")
-        if p.truncated_turns:
-            reason += f" ({p.truncated_turns} turn(s) ran on truncated history: the summarizer failed)"
-        if p.cut_replies:
-            reason += (f" ({p.cut_replies} of its {p.iteration} replies were cut off at the model's output limit: "
-                       "max_tokens of the stage or its profile)")
-        return StageRun(stage=inp.stage, run=inp.run, outcome=outcome, reason=reason, iterations=p.iteration,
-                        input_tokens=p.input_tokens, output_tokens=p.output_tokens, cost_usd=p.cost_usd,
-                        truncated_turns=p.truncated_turns, tool_calls=p.tool_calls, commits=p.commits,
-                        last_commit=p.last_commit, summary_input_tokens=p.summary_input_tokens,
-                        summary_output_tokens=p.summary_output_tokens, cache_read_tokens=p.cache_read_tokens,
-                        cache_write_tokens=p.cache_write_tokens, research_input_tokens=p.research_input_tokens,
-                        research_output_tokens=p.research_output_tokens)
-
-
-def _root_cause(err: BaseException) -> BaseException:
-    cause = err
-    while cause.__cause__ is not None or getattr(cause, "cause", None) is not None:
-        cause = getattr(cause, "cause", None) or cause.__cause__  # type: ignore[assignment]
-    return cause
-
-
-def _root_message(err: BaseException) -> str:
-    """The innermost cause's message: what a person can act on ("store unavailable: database
-    is locked", the provider's 400), not "Activity task failed"."""
-    cause = _root_cause(err)
-    return str(getattr(cause, "message", None) or cause)[:1000]
 
 
 def _assembly_timed_out(inp: StageInput) -> str:

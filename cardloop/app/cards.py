@@ -41,7 +41,8 @@ from cardloop.contracts.retry import words
 from cardloop.prompts.card import Card
 from cardloop.prompts.scrub import redact_text
 from cardloop.store import Store
-from cardloop.workflows.card import CARD_STAGE, CARD_STATUS, CardWorkflow, search_attributes
+from cardloop.workflows.card import CardWorkflow
+from cardloop.workflows.card_view import CARD_STAGE, CARD_STATUS, search_attributes
 
 
 def ref_for(card: Card) -> CardRef:
