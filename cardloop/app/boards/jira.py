@@ -4,8 +4,12 @@
     jira:issue_updated   transition when a changelog item's field is "status" (fromString -> toString),
                          else edit when one is "summary" or "description" (renamed, edited)
     jira:issue_deleted   archive (the issue was deleted)
-    comment_created      comment on issue.key
+    comment_created      comment on issue.key (Ignored when the payload carries no issue: Jira sends
+                         some with the comment alone, whose issue id names no card)
     others               Ignored
+
+A changelog item names its field by `fieldId` (Jira Cloud) and `field` (also older Jira and
+Server); either counts.
 
 The tenant key is the issue's project key (issue.fields.project.key).
 """
@@ -24,6 +28,7 @@ from cardloop.app.boards.payload import (
     load_object,
     lookup,
     opt_list,
+    opt_obj,
     opt_str,
     req_int,
     req_str,
@@ -165,7 +170,8 @@ class JiraAdapter:
             if item.get("field") == "status" or item.get("fieldId") == "status":
                 status = (opt_str(item, "fromString"), req_str(data, f"changelog.items.{i}.toString"))
         if status is None:
-            fields = {item.get("field") for item in opt_list(data, "changelog.items") if isinstance(item, dict)}
+            fields = {item.get(name) for item in opt_list(data, "changelog.items") if isinstance(item, dict)
+                      for name in ("field", "fieldId")}
             if fields & {"summary", "description"}:
                 return [event(kind="edit", **self._common(headers, data),
                               body=_text(data, "issue.fields.description"), actor=opt_str(data, "user.displayName"))]
@@ -178,6 +184,10 @@ class JiraAdapter:
         )]
 
     def _comment(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:
+        if opt_obj(data, "issue") is None:
+            # Only comment.self (.../issue/10000/comment/12000) says where it was made: an issue id,
+            # not the key that names the card, and nothing to ask Jira with.
+            return Ignored(reason="Jira comment_created without its issue: cardloop cannot tell which card it is on")
         text = _text(data, "comment.body")
         if not text or not text.strip():
             return Ignored(reason="empty comment")

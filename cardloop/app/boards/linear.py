@@ -6,23 +6,60 @@
                        (the state changed), else edit when `updatedFrom` has `title` or
                        `description` (renamed, edited)
     Issue     remove   archive (the issue was deleted)
-    Comment   create   comment on data.issue.identifier
+    Comment   create   comment on the issue (Ignored: a comment on a document or project update)
     others             Ignored
 
 The payload names only the previous state's id, not its name, so `from_column` is None; the new
 state's name is data.state.name. The tenant key is the payload's organizationId.
+
+The card is the issue's identifier (ENG-123). Linear's current schema carries it (data.identifier,
+a comment's data.issue.identifier); payloads Linear sent before it did (recorded in
+tests/fixtures/linear/recorded) carry the team key and number, or only the issue's URL
+(https://linear.app/ORG/issue/ENG-123/slug, a comment's ...#comment-id), which name the same one.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from cardloop.app.boards.events import BoardEvent, Ignored
-from cardloop.app.boards.payload import event, header, load_object, lookup, opt_obj, opt_str, req_str, short
+from cardloop.app.boards.payload import (
+    bad,
+    event,
+    finite_number,
+    header,
+    load_object,
+    lookup,
+    opt_obj,
+    opt_str,
+    req_str,
+    short,
+)
 from cardloop.app.boards.replay import canonical_without, iso_time
 from cardloop.app.boards.signatures import verify_linear
 from cardloop.contracts.config import BoardConfig
+
+# The identifier in an issue's URL: /issue/ENG-123 followed by its slug, a comment anchor or nothing.
+_ISSUE_URL = re.compile(r"/issue/([A-Za-z0-9_]+-[0-9]+)(?:[/#?]|\Z)")
+
+
+def issue_identifier(issue: dict[str, Any] | None, *urls: str | None) -> str | None:
+    """ENG-123: the issue's `identifier`, else its team key and number, else the first of `urls`
+    that names an issue; None when none does."""
+    if issue is not None:
+        identifier = opt_str(issue, "identifier")
+        if identifier:
+            return identifier
+        key, number = opt_str(issue, "team.key"), finite_number(lookup(issue, "number"))
+        if key and number is not None and number.is_integer() and number > 0:
+            return f"{key}-{int(number)}"
+    for url in urls:
+        found = _ISSUE_URL.search(url) if url else None
+        if found:
+            return found.group(1)
+    return None
 
 
 class LinearAdapter:
@@ -58,8 +95,18 @@ class LinearAdapter:
         delivery = header(headers, "Linear-Delivery")
         if delivery:
             return delivery
-        # Without the header, the webhook id and the event's creation time identify one delivery.
-        return f"{req_str(data, 'webhookId')}:{req_str(data, 'createdAt')}"
+        # Without the header, the webhook id (or, in payloads from before Linear sent one, the
+        # entity's id) and the event's creation time label one delivery.
+        sender = opt_str(data, "webhookId") or opt_str(data, "data.id")
+        if not sender:
+            raise bad("missing webhookId")
+        return f"{sender}:{req_str(data, 'createdAt')}"
+
+    def _issue_id(self, data: dict[str, Any]) -> str:
+        found = issue_identifier(opt_obj(data, "data"), opt_str(data, "data.url"), opt_str(data, "url"))
+        if found is None:
+            raise bad("missing data.identifier")
+        return found
 
     def _actor(self, data: dict[str, Any]) -> str | None:
         return opt_str(data, "actor.name") or opt_str(data, "actor.email")
@@ -76,14 +123,14 @@ class LinearAdapter:
         if not moved:
             return [event(
                 kind="edit", board=self.name, tenant=self.board.named_tenant(opt_str(data, "organizationId")),
-                card_id=req_str(data, "data.identifier"), delivery_id=self._delivery(headers, data),
+                card_id=self._issue_id(data), delivery_id=self._delivery(headers, data),
                 title=opt_str(issue, "title"), body=opt_str(issue, "description"),
                 url=opt_str(issue, "url") or opt_str(data, "url"), actor=self._actor(data),
             )]
         to_column = req_str(data, "data.state.name")
         return [event(
             kind="transition", board=self.name, tenant=self.board.named_tenant(opt_str(data, "organizationId")),
-            card_id=req_str(data, "data.identifier"), delivery_id=self._delivery(headers, data),
+            card_id=self._issue_id(data), delivery_id=self._delivery(headers, data),
             to_column=to_column, stage=self.board.stage_for(to_column),
             title=opt_str(issue, "title"), body=opt_str(issue, "description"),
             url=opt_str(issue, "url") or opt_str(data, "url"), branch=opt_str(issue, "branchName"),
@@ -94,17 +141,25 @@ class LinearAdapter:
                  gone: Literal["archived", "deleted"]) -> BoardEvent:
         return event(
             kind="archive", board=self.name, tenant=self.board.named_tenant(opt_str(data, "organizationId")),
-            card_id=req_str(data, "data.identifier"), delivery_id=self._delivery(headers, data),
+            card_id=self._issue_id(data), delivery_id=self._delivery(headers, data),
             url=opt_str(data, "data.url") or opt_str(data, "url"), actor=self._actor(data), gone=gone,
         )
 
     def _comment(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:
+        issue = opt_obj(data, "data.issue")
+        card_id = issue_identifier(issue, opt_str(issue, "url"), opt_str(data, "url"))
+        if card_id is None:
+            if issue is None and opt_str(data, "data.issueId") is None:
+                # Comments on documents, project updates and initiatives come as type Comment too.
+                return Ignored(reason="Linear comment on something other than an issue (a document or a "
+                                      "project update): cardloop acts on comments on issues")
+            raise bad("missing data.issue.identifier")
         text = opt_str(data, "data.body")
         if not text or not text.strip():
             return Ignored(reason="empty comment")
         return [event(
             kind="comment", board=self.name, tenant=self.board.named_tenant(opt_str(data, "organizationId")),
-            card_id=req_str(data, "data.issue.identifier"), delivery_id=self._delivery(headers, data),
+            card_id=card_id, delivery_id=self._delivery(headers, data),
             title=opt_str(data, "data.issue.title"), url=opt_str(data, "data.issue.url"),
             actor=self._actor(data) or opt_str(data, "data.user.name"), comment=text,
         )]

@@ -95,17 +95,41 @@ async def test_linear_ignored(adapters: dict[str, BoardAdapter], change: Any, re
 async def test_linear_bad_shapes(adapters: dict[str, BoardAdapter]) -> None:
     data = fixture_json("linear/issue_update_state.json")
     broken = copy.deepcopy(data)
-    del broken["data"]["identifier"]
+    # Nothing names the issue: no identifier, no team key and number, no issue URL.
+    for gone in ("identifier", "number", "url"):
+        del broken["data"][gone]
+    broken["url"] = "https://linear.app/acme/view/all-issues"
     assert await bad(adapters["linear"], broken, Linear_Delivery="x") == "missing data.identifier"
     broken = copy.deepcopy(data)
     broken["data"]["state"] = "In Progress"
     assert await bad(adapters["linear"], broken) == "data.state must be an object, got a string"
     broken = copy.deepcopy(data)
-    del broken["webhookId"]
+    del broken["webhookId"], broken["data"]["id"]
     assert await bad(adapters["linear"], broken) == "missing webhookId"   # no Linear-Delivery header either
     comment = fixture_json("linear/comment_create.json")
-    comment["data"]["issue"] = None
+    comment["data"]["issue"] = {"id": comment["data"]["issueId"], "title": "no identifier, no url"}
+    comment["url"] = "https://linear.app/acme/comment/a1b2c3d4"
     assert await bad(adapters["linear"], comment, Linear_Delivery="x") == "missing data.issue.identifier"
+
+
+async def test_linear_identifier_from_what_the_payload_has(adapters: dict[str, BoardAdapter]) -> None:
+    # Linear's current schema names the issue; payloads from before it did still name it through the
+    # team key and number, or the URL (tests/fixtures/linear/recorded holds such payloads).
+    data = fixture_json("linear/issue_update_state.json")
+    del data["data"]["identifier"]
+    [event] = await parse(adapters["linear"], data, Linear_Delivery="x")
+    assert event.card_id == "ENG-123"
+    del data["data"]["number"]
+    [event] = await parse(adapters["linear"], data, Linear_Delivery="x")
+    assert event.card_id == "ENG-123"   # data.url: .../issue/ENG-123/retry-failed-payouts-...
+    comment = fixture_json("linear/comment_create.json")
+    del comment["data"]["issue"]   # the url still says: .../issue/ENG-123/...#comment-a1b2c3d4
+    [event] = await parse(adapters["linear"], comment, Linear_Delivery="x")
+    assert (event.card_id, event.comment) == ("ENG-123", COMMENT)
+    data = fixture_json("linear/issue_update_state.json")
+    del data["webhookId"]   # no Linear-Delivery header: the issue's id and the event's time label it
+    [event] = await parse(adapters["linear"], data)
+    assert event.delivery_id == "2174add1-f7c8-44e3-bbf3-2d60b5ea8bc9:2025-03-04T10:15:30.123Z"
 
 
 # -- Jira -----------------------------------------------------------------------------------------
