@@ -143,6 +143,26 @@ MAX_FITS = 256
 RECENT_KEYS = 4
 
 
+# repr() of the settings each fit is keyed by (ContextFitter._key_parts), by the settings object:
+# (object, its mappings' items, repr). The settings are frozen, but their mappings are plain dicts:
+# their items are compared on every use (a few identical objects each), so a changed dict is seen.
+_SETTINGS_TEXTS: dict[int, tuple[ContextSettings, tuple[object, ...], tuple[object, ...], str]] = {}
+
+
+def _settings_text(settings: ContextSettings) -> str:
+    """repr(settings), kept per settings object: an enum-heavy repr took a twentieth of a warm
+    assembly, and every assembly with the same settings object asks for it again."""
+    priorities, kinds = tuple(settings.priorities.items()), tuple(settings.kind_stages.items())
+    hit = _SETTINGS_TEXTS.get(id(settings))
+    if hit is not None and hit[0] is settings and hit[1] == priorities and hit[2] == kinds:
+        return hit[3]
+    text = repr(settings)
+    if len(_SETTINGS_TEXTS) >= 64:  # a few settings objects live in a worker; never many
+        _SETTINGS_TEXTS.clear()
+    _SETTINGS_TEXTS[id(settings)] = (settings, priorities, kinds, text)
+    return text
+
+
 class ContextFitter:
     def __init__(self, counter: TokenCounter, scrubber: Scrubber, settings: ContextSettings,
                  excerpts: OrderedDict[tuple[bytes, int, bool, float], Excerpt] | None = None,
@@ -161,15 +181,19 @@ class ContextFitter:
     def _key_parts(self, card: Card, stage: Stage | None, budget: int) -> tuple[str | None, ...]:
         """Everything a fit reads, as texts (None kept apart from "None"): the card's fields (not its
         history), stage, budget and settings. Two cards with equal parts fit the same."""
-        parts: list[object] = [card.id, card.board, card.url, card.title, card.body, card.repo, card.branch,
-                               card.notes, stage, budget, repr(self.settings), self.counter.calibration,
-                               self.counter.encoding_name, id(self.scrubber), len(card.checklist),
-                               len(card.context)]
+        # Built as texts from the start: a second pass converting a hundred parts was a twentieth
+        # of a warm assembly.
+        parts: list[str | None] = [
+            card.id, card.board, card.url, card.title, card.body, card.repo, card.branch, card.notes,
+            None if stage is None else str(stage), str(budget), _settings_text(self.settings),
+            str(self.counter.calibration), self.counter.encoding_name, str(id(self.scrubber)),
+            str(len(card.checklist)), str(len(card.context))]
         for check in card.checklist:
-            parts += (check.text, check.done)
+            parts += (check.text, str(check.done))
         for item in card.context:
-            parts += (item.kind, item.source, item.title, item.created_at, item.content)
-        return tuple(p if p is None or type(p) is str else str(p) for p in parts)
+            at = item.created_at
+            parts += (str(item.kind), item.source, item.title, None if at is None else str(at), item.content)
+        return tuple(parts)
 
     def _fit_key(self, parts: tuple[str | None, ...]) -> bytes:
         """A digest of the parts: the fits cache's key. A digest, not the texts: the cache must not

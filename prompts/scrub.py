@@ -23,7 +23,7 @@ class Found(Counter[str]):
     are about to scrub with `in_item`; a plain Counter still works and just keeps no items."""
 
     def __init__(self) -> None:
-        super().__init__()
+        dict.__init__(self)  # empty: Counter.__init__ would go through update() to add nothing
         self.item = "other"
         self.where: dict[str, Counter[str]] = {}
 
