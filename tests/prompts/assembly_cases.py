@@ -17,7 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from cardloop.prompts.assemble import AssembledPrompt, AssemblyRequest, PromptAssembler
-from cardloop.prompts.card import Card, ContextItem, ContextKind, Message
+from cardloop.prompts.card import Card, ContextItem, ContextKind, Message, ToolCall
 from cardloop.prompts.history import FoldRequest
 from cardloop.prompts.settings import AssemblySettings, TokenBudget
 from cardloop.prompts.stages import Stage
@@ -66,13 +66,30 @@ def log_card(name: str) -> Card:
     )})
 
 
+def secrets_card() -> Card:
+    """Secrets in a tool call's input, its message's text, a tool result and a context item: which
+    rules fire, in what order, and in which item, is part of what explain shows."""
+    token, aws = "ghp_" + "a1B2c3D4e5" * 3 + "f6G7h8", "AKIA" + "Q3EXAMPLE7KEY5ID"
+    call = ToolCall(id="call1", name="run", input={"command": f"GH_TOKEN={token} gh pr view 57"})
+    history = (
+        Message(role="user", author="dana", content=f"The deploy key is {aws}, rotate it."),
+        Message(role="assistant", content=f"Using aws key {aws} and token {token}.", tool_calls=(call,)),
+        Message(role="tool", tool_call_id="call1", content=f"error: bad credentials for {token}\n" * 3),
+        Message(role="user", author="dana", content="Thanks."),
+    )
+    return sample_card().model_copy(update={"history": history, "context": (
+        ContextItem(kind=ContextKind.BUILD_LOG, source="ci", content=f"export AWS_ACCESS_KEY_ID={aws}\nok\n"),
+    )})
+
+
 def summarizer(request: FoldRequest) -> str:
     return f"Summary of messages {request.first + 1}-{request.last + 1}: retries, caps and a failing test."
 
 
 def digest(prompt: AssembledPrompt) -> str:
     data = {"payload": prompt.payload(), "explain": prompt.explain()}
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+    # Keys in the order the code makes them: explain's dicts (redactions) are shown in that order.
+    return hashlib.sha256(json.dumps(data, default=str).encode()).hexdigest()
 
 
 Case = Callable[[], list[AssembledPrompt]]
@@ -103,6 +120,8 @@ def _one(card: Card, stage: Stage | None, budget: TokenBudget, *, calibration: f
 
 def cases() -> Iterator[tuple[str, Case]]:
     sample, long = sample_card(), long_card()
+    for name in ("default", "tiny"):
+        yield f"secrets/{name}", _one(secrets_card(), Stage.CODING, BUDGETS[name])
     for stage in (*Stage, None):
         for name in ("default", "tight", "tiny"):
             yield f"sample/{stage.value if stage else 'none'}/{name}", _one(sample, stage, BUDGETS[name])
