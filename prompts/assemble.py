@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter, OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,9 @@ from cardloop.prompts.tokens import TokenCounter
 TURN_TEMPLATE = "turn"
 # Room always kept for the current turn: a prompt without a user turn cannot be sent.
 MIN_TURN_TOKENS = 48
+# Texts PromptAssembler._prompt_count keeps: the few that each stage and tenant sends every turn.
+PROMPT_COUNTS = 512
+PROMPT_COUNT_CHARS = 16_000
 
 
 class AssemblyError(ValueError):
@@ -133,6 +137,28 @@ class PromptAssembler:
         self._pinned: dict[tuple[object, ...], str] = {}
         self._context_fits: OrderedDict[bytes, tuple[ContextFit, Counter[str]]] = OrderedDict()
         self._context_keys: deque[tuple[tuple[str | None, ...], bytes]] = deque(maxlen=RECENT_KEYS)
+        self._prompt_counts: dict[tuple[float, str], int] = {}
+
+    def _prompt_count(self, counter: TokenCounter) -> Callable[[str], int]:
+        """counter.count for the texts every assembly counts again (guardrails, behaviour layers,
+        the system and agent texts, the current turn): kept by the text itself, without the
+        counter's digest of it, in a small memo (at most PROMPT_COUNTS texts of PROMPT_COUNT_CHARS)
+        that is emptied when full."""
+        memo, calibration = self._prompt_counts, counter.calibration
+
+        def count(text: str) -> int:
+            if len(text) > PROMPT_COUNT_CHARS:  # a request's own long text: not worth keeping
+                return counter.count(text)
+            key = (calibration, text)
+            n = memo.get(key)
+            if n is None:
+                if len(memo) >= PROMPT_COUNTS:
+                    memo.clear()
+                n = memo[key] = counter.count(text)
+            else:
+                counter.stats.hits += 1  # a count served from a cache, as the counter's would be
+            return n
+        return count
 
     def guardrails(self) -> str:
         return self.templates.load(GUARDRAILS_TEMPLATE).text.strip()
@@ -160,6 +186,7 @@ class PromptAssembler:
     def _assemble(self, request: AssemblyRequest, settings: AssemblySettings,
                   summarizer: Summarizer | None) -> AssembledPrompt:
         counter = self.counter.with_calibration(settings.calibration)
+        count = self._prompt_count(counter)
         budget = settings.budget
         overhead = settings.message_overhead
         found = Found()
@@ -169,7 +196,7 @@ class PromptAssembler:
         # 1. System: guardrails, then the behaviour layers by precedence.
         guard_tpl = self.templates.load(GUARDRAILS_TEMPLATE)
         guard = guard_tpl.text.strip()
-        guard_cost = counter.count(guard) + overhead
+        guard_cost = count(guard) + overhead
         system_cap = min(budget.system, budget.total - MIN_TURN_TOKENS)
         if guard_cost > system_cap:
             raise AssemblyError(f"budget.system ({budget.system:,}, total {budget.total:,}) leaves "
@@ -197,7 +224,7 @@ class PromptAssembler:
                 continue
             piece = "\n\n" + cand.text
             room = system_cap - used_system - SEAM_TOKENS
-            cost = counter.count(piece)
+            cost = count(piece)
             note = ""
             if cost > room:
                 piece = truncate_tokens(piece, max(room, 0), counter) if room > 0 else ""
@@ -210,7 +237,7 @@ class PromptAssembler:
                 note = "no room left in the system budget"
             layer_tokens[cand.name] = (cost if piece.strip() else 0, note)
         # Exact count of what is actually sent (the joined text), never the parts' estimate.
-        used_system = counter.count(system_text) + overhead
+        used_system = count(system_text) + overhead
         for row in resolved.rows:
             tokens, note = layer_tokens.get(row.name, (0, "")) if row.status == "used" else (0, "")
             status = row.status
@@ -229,7 +256,7 @@ class PromptAssembler:
             "iteration": request.iteration, "max_iterations": settings.max_iterations,
         })
         agent_budget = min(budget.agent, budget.total - used_system - MIN_TURN_TOKENS)
-        agent_cost = counter.count(agent_text) + overhead
+        agent_cost = count(agent_text) + overhead
         agent_status, agent_note = "used", f"stage {request.stage.value if request.stage else 'default'}"
         if agent_cost > agent_budget:
             agent_text = truncate_tokens(agent_text, max(agent_budget - overhead, 0), counter)
@@ -259,7 +286,7 @@ class PromptAssembler:
                                    tools_cost, ", ".join(t.name for t in request.tools)))
         left -= tools_cost
         turn_cap = max(MIN_TURN_TOKENS, left // 4)
-        turn_cost = counter.count(turn_text) + overhead
+        turn_cost = count(turn_text) + overhead
         turn_row = ExplainRow("turn", "current turn", turn_source, "used", turn_cost)
         if turn_cost > turn_cap:
             turn_text = truncate_tokens(turn_text, max(turn_cap - overhead, 0), counter)
@@ -272,7 +299,7 @@ class PromptAssembler:
         before_history = left
         # Reserve room for an opening user line in case the kept history starts with the agent.
         opener = Turn("user", "(The card's conversation continues.)")
-        opener_cost = counter.count(opener.text) + overhead
+        opener_cost = count(opener.text) + overhead
         history_budget = max(0, min(budget.history, left) - opener_cost)
         history = HistoryFitter(counter, self.scrubber, settings.history, overhead, self._messages, self._facts,
                                 self._pinned).fit(
@@ -320,7 +347,8 @@ class PromptAssembler:
         last = turn_text if in_run else "\n\n".join([*context.blocks, turn_text])
         system_blocks, turns, cache_marks = plan_cache(
             (SystemBlock(system_text), SystemBlock(agent_text)), turns, costs, marks, prefix_tokens=tools_cost,
-            counter=counter, overhead=overhead, min_tokens=settings.min_cache_tokens)
+            counter=counter, overhead=overhead, min_tokens=settings.min_cache_tokens,
+            system_costs=(used_system, agent_cost if agent_text else 0))  # both counted above
         turns.append(Turn("user", last))
         conversation = Conversation(system=tuple(b for b in system_blocks if b.text), turns=tuple(turns),
                                     tools=request.tools)

@@ -50,13 +50,17 @@ class CacheMark:
 
 
 def plan_cache(system: tuple[SystemBlock, ...], turns: list[Turn], costs: Sequence[int], marks: dict[int, str], *,
-               prefix_tokens: int, counter: TokenCounter, overhead: int,
-               min_tokens: int) -> tuple[tuple[SystemBlock, ...], list[Turn], tuple[CacheMark, ...]]:
+               prefix_tokens: int, counter: TokenCounter, overhead: int, min_tokens: int,
+               system_costs: Sequence[int] | None = None,
+               ) -> tuple[tuple[SystemBlock, ...], list[Turn], tuple[CacheMark, ...]]:
     """Set the cache flags: `marks` maps turn indexes to a kind; the end of `system` is always a
     candidate. `costs` are the turns' token counts (as the assembly charged them); `prefix_tokens`
-    is what precedes the system blocks (tool definitions)."""
+    is what precedes the system blocks (tool definitions); `system_costs`, when the caller has
+    them, each system block's count with its overhead (0 for an empty one), as counted here."""
     candidates: list[tuple[str, int | None, int]] = []  # (kind, turn index or None, prefix tokens)
-    total = prefix_tokens + sum(counter.count(b.text) + overhead for b in system if b.text)
+    if system_costs is None:
+        system_costs = [counter.count(b.text) + overhead if b.text else 0 for b in system]
+    total = prefix_tokens + sum(system_costs)
     if any(b.text for b in system):
         candidates.append(("system", None, total))
     for i in range(max(marks, default=-1) + 1):

@@ -19,7 +19,7 @@ import itertools
 import math
 import re
 from bisect import bisect_right
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -99,13 +99,23 @@ INTERRUPTED = ("[{name} call {id}: no result: it was interrupted (its stage was 
                "or its worker was lost) and did not finish]")
 
 
+def has_tools(messages: Sequence[Message]) -> bool:
+    """Whether any message calls a tool or holds a tool's result: one pass (not one per question),
+    reading the fields from the models' dicts; it runs over every message of every assembly."""
+    for m in messages:
+        f = m.__dict__
+        if f["tool_calls"] or f["role"] == "tool":
+            return True
+    return False
+
+
 def settle_tool_calls(messages: Sequence[Message]) -> Sequence[Message]:
     """The history as the providers accept it, index for index: a tool call no result answers (the
     stage was cancelled, moved on or failed while it ran) becomes a line of the assistant's text,
     and a result whose call is not in the history becomes a user message. Either would make every
     later request a 400 ("tool_use ids were found without tool_result blocks"), the card stuck.
     Nothing moves, so message indices (and the fold's ranges over the store) stay as they are."""
-    if not any(m.tool_calls for m in messages) and not any(m.role == "tool" for m in messages):
+    if not has_tools(messages):
         return messages
     answered = {m.tool_call_id for m in messages if m.role == "tool"}
     called: set[str] = set()
@@ -156,7 +166,7 @@ def results_after_calls(turns: Sequence[Turn], costs: Sequence[int]) -> tuple[li
 
 def group_units(messages: Sequence[Message]) -> list[tuple[int, int]]:
     """Inclusive index ranges that must be kept or folded together."""
-    if not any(m.tool_calls for m in messages):  # the usual chat: every message is its own unit
+    if not has_tools(messages):  # the usual chat: every message is its own unit
         return [(i, i) for i in range(len(messages))]
     answer_at: dict[str, int] = {}
     for i, m in enumerate(messages):
@@ -284,6 +294,8 @@ class _Rendered:
 _MessageKey = tuple[object, ...]
 # Record serials: never reused, unlike id(), so a key of serials names one set of records.
 _SERIALS = itertools.count(1)
+# Histories MessageCache.lookup compares new ones with (a worker's cards take turns).
+RECENT_HISTORIES = 4
 
 
 def _message_key(m: Message) -> _MessageKey:
@@ -308,7 +320,13 @@ class MessageCache:
     (about 2 to 4 bytes each), so its memory has a ceiling whatever the cards hold. Oldest first
     out; a message larger than a sixteenth of the bound is rendered every time, not cached (it
     would push out everything else, and one assembly reads it once). `get` is the plain dict's
-    own: the warm path looks up every message of every assembly."""
+    own: the warm path looks up every message of every assembly.
+
+    `lookup` first compares the keys with the last few histories fitted, position by position: the
+    next turn of a card sends the same messages plus new ones, freshly deserialized, and comparing
+    its keys with those kept (a memcmp of each text, stopping at the first difference) costs a
+    fraction of hashing every text for the dict (a quarter of a warm assembly). Those histories'
+    keys and records are kept besides the bounds: at most RECENT_HISTORIES cards' worth."""
 
     def __init__(self, max_entries: int = 200_000, max_chars: int = 48_000_000) -> None:
         if max_entries < 1 or max_chars < 0:
@@ -318,6 +336,26 @@ class MessageCache:
         self.max_entries = max_entries
         self.max_chars = max_chars
         self.chars = 0
+        self._recent: deque[tuple[list[_MessageKey], list[_Rendered]]] = deque(maxlen=RECENT_HISTORIES)
+
+    def lookup(self, keys: list[_MessageKey]) -> list[_Rendered | None]:
+        """The record of each key, None when there is none: the prefix a recent history shares
+        with `keys` from it, the rest from the dict."""
+        get = self._entries.get
+        for old_keys, old_recs in self._recent:
+            n = min(len(keys), len(old_keys))
+            if n and keys[0] == old_keys[0] and keys[:n] == old_keys[:n]:
+                return [*old_recs[:n], *map(get, keys[n:])]
+        return list(map(get, keys))
+
+    def remember(self, keys: list[_MessageKey], recs: list[_Rendered]) -> None:
+        """Keep a fitted history for `lookup`, in place of an older one of the same card (the same
+        first message)."""
+        for entry in self._recent:
+            if entry[0][0] == keys[0]:
+                self._recent.remove(entry)
+                break
+        self._recent.appendleft((keys, recs))
 
     @staticmethod
     def weight(key: _MessageKey, rec: _Rendered) -> int:
@@ -364,8 +402,9 @@ class HistoryFitter:
     def _cost(self, turn: Turn) -> int:
         return self.counter.count(turn.counted_text()) + self.overhead
 
-    def _render(self, m: Message, found: Counter[str] | None, index: int = 0) -> _Rendered:
-        key = _message_key(m)
+    def _render(self, m: Message, found: Counter[str] | None, index: int = 0,
+                key: _MessageKey | None = None) -> _Rendered:
+        key = _message_key(m) if key is None else key
         rec = self.cache.get(key)
         if rec is None:
             rules: Counter[str] = Counter()
@@ -431,12 +470,13 @@ class HistoryFitter:
         budget = max(0, budget)
         n = len(messages)
         # Every message is looked up on every assembly: a hit without redactions to report (nearly
-        # all of them) is served inline, without a call.
-        cache_get = self.cache.get
-        recs: list[_Rendered] = []
-        for i, m in enumerate(messages):
-            rec = cache_get(_message_key(m))
-            recs.append(self._render(m, found, i) if rec is None or rec.rules else rec)
+        # all of them) is served as it is, without a call.
+        keys = [_message_key(m) for m in messages]
+        recs = cast(list[_Rendered], self.cache.lookup(keys))
+        for i, rec in enumerate(recs):
+            if rec is None or rec.rules:
+                recs[i] = self._render(messages[i], found, i, keys[i])
+        self.cache.remember(keys, recs)
         texts = [r.text for r in recs]
         turns: list[Turn] = [r.turn for r in recs]
         # Each message's cost as rendered (before any cut), None until counted; counts the cache

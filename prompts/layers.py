@@ -89,8 +89,8 @@ def resolve_behaviour(
     rows: list[ExplainRow] = []
     tenant_candidate: BehaviourCandidate | None = None
     tenant_mode = tenant.override_mode if tenant else None
-    if tenant is not None and tenant_text(tenant):
-        text = tenant_text(tenant)
+    text = tenant_text(tenant) if tenant is not None else ""
+    if text:
         verdict = _validate(text)
         label = f"tenant ({tenant_mode})"
         if verdict.status == ValidationStatus.REJECTED:

@@ -23,7 +23,7 @@ class Found(Counter[str]):
     are about to scrub with `in_item`; a plain Counter still works and just keeps no items."""
 
     def __init__(self) -> None:
-        super().__init__()
+        dict.__init__(self)  # empty: Counter.__init__ would go through update() to add nothing
         self.item = "other"
         self.where: dict[str, Counter[str]] = {}
 
@@ -105,13 +105,17 @@ class Scrubber:
     def scrub_message(self, message: Message, found: Counter[str] | None = None) -> Message:
         """`message` with every text a prompt or transcript shows redacted: content, author, ids,
         tool names and tool inputs (a secret passed to a tool is still a secret)."""
+        # Tool calls first: the order the rules are met in is the order explain lists them.
         calls = tuple(call.model_copy(update={"id": self.scrub(call.id, found), "name": self.scrub(call.name, found),
                                               "input": self.scrub_value(call.input, found)})
                       for call in message.tool_calls)
+        content = self.scrub(message.content, found)
+        author = self.scrub(message.author, found) if message.author else message.author
+        id_ = self.scrub(message.id, found) if message.id else message.id
+        call_id = self.scrub(message.tool_call_id, found) if message.tool_call_id else message.tool_call_id
+        if (not calls and content == message.content and author == message.author and id_ == message.id
+                and call_id == message.tool_call_id):
+            return message  # nothing redacted (nearly always): the model is frozen, a copy would be equal
         return message.model_copy(update={
-            "content": self.scrub(message.content, found),
-            "author": self.scrub(message.author, found) if message.author else message.author,
-            "id": self.scrub(message.id, found) if message.id else message.id,
-            "tool_call_id": self.scrub(message.tool_call_id, found) if message.tool_call_id else message.tool_call_id,
-            "tool_calls": calls,
+            "content": content, "author": author, "id": id_, "tool_call_id": call_id, "tool_calls": calls,
         })

@@ -101,3 +101,19 @@ def test_shared_fit_caches_tell_apart_cards_that_differ_in_one_part(counter: Tok
     for c in [*variants, *reversed(variants)]:  # the second pass finds every card among the recent ones
         fresh = ContextFitter(counter, Scrubber(), ContextSettings()).fit(c, Stage.CODING, 4_000)
         assert shared.fit(c, Stage.CODING, 4_000).blocks == fresh.blocks
+
+
+def test_a_settings_dict_changed_in_place_is_a_new_fit(counter: TokenCounter) -> None:
+    # The settings' repr in the fit key is kept per settings object, and its dicts' items are
+    # compared on every use: a priority changed in place must reorder the items, not hit the old fit.
+    c = card(context=[item(ContextKind.SOURCE_FILE, "def f(): pass", "app/f.py"),
+                      item(ContextKind.ADR, "Use retries.", "docs/adr/1.md")])
+    settings = ContextSettings()
+    shared = ContextFitter(counter, Scrubber(), settings)
+
+    def kinds() -> list[str]:
+        return [b.split('kind="')[1].split('"')[0] for b in shared.fit(c, Stage.CODING, 4_000).blocks[1:]]
+
+    assert kinds() == ["card", "source_file", "adr"]
+    settings.priorities[ContextKind.ADR] = 99  # type: ignore[index]
+    assert kinds() == ["card", "adr", "source_file"]

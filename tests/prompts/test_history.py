@@ -186,3 +186,30 @@ def test_message_cache_bounds_that_cannot_hold_anything_are_refused() -> None:
         MessageCache(max_entries=0)
     with pytest.raises(ValueError, match="max_chars"):
         MessageCache(max_chars=-5)
+
+
+def test_a_history_edited_in_the_middle_renders_the_edit(counter: TokenCounter) -> None:
+    # Records are reused from the last histories fitted for the prefix their keys share: an edit
+    # (a message deleted and posted again, a time at another offset) ends the shared prefix there.
+    fitter = HistoryFitter(counter, Scrubber(), HistorySettings())
+    messages = list(chat(12))
+    assert "message 5:" in fitter.fit(messages, 100_000).turns[5].text
+    edited = [*messages[:5], messages[5].model_copy(update={"content": "message 5 was edited"}), *messages[6:]]
+    assert "message 5 was edited" in fitter.fit(edited, 100_000).turns[5].text
+    moved = [*messages[:4], messages[4].model_copy(update={  # a user's comment shows its time
+        "created_at": messages[4].created_at.astimezone(timezone(timedelta(hours=2)))}), *messages[5:]]
+    assert "+00:00" in fitter.fit(messages, 100_000).turns[4].text
+    assert "+02:00" in fitter.fit(moved, 100_000).turns[4].text
+    grown = [*messages, *chat(14)[12:]]
+    fresh = HistoryFitter(counter, Scrubber(), HistorySettings()).fit(grown, 100_000)
+    assert fitter.fit(grown, 100_000).turns == fresh.turns
+    assert fitter.fit(messages[:7], 100_000).turns == fresh.turns[:7]  # a shorter history: a prefix
+
+
+def test_a_message_with_nothing_to_redact_is_not_copied() -> None:
+    scrubber = Scrubber()
+    clean = Message(role="user", author="dev", id="m1", content="Retry the webhook.")
+    assert scrubber.scrub_message(clean) is clean
+    secret = Message(role="user", author="dev", id="m2", content=f"key {ANTHROPIC}")
+    redacted = scrubber.scrub_message(secret)
+    assert ANTHROPIC not in redacted.content and secret.content.endswith(ANTHROPIC)
