@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from cardloop.prompts.kube_secret_data import secret_data_values
 from cardloop.prompts.kube_string_data import string_data_values
 from cardloop.prompts.redaction_rule import RedactionRule
 from cardloop.prompts.secret_values import (
@@ -128,13 +129,18 @@ _QUOTED_VALUE = rf"[^{_SPACE}\"'`\\]"
 _XML_TEXT = rf"[^{_SPACE}<>\"'`]"
 _QUERY_VALUE = rf"[^{_SPACE}&#'\"<>]"
 _GENERIC_REACH = 70
-# The most characters of a multi-line string value read (a longer one is no credential).
-_MULTILINE_BOUND = 4000
 # Text that declares a Kubernetes Secret: a manifest, kubectl's YAML or JSON, compact JSON (the
 # `last-applied-configuration` annotation kubectl apply leaves on the object).
 # Inside a JSON string (a tool result quoting it), in the redactor's view of escaped quotes:
 # `"kind ":  "secret`, `"kind ": "secret` (prompts/redact.py, `_unescaped_same_length`).
 _SECRET_KIND = ("kind: secret", '"kind": "secret"', '"kind":"secret"', '"kind ":  "secret', '"kind ": "secret')
+
+# One value of a `data` block: a YAML line (`  key: base64`) or a JSON pair (`"key": "base64"`).
+_SECRET_DATA_PAIR = re.compile(
+    r"(?:^[ \t]+[\w.\-]{1,253}[ \t]*:|\"[\w.\-]{1,253}" + _QUOTE_GAP + r"\"[ \t]*:)[ \t]*(?P<q>[\"']?)"
+    r"(?P<secret>[A-Za-z0-9+/]{4,}={0,2})(?(q)" + _QUOTE_GAP + r"(?P=q))(?=[ \t]*(?:[,}\r\n]|$))",
+    re.MULTILINE,
+)
 
 DEFAULT_RULES: tuple[RedactionRule, ...] = (
     RedactionRule(
@@ -395,18 +401,20 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         validator=_xml_value_ok,
     ),
     # An HTML password field filled in by the page: `<input type="password" value="...">`, the
-    # attributes in any order (a saved page, a test fixture, a rendered form in a log). A literal
-    # `<input` first (lowercase, as HTML is written) gates the rule to texts that hold one; each
+    # attributes in any order (a saved page, a test fixture, a rendered form in a log), in any
+    # case (HTML's names are: `<INPUT TYPE="PASSWORD" VALUE=...>` from an old page or generator).
+    # The anchor, `<input` in the lowercased text, gates the rule to texts that hold one; each
     # attempt reads one tag (at most 500 characters, no `<` or `>` inside).
     RedactionRule(
         "html-password-input",
         re.compile(
-            r"<input(?=[^<>]{0,500}?[ \t\r\n](?i:type)[ \t]*=[ \t]*[\"']?(?i:password)(?![\w\-]))"
+            r"<(?i:input)(?=[^<>]{0,500}?[ \t\r\n](?i:type)[ \t]*=[ \t]*[\"']?(?i:password)(?![\w\-]))"
             r"[^<>]{0,500}?[ \t\r\n](?i:value)[ \t]*=[ \t]*(?P<q>[\"'])?"
             r"(?P<secret>(?(q)(?:(?!(?P=q))[^<>\r\n]){1,500}|[^\s\"'<>`=]{1,500}))(?(q)(?P=q)|(?![^\s/>]))"
         ),
         group="secret",
         validator=_html_password_ok,
+        anchors=(re.compile(r"<input(?=[ \t\r\n])"),),
     ),
     # A PostgreSQL password file's line, `host:port:database:user:password` (`*` for any
     # field), in text that names .pgpass or PGPASSFILE: elsewhere, colon-separated lines are
@@ -428,17 +436,13 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     # A Kubernetes Secret's `data` (kubectl get secret -o yaml / -o json, a manifest in the
     # repository): every value is base64 of a secret, under any key (`DATABASE_URL`, `.env`,
     # `config.json`), so the key's name cannot tell it, nor the value's shape once encoded. Only
-    # in text that declares the kind; elsewhere base64 values are images, hashes and sourcemaps.
+    # under the `data` key of an object of that kind (prompts/kube_secret_data.py finds the
+    # blocks); elsewhere base64 values are images, hashes, sourcemaps and a ConfigMap's data.
     RedactionRule(
         "kubernetes-secret-data",
-        re.compile(
-            r"(?:^[ \t]+[\w.\-]{1,253}[ \t]*:|\"[\w.\-]{1,253}" + _QUOTE_GAP + r"\"[ \t]*:)[ \t]*(?P<q>[\"']?)"
-            r"(?P<secret>[A-Za-z0-9+/]{4,}={0,2})(?(q)" + _QUOTE_GAP + r"(?P=q))(?=[ \t]*(?:[,}\r\n]|$))",
-            re.MULTILINE,
-        ),
-        group="secret",
-        validator=_secret_data_ok,
+        _SECRET_DATA_PAIR,
         keywords=_SECRET_KIND,
+        finder=lambda text: secret_data_values(text, _SECRET_DATA_PAIR, _secret_data_ok),
     ),
     # Its `stringData`: plain text under any key (prompts/kube_string_data.py finds the values).
     RedactionRule(
@@ -485,13 +489,16 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
                  re.compile(r"identified(?=[ \t]+(?:with[ \t]+[a-z0-9_]{1,40}[ \t]+)?by[ \t]+'(?:[^'\n]|''){6})")),
     ),
     # A default inside a placeholder: `${DB_PASSWORD:-s3cr3t}`, `${API_TOKEN-s3cr3t}`, `${VAR:=...}`
-    # (shell, Compose) or Spring's `${db.password:s3cr3t}`; the variable's name stays, and a
-    # placeholder with no default (`${DB_PASSWORD}`) is no candidate. A default holds no brace:
-    # in `${A:-${B:-x}}` the inner placeholder is a candidate of its own.
+    # (shell, Compose) or Spring's `${db.password:s3cr3t}`, and the shell's alternate value
+    # (`${DB_PASSWORD:+s3cr3t}`, `${DB_PASSWORD+s3cr3t}`: a literal too, used when the variable is
+    # set); the variable's name and the operator stay, and a placeholder with no default
+    # (`${DB_PASSWORD}`) is no candidate, nor is the message of `${DB_PASSWORD:?must be set}`.
+    # A default holds no brace: in `${A:-${B:-x}}` the inner placeholder is a candidate of its own.
     RedactionRule(
         "placeholder-default",
         re.compile(
-            r"\$\{(?:(?P<key>[A-Za-z_][A-Za-z0-9_]{0,100})(?::?[\-=]|:)|(?P<skey>[A-Za-z_][\w.\-]{0,100}):)"
+            r"\$\{(?:(?P<key>[A-Za-z_][A-Za-z0-9_]{0,100})(?::?(?P<op>[\-=+])|:(?!\?))"
+            r"|(?P<skey>[A-Za-z_][\w.\-]{0,100}):(?![?+]))"
             # Eight characters at least, as every assignment's value check asks: `${PORT:-8080}`
             # and `${LOG_LEVEL:-info}` fail here, in C, and cost no validator call.
             rf"(?P<secret>[^{_SPACE}{{}}]{{8,500}})\}}"
@@ -517,13 +524,16 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             r"|(?<=[ \t])(?P<sp>))"
             r"[ \t]*(?:[bBrRuU]{1,2}(?=[\"']))?\\?"
             # A TOML (or Python) multi-line string: `password = """..."""`, `'''...'''`; the
-            # newline right after the opening delimiter is no part of the value.
+            # newline right after the opening delimiter is no part of the value. Its length is not
+            # bounded (a 6 KB `credentials = """{...}"""` went whole into a prompt when it was): the
+            # value stops at the next delimiter of its kind, so the values all candidates read are
+            # apart, each part of the text read at most once per kind of delimiter.
             r"(?:(?P<tq>\"\"\"|''')(?:\r?\n)?|(?P<q>[\"'`]))?"
             # A shell line continuation (`export API_TOKEN=abc\` and `def` on the next line)
             # goes on with the value: the shell joins the two lines into one word.
             # A quoted value may hold escapes: `"ab\\cd"` in JSON, `"ab\$cd"` in a shell.
             # (A run of the class first, not an alternation per character: that is the fast path.)
-            rf"(?P<secret>(?(tq)(?s:(?:(?!(?P=tq)).){{1,{_MULTILINE_BOUND}}})"
+            r"(?P<secret>(?(tq)(?s:(?:(?!(?P=tq)).)+)"
             rf"|(?(q){_QUOTED_VALUE}{{1,500}}(?:\\(?:[^{_SPACE}]|\r?\n[ \t]*){_QUOTED_VALUE}{{0,500}})*"
             rf"|(?(sp)[^{_SPACE}]{{1,500}}+"
             rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*))))"
