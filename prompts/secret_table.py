@@ -129,6 +129,20 @@ _QUOTED_VALUE = rf"[^{_SPACE}\"'`\\]"
 _XML_TEXT = rf"[^{_SPACE}<>\"'`]"
 _QUERY_VALUE = rf"[^{_SPACE}&#'\"<>]"
 _GENERIC_REACH = 70
+# An unquoted value's characters stop at `,` `;` `(` `)` `<` `>`, where code and connection strings
+# end a value (`f(password=pw, user=u)`, `Password=x;Database=y`, `<td>token=...</td>`); a password
+# may hold them too (`password=Ab3;xK9pQ7vR2m`, `DB_PASSWORD=p(4ssW0rd,xyz`), and the part after
+# one was left readable (or the whole value, its first part being too short to judge). So the
+# value goes on over such a character when more of the value follows it: no whitespace, quote or
+# other stop, no `key=` or `key:` pair (the next field of a connection string, list or call),
+# no tag (`</td>`, `<br/>`). `_generic_value_ok` then judges the whole value, a call or a
+# statement that follows a name being code. At most 16 parts of 64 characters: bounded work per
+# candidate (a longer part is extended whole as any value is: `tail`).
+_VALUE_GOES_ON = (
+    r"(?P<ext>(?:(?:[,;()>]|<(?![/!?]|[A-Za-z][\w.:\-]{0,60}+(?:/?>|[ \t]+[\w:\-]+=)))"
+    r"(?![\w.\- ]{1,100}+[=:])"
+    rf"[^{_SPACE}\"'`,;&(){{}}\[\]<>\\]{{1,64}}+){{1,16}}+)?"
+)
 # Text that declares a Kubernetes Secret: a manifest, kubectl's YAML or JSON, compact JSON (the
 # `last-applied-configuration` annotation kubectl apply leaves on the object).
 # Inside a JSON string (a tool result quoting it), in the redactor's view of escaped quotes:
@@ -536,7 +550,7 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             r"(?P<secret>(?(tq)(?s:(?:(?!(?P=tq)).)+)"
             rf"|(?(q){_QUOTED_VALUE}{{1,500}}(?:\\(?:[^{_SPACE}]|\r?\n[ \t]*){_QUOTED_VALUE}{{0,500}})*"
             rf"|(?(sp)[^{_SPACE}]{{1,500}}+"
-            rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*))))"
+            rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*" + _VALUE_GOES_ON + "))))"
             r"(?(tq)(?P=tq)|(?(q)" + _QUOTE_GAP + r"(?P=q)|(?(sp)[ \t]*(?![^\r\n])|(?![(\[]))))"
         ),
         group="secret",

@@ -213,8 +213,35 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
     strength = _strength(key)
     if tq is not None and strength < 2 and len(value.split()) > 1:
         return False  # `PASSWORD_HELP = """Use 12 characters or more."""`: prose, not a token
+    ext = m.group("ext")
+    if ext:
+        return _value_going_on_ok(strength, key, value, ext, quoted=connection or quoted, connection=connection)
     return _assigned_value_ok(strength, key, value, quoted=connection or quoted,
                               connection=connection)
+
+
+# A value that is a call in code: a name, `(`, then what starts an argument or the `)` (`get(a,`,
+# `f()`, `os.getenv("X"`, `round(3.5,`), not a password's `p(4ssW0rd`.
+_CALL = re.compile(r"[A-Za-z_$][\w$.]*\((?:[A-Za-z_$\"'\[{(*&@)\-]|\d+(?:\.\d+)?(?![\w.]))")
+# No code glues a name or a number to a call's `)`: `Pa(ss)w0rd99` is a password.
+_GLUED_AFTER_CALL = re.compile(r"\)[A-Za-z0-9]")
+
+
+def _value_going_on_ok(strength: int, key: str, value: str, ext: str, *, quoted: bool, connection: bool) -> bool:
+    """An unquoted value that goes on over `,` `;` `(` `)` `<` or `>` (see `_VALUE_GOES_ON` in
+    prompts/secret_table.py): all of it is the secret when its first part alone is one (as it was
+    taken before the value went on), or when the whole is no code: not a call (`get_token(a,`) and,
+    after a name (`e.pw;return`), a random run or digits among both cases (`hunter;xK9pQ7vR2m`)."""
+    head = value[:len(value) - len(ext)]
+    if ext[0] != "(" and _assigned_value_ok(strength, key, head, quoted=quoted, connection=connection):
+        return True
+    if _CALL.match(value) and not _GLUED_AFTER_CALL.search(value):
+        return False
+    if _is_reference(head) or _is_placeholder(head):
+        has_digit, _, has_upper, has_lower = _char_kinds(value)
+        if not (has_digit and has_upper and has_lower) and not _has_random_run(value):
+            return False
+    return _assigned_value_ok(strength, key, value, quoted=quoted, connection=connection)
 
 
 def _properties_line(m: re.Match[str], key: str, between: str) -> bool:

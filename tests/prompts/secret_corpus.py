@@ -186,7 +186,7 @@ SYNTAXES = ("assignment", "yaml", "yaml-plain", "yaml-block", "json", "json-esca
 # Syntaxes added later are drawn after the ones above (`samples`), so adding one leaves every
 # earlier sample as it was: a change in the figures is then the redactor's, not a new draw's.
 ADDED_SYNTAXES = ("placeholder-default", "yaml-anchor-tag", "toml-multiline", "toml-multiline-literal",
-                  "properties-space", "html-password-input")
+                  "properties-space", "html-password-input", "env-stop-characters")
 SYNTAXES += ADDED_SYNTAXES
 
 
@@ -247,6 +247,9 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
         attr = lambda p: xml_escape(p, {'"': "&quot;"})  # noqa: E731
         return (f'<form action="/login" method="post">\n  <input type="text" name="user" value="deploy">\n'
                 f'  <input class="form-control" value="{attr(value)}" type="password" id="pw">\n</form>\n'), attr
+    if syntax == "env-stop-characters":  # a password holding characters where code ends a value
+        stops = lambda p: p[:3] + ";" + p[3:6] + "(" + p[6:9] + "," + p[9:]  # noqa: E731
+        return f"DB_HOST=db\n{key.upper()}={stops(value)}\nLOG_LEVEL=info\n", stops
     if syntax == "properties-space":  # a Java .properties line, a space for its separator
         return f"# app.properties\ndb.url jdbc:postgresql://db:5432/app\napp.{key.lower()} {value}\ndb.pool 10\n", same
     if syntax == "toml-multiline":  # a basic multi-line string, its value on the next line
@@ -308,7 +311,8 @@ class Sample:
 # credential name it is assigned to can tell it (`GH_PAT`, `AGE_KEY` do not, as names go).
 _CREDENTIAL_NAME = re.compile(r"(?i)passw(?:or)?d|passwd|secret|token|api_key|credentials|creds")
 # Syntaxes that only some families are written in: SQL sets passwords.
-_ONLY_FOR = {"env-continued": _CREDENTIAL_NAME, "sql-password": re.compile(r"(?i)passw")}
+_ONLY_FOR = {"env-continued": _CREDENTIAL_NAME, "sql-password": re.compile(r"(?i)passw"),
+             "env-stop-characters": re.compile(r"(?i)passw")}
 
 
 def samples(seed: int = 11, per_family: int = 1) -> list[Sample]:

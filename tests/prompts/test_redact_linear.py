@@ -35,6 +35,10 @@ FAMILIES = {
     "one multi-line string left open": lambda n: "password = '''" + "a1 " * (n // 3),
     "Secret data blocks nested": lambda n: "kind: Secret\n" + "".join(" " * i + "data:\n" for i in range(int(n**0.5))),
     "Secret data objects left open": lambda n: '"kind":"Secret",' + '{"data":{"k":"aGVsbG8=",' * (n // 25),
+    # A value that goes on over `;` `(` `,` (each candidate reads a bounded number of its parts).
+    "values going on, rejected": lambda n: "password=a(!password=a(" * (n // 24),
+    "values going on, accepted": lambda n: "password=Ab3;xK9pQ7vR2m;" * (n // 24),
+    "values going on, one run": lambda n: "password=a" + ";b" * (n // 2),
 }
 
 
