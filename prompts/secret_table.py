@@ -26,7 +26,7 @@ from cardloop.prompts.secret_values import (
     _xml_value_ok,
     _yaml_block_ok,
 )
-from cardloop.prompts.syntax_values import _html_password_ok, _placeholder_default_ok
+from cardloop.prompts.syntax_values import _html_password_ok, _placeholder_default_ok, _terraform_default_ok
 
 
 def _token(prefix: str, width: int, body: str, *, after_dash: bool = False) -> re.Pattern[str]:
@@ -108,7 +108,7 @@ _KEY_PREFIXES = tuple(p + sep for p in ("api", "private", "access", "signing", "
                                         "master", "auth") for sep in ("", "_", "-"))
 _GENERIC_ANCHORS = (
     *(_key_anchor(w, _KEY_TAIL) for w in ("secret", "token", "pwd", "credential", "passwd",
-                                          "password", "passphrase", "creds")),
+                                          "password", "passphrase", "creds", "pass")),
     _key_anchor("key", _KEY_TAIL, after=_KEY_PREFIXES),
 )
 _QUERY_KEYS = (
@@ -240,6 +240,14 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         group="secret",
         validator=_basic_auth_ok,
     ),
+    # An .npmrc's `_auth=<base64 of user:password>` (`//registry.acme.com/:_auth=...` too).
+    RedactionRule(
+        "npmrc-auth",
+        re.compile(r"_auth(?<![A-Za-z0-9_.\-]_auth)[ \t]*=[ \t]*[\"']?"
+                   r"(?P<secret>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"),
+        group="secret",
+        validator=_basic_auth_ok,
+    ),
     # Prose and log lines: `API key: ...`, `client secret is ...`, `auth token = ...`.
     RedactionRule(
         "credential-phrase",
@@ -356,8 +364,9 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     ),
     RedactionRule(
         "command-login-password",
-        # docker / podman / helm registry / oc / cf login ... -p X; .netrc's login U password X.
-        re.compile(r"login\b[^\n]{0,200}?(?:[ \t]-p|[ \t]--password|[ \t]password)[ \t]+"
+        # docker / podman / helm registry / oc / cf login ... -p X; .netrc's login U password X,
+        # on one line or on the line after the login's (`machine h` / `  login u` / `  password X`).
+        re.compile(r"login\b[^\n]{0,200}?(?:[ \t]-p|[ \t]--password|(?:[ \t]|\n[ \t]*)password)[ \t]+"
                    r"(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
         group="secret",
         validator=_command_password_ok,
@@ -384,6 +393,58 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         group="secret",
         validator=_command_password_ok,
         tail=r"[^\s\"'`]",
+    ),
+    # Redis's own configuration and command line: `requirepass X`, `masterauth X` (redis.conf,
+    # `redis-server --requirepass X`, `CONFIG SET requirepass X`).
+    RedactionRule(
+        "redis-config-password",
+        re.compile(r"(?:requirepass(?<![A-Za-z0-9_].{11})|masterauth(?<![A-Za-z0-9_].{10}))[ \t]+"
+                   r"(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
+        group="secret",
+        validator=_command_password_ok,
+        keywords=("requirepass", "masterauth"),
+        tail=r"[^\s\"'`]",
+    ),
+    # Java's keytool and jarsigner: `-storepass X`, `-keypass X`, `-srcstorepass X`, `-deststorepass X`,
+    # `-new X` after them (`-storepass:env VAR` and `:file` name no literal).
+    RedactionRule(
+        "keytool-password",
+        re.compile(r"-(?:src|dest)?(?:store|key)pass[ \t]+(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
+        group="secret",
+        validator=_command_password_ok,
+        keywords=("storepass", "keypass"),
+        tail=r"[^\s\"'`]",
+    ),
+    # htpasswd's batch mode (`-b`): the password is the last argument, after the file and the user
+    # (`htpasswd -bc .htpasswd admin X`), or after the user alone with `-n` (`htpasswd -nb admin X`).
+    RedactionRule(
+        "htpasswd-password",
+        re.compile(r"htpasswd[ \t]+(?:-[A-Za-mo-z]*b[A-Za-mo-z]*[ \t]+[^\s\-][^\s]*"
+                   r"|-[A-Za-z]*(?:n[A-Za-z]*b|b[A-Za-z]*n)[A-Za-z]*)"
+                   r"[ \t]+[^\s\-][^\s]*[ \t]+(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
+        group="secret",
+        validator=_command_password_ok,
+        tail=r"[^\s\"'`]",
+    ),
+    # A password piped into a login that reads it from its input: `echo X | docker login -u u
+    # --password-stdin`, `printf %s X | ...` (a variable there, `echo "$TOKEN" | ...`, stays).
+    RedactionRule(
+        "piped-password",
+        re.compile(r"(?:echo(?<![A-Za-z0-9_\-].{4})|printf(?<![A-Za-z0-9_\-].{6}))[ \t]+"
+                   r"(?:-[neE]{1,3}[ \t]+|[\"']?%s(?:\\n)?[\"']?[ \t]+)?"
+                   r"(?P<q>[\"'])?(?P<secret>[^\s\"'`|;&]{1,500})(?(q)(?P=q))[ \t]*\|[^\n|]{0,200}?--password-stdin"),
+        group="secret",
+        validator=_command_password_ok,
+        keywords=("password-stdin",),
+    ),
+    # PowerShell: `ConvertTo-SecureString "X" -AsPlainText -Force` (any case, as PowerShell reads it).
+    RedactionRule(
+        "powershell-secure-string",
+        re.compile(r"(?i:convertto-securestring)[ \t]+(?:-(?i:string)[ \t]+)?"
+                   r"(?P<q>[\"'])(?P<secret>[^\"'\r\n]{1,500})(?P=q)"),
+        group="secret",
+        validator=_command_password_ok,
+        anchors=(re.compile(r"convertto-securestring(?=[ \t])"),),
     ),
     # XML and HTML-like configuration, in one pass over the `<`s of a text (one rule, not one per
     # form: each would scan every `<` again; and no keyword such as `</`: a substring check for
@@ -519,6 +580,15 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         ),
         group="secret",
         validator=_placeholder_default_ok,
+    ),
+    # A Terraform variable's default (`variable "db_password" {` ... `default = "..."`): the name is
+    # in the block's header, the value's key is `default`. The block's text up to it holds no brace.
+    RedactionRule(
+        "terraform-variable-default",
+        re.compile(r"variable[ \t]+\"(?P<key>[A-Za-z0-9_\-]{1,100})\"[ \t]*\{[^{}]{0,1000}?(?<![\w])default"
+                   r"[ \t]*=[ \t]*\"(?P<secret>[^\"\\\r\n]{1,500})\""),
+        group="secret",
+        validator=_terraform_default_ok,
     ),
     RedactionRule(
         "generic-assignment",

@@ -51,6 +51,13 @@ def _placeholder_default_ok(m: re.Match[str]) -> bool:
     return _assigned_value_ok(strength, key, value, quoted=True)
 
 
+def _terraform_default_ok(m: re.Match[str]) -> bool:
+    """The default of a Terraform variable, named in the block's header (`variable "db_password"
+    { default = "..." }`): judged as a quoted value under that name."""
+    key = m.group("key")
+    return _assigned_value_ok(_strength(key), key, m.group("secret"), quoted=True)
+
+
 def _html_password_ok(m: re.Match[str]) -> bool:
     """The value of an `<input type="password">`: a literal the page fills the field with, unless
     a template or a mask stands there (`{{ form.password }}`, `********`)."""

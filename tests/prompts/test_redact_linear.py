@@ -39,6 +39,9 @@ FAMILIES = {
     "values going on, rejected": lambda n: "password=a(!password=a(" * (n // 24),
     "values going on, accepted": lambda n: "password=Ab3;xK9pQ7vR2m;" * (n // 24),
     "values going on, one run": lambda n: "password=a" + ";b" * (n // 2),
+    "tool words": lambda n: ('htpasswd -b a b echo x | requirepass -storepass variable "pw" { login\n password '
+                             "ConvertTo-SecureString '") * (n // 100) + "--password-stdin",
+    "variable blocks left open": lambda n: 'variable "db_password" {' * (n // 24),
 }
 
 
