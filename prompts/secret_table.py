@@ -108,8 +108,11 @@ _KEY_PREFIXES = tuple(p + sep for p in ("api", "private", "access", "signing", "
                                         "master", "auth") for sep in ("", "_", "-"))
 _GENERIC_ANCHORS = (
     *(_key_anchor(w, _KEY_TAIL) for w in ("secret", "token", "pwd", "credential", "passwd",
-                                          "password", "passphrase", "creds", "pass")),
+                                          "password", "passphrase", "creds")),
     _key_anchor("key", _KEY_TAIL, after=_KEY_PREFIXES),
+    # `pass` as a word of its own (`DB_PASS`, `pass:`): the `pass` of `password`, `passwd` and
+    # `passphrase` fails at once, their own anchors hit there (one tail check per key, not two).
+    re.compile(f"pass(?!w|phrase){_last_word('pass')[4:]}{_RUN}*+(?={_KEY_TAIL})"),
 )
 _QUERY_KEYS = (
     r"access_token|refresh_token|id_token|auth_token|token|api_key"
@@ -436,6 +439,8 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         group="secret",
         validator=_command_password_ok,
         keywords=("password-stdin",),
+        # Literal-first anchors: a scan for `echo|printf` as an alternation reads every character.
+        anchors=(re.compile(r"echo(?=[ \t])"), re.compile(r"printf(?=[ \t])")),
     ),
     # PowerShell: `ConvertTo-SecureString "X" -AsPlainText -Force` (any case, as PowerShell reads it).
     RedactionRule(
