@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from cardloop.prompts.kube_secret_data import secret_data_values
 from cardloop.prompts.kube_string_data import string_data_values
 from cardloop.prompts.redaction_rule import RedactionRule
 from cardloop.prompts.secret_values import (
@@ -25,7 +26,7 @@ from cardloop.prompts.secret_values import (
     _xml_value_ok,
     _yaml_block_ok,
 )
-from cardloop.prompts.syntax_values import _html_password_ok, _placeholder_default_ok
+from cardloop.prompts.syntax_values import _html_password_ok, _placeholder_default_ok, _terraform_default_ok
 
 
 def _token(prefix: str, width: int, body: str, *, after_dash: bool = False) -> re.Pattern[str]:
@@ -109,6 +110,9 @@ _GENERIC_ANCHORS = (
     *(_key_anchor(w, _KEY_TAIL) for w in ("secret", "token", "pwd", "credential", "passwd",
                                           "password", "passphrase", "creds")),
     _key_anchor("key", _KEY_TAIL, after=_KEY_PREFIXES),
+    # `pass` as a word of its own (`DB_PASS`, `pass:`): the `pass` of `password`, `passwd` and
+    # `passphrase` fails at once, their own anchors hit there (one tail check per key, not two).
+    re.compile(f"pass(?!w|phrase){_last_word('pass')[4:]}{_RUN}*+(?={_KEY_TAIL})"),
 )
 _QUERY_KEYS = (
     r"access_token|refresh_token|id_token|auth_token|token|api_key"
@@ -128,13 +132,32 @@ _QUOTED_VALUE = rf"[^{_SPACE}\"'`\\]"
 _XML_TEXT = rf"[^{_SPACE}<>\"'`]"
 _QUERY_VALUE = rf"[^{_SPACE}&#'\"<>]"
 _GENERIC_REACH = 70
-# The most characters of a multi-line string value read (a longer one is no credential).
-_MULTILINE_BOUND = 4000
+# An unquoted value's characters stop at `,` `;` `(` `)` `<` `>`, where code and connection strings
+# end a value (`f(password=pw, user=u)`, `Password=x;Database=y`, `<td>token=...</td>`); a password
+# may hold them too (`password=Ab3;xK9pQ7vR2m`, `DB_PASSWORD=p(4ssW0rd,xyz`), and the part after
+# one was left readable (or the whole value, its first part being too short to judge). So the
+# value goes on over such a character when more of the value follows it: no whitespace, quote or
+# other stop, no `key=` or `key:` pair (the next field of a connection string, list or call),
+# no tag (`</td>`, `<br/>`). `_generic_value_ok` then judges the whole value, a call or a
+# statement that follows a name being code. At most 16 parts of 64 characters: bounded work per
+# candidate (a longer part is extended whole as any value is: `tail`).
+_VALUE_GOES_ON = (
+    r"(?P<ext>(?:(?:[,;()>]|<(?![/!?]|[A-Za-z][\w.:\-]{0,60}+(?:/?>|[ \t]+[\w:\-]+=)))"
+    r"(?![\w.\- ]{1,100}+[=:])"
+    rf"[^{_SPACE}\"'`,;&(){{}}\[\]<>\\]{{1,64}}+){{1,16}}+)?"
+)
 # Text that declares a Kubernetes Secret: a manifest, kubectl's YAML or JSON, compact JSON (the
 # `last-applied-configuration` annotation kubectl apply leaves on the object).
 # Inside a JSON string (a tool result quoting it), in the redactor's view of escaped quotes:
 # `"kind ":  "secret`, `"kind ": "secret` (prompts/redact.py, `_unescaped_same_length`).
 _SECRET_KIND = ("kind: secret", '"kind": "secret"', '"kind":"secret"', '"kind ":  "secret', '"kind ": "secret')
+
+# One value of a `data` block: a YAML line (`  key: base64`) or a JSON pair (`"key": "base64"`).
+_SECRET_DATA_PAIR = re.compile(
+    r"(?:^[ \t]+[\w.\-]{1,253}[ \t]*:|\"[\w.\-]{1,253}" + _QUOTE_GAP + r"\"[ \t]*:)[ \t]*(?P<q>[\"']?)"
+    r"(?P<secret>[A-Za-z0-9+/]{4,}={0,2})(?(q)" + _QUOTE_GAP + r"(?P=q))(?=[ \t]*(?:[,}\r\n]|$))",
+    re.MULTILINE,
+)
 
 DEFAULT_RULES: tuple[RedactionRule, ...] = (
     RedactionRule(
@@ -217,6 +240,14 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     RedactionRule(
         "docker-config-auth",
         re.compile(r'"auth"[ \t]*:[ \t]*"(?P<secret>[A-Za-z0-9+/]{8,}={0,2})"'),
+        group="secret",
+        validator=_basic_auth_ok,
+    ),
+    # An .npmrc's `_auth=<base64 of user:password>` (`//registry.acme.com/:_auth=...` too).
+    RedactionRule(
+        "npmrc-auth",
+        re.compile(r"_auth(?<![A-Za-z0-9_.\-]_auth)[ \t]*=[ \t]*[\"']?"
+                   r"(?P<secret>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"),
         group="secret",
         validator=_basic_auth_ok,
     ),
@@ -336,8 +367,9 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     ),
     RedactionRule(
         "command-login-password",
-        # docker / podman / helm registry / oc / cf login ... -p X; .netrc's login U password X.
-        re.compile(r"login\b[^\n]{0,200}?(?:[ \t]-p|[ \t]--password|[ \t]password)[ \t]+"
+        # docker / podman / helm registry / oc / cf login ... -p X; .netrc's login U password X,
+        # on one line or on the line after the login's (`machine h` / `  login u` / `  password X`).
+        re.compile(r"login\b[^\n]{0,200}?(?:[ \t]-p|[ \t]--password|(?:[ \t]|\n[ \t]*)password)[ \t]+"
                    r"(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
         group="secret",
         validator=_command_password_ok,
@@ -364,6 +396,60 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         group="secret",
         validator=_command_password_ok,
         tail=r"[^\s\"'`]",
+    ),
+    # Redis's own configuration and command line: `requirepass X`, `masterauth X` (redis.conf,
+    # `redis-server --requirepass X`, `CONFIG SET requirepass X`).
+    RedactionRule(
+        "redis-config-password",
+        re.compile(r"(?:requirepass(?<![A-Za-z0-9_].{11})|masterauth(?<![A-Za-z0-9_].{10}))[ \t]+"
+                   r"(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
+        group="secret",
+        validator=_command_password_ok,
+        keywords=("requirepass", "masterauth"),
+        tail=r"[^\s\"'`]",
+    ),
+    # Java's keytool and jarsigner: `-storepass X`, `-keypass X`, `-srcstorepass X`, `-deststorepass X`,
+    # `-new X` after them (`-storepass:env VAR` and `:file` name no literal).
+    RedactionRule(
+        "keytool-password",
+        re.compile(r"-(?:src|dest)?(?:store|key)pass[ \t]+(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
+        group="secret",
+        validator=_command_password_ok,
+        keywords=("storepass", "keypass"),
+        tail=r"[^\s\"'`]",
+    ),
+    # htpasswd's batch mode (`-b`): the password is the last argument, after the file and the user
+    # (`htpasswd -bc .htpasswd admin X`), or after the user alone with `-n` (`htpasswd -nb admin X`).
+    RedactionRule(
+        "htpasswd-password",
+        re.compile(r"htpasswd[ \t]+(?:-[A-Za-mo-z]*b[A-Za-mo-z]*[ \t]+[^\s\-][^\s]*"
+                   r"|-[A-Za-z]*(?:n[A-Za-z]*b|b[A-Za-z]*n)[A-Za-z]*)"
+                   r"[ \t]+[^\s\-][^\s]*[ \t]+(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
+        group="secret",
+        validator=_command_password_ok,
+        tail=r"[^\s\"'`]",
+    ),
+    # A password piped into a login that reads it from its input: `echo X | docker login -u u
+    # --password-stdin`, `printf %s X | ...` (a variable there, `echo "$TOKEN" | ...`, stays).
+    RedactionRule(
+        "piped-password",
+        re.compile(r"(?:echo(?<![A-Za-z0-9_\-].{4})|printf(?<![A-Za-z0-9_\-].{6}))[ \t]+"
+                   r"(?:-[neE]{1,3}[ \t]+|[\"']?%s(?:\\n)?[\"']?[ \t]+)?"
+                   r"(?P<q>[\"'])?(?P<secret>[^\s\"'`|;&]{1,500})(?(q)(?P=q))[ \t]*\|[^\n|]{0,200}?--password-stdin"),
+        group="secret",
+        validator=_command_password_ok,
+        keywords=("password-stdin",),
+        # Literal-first anchors: a scan for `echo|printf` as an alternation reads every character.
+        anchors=(re.compile(r"echo(?=[ \t])"), re.compile(r"printf(?=[ \t])")),
+    ),
+    # PowerShell: `ConvertTo-SecureString "X" -AsPlainText -Force` (any case, as PowerShell reads it).
+    RedactionRule(
+        "powershell-secure-string",
+        re.compile(r"(?i:convertto-securestring)[ \t]+(?:-(?i:string)[ \t]+)?"
+                   r"(?P<q>[\"'])(?P<secret>[^\"'\r\n]{1,500})(?P=q)"),
+        group="secret",
+        validator=_command_password_ok,
+        anchors=(re.compile(r"convertto-securestring(?=[ \t])"),),
     ),
     # XML and HTML-like configuration, in one pass over the `<`s of a text (one rule, not one per
     # form: each would scan every `<` again; and no keyword such as `</`: a substring check for
@@ -395,18 +481,20 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         validator=_xml_value_ok,
     ),
     # An HTML password field filled in by the page: `<input type="password" value="...">`, the
-    # attributes in any order (a saved page, a test fixture, a rendered form in a log). A literal
-    # `<input` first (lowercase, as HTML is written) gates the rule to texts that hold one; each
+    # attributes in any order (a saved page, a test fixture, a rendered form in a log), in any
+    # case (HTML's names are: `<INPUT TYPE="PASSWORD" VALUE=...>` from an old page or generator).
+    # The anchor, `<input` in the lowercased text, gates the rule to texts that hold one; each
     # attempt reads one tag (at most 500 characters, no `<` or `>` inside).
     RedactionRule(
         "html-password-input",
         re.compile(
-            r"<input(?=[^<>]{0,500}?[ \t\r\n](?i:type)[ \t]*=[ \t]*[\"']?(?i:password)(?![\w\-]))"
+            r"<(?i:input)(?=[^<>]{0,500}?[ \t\r\n](?i:type)[ \t]*=[ \t]*[\"']?(?i:password)(?![\w\-]))"
             r"[^<>]{0,500}?[ \t\r\n](?i:value)[ \t]*=[ \t]*(?P<q>[\"'])?"
             r"(?P<secret>(?(q)(?:(?!(?P=q))[^<>\r\n]){1,500}|[^\s\"'<>`=]{1,500}))(?(q)(?P=q)|(?![^\s/>]))"
         ),
         group="secret",
         validator=_html_password_ok,
+        anchors=(re.compile(r"<input(?=[ \t\r\n])"),),
     ),
     # A PostgreSQL password file's line, `host:port:database:user:password` (`*` for any
     # field), in text that names .pgpass or PGPASSFILE: elsewhere, colon-separated lines are
@@ -428,17 +516,13 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     # A Kubernetes Secret's `data` (kubectl get secret -o yaml / -o json, a manifest in the
     # repository): every value is base64 of a secret, under any key (`DATABASE_URL`, `.env`,
     # `config.json`), so the key's name cannot tell it, nor the value's shape once encoded. Only
-    # in text that declares the kind; elsewhere base64 values are images, hashes and sourcemaps.
+    # under the `data` key of an object of that kind (prompts/kube_secret_data.py finds the
+    # blocks); elsewhere base64 values are images, hashes, sourcemaps and a ConfigMap's data.
     RedactionRule(
         "kubernetes-secret-data",
-        re.compile(
-            r"(?:^[ \t]+[\w.\-]{1,253}[ \t]*:|\"[\w.\-]{1,253}" + _QUOTE_GAP + r"\"[ \t]*:)[ \t]*(?P<q>[\"']?)"
-            r"(?P<secret>[A-Za-z0-9+/]{4,}={0,2})(?(q)" + _QUOTE_GAP + r"(?P=q))(?=[ \t]*(?:[,}\r\n]|$))",
-            re.MULTILINE,
-        ),
-        group="secret",
-        validator=_secret_data_ok,
+        _SECRET_DATA_PAIR,
         keywords=_SECRET_KIND,
+        finder=lambda text: secret_data_values(text, _SECRET_DATA_PAIR, _secret_data_ok),
     ),
     # Its `stringData`: plain text under any key (prompts/kube_string_data.py finds the values).
     RedactionRule(
@@ -485,19 +569,31 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
                  re.compile(r"identified(?=[ \t]+(?:with[ \t]+[a-z0-9_]{1,40}[ \t]+)?by[ \t]+'(?:[^'\n]|''){6})")),
     ),
     # A default inside a placeholder: `${DB_PASSWORD:-s3cr3t}`, `${API_TOKEN-s3cr3t}`, `${VAR:=...}`
-    # (shell, Compose) or Spring's `${db.password:s3cr3t}`; the variable's name stays, and a
-    # placeholder with no default (`${DB_PASSWORD}`) is no candidate. A default holds no brace:
-    # in `${A:-${B:-x}}` the inner placeholder is a candidate of its own.
+    # (shell, Compose) or Spring's `${db.password:s3cr3t}`, and the shell's alternate value
+    # (`${DB_PASSWORD:+s3cr3t}`, `${DB_PASSWORD+s3cr3t}`: a literal too, used when the variable is
+    # set); the variable's name and the operator stay, and a placeholder with no default
+    # (`${DB_PASSWORD}`) is no candidate, nor is the message of `${DB_PASSWORD:?must be set}`.
+    # A default holds no brace: in `${A:-${B:-x}}` the inner placeholder is a candidate of its own.
     RedactionRule(
         "placeholder-default",
         re.compile(
-            r"\$\{(?:(?P<key>[A-Za-z_][A-Za-z0-9_]{0,100})(?::?[\-=]|:)|(?P<skey>[A-Za-z_][\w.\-]{0,100}):)"
+            r"\$\{(?:(?P<key>[A-Za-z_][A-Za-z0-9_]{0,100})(?::?(?P<op>[\-=+])|:(?!\?))"
+            r"|(?P<skey>[A-Za-z_][\w.\-]{0,100}):(?![?+]))"
             # Eight characters at least, as every assignment's value check asks: `${PORT:-8080}`
             # and `${LOG_LEVEL:-info}` fail here, in C, and cost no validator call.
             rf"(?P<secret>[^{_SPACE}{{}}]{{8,500}})\}}"
         ),
         group="secret",
         validator=_placeholder_default_ok,
+    ),
+    # A Terraform variable's default (`variable "db_password" {` ... `default = "..."`): the name is
+    # in the block's header, the value's key is `default`. The block's text up to it holds no brace.
+    RedactionRule(
+        "terraform-variable-default",
+        re.compile(r"variable[ \t]+\"(?P<key>[A-Za-z0-9_\-]{1,100})\"[ \t]*\{[^{}]{0,1000}?(?<![\w])default"
+                   r"[ \t]*=[ \t]*\"(?P<secret>[^\"\\\r\n]{1,500})\""),
+        group="secret",
+        validator=_terraform_default_ok,
     ),
     RedactionRule(
         "generic-assignment",
@@ -517,16 +613,19 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             r"|(?<=[ \t])(?P<sp>))"
             r"[ \t]*(?:[bBrRuU]{1,2}(?=[\"']))?\\?"
             # A TOML (or Python) multi-line string: `password = """..."""`, `'''...'''`; the
-            # newline right after the opening delimiter is no part of the value.
+            # newline right after the opening delimiter is no part of the value. Its length is not
+            # bounded (a 6 KB `credentials = """{...}"""` went whole into a prompt when it was): the
+            # value stops at the next delimiter of its kind, so the values all candidates read are
+            # apart, each part of the text read at most once per kind of delimiter.
             r"(?:(?P<tq>\"\"\"|''')(?:\r?\n)?|(?P<q>[\"'`]))?"
             # A shell line continuation (`export API_TOKEN=abc\` and `def` on the next line)
             # goes on with the value: the shell joins the two lines into one word.
             # A quoted value may hold escapes: `"ab\\cd"` in JSON, `"ab\$cd"` in a shell.
             # (A run of the class first, not an alternation per character: that is the fast path.)
-            rf"(?P<secret>(?(tq)(?s:(?:(?!(?P=tq)).){{1,{_MULTILINE_BOUND}}})"
+            r"(?P<secret>(?(tq)(?s:(?:(?!(?P=tq)).)+)"
             rf"|(?(q){_QUOTED_VALUE}{{1,500}}(?:\\(?:[^{_SPACE}]|\r?\n[ \t]*){_QUOTED_VALUE}{{0,500}})*"
             rf"|(?(sp)[^{_SPACE}]{{1,500}}+"
-            rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*))))"
+            rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*" + _VALUE_GOES_ON + "))))"
             r"(?(tq)(?P=tq)|(?(q)" + _QUOTE_GAP + r"(?P=q)|(?(sp)[ \t]*(?![^\r\n])|(?![(\[]))))"
         ),
         group="secret",

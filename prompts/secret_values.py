@@ -164,7 +164,11 @@ def _key_strength(key: str) -> int:
     """0: the key names no credential (`monkey`, `keyboard`); 1: it mentions one
     (`secret_name`, `token_type`); 2: its last word is a credential noun (`DB_PASSWORD`)."""
     if not _GENERIC_KEY.search(key):
-        return 0
+        # `DB_PASS`, `smtp.pass`, `ansible_ssh_pass`, openssl's `pass:`: "pass" as the key's last
+        # word names a password (`bypass`, `passthrough` are words of their own), but also a step
+        # ("first_pass", "allPass", prose's "pass `x=1`"): only a random-looking value goes.
+        words = _words(key)
+        return 1 if words and words[-1].lower() == "pass" else 0
     words = _words(key)
     if words and words[0].lower() == "existing":
         return 1  # a Helm chart's `existingSecret: app-db`: the name of a Secret that holds it
@@ -211,21 +215,62 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
     # quoted one is: no code there names a variable, so `Ceslvc083_.Aoash` is no attribute path.
     connection = before.endswith(";") and text.startswith(";", m.end())
     strength = _strength(key)
+    if sp is not None and quoted and strength < 2:
+        return False  # prose's "pass `strict_roots=False`": a quoted word after a space, no separator
     if tq is not None and strength < 2 and len(value.split()) > 1:
         return False  # `PASSWORD_HELP = """Use 12 characters or more."""`: prose, not a token
+    ext = m.group("ext")
+    if ext:
+        return _value_going_on_ok(strength, key, value, ext, quoted=connection or quoted, connection=connection)
     return _assigned_value_ok(strength, key, value, quoted=connection or quoted,
                               connection=connection)
+
+
+# A value that is a call in code: a name, `(`, then what starts an argument or the `)` (`get(a,`,
+# `f()`, `os.getenv("X"`, `round(3.5,`), not a password's `p(4ssW0rd`.
+_CALL = re.compile(r"[A-Za-z_$][\w$.]*\((?:[A-Za-z_$\"'\[{(*&@)\-]|\d+(?:\.\d+)?(?![\w.]))")
+# No code glues a name or a number to a call's `)`: `Pa(ss)w0rd99` is a password.
+_GLUED_AFTER_CALL = re.compile(r"\)[A-Za-z0-9]")
+
+
+def _value_going_on_ok(strength: int, key: str, value: str, ext: str, *, quoted: bool, connection: bool) -> bool:
+    """An unquoted value that goes on over `,` `;` `(` `)` `<` or `>` (see `_VALUE_GOES_ON` in
+    prompts/secret_table.py): all of it is the secret when its first part alone is one (as it was
+    taken before the value went on), or when the whole is no code: not a call (`get_token(a,`) and,
+    after a name (`e.pw;return`), a random run or digits among both cases (`hunter;xK9pQ7vR2m`)."""
+    head = value[:len(value) - len(ext)]
+    if ext[0] != "(" and _assigned_value_ok(strength, key, head, quoted=quoted, connection=connection):
+        return True
+    if _CALL.match(value) and not _GLUED_AFTER_CALL.search(value):
+        return False
+    if _is_reference(head) or _is_placeholder(head):
+        has_digit, _, has_upper, has_lower = _char_kinds(value)
+        if not (has_digit and has_upper and has_lower) and not _has_random_run(value):
+            return False
+    return _assigned_value_ok(strength, key, value, quoted=quoted, connection=connection)
 
 
 def _properties_line(m: re.Match[str], key: str, between: str) -> bool:
     """A Java .properties line with a space for its separator (`db.password s3cr3t`): a dotted
     key alone at the line's start, spaces, the value, the line's end. Prose that starts a line
     with a credential word goes on with more words ("password reset link sent"), and its first
-    word is no dotted key; a value that is a name stays as in any unquoted assignment."""
-    if "." not in key.strip(".") or between.strip(" \t"):
+    word is no dotted key; a value that is a name stays as in any unquoted assignment.
+    Also a Dockerfile's legacy `ENV DB_PASSWORD s3cr3t`, and an undotted key naming a password
+    (`password s3cr3tValue9`, as a .properties file or a note of logins has it) when the value is
+    random as no word of a sentence is: digits among both cases, or a random run of letters."""
+    if between.strip(" \t"):
         return False
     line_start = m.string.rfind("\n", 0, m.start()) + 1
-    return not m.string[line_start:m.start()].strip(" \t")
+    before = m.string[line_start:m.start()].strip(" \t")
+    if before.upper() == "ENV":
+        return True
+    if before:
+        return False
+    if "." in key.strip("."):
+        return True
+    value = m.group("secret")
+    has_digit, _, has_upper, has_lower = _char_kinds(value)
+    return _strength(key) == 2 and ((has_digit and has_upper and has_lower) or _has_random_run(value))
 
 
 def _xml_value_ok(m: re.Match[str]) -> bool:

@@ -11,6 +11,7 @@ from cardloop.prompts.secret_values import (
     _PATH,
     _TYPE_EXPR,
     _assigned_value_ok,
+    _is_code_name,
     _is_placeholder,
     _strength,
 )
@@ -31,10 +32,15 @@ def _outer_key(text: str, end: int) -> str:
 def _placeholder_default_ok(m: re.Match[str]) -> bool:
     """The default of `${VAR:-default}` (shell, Compose), `${VAR-default}`, `${VAR:=default}` or
     Spring's `${name:default}`: what the program uses when the variable is unset, so a literal,
-    never a reference. It is a credential when the variable names one (`${DB_PASSWORD:...}`) or
-    the key it is assigned to does (`spring.datasource.password=${DB_PASS:...}`)."""
+    never a reference; so is the alternate of `${VAR:+alt}` (used when it is set). It is a
+    credential when the variable names one (`${DB_PASSWORD:...}`) or the key it is assigned to
+    does (`spring.datasource.password=${DB_PASS:...}`)."""
     key = m.group("key") or m.group("skey")
     value = m.group("secret")
+    if m.group("op") == "+" and ("$" in value or (value[0] == "-" and _is_code_name(value.lstrip("-")))):
+        # An alternate value is often built from the variable itself or is a flag that says it
+        # is set (`${DB_PASSWORD:+-p"$DB_PASSWORD"}`, `${API_TOKEN:+--with-token}`): no literal.
+        return False
     strength = max(_strength(key), _strength(_outer_key(m.string, m.start())))
     if strength == 2:
         # Under a credential noun a default is the credential, whatever its shape, once it is
@@ -43,6 +49,13 @@ def _placeholder_default_ok(m: re.Match[str]) -> bool:
         return not (len(value) < 8 or _is_placeholder(value) or _TYPE_EXPR.fullmatch(value)
                     or _PATH.fullmatch(value))
     return _assigned_value_ok(strength, key, value, quoted=True)
+
+
+def _terraform_default_ok(m: re.Match[str]) -> bool:
+    """The default of a Terraform variable, named in the block's header (`variable "db_password"
+    { default = "..." }`): judged as a quoted value under that name."""
+    key = m.group("key")
+    return _assigned_value_ok(_strength(key), key, m.group("secret"), quoted=True)
 
 
 def _html_password_ok(m: re.Match[str]) -> bool:

@@ -186,7 +186,11 @@ SYNTAXES = ("assignment", "yaml", "yaml-plain", "yaml-block", "json", "json-esca
 # Syntaxes added later are drawn after the ones above (`samples`), so adding one leaves every
 # earlier sample as it was: a change in the figures is then the redactor's, not a new draw's.
 ADDED_SYNTAXES = ("placeholder-default", "yaml-anchor-tag", "toml-multiline", "toml-multiline-literal",
-                  "properties-space", "html-password-input")
+                  "properties-space", "html-password-input", "env-stop-characters",
+                  # Passwords in tools' own syntaxes, where the key names no credential or no `=` marks
+                  # the value: drawn for the password families only (`_ONLY_FOR`).
+                  "netrc-lines", "dockerfile-env", "terraform-variable", "keytool", "piped-stdin", "redis-conf",
+                  "htpasswd", "powershell", "env-pass-key", "npmrc-auth")
 SYNTAXES += ADDED_SYNTAXES
 
 
@@ -247,6 +251,33 @@ def render(family: Family, syntax: str, value: str) -> tuple[str, Callable[[str]
         attr = lambda p: xml_escape(p, {'"': "&quot;"})  # noqa: E731
         return (f'<form action="/login" method="post">\n  <input type="text" name="user" value="deploy">\n'
                 f'  <input class="form-control" value="{attr(value)}" type="password" id="pw">\n</form>\n'), attr
+    if syntax == "netrc-lines":  # ~/.netrc with a line per token
+        return f"machine github.com\n  login deploy-bot\n  password {value}\n", same
+    if syntax == "dockerfile-env":  # the legacy `ENV key value` form
+        return f"FROM postgres:16\nENV POSTGRES_USER app\nENV {key.upper()} {value}\n", same
+    if syntax == "terraform-variable":  # the name in the block's header, the value under `default`
+        return (f'variable "{key.lower()}" {{\n  type      = string\n  sensitive = true\n'
+                f'  default   = "{value}"\n}}\n'), same
+    if syntax == "keytool":
+        return (f"keytool -importkeystore -srckeystore app.p12 -srcstoretype PKCS12 -srcstorepass {value} "
+                f"-destkeystore app.jks -deststorepass {value}\n"), same
+    if syntax == "piped-stdin":
+        return f"echo '{value}' | docker login -u deploy-bot --password-stdin registry.example.com\n", same
+    if syntax == "redis-conf":
+        return f"bind 0.0.0.0\nport 6379\n# requirepass foobared\nrequirepass {value}\nmasterauth {value}\n", same
+    if syntax == "htpasswd":
+        return f"RUN htpasswd -bc /etc/nginx/.htpasswd admin {value}\n", same
+    if syntax == "powershell":
+        return f"$pw = ConvertTo-SecureString '{value}' -AsPlainText -Force\n", same
+    if syntax == "env-pass-key":  # "pass" as the key's last word
+        return f"SMTP_HOST=mail.example.com\nSMTP_PASS={value}\nREDIS_PASS: \"{value}\"\n", same
+    if syntax == "npmrc-auth":  # base64 of user:password
+        auth = base64.b64encode(f"deploy-bot:{value}".encode()).decode()
+        return f"registry=https://npm.example.com/\n//npm.example.com/:_auth={auth}\nalways-auth=true\n", \
+            lambda _p: auth
+    if syntax == "env-stop-characters":  # a password holding characters where code ends a value
+        stops = lambda p: p[:3] + ";" + p[3:6] + "(" + p[6:9] + "," + p[9:]  # noqa: E731
+        return f"DB_HOST=db\n{key.upper()}={stops(value)}\nLOG_LEVEL=info\n", stops
     if syntax == "properties-space":  # a Java .properties line, a space for its separator
         return f"# app.properties\ndb.url jdbc:postgresql://db:5432/app\napp.{key.lower()} {value}\ndb.pool 10\n", same
     if syntax == "toml-multiline":  # a basic multi-line string, its value on the next line
@@ -308,7 +339,10 @@ class Sample:
 # credential name it is assigned to can tell it (`GH_PAT`, `AGE_KEY` do not, as names go).
 _CREDENTIAL_NAME = re.compile(r"(?i)passw(?:or)?d|passwd|secret|token|api_key|credentials|creds")
 # Syntaxes that only some families are written in: SQL sets passwords.
-_ONLY_FOR = {"env-continued": _CREDENTIAL_NAME, "sql-password": re.compile(r"(?i)passw")}
+_ONLY_FOR = {"env-continued": _CREDENTIAL_NAME, "sql-password": re.compile(r"(?i)passw"),
+             **dict.fromkeys(("env-stop-characters", "netrc-lines", "dockerfile-env", "terraform-variable", "keytool",
+                              "piped-stdin", "redis-conf", "htpasswd", "powershell", "env-pass-key", "npmrc-auth"),
+                             re.compile(r"(?i)passw"))}
 
 
 def samples(seed: int = 11, per_family: int = 1) -> list[Sample]:

@@ -140,3 +140,37 @@ def test_data_values_of_a_secret_quoted_in_json_are_redacted() -> None:
     parsed = json.loads(json.loads(redact(json.dumps({"content": json.dumps(manifest)})))["content"])
     assert set(parsed["data"].values()) == {"[REDACTED:kubernetes-secret-data]"}
     assert parsed["metadata"] == manifest["metadata"]
+
+
+LOGO = b64("<svg xmlns='http://www.w3.org/2000/svg'><title>acme</title></svg>")
+
+
+@pytest.mark.parametrize("text", [
+    # A ConfigMap after a Secret in one file: its data is configuration.
+    f"apiVersion: v1\nkind: Secret\ntype: Opaque\ndata:\n  password: {b64(PASSWORD)}\n---\n"
+    f"apiVersion: v1\nkind: ConfigMap\ndata:\n  logo.svg: {LOGO}\n",
+    # kubectl get secrets,configmaps -o yaml: a list whose items name their own kinds (after their data).
+    f"apiVersion: v1\nitems:\n- apiVersion: v1\n  data:\n    logo.svg: {LOGO}\n  kind: ConfigMap\n"
+    f"  metadata:\n    name: brand\n- apiVersion: v1\n  data:\n    password: {b64(PASSWORD)}\n  kind: Secret\n"
+    f"  metadata:\n    name: db\n    annotations:\n      checksum: {LOGO}\nkind: List\n",
+    # The same as JSON.
+    json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"kind": "ConfigMap", "data": {"logo.svg": LOGO}},
+        {"kind": "Secret", "data": {"password": b64(PASSWORD)}, "metadata": {"annotations": {"checksum": LOGO}}},
+    ]}, indent=2),
+    # A comment that names the kind; base64 under another key.
+    f"# the chart renders a kind: Secret from these\nbranding:\n  logo: {LOGO}\n",
+], ids=["next-document", "kubectl-list", "kubectl-list-json", "comment"])
+def test_base64_outside_a_secrets_data_stays_in_text_that_declares_one(text: str) -> None:
+    out = redact(text)
+    assert b64(PASSWORD) not in out and LOGO in out
+    assert out.count(LOGO) == text.count(LOGO)
+
+
+@pytest.mark.parametrize("text", [
+    f'"kind": "Secret",\n"data": {{"password": "{b64(PASSWORD)}"}}\n',  # an excerpt without its outer braces
+    f'{{"kind": "Secret", "data": {{"password": "{b64(PASSWORD)}", "port": "{b64("5432")}"',  # a cut log line
+    f"kind: Secret\nmetadata:\n  name: db\n\n    data:\n      password: {b64(PASSWORD)}\n",  # odd indentation
+], ids=["json-excerpt", "json-truncated", "indented-excerpt"])
+def test_a_secrets_data_cut_from_its_object_is_still_redacted(text: str) -> None:
+    assert b64(PASSWORD) not in redact(text)

@@ -30,6 +30,18 @@ FAMILIES = {
     "name/value pairs left open": lambda n: "- name: db_token\n  value: '" * (n // 27),
     "SQL password quotes": lambda n: "password 'identified by '" * (n // 26),
     "quoted backslashes": lambda n: 'token="' + "\\a" * (n // 2),
+    # A multi-line string's value is not bounded: each ends at the next delimiter of its kind.
+    "multi-line strings left open": lambda n: "password = \"\"\" a\ntoken = ''' b\n" * (n // 31),
+    "one multi-line string left open": lambda n: "password = '''" + "a1 " * (n // 3),
+    "Secret data blocks nested": lambda n: "kind: Secret\n" + "".join(" " * i + "data:\n" for i in range(int(n**0.5))),
+    "Secret data objects left open": lambda n: '"kind":"Secret",' + '{"data":{"k":"aGVsbG8=",' * (n // 25),
+    # A value that goes on over `;` `(` `,` (each candidate reads a bounded number of its parts).
+    "values going on, rejected": lambda n: "password=a(!password=a(" * (n // 24),
+    "values going on, accepted": lambda n: "password=Ab3;xK9pQ7vR2m;" * (n // 24),
+    "values going on, one run": lambda n: "password=a" + ";b" * (n // 2),
+    "tool words": lambda n: ('htpasswd -b a b echo x | requirepass -storepass variable "pw" { login\n password '
+                             "ConvertTo-SecureString '") * (n // 100) + "--password-stdin",
+    "variable blocks left open": lambda n: 'variable "db_password" {' * (n // 24),
 }
 
 

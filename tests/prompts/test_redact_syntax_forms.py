@@ -25,7 +25,11 @@ def _gone(out: str) -> bool:
     (f"app.api-key: ${{app.api-key:{SECRET}}}\n", "${app.api-key:"),
     (f'"password": "${{PW:-{SECRET}}}"', '"password": "${PW:-'),
     (f"url: ${{A:-${{DB_PASSWORD:-{SECRET}}}}}\n", "${A:-${DB_PASSWORD:-"),
-], ids=["spring", "compose", "no-colon", "assign-default", "outer-key", "spring-kebab", "json", "nested"])
+    # The shell's alternate value, used when the variable is set: a literal as a default is.
+    (f"DB_URL=${{DB_PASSWORD:+{SECRET}}}\n", "DB_URL=${DB_PASSWORD:+"),
+    (f"export PGPASSWORD=${{DB_PASSWORD+{SECRET}}}\n", "${DB_PASSWORD+"),
+], ids=["spring", "compose", "no-colon", "assign-default", "outer-key", "spring-kebab", "json", "nested",
+        "alternate", "alternate-no-colon"])
 def test_a_default_inside_a_placeholder_is_redacted(text: str, kept: str) -> None:
     out = redact(text)
     assert _gone(out) and kept in out and "[REDACTED:placeholder-default]" in out
@@ -40,6 +44,11 @@ def test_a_default_inside_a_placeholder_is_redacted(text: str, kept: str) -> Non
     "key_file: ${TLS_KEY_FILE:-/etc/tls/key.pem}\n",
     "const s = `${a-b} and ${count:-0}`;\n",
     "echo ${PASSWORD_FILE:-/run/secrets/db_password}\n",
+    # The message of `:?` (the shell stops with it when the variable is unset), an alternate built
+    # from the variable itself or a flag saying it is set.
+    "password: ${DB_PASSWORD:?DB_PASSWORD_must_be_set}\nx: ${db.password:?required_here}\n",
+    'mysql -u app ${DB_PASSWORD:+-p"$DB_PASSWORD"} app\n',
+    "gh auth login ${GH_TOKEN:+--with-token}\n",
 ])
 def test_placeholders_without_a_credential_default_stay(text: str) -> None:
     assert redact(text) == text
@@ -88,7 +97,9 @@ def test_yaml_aliases_references_and_tags_on_names_stay(text: str) -> None:
     (f'api_key = """\n{SECRET}\n"""\nport = 5432\n', '"""\nport = 5432'),
     (f"password = '''\n{SECRET}{SECRET}'''\n", "password = '''\n"),
     (f'password = """\ncorrect horse {SECRET} staple\n"""\n', 'password = """\n'),
-], ids=["basic", "literal", "next-line", "literal-next-line", "words"])
+    # Longer than any bound a scan could set (a service account's JSON key runs to kilobytes).
+    (f'credentials = """\n{SECRET}{"x" * 9000}{SECRET}\n"""\nport = 5432\n', '"""\nport = 5432'),
+], ids=["basic", "literal", "next-line", "literal-next-line", "words", "long"])
 def test_a_toml_multi_line_string_under_a_credential_key_is_redacted(text: str, kept: str) -> None:
     out = redact(text)
     assert _gone(out) and kept in out and "[REDACTED:generic-assignment]" in out
@@ -141,7 +152,10 @@ def test_a_provider_token_ends_at_the_brace_of_its_placeholder() -> None:
     (f"<form>\n  <input\n    class='pw'\n    type=password\n    value='{SECRET}'\n  >\n</form>", "    value='"),
     (f'<input type="password" value="correct horse {SECRET}">', '<input type="password" value="'),
     (f'<input type="password" value={SECRET}>', "value=[REDACTED:html-password-input]>"),
-], ids=["type-first", "value-first", "multi-line", "spaces", "unquoted"])
+    # HTML's names are case-insensitive: an old page or a generator writes them in capitals.
+    (f'<INPUT TYPE="PASSWORD" NAME="pw" VALUE="{SECRET}">', '<INPUT TYPE="PASSWORD" NAME="pw" VALUE="'),
+    (f"<Input Value='{SECRET}' Type='Password'>", "<Input Value='"),
+], ids=["type-first", "value-first", "multi-line", "spaces", "unquoted", "upper-case", "mixed-case"])
 def test_an_html_password_input_loses_its_value(text: str, kept: str) -> None:
     out = redact(text)
     assert _gone(out) and kept in out and "[REDACTED:html-password-input]" in out
@@ -153,6 +167,7 @@ def test_an_html_password_input_loses_its_value(text: str, kept: str) -> None:
     f'<input type="text" name="commit" value="{"a3f1" * 10}">',
     '<input type="password" data-value="abcdxyz1" value="********">',
     '<input type="password-confirm" value="not-a-type-we-know">',
+    f'<INPUT TYPE="TEXT" NAME="commit" VALUE="{"a3f1" * 10}">\n<INPUTS type="password" value="abcdxyz1">',
 ])
 def test_html_inputs_that_hold_no_password_stay(text: str) -> None:
     assert redact(text) == text

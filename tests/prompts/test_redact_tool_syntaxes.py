@@ -1,0 +1,72 @@
+"""Passwords in tools' own syntaxes, where the key names no credential or no `=` marks the value:
+.netrc over lines, .npmrc's `_auth`, keys ending in "pass", a Dockerfile's legacy `ENV`, a
+.properties line with an undotted key, a Terraform variable's default, keytool, htpasswd, a
+password piped to `--password-stdin`, redis.conf and PowerShell. References, prompts, names and
+prose stay."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from cardloop.prompts.redact import redact
+
+PW = "Zx9Qm2Lk" + "8Wt4Rv"
+AUTH = base64.b64encode(f"deploy:{PW}".encode()).decode()
+
+
+@pytest.mark.parametrize(("text", "rule"), [
+    (f"machine github.com\n  login deploy\n  password {PW}\n", "command-login-password"),
+    (f"machine h\nlogin deploy\npassword {PW}\n", "command-login-password"),
+    (f"//npm.example.com/:_auth={AUTH}\nalways-auth=true\n", "npmrc-auth"),
+    (f"_auth = \"{AUTH}\"\n", "npmrc-auth"),
+    (f"SMTP_PASS={PW}\n", "generic-assignment"),
+    (f"ansible_ssh_pass: {PW}\n", "generic-assignment"),
+    (f"helm install app ./chart --set-string db.pass={PW}\n", "generic-assignment"),
+    (f"openssl pkcs12 -export -passout pass:{PW} -out app.p12\n", "generic-assignment"),
+    (f"FROM postgres:16\nENV POSTGRES_PASSWORD {PW}\n", "generic-assignment"),
+    (f"# app.properties\npassword {PW}\n", "generic-assignment"),
+    (f'variable "db_password" {{\n  type      = string\n  sensitive = true\n  default   = "{PW}"\n}}\n',
+     "terraform-variable-default"),
+    (f"keytool -importkeystore -srcstorepass {PW} -deststorepass '{PW}'\n", "keytool-password"),
+    (f"jarsigner -keystore app.jks -storepass {PW} -keypass {PW} app.jar key\n", "keytool-password"),
+    (f"RUN htpasswd -bc /etc/nginx/.htpasswd admin {PW}\n", "htpasswd-password"),
+    (f"htpasswd -nbB admin '{PW}' > users\n", "htpasswd-password"),
+    (f"echo '{PW}' | docker login -u deploy --password-stdin ghcr.io\n", "piped-password"),
+    (f"printf %s {PW} | helm registry login r.example.com -u ci --password-stdin\n", "piped-password"),
+    (f"requirepass {PW}\nmasterauth \"{PW}\"\n", "redis-config-password"),
+    (f"redis-server --requirepass {PW}\n", "redis-config-password"),
+    (f"$pw = ConvertTo-SecureString '{PW}' -AsPlainText -Force\n", "powershell-secure-string"),
+    (f'$pw = convertto-securestring -String "{PW}" -asplaintext -force\n', "powershell-secure-string"),
+], ids=["netrc-indented", "netrc-lines", "npmrc-auth", "npmrc-auth-quoted", "env-pass", "ansible-pass",
+        "helm-pass", "openssl-pass", "dockerfile-env", "properties-undotted", "terraform", "keytool",
+        "jarsigner", "htpasswd", "htpasswd-stdout", "echo-stdin", "printf-stdin", "redis-conf",
+        "redis-server", "powershell", "powershell-lower"])
+def test_a_password_in_a_tools_syntax_is_redacted(text: str, rule: str) -> None:
+    out = redact(text)
+    assert PW[:8] not in out and PW[-8:] not in out and AUTH[:12] not in out, out
+    assert f"[REDACTED:{rule}]" in out, out
+
+
+@pytest.mark.parametrize("text", [
+    "machine github.com\n  login deploy\n  password $NETRC_PASSWORD\n",
+    "login page\npassword reset link sent\n",
+    "_auth=aGVsbG8gd29ybGQ=\n//npm.example.com/:_authToken=${NPM_TOKEN}\n",
+    "DB_PASS=${DB_PASS}\nfirst_pass = compile(src)\nsecond_pass=True\nbypass=Xk9pQ7vR2mZa9\n",
+    'const m = {all:"every",allPass:"overEvery",anyPass:"overSome"};\n',
+    "a root that does not resolve grants nothing. Pass `strict_roots=False`\n    for a lenient check\n",
+    "ENV PASSWORD_FILE /run/secrets/db_password\nENV APP_HOME /srv/app\n",
+    "Password expired\npassword reset123\nPassword rotation-2024\nsecret_name db-creds-2024\n",
+    'variable "region" {\n  default = "eu-west-1"\n}\nvariable "db_password_length" {\n  default = "16"\n}\n',
+    'variable "db_password" {\n  default = var.fallback_password\n}\n',
+    "keytool -list -keystore app.jks -storepass:env STOREPASS\nkeytool -storepass changeit -list\n",
+    "htpasswd -b .htpasswd admin $ADMIN_PASSWORD\nhtpasswd -c .htpasswd admin\n",
+    'echo "$CR_PAT" | docker login ghcr.io -u bot --password-stdin\necho done | tee log\n',
+    "# requirepass foobared\nrequirepass ${REDIS_PASSWORD}\n",
+    '$pw = ConvertTo-SecureString $plain -AsPlainText -Force\n$s = ConvertTo-SecureString "$env:PW" -AsPlainText\n',
+], ids=["netrc-variable", "prose-lines", "npmrc-no-pair", "pass-names", "minified-pass", "prose-pass",
+        "dockerfile-paths", "prose-and-names", "terraform-no-credential", "terraform-reference",
+        "keytool-env", "htpasswd-variable", "echo-variable", "redis-default", "powershell-variable"])
+def test_references_names_and_prose_in_those_syntaxes_stay(text: str) -> None:
+    assert redact(text) == text
