@@ -1,5 +1,6 @@
 """config.toml as an entry point loads it: the contracts' checks (keys, budgets, stages,
-profiles), then the names only the families' registries know. An unknown source in
+profiles), then the names of the families' registries (contracts/names.py lists them, so the
+registries themselves are not imported at start-up). An unknown source in
 `[context.sources]`, or a `[providers.*]` or `[boards.*]` table that names no provider or
 board, fails at start-up with a ConfigError naming the key."""
 
@@ -12,9 +13,7 @@ from typing import TYPE_CHECKING
 from cardloop.contracts import config as contracts
 from cardloop.contracts.config import Config
 from cardloop.contracts.errors import ConfigError
-from cardloop.contracts.names import BOARD_NAMES
-from cardloop.integrations.providers.registry import PROVIDERS
-from cardloop.integrations.sources.registry import SOURCES
+from cardloop.contracts.names import BOARD_NAMES, PROVIDER_NAMES, SOURCE_NAMES
 from cardloop.prompts.stages import Stage
 
 if TYPE_CHECKING:
@@ -33,11 +32,11 @@ def unknown_names(config: Config) -> list[str]:
     def unknown(key: str, what: str, name: str, known: Iterable[str]) -> str:
         return f"{key}: unknown {what} {name!r} (expected one of: {', '.join(known)})"
 
-    problems = [unknown(f"context.sources.{stage.value}", "source", name, SOURCES)
-                for stage, names in config.context.sources.items() for name in names if name not in SOURCES]
-    problems += [unknown(f"providers.{name}", "provider", name, PROVIDERS)
-                 for name in config.providers if name not in PROVIDERS]
-    # Named without importing the adapters, which import their boards' clients.
+    # Named without importing the registries (names.py says why; tests hold the lists to them).
+    problems = [unknown(f"context.sources.{stage.value}", "source", name, SOURCE_NAMES)
+                for stage, names in config.context.sources.items() for name in names if name not in SOURCE_NAMES]
+    problems += [unknown(f"providers.{name}", "provider", name, PROVIDER_NAMES)
+                 for name in config.providers if name not in PROVIDER_NAMES]
     problems += [unknown(f"boards.{name}", "board", name, BOARD_NAMES) for name in config.boards
                  if name not in BOARD_NAMES]
     return problems

@@ -29,6 +29,7 @@ from cardloop.activities.results import ResultsActivities
 from cardloop.activities.workspace import WorkspaceActivities
 from cardloop.app.metrics import StageOutcomes
 from cardloop.app.sandbox import workflow_runner
+from cardloop.contracts.payloads import build_models
 from cardloop.workflows.card import CardWorkflow
 from cardloop.workflows.research import ResearchWorkflow
 from cardloop.workflows.stage import StageWorkflow
@@ -114,6 +115,7 @@ def build_worker(client: Client, rt: ActivityDeps, *, task_queue: str | None = N
     """`graceful_shutdown`: how long running activities may go on after shutdown() before they are
     cancelled (`cardloop worker` uses worker.graceful_shutdown_seconds; tests and the dev stack 0)."""
     size = rt.config.temporal.max_concurrent_activities
+    build_models()  # the payload models, before the first workflow task or activity needs one
     # In the background: the worker polls at once, and the first model call finds its client built.
     threading.Thread(target=rt.warm_providers, name="cardloop-provider-warmup", daemon=True).start()
     workspaces = WorkspaceActivities(rt)

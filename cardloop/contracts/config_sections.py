@@ -1,8 +1,8 @@
 """The sections of config.toml, one pydantic model each; `Config` (config.py) holds them all,
 loads the file with its environment overrides and checks what spans sections."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: every command loads these models, and pydantic would
+# evaluate each field's annotation from its string first (payloads.py says more).
 import re
 from typing import Annotated, Any, Literal
 
@@ -224,7 +224,7 @@ class BoardConfig(_Section):
     project: str = ""
 
     @model_validator(mode="after")
-    def _write_columns_agree(self) -> BoardConfig:
+    def _write_columns_agree(self) -> "BoardConfig":
         for stage, column in self.write_columns.items():
             mapped = self.stage_for(column)
             if not column.strip():

@@ -85,6 +85,11 @@ SEARCH_ATTRIBUTE_TYPES = {SA_CARD_ID: "Keyword", SA_CARD_STAGE: "Keyword", SA_RE
 # holds to this list): the config check names an unknown one without importing the adapters and
 # their clients (about 50 ms of every CLI command that reads the config).
 BOARD_NAMES = ("github", "linear", "jira", "trello", "generic")
+# The same for the context sources and the model providers (cardloop/integrations/sources/
+# registry.py SOURCES and providers/registry.py PROVIDERS, each held to its list by a test): the
+# registries import the sources' and providers' base modules (about 10 ms of every command).
+SOURCE_NAMES = ("repository", "github_actions", "github_reviews", "github_tests", "kubernetes")
+PROVIDER_NAMES = ("anthropic", "openai", "gemini")
 
 # --- error types -----------------------------------------------------------------------------
 # Deterministic failures: retrying cannot help, so the activity fails at once and the

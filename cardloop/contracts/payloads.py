@@ -5,8 +5,9 @@ rename or remove one. Every value here is small (ids, counts, short excerpts); t
 things (history, prompts, logs) live in the store and travel as references.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: pydantic would evaluate each of the ~400 field
+# annotations from its string at class creation (about 10 ms of every card command's start-up).
+# A field naming a model defined further down quotes that annotation.
 import hashlib
 import re
 from datetime import datetime
@@ -55,8 +56,14 @@ def card_key_id(board_card_id: str) -> str:
     return encoded
 
 
+# Validators and serializers are built on a model's first use, not at import: the CLI imports
+# this module for a few of its 60 models, and building them all took about 20 ms of every card
+# command's start-up. The worker and the API build them all as they start (build_models).
+_DEFERRED = ConfigDict(defer_build=True)
+
+
 class _Value(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
 
 class CardRef(_Value):
@@ -84,7 +91,7 @@ class CardRef(_Value):
         return value
 
     @classmethod
-    def for_board(cls, tenant: str, board: str, card_id: str) -> CardRef:
+    def for_board(cls, tenant: str, board: str, card_id: str) -> "CardRef":
         """The ref of a board's card (card_key_id encodes its id); ValueError naming a refused id."""
         return cls(tenant=tenant, board=board, card_id=card_key_id(card_id))
 
@@ -97,7 +104,7 @@ class CardRef(_Value):
         return f"card/{self.key}"
 
     @classmethod
-    def parse(cls, key: str) -> CardRef:
+    def parse(cls, key: str) -> "CardRef":
         """'tenant/board/card', 'board/card' or 'card' (defaults fill the rest)."""
         parts = key.split("/")
         if len(parts) > 3 or not all(parts):
@@ -194,6 +201,8 @@ class CancelRequest(_Value):
 
 
 class StageProgress(BaseModel):
+    model_config = _DEFERRED
+
     iteration: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -243,7 +252,7 @@ def tokens_spent(r: StageRun | StageProgress) -> int:
 class CardState(BaseModel):
     """What the card workflow holds and its query returns; carried across continue-as-new."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     stage: str | None = None           # the current or last stage
     status: Literal["idle", "running", "blocked", "done"] = "idle"
@@ -328,7 +337,7 @@ class StageSettings(_Value):
     # A gathered log over this many tokens is researched (analysts + synthesizer) and the report
     # put into the prompt ([research] stages, auto_min_tokens); 0: never. None: no research settings.
     research_min_tokens: int = 0
-    research: ResearchSettings | None = None
+    research: "ResearchSettings | None" = None
 
 
 class GatherInput(_Value):
@@ -345,7 +354,7 @@ class GatherResult(_Value):
     items: int = 0
     reason: str = ""
     # The whole logs the source kept in the store (name, blob ref, tokens): what research reads.
-    logs: list[NamedBlob] = Field(default_factory=list)
+    logs: "list[NamedBlob]" = Field(default_factory=list)
     # status "ok" but partial: what the source could not read, each with why (one job's log, one
     # pod's log or events). A field, not a status of its own: a worker that predates it reads
     # "ok" and ignores the field (extra="ignore"), where a new status value would fail validation.
@@ -455,7 +464,7 @@ class CompleteResult(_Value):
     cost_usd: float = 0.0  # the usage of the call whose reply was kept: the turn's own
     # True: an earlier attempt had stored this reply; it was returned without calling the model.
     reused: bool = False
-    tool_calls: list[ToolCallOut] = Field(default_factory=list)  # the tools the model asked to run
+    tool_calls: "list[ToolCallOut]" = Field(default_factory=list)  # the tools the model asked to run
     # The provider ended the reply short of its end: "max_tokens" (cut at the output limit) or
     # "malformed_function_call"; "" for a whole reply (and for one an earlier attempt stored).
     stopped: str = ""
@@ -789,6 +798,8 @@ class ResearchResult(_Value):
 
 
 class ResearchProgress(BaseModel):
+    model_config = _DEFERRED
+
     phase: str = "starting"
     batches_total: int = 0
     batches_done: int = 0
@@ -796,3 +807,13 @@ class ResearchProgress(BaseModel):
     chunks_total: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+
+
+def build_models() -> None:
+    """Build every model here now: a long-running process (the worker, the API) pays for them at
+    start as it did before defer_build, not in its first workflow task or request (and never in
+    two threads at once)."""
+    for value in list(globals().values()):
+        if (isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == __name__
+                and not value.__pydantic_complete__):
+            value.model_rebuild()

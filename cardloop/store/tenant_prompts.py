@@ -10,15 +10,19 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Row, select, update
 
 from cardloop.prompts.card import TenantPrompt
-from cardloop.prompts.validate import ValidationResult, ValidationStatus
 from cardloop.store import schema as s
 from cardloop.store.base import StoreBase, check_text
 from cardloop.store.values import NotFoundError, StoreError, TenantPromptVersion, check_tenant, encode_text
+
+if TYPE_CHECKING:
+    # The validator compiles its rules on import (about 12 ms): every command that opens the
+    # store would pay for it; only the one that stores a prompt needs it, and has it loaded.
+    from cardloop.prompts.validate import ValidationResult
 
 # The version column is an INTEGER: 4 bytes on PostgreSQL, 8 on SQLite. No version above the
 # smaller bound can exist on either, and asking for one is a driver error (PostgreSQL "integer
@@ -47,6 +51,8 @@ class TenantPromptsMixin(StoreBase):
         sanitized prompt. `created_by` says who did it (an API token id, "cli", ...). `guard` is the
         guard model's reading when one was asked; a "reject" is refused like a REJECTED prompt.
         """
+        from cardloop.prompts.validate import ValidationStatus
+
         self._tenant(check_tenant(tenant))
         if validation.status == ValidationStatus.REJECTED:
             raise StoreError(f"tenant {tenant!r}: a REJECTED prompt is never stored")

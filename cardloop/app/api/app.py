@@ -25,6 +25,7 @@ from cardloop.app.api.services import Services
 from cardloop.app.cards import CardService
 from cardloop.app.temporal import TemporalLink
 from cardloop.contracts.config import Config
+from cardloop.contracts.payloads import build_models
 from cardloop.prompts.surrogates import printable
 from cardloop.store import Store
 
@@ -54,6 +55,7 @@ def _message(request: Request, error: Any) -> str:
 
 
 def create_app(svc: Services) -> FastAPI:
+    build_models()  # the payload models, before the first request (payloads.py)
     app = FastAPI(
         title="cardloop",
         version="0.1.0",

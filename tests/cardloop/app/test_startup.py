@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable
@@ -55,11 +56,24 @@ def test_the_boards_the_config_accepts_are_the_boards_with_an_adapter() -> None:
     assert tuple(BOARDS) == names.BOARD_NAMES
 
 
-def test_loading_the_config_does_not_import_the_board_adapters() -> None:
+def test_the_sources_and_providers_the_config_accepts_are_the_registries() -> None:
+    from cardloop.contracts import names
+    from cardloop.integrations.providers.registry import PROVIDERS
+    from cardloop.integrations.sources.registry import SOURCES
+
+    assert tuple(SOURCES) == names.SOURCE_NAMES  # the order too: the error lists them in it
+    assert tuple(PROVIDERS) == names.PROVIDER_NAMES
+
+
+def test_loading_the_config_imports_neither_the_board_adapters_nor_the_registries() -> None:
     """Every CLI command loads the config; the adapters import their boards' clients (httpx, about
-    50 ms), which only the commands that talk to boards need. A fresh interpreter: this one may
-    have imported them already."""
-    code = ("import sys; from cardloop.app.startup import load_config; from cardloop.contracts.config import "
-            "REPO_CONFIG; load_config(REPO_CONFIG, env={}); print('cardloop.app.boards.adapters' in sys.modules)")
+    50 ms), which only the commands that talk to boards need, and the sources' and providers'
+    registries their base modules (about 10 ms). A fresh interpreter: this one may have imported
+    them already."""
+    code = ("import json, sys; from cardloop.app.startup import load_config; from cardloop.contracts.config import "
+            "REPO_CONFIG; load_config(REPO_CONFIG, env={}); print(json.dumps(sorted(sys.modules)))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert run.stdout.strip() == "False"
+    loaded = set(json.loads(run.stdout))
+    assert "cardloop.contracts.config" in loaded  # the probe did load the config...
+    assert not {"cardloop.app.boards.adapters", "cardloop.integrations.sources.registry",
+                "cardloop.integrations.providers.registry"} & loaded  # ...without these
