@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cardloop.app.cli import startup_gc
 from cardloop.app.cli.context import add_context_command
 from cardloop.app.cli.doctor import add_doctor_command
 from cardloop.app.cli.files import read_text
@@ -352,6 +353,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         config = load_config(args.config) if getattr(args, "needs_config", True) else None
+        if not getattr(args, "resumes_gc", False):
+            startup_gc.resume()
         return int(args.func(args, config) or 0)
     except CardloopError as exc:
         print(f"cardloop: error: {exc}", file=sys.stderr)
@@ -373,6 +376,7 @@ def run() -> None:
     none). tests/cardloop/app/cli/test_exit.py runs the CLI against a busy stack with calls left
     in flight. Everything the command owns is closed before main returns; the streams are
     flushed here."""
+    startup_gc.pause()
     try:
         code = main()
     except KeyboardInterrupt:  # Ctrl-C before a command took over the signals: nothing to stop yet

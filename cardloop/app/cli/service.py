@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cardloop.app.cli import startup_gc
 from cardloop.app.cli.files import read_text
 from cardloop.contracts.comments import MAX_COMMENT_CHARS
 from cardloop.contracts.errors import CardloopError, InputError
@@ -183,6 +184,7 @@ def _card_command(args: argparse.Namespace, config: Config, action) -> int:
     from cardloop.app.temporal import TemporalUnavailable, connect
 
     async def main() -> int:
+        startup_gc.resume()  # the command's modules are loaded (startup_gc.py)
         ref, card = _resolve(args.card, args)  # bad input fails before any connection
         store = open_store(config)
         try:
@@ -617,7 +619,7 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
                    help="as --wait, printing the run's turns, tool calls, replies and retries as they happen")
     p.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
                    help="with --wait/--follow: stop waiting after this long (exit 124; the stage goes on)")
-    p.set_defaults(func=cmd_card_move)
+    p.set_defaults(func=cmd_card_move, resumes_gc=True)
     p = card_sub.add_parser("say", help="post a comment on a card: it joins the card's chat history")
     card_arg(p)
     p.add_argument("text", type=_comment_text,
@@ -625,20 +627,20 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
                         f"{MAX_COMMENT_CHARS:,} characters)")
     p.add_argument("--author", default=None, help="whose comment it is, as the card's history shows it")
     p.add_argument("--delivery-id", help="idempotency key: a repeated delivery id is applied once")
-    p.set_defaults(func=cmd_card_say)
+    p.set_defaults(func=cmd_card_say, resumes_gc=True)
     p = card_sub.add_parser("retry", help="run a card's failed stage again (e.g. after the model was overloaded)",
                             description="Re-run the stage whose run failed, on the card's workflow (its history "
                                         "is kept). Refused (exit 1) when the card's last stage run did not fail.")
     card_arg(p)
     p.add_argument("--actor", default=None, help="who asked for the retry (recorded with the move)")
-    p.set_defaults(func=cmd_card_retry)
+    p.set_defaults(func=cmd_card_retry, resumes_gc=True)
     p = card_sub.add_parser("cancel", help="stop a card's running stage; its work is kept",
                             description="Cancel the stage run in progress: its chat history, ledger rows and pushed "
                                         "commits stay, the run is recorded as cancelled and the card waits (idle) "
                                         "for its next move. Refused (exit 1) when no stage runs.")
     card_arg(p)
     p.add_argument("--actor", default=None, help="who cancelled (recorded in the run's reason)")
-    p.set_defaults(func=_lazy("cardloop.app.cli.card_run", "cmd_card_cancel"))
+    p.set_defaults(func=_lazy("cardloop.app.cli.card_run", "cmd_card_cancel"), resumes_gc=True)
     p = card_sub.add_parser("list", help="the stored cards with stage, status, stage runs and cost",
                             description="Every card in the store, newest change first, with its stage, status "
                                         "(live from Temporal when it answers, else as its last closed run saved "
@@ -655,7 +657,7 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
     p.add_argument("--last", type=_count, default=10, metavar="N",
                    help="how many recent messages to show (default 10; 0: none)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_card_show)
+    p.set_defaults(func=cmd_card_show, resumes_gc=True)
 
 
 __all__ = ["add_service_commands"]
