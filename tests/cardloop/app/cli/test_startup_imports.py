@@ -29,7 +29,9 @@ print(json.dumps(sorted(sys.modules)))
 
 
 def loaded(tmp_path: Path, *argv: str) -> set[str]:
-    env = {**os.environ, "HOME": str(tmp_path), "DATABASE_URL": f"sqlite:///{tmp_path / 'store.sqlite'}"}
+    env = {**os.environ, "HOME": str(tmp_path), "DATABASE_URL": f"sqlite:///{tmp_path / 'store.sqlite'}",
+           # Nothing listens there: a card command loads what it needs, then stops at the connection.
+           "CARDLOOP_TEMPORAL__ADDRESS": "127.0.0.1:1"}
     run = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, cwd=ROOT, env=env,
                          timeout=60)
     assert run.returncode == 0, run.stderr
@@ -53,3 +55,17 @@ def test_a_sqlite_store_does_not_load_postgresqls_dialect(tmp_path: Path) -> Non
     modules = loaded(tmp_path, "tenant", "show", "acme")
     assert "cardloop.store" in modules and "sqlalchemy.dialects.sqlite" in modules
     assert not {m for m in modules if m.startswith("sqlalchemy.dialects.postgresql")}, "about 20 ms for nothing"
+
+
+@pytest.mark.parametrize("argv", [("card", "show", "acme/github-projects/NOT-THERE"),
+                                  ("card", "move", "examples/card.json", "--to", "planning")])
+def test_card_commands_load_neither_the_prompt_validator_nor_the_registries(tmp_path: Path,
+                                                                            argv: tuple[str, ...]) -> None:
+    """Over the 0.5 s target they were: the tenant-prompt validator (the store imported it for
+    storing a prompt, about 12 ms) and the sources' and providers' registries (the config check
+    named their entries, about 10 ms) are not theirs to load, nor a worker or the API."""
+    modules = loaded(tmp_path, *argv)
+    assert {"temporalio.client", "cardloop.store", "cardloop.contracts.config"} <= modules
+    assert not {"cardloop.prompts.validate", "cardloop.integrations.sources.registry",
+                "cardloop.integrations.providers.registry", "temporalio.worker", "cardloop.app.stack",
+                "cardloop.prompts.assemble", "fastapi"} & modules
