@@ -8,7 +8,7 @@ import itertools
 import re
 import xml.etree.ElementTree as ET
 import zipfile
-from dataclasses import dataclass, field
+import zlib
 from datetime import datetime
 
 from github.CheckRun import CheckRun
@@ -23,56 +23,19 @@ from cardloop.integrations.sources.github.common import (
     GitHubSource,
     clip,
 )
+from cardloop.integrations.sources.junit import FailedTest, JUnitReport, parse_junit
 from cardloop.prompts.card import ContextItem, ContextKind
 from cardloop.prompts.logs import Counter, excerpt_log, find_error_lines
 
 
-@dataclass(frozen=True)
-class FailedTest:
-    classname: str
-    name: str
-    kind: str  # "failure" or "error"
-    message: str
-    text: str
-    file: str = ""
-    line: str = ""
-
-    @property
-    def id(self) -> str:
-        return f"{self.classname}.{self.name}" if self.classname else self.name
-
-
-@dataclass
-class JUnitReport:
-    total: int = 0
-    failed: list[FailedTest] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
-
-
-def parse_junit(xml: bytes, report: JUnitReport) -> bool:
-    """Add one JUnit XML document's test cases to `report`; False when it is not JUnit.
-
-    ElementTree does not fetch external entities and expat refuses entity-expansion bombs,
-    which is what parsing an artifact (untrusted) needs."""
-    root = ET.fromstring(xml)
-    if root.tag not in ("testsuites", "testsuite"):
-        return False
-    for case in root.iter("testcase"):
-        report.total += 1
-        bad = next((child for child in case if child.tag in ("failure", "error")), None)
-        if bad is None:
-            continue
-        report.failed.append(FailedTest(
-            classname=case.get("classname", ""), name=case.get("name", "?"), kind=bad.tag,
-            message=(bad.get("message") or "").strip(), text=(bad.text or "").strip("\n"),
-            file=case.get("file", ""), line=case.get("line", "")))
-    return True
-
-
 def _failure_block(n: int, test: FailedTest, first_lines: int) -> str:
-    out = [f"{n}. {test.id} [{test.kind}]"]
-    if test.file:
-        out.append(f"   at {test.file}" + (f":{test.line}" if test.line else ""))
+    again = f", all {test.attempts} attempts" if test.attempts > 1 else ""
+    out = [f"{n}. {test.id} [{test.kind}{again}]"]
+    where = test.file + (f":{test.line}" if test.line and test.file else "")
+    if where:
+        # pytest's xunit1 `line` is where the test is defined; the crash line is where it failed.
+        failed = f"; failed at {test.failed_at}" if test.failed_at and test.failed_at != where else ""
+        out.append(f"   at {where}{failed}")
     if test.message:
         out.append(f"   message: {clip(' '.join(test.message.split()), 500)}")
     lines = test.text.split("\n") if test.text else []
@@ -141,8 +104,10 @@ class GitHubTestResultsSource(GitHubSource):
                 if report is None:
                     continue
                 found_junit = True
-                notes.append(f"artifact {artifact.name}: {len(report.failed)} failed of {report.total} "
-                             f"in {len(report.files)} JUnit file(s)")
+                flaky = f" ({report.flaky} passed on a rerun)" if report.flaky else ""
+                notes.append(f"artifact {artifact.name}: {report.failed_count} failed of {report.total} "
+                             f"in {len(report.files)} JUnit file(s){flaky}")
+                notes += [f"artifact {artifact.name}: {note}" for note in report.notes]
                 if report.failed:
                     where = f"artifact {artifact.name} of run {run.html_url} (commit {sha[:12]})"
                     # The artifact's page in the UI; the API's archive URL would only download it.
@@ -189,22 +154,25 @@ class GitHubTestResultsSource(GitHubSource):
             for info in archive.infolist():
                 if info.is_dir() or not info.filename.lower().endswith(".xml"):
                     continue
-                if info.file_size > 4 * self.max_artifact_bytes:  # a zip bomb is not a test report
-                    notes.append(f"artifact {name}: {info.filename} is too large to parse")
-                    continue
                 try:
-                    if parse_junit(archive.read(info), report):
+                    # Streamed out of the zip: a zip bomb or a huge report is read only up to
+                    # parse_junit's cap, never inflated whole into memory.
+                    if parse_junit(lambda info=info: archive.open(info), report, name=info.filename):
                         report.files.append(info.filename)
-                except (ET.ParseError, zipfile.BadZipFile, ValueError) as exc:
+                except (ET.ParseError, zipfile.BadZipFile, ValueError, EOFError, zlib.error) as exc:
                     notes.append(f"artifact {name}: {info.filename} is not readable XML ({type(exc).__name__})")
         return report if report.files else None
 
     def _report_item(self, report: JUnitReport, where: str, source: str, created: datetime | None
                      ) -> tuple[ContextItem, str]:
-        n, m = len(report.failed), report.total
+        n, m = report.failed_count, report.total
         head = f"Failed tests: {n} of {m} in {where}\nJUnit files: {', '.join(report.files)}\n"
         blocks = [_failure_block(i + 1, t, self.first_lines) for i, t in enumerate(report.failed)]
+        if report.more_failed:
+            blocks.append(f"[... {report.more_failed} more failed tests, not read ...]")
         full = head + "\n" + "\n\n".join(_failure_block(i + 1, t, 10_000) for i, t in enumerate(report.failed))
+        if report.more_failed:
+            full += f"\n\n[... {report.more_failed} more failed tests, not read ...]"
         content = self._fit(head, blocks)
         return ContextItem(kind=ContextKind.TEST_RESULT, source=source, title=f"Tests: {n} failed of {m}",
                            content=content, created_at=created), full
