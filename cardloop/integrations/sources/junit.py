@@ -141,9 +141,12 @@ class _Reader:
     nothing kept of a passing test but its key."""
 
     def __init__(self) -> None:
-        self.failing: dict[tuple[str, ...] | int, list[_Case]] = {}   # a test's failed attempts
-        self.keys: set[tuple[str, ...] | int] = set()                  # every test's key
-        self.passed: set[tuple[str, ...] | int] = set()                # tests with an attempt that passed
+        # A test's key is a hash of what names it: 250,000 tests cost ~15 MB, not the ~60 MB of
+        # their names (a collision of two 64-bit hashes in one report is not worth a byte).
+        self.failing: dict[int | tuple[str, int], list[_Case]] = {}   # a test's failed attempts
+        self.keys: set[int] = set()                                    # every named test's key
+        self.passed: set[int] = set()      # failing tests with an attempt that passed
+        self.skipped_keys: set[int] = set()
         self.flaky = 0          # Surefire's flakyFailure: failed, then passed on a rerun
         self.tags: list[str] = []                    # the open elements' local names, root first
         self.suites: list[tuple[str, str]] = []      # (name, file) in effect in each open testsuite
@@ -157,7 +160,7 @@ class _Reader:
 
     @property
     def total(self) -> int:
-        return len(self.keys)
+        return len(self.keys) + self.unnamed
 
     def start(self, tag: str, attrs: dict[str, str]) -> None:
         if ":" in tag:
@@ -214,13 +217,26 @@ class _Reader:
              skipped: bool) -> None:
         suite_name, suite_file = self.suites[-1]
         # Attempts of one test share a key; cases without a name are each a test of their own.
-        key: tuple[str, ...] | int = (classname, name, file, suite_name) if name else -len(self.keys) - 1
-        self.keys.add(key)
+        key: int | tuple[str, int]
+        if not name:
+            self.unnamed += 1
+            key = ("", self.unnamed)
+        else:
+            key = hash((classname, name, file, suite_name))
+            seen = key in self.keys
+            self.keys.add(key)
+            # Only a test that failed somewhere is kept whole; "passed in another attempt" is
+            # all that matters of the others, and a passing attempt before the first failure
+            # is one that was seen, not skipped, and not failing.
+            passed_before = bad and seen and key not in self.failing and key not in self.skipped_keys
+            passes_now = not bad and not skipped and key in self.failing
+            if passed_before or passes_now:
+                self.passed.add(key)
+            if skipped and not bad:
+                self.skipped_keys.add(key)
         if bad:
             self.failing.setdefault(key, []).append(
                 _new_case(classname, name, file or suite_file, line, suite_name, bad))
-        elif not skipped:
-            self.passed.add(key)
 
     def data(self, text: str) -> None:
         if self.bad is not None:
@@ -399,6 +415,9 @@ _BAD_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]|&#(?:x0*(?:[0
                         r"0*(?:[0-8]|1[12]|1[4-9]|2[0-9]|3[01]));", re.I)
 
 
+_COLOUR = re.compile(r"(?:\x1b|&#x0*1b;|&#0*27;)\[[0-9;]*[A-Za-z]", re.I)
+
+
 def _sanitized(chunks: Iterator[bytes]) -> Iterator[bytes]:
     """The document as UTF-8 with what XML forbids replaced (U+FFFD for bytes that are not
     UTF-8, "?" for control characters and references to them); its declaration says UTF-8."""
@@ -414,5 +433,9 @@ def _sanitized(chunks: Iterator[bytes]) -> Iterator[bytes]:
         if first:
             text = re.sub(r"\A\ufeff?(<\?xml[^>]*?)encoding=[\"'][^\"']*[\"']", r"\1encoding='utf-8'", text)
             first = False
-        yield _BAD_CHARS.sub("?", text).encode("utf-8")
-    yield _BAD_CHARS.sub("?", carry + decoder.decode(b"", final=True)).encode("utf-8")
+        yield _clean(text).encode("utf-8")
+    yield _clean(carry + decoder.decode(b"", final=True)).encode("utf-8")
+
+
+def _clean(text: str) -> str:
+    return _BAD_CHARS.sub("?", _COLOUR.sub("", text))  # colour codes go whole, not as "?[31m"
