@@ -88,11 +88,13 @@ def parse_junit(xml: Source, report: JUnitReport, *, name: str = "", max_bytes: 
     all; a document cut short after its first test cases keeps them and adds a note."""
     try:
         cases = _read(xml, max_bytes, sanitize=False, report=report, name=name)
-    except ET.ParseError as exc:
-        if not _is_bad_char(exc):
+    except (ET.ParseError, ValueError) as exc:
+        # ValueError: "multi-byte encodings are not supported" (Shift_JIS, GBK): Python decodes them.
+        if not (_is_bad_char(exc) if isinstance(exc, ET.ParseError) else "encoding" in str(exc)):
             raise
         cases = _read(xml, max_bytes, sanitize=True, report=report, name=name)
-        report.notes.append(f"{name or 'a JUnit file'}: characters XML does not allow were replaced")
+        if isinstance(exc, ET.ParseError):
+            report.notes.append(f"{name or 'a JUnit file'}: characters XML does not allow were replaced")
     if cases is None:
         return False
     _merge_into(cases, report)
@@ -173,8 +175,7 @@ class _Reader:
         if self.bad is not None:
             return  # inside a failure: its text is all that matters
         if tag == "testcase":
-            if self.suites:
-                self.attrs, self.bad_list, self.skipped = attrs, [], False
+            self.attrs, self.bad_list, self.skipped = attrs, [], False
         elif parent == "testcase":
             if self.attrs is None:
                 return
@@ -215,7 +216,7 @@ class _Reader:
 
     def _add(self, classname: str, name: str, file: str, line: str, bad: list[tuple[str, str, str]], *,
              skipped: bool) -> None:
-        suite_name, suite_file = self.suites[-1]
+        suite_name, suite_file = self.suites[-1] if self.suites else ("", "")  # a case right under testsuites
         # Attempts of one test share a key; cases without a name are each a test of their own.
         key: int | tuple[str, int]
         if not name:
@@ -286,7 +287,7 @@ def _cases(chunks: Iterator[bytes], report: JUnitReport, name: str) -> _Reader |
     except _NotJUnit:
         return None
     except expat.ExpatError as exc:
-        if not reader.keys or _is_bad_char(exc):
+        if not reader.total or _is_bad_char(exc):
             error = ET.ParseError(str(exc))
             error.code = exc.code
             raise error from None
@@ -419,22 +420,33 @@ _COLOUR = re.compile(r"(?:\x1b|&#x0*1b;|&#0*27;)\[[0-9;]*[A-Za-z]", re.I)
 
 
 def _sanitized(chunks: Iterator[bytes]) -> Iterator[bytes]:
-    """The document as UTF-8 with what XML forbids replaced (U+FFFD for bytes that are not
-    UTF-8, "?" for control characters and references to them); its declaration says UTF-8."""
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    """The document as UTF-8 with what XML forbids replaced (U+FFFD for bytes its declared
+    encoding does not have, "?" for control characters and references to them, colour codes
+    dropped); its declaration then says UTF-8. Also how an encoding expat lacks is read."""
+    decoder: codecs.IncrementalDecoder | None = None
     carry = ""
-    first = True
     for chunk in chunks:
-        text = carry + decoder.decode(chunk)
+        if decoder is None:
+            decoder = codecs.getincrementaldecoder(_declared(chunk))(errors="replace")
+            text = re.sub(r"\A(\ufeff?<\?xml[^>]*?)encoding=[\"'][^\"']*[\"']", r"\1encoding='utf-8'",
+                          decoder.decode(chunk))
+        else:
+            text = carry + decoder.decode(chunk)
         cut = text.rfind("&")
         # A reference cut in two by the chunk boundary waits for the next chunk.
         carry, text = (text[cut:], text[:cut]) if cut >= 0 and ";" not in text[cut:] and len(text) - cut < 16 \
             else ("", text)
-        if first:
-            text = re.sub(r"\A\ufeff?(<\?xml[^>]*?)encoding=[\"'][^\"']*[\"']", r"\1encoding='utf-8'", text)
-            first = False
         yield _clean(text).encode("utf-8")
-    yield _clean(carry + decoder.decode(b"", final=True)).encode("utf-8")
+    if decoder is not None:
+        yield _clean(carry + decoder.decode(b"", final=True)).encode("utf-8")
+
+
+def _declared(head: bytes) -> str:
+    found = re.match(rb"\A(?:\xef\xbb\xbf)?<\?xml[^>]*?encoding=[\"']([A-Za-z0-9._-]+)[\"']", head)
+    try:
+        return codecs.lookup(found.group(1).decode()).name if found else "utf-8"
+    except LookupError:
+        return "utf-8"
 
 
 def _clean(text: str) -> str:

@@ -171,6 +171,12 @@ def test_encodings_a_bom_and_characters_xml_forbids() -> None:
     assert coloured.failed_count == 5 and "Expected: 22\n" in coloured.failed[0].text
     assert coloured.notes == ["c.xml: characters XML does not allow were replaced"]
     assert read("b.xml", jest.replace(b"Expected: 22", b"Expected: \xff22")).failed_count == 5
+    # An encoding expat lacks (multi-byte) is decoded by Python; a Latin-1 file with a colour code
+    # keeps its accents when read the second time.
+    sjis = latin.replace('encoding="ISO-8859-1"', 'encoding="Shift_JIS"').replace("total réel", "合計")
+    assert read("sjis.xml", sjis.encode("shift_jis")).failed[2].message.startswith("合計 ==>")
+    red = latin.replace("total réel", "total réel \x1b[31m")
+    assert read("red.xml", red.encode("latin-1")).failed[2].message.startswith("total réel  ==>")
 
 
 def test_a_report_cut_short_keeps_what_came_before() -> None:
@@ -178,6 +184,12 @@ def test_a_report_cut_short_keeps_what_came_before() -> None:
     report = read("vitest.xml", data[: len(data) * 2 // 3])
     assert [t.id for t in report.failed] == ["vtest/broken.test.js", "vtest/math.test.js::math > adds big numbers"]
     assert report.notes[0].startswith("vitest.xml ends early (no element found")
+
+
+def test_cases_right_under_testsuites() -> None:
+    report = read("flat.xml", b'<testsuites><testcase classname="a.B" name="c"><error message="e"/></testcase>'
+                              b'<testcase classname="a.B" name="d"/></testsuites>')
+    assert (report.total, [t.id for t in report.failed]) == (2, ["a.B.c"])
 
 
 def test_not_junit_and_not_xml() -> None:
