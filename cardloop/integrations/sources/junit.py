@@ -159,6 +159,11 @@ class _Reader:
         self.bad_depth = 0
         self.text = _Text()
         self.unnamed = 0
+        # A failure without a text (Bazel's "exited with error code 1") gets the output its case
+        # or suite wrote: system-out/err read only while such a failure waits for it.
+        self.out: _Text | None = None
+        self.out_depth = 0
+        self.pending: list[list[_Case]] = []         # per open testsuite: its failures without text
 
     @property
     def total(self) -> int:
@@ -185,11 +190,16 @@ class _Reader:
                 self.skipped = True
             elif tag in ("flakyFailure", "flakyError"):
                 self.flaky += 1
+            elif tag in _OUTPUT and self.bad_list and not any(t for _, _, t in self.bad_list):
+                self.out, self.out_depth = _Text(), len(tags)
         elif tag == "testsuite":
             outer_name, outer_file = self.suites[-1] if self.suites else ("", "")
             self.suites.append((attrs.get("name") or outer_name, attrs.get("file") or outer_file))
+            self.pending.append([])
         elif parent == "testsuite" and tag in ("failure", "error"):
             self._open_bad(tag, attrs)  # a suite-level failure (a class that could not start)
+        elif parent == "testsuite" and tag in _OUTPUT and self.pending and self.pending[-1]:
+            self.out, self.out_depth = _Text(), len(tags)
 
     def _open_bad(self, tag: str, attrs: dict[str, str]) -> None:
         self.bad, self.bad_depth = (tag, (attrs.get("message") or "").strip()[:MAX_MESSAGE]), len(self.tags)
@@ -207,12 +217,21 @@ class _Reader:
                 else:
                     suite_name, suite_file = self.suites[-1]
                     self._add(suite_name, suite_name, suite_file, "", [bad], skipped=False)
+        elif self.out is not None and depth == self.out_depth:
+            output, self.out = self.out.value()[-_OUTPUT_TAIL:], None
+            if output and self.attrs is not None:
+                self.bad_list = _with_output(self.bad_list, output)
+            elif output and self.pending:
+                for case in self.pending[-1]:
+                    case.bad = _with_output(case.bad, output)
+                self.pending[-1] = []
         elif tag == "testcase" and self.attrs is not None:
             a, self.attrs = self.attrs, None
             self._add(a.get("classname") or a.get("class") or "", a.get("name") or "", a.get("file") or "",
                       a.get("line") or "", self.bad_list, skipped=self.skipped)
         elif tag == "testsuite" and self.suites:
             self.suites.pop()
+            self.pending.pop()
 
     def _add(self, classname: str, name: str, file: str, line: str, bad: list[tuple[str, str, str]], *,
              skipped: bool) -> None:
@@ -236,12 +255,25 @@ class _Reader:
             if skipped and not bad:
                 self.skipped_keys.add(key)
         if bad:
-            self.failing.setdefault(key, []).append(
-                _new_case(classname, name, file or suite_file, line, suite_name, bad))
+            case = _new_case(classname, name, file or suite_file, line, suite_name, bad)
+            self.failing.setdefault(key, []).append(case)
+            if self.pending and not any(t for _, _, t in bad):
+                self.pending[-1].append(case)
 
     def data(self, text: str) -> None:
         if self.bad is not None:
             self.text.add(text)
+        elif self.out is not None:
+            self.out.add(text)
+
+
+_OUTPUT = ("system-out", "system-err")
+_OUTPUT_TAIL = 4000   # characters of a case's or suite's output given to a failure without text
+
+
+def _with_output(bad: list[tuple[str, str, str]], output: str) -> list[tuple[str, str, str]]:
+    return [(kind, message, text or f"(no failure text; the end of the output:)\n{output}")
+            for kind, message, text in bad]
 
 
 class _Text:

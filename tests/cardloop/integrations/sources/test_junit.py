@@ -132,6 +132,13 @@ def test_messages_and_texts_as_the_runners_wrote_them() -> None:
     assert "rerunFailure" not in sure[3].text and sure[3].text.count("fails <every> time") == 1
     go = read("published/go-junit-report-001-pass-fail-skip.xml").failed
     assert go[0].text.startswith("    fail_test.go:6: Error message")
+    # Bazel writes the test's log as the suite's output after an empty <error>: the failure gets it.
+    (bazel,) = read("published/bazel-suite-logs.xml").failed
+    assert bazel.text.startswith("(no failure text; the end of the output:)")
+    assert "ModuleNotFoundError: No module named 'non_existent_package'" in bazel.text
+    assert "Generated test.err" not in bazel.text
+    # A failure with its own text is not given the output.
+    assert read("published/multiresult.xml").failed[0].text == "Assertion failed\n\nstdout"
     php = read("published/phpunit.xml").failed
     assert php[0].line == "28"
     assert php[0].file.endswith("/targeting-traits-with-coversclass-attribute-is-deprecated.phpt")
