@@ -365,7 +365,10 @@ def _failed_test(classname: str, name: str, file: str, failing: list[_Case]) -> 
     if not file:
         file, line = at_path, at_line
     elif not line and at_path and (at_path == file or at_path.endswith("/" + file.lstrip("./"))):
-        # jest-junit's `file` has no line; the stack frame in that file has it.
+        # jest-junit's `file` has no line; the stack frame in that file has it. Playwright's
+        # classname is the file from its testDir; the frame's path, from the checkout, is longer.
+        if not at_path.startswith("/") and ":" not in at_path:
+            file = at_path
         line, failed_at = at_line, f"{file}:{at_line}"
     return FailedTest(classname=classname, name=name or classname or "?", kind=kind,
                       message=message or _first_line(first_text), text=_cap(text, MAX_TEXT), file=file,

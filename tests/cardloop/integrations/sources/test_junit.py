@@ -63,6 +63,9 @@ PRODUCERS = [
         ("vtest/math.test.js::math > adds big numbers", "failure", "vtest/math.test.js", "5"),
         ("vtest/math.test.js::math > parse [nested] > throws on bad input ✓", "failure", "vtest/math.test.js", "7"),
         ("vtest/math.test.js::math > parse [nested] > parse(2) is 3", "failure", "vtest/math.test.js", "10")]),
+    ("playwright/playwright.xml", 5, 2, 0, [
+        ("cart.spec.ts::cart › totals the lines", "failure", "ptest/cart.spec.ts", "8"),
+        ("cart.spec.ts::cart › throws", "error", "ptest/cart.spec.ts", "12")]),
     ("mocha/mocha.xml", 5, 4, 0, [
         ("math adds big numbers", "failure", "mtest/math.spec.js", "5"),
         ("math parse [nested] throws on bad input ✓", "failure", "mtest/math.spec.js", "7"),
