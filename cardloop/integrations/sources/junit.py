@@ -204,6 +204,9 @@ class _Reader:
     def _open_bad(self, tag: str, attrs: dict[str, str]) -> None:
         self.bad, self.bad_depth = (tag, (attrs.get("message") or "").strip()[:MAX_MESSAGE]), len(self.tags)
         self.text = _Text()
+        if self.attrs is not None and attrs.get("file") and not self.attrs.get("file"):
+            # Catch2 puts the file and line on the failure, not on the case.
+            self.attrs["file"], self.attrs["line"] = attrs["file"], attrs.get("line") or ""
 
     def end(self, tag: str) -> None:
         depth = len(self.tags)
@@ -388,6 +391,8 @@ _JS_FRAME = re.compile(r"^\s*(?:at (?:.*? \()?|❯ (?:\S+ )?)((?:[A-Za-z]:)?[^\s
 _JAVA_FRAME = re.compile(r"^\s*at ([\w$.]+)\.[\w$<>]+\(([\w$]+\.(?:java|kt|groovy|scala)):(\d+)\)", re.M)
 # Go: "    fail_test.go:6: message", build errors "pkg/x_test.go:5:2: ..."
 _GO_LINE = re.compile(r"^\s*([\w./-]+\.go):(\d+)(?::\d+)?: ", re.M)
+# Rust (cargo test, nextest): "thread 'x' panicked at tests/nav.rs:154:5:"
+_RUST_PANIC = re.compile(r"panicked at ([^\s:]+\.rs):(\d+):\d+")
 # PHPUnit's trace: "/path/tests/FooTest.php:28" lines, the test's own first
 _PHP_FRAME = re.compile(r"^((?:[A-Za-z]:)?[^\s:]+\.phpt?):(\d+)[ \t]*(?=\n|\Z)", re.M)
 _SOURCE_FILE = re.compile(r"\.(?:[cm]?[jt]sx?|py|rb|php|phpt|go|java|kt|cs|rs|swift|scala|ex|exs)\Z")
@@ -411,6 +416,9 @@ def _failed_at(text: str, classname: str) -> str:
         if classname and (cls == classname or cls.startswith(classname + "$")):
             package = cls.rpartition(".")[0]
             return f"{package.replace('.', '/') + '/' if package else ''}{filename}:{line}"
+    rust = _RUST_PANIC.search(text)
+    if rust:
+        return f"{rust.group(1)}:{rust.group(2)}"
     go = _GO_LINE.search(text)
     if go:
         return f"{go.group(1)}:{go.group(2)}"

@@ -94,6 +94,11 @@ PRODUCERS = [
         ("package/name/failing1.[build failed]", "error", "failing1/failing_test.go", "15"),
         ("package/name/failing2.[build failed]", "error", "failing2/another_failing_test.go", "20"),
         ("package/name/setupfailing1.[setup failed]", "error", "setupfailing1/failing_test.go", "4")]),
+    ("published/nextest-basic.xml", 3, 1, 0, [
+        ("oxidized_navigation::parry3d.test_failure", "failure", "tests/parry3d.rs", "154")]),
+    ("published/catch2-report.xml", 1, 1, 0, [
+        ("ut_detail_utility_is_constant_evaluated.is constant evaluated", "failure",
+         "test/unit/detail/utility/is_constant_evaluated.cpp", "19")]),
     ("published/bazel-suite-logs.xml", 1, 1, 0, [
         ("bazel/failing_absl_test", "error", "", "")]),
     ("published/multiresult.xml", 4, 2, 0, [
