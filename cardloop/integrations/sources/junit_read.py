@@ -218,7 +218,7 @@ class _Text:
         if self.cut:
             head, tail = whole[: MAX_TEXT * 2 // 3], whole[MAX_TEXT * 2 // 3:]
             whole = f"{head}\n[... {self.cut:,} characters cut ...]\n{tail}"
-        return cap(whole.strip("\n").rstrip(), MAX_TEXT)
+        return cap(whole.replace("\r\n", "\n").strip("\n").rstrip(), MAX_TEXT)
 
 
 def _cases(chunks: Iterator[bytes], notes: list[str], name: str) -> Reader | None:

@@ -17,6 +17,8 @@ _JS_FRAME = re.compile(r"^\s*(?:at (?:.*? \()?|❯ (?:\S+ )?)((?:[A-Za-z]:)?[^\s
 _JAVA_FRAME = re.compile(r"^\s*at ([\w$.]+)\.[\w$<>]+\(([\w$]+\.(?:java|kt|groovy|scala)):(\d+)\)", re.M)
 # Go: "    fail_test.go:6: message", build errors "pkg/x_test.go:5:2: ..."
 _GO_LINE = re.compile(r"^\s*([\w./-]+\.go):(\d+)(?::\d+)?: ", re.M)
+# .NET (JunitXml.TestLogger): "at Ns.FooTests.Bar() in C:\src\FooTests.cs:line 27"
+_DOTNET_FRAME = re.compile(r"^\s*at ([\w.`+<>]+)\.[\w`<>]+\(.*?\) in (.+?\.(?:cs|fs|vb)):line (\d+)", re.M)
 # Rust (cargo test, nextest): "thread 'x' panicked at tests/nav.rs:154:5:"
 _RUST_PANIC = re.compile(r"panicked at ([^\s:]+\.rs):(\d+):\d+")
 # PHPUnit's trace: "/path/tests/FooTest.php:28" lines, the test's own first
@@ -40,6 +42,11 @@ def failed_at_in(text: str, classname: str) -> str:
         if classname and (cls == classname or cls.startswith(classname + "$")):
             package = cls.rpartition(".")[0]
             return f"{package.replace('.', '/') + '/' if package else ''}{filename}:{line}"
+    dotnet = _DOTNET_FRAME.findall(text)
+    if dotnet:
+        own = [(p, n) for cls, p, n in dotnet if classname and cls.startswith(classname.partition("(")[0])]
+        path, line = (own or [(p, n) for _, p, n in dotnet])[0]
+        return f"{path}:{line}"
     rust = _RUST_PANIC.search(text)
     if rust:
         return f"{rust.group(1)}:{rust.group(2)}"
@@ -57,4 +64,5 @@ _WORKSPACE = re.compile(r"^(?:/home/runner/work/[^/]+/[^/]+/|/Users/runner/work/
 
 
 def relative(path: str) -> str:
-    return _WORKSPACE.sub("", path, count=1)
+    path = _WORKSPACE.sub("", path, count=1)
+    return path.replace("\\", "/") if "\\" in path and "/" not in path else path  # Windows runners

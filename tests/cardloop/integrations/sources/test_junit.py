@@ -152,6 +152,18 @@ def test_messages_and_texts_as_the_runners_wrote_them() -> None:
     assert php[0].file.endswith("/targeting-traits-with-coversclass-attribute-is-deprecated.phpt")
 
 
+def test_dotnet_junit_logger_frames_on_windows() -> None:
+    report = read("published/dotnet-junit-testlogger.xml")
+    assert (report.total, report.failed_count) == (52, 14)
+    tests = {t.id: t for t in report.failed}
+    fail = tests["JUnit.Xml.TestLogger.NetFull.Tests.UnitTest1.FailTest11"]
+    # "at ...FailTest11() in C:\...\UnitTest1.cs:line 27", and the message's CRLFs
+    assert fail.file.endswith("/test/assets/JUnit.Xml.TestLogger.NetCore.Tests/UnitTest1.cs")
+    assert (fail.line, fail.message) == ("27", "Expected: False\r\n  But was:  True")
+    assert "\r" not in tests["JUnit.Xml.TestLogger.NetFull.Tests.FailingTearDown.TestC"].text
+    assert tests["JUnit.Xml.TestLogger.NetFull.Tests.FailingTearDown.TestC"].line == "182"
+
+
 def test_pytest_xunit1_keeps_its_file_and_line_and_says_where_it_failed() -> None:
     tests = {t.name: t for t in read("pytest/xunit1.xml").failed}
     diff = tests["test_long_diff"]
