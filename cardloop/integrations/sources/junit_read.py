@@ -61,7 +61,7 @@ class Reader:
 
     def __init__(self) -> None:
         # A test's key is a hash of what names it: 250,000 tests cost ~15 MB, not the ~60 MB of
-        # their names (a collision of two 64-bit hashes in one report is not worth a byte).
+        # their names (two of one report's tests sharing a 64-bit hash is not worth that memory).
         self.failing: dict[int | tuple[str, int], list[Case]] = {}   # a test's failed attempts
         self.keys: set[int] = set()                                    # every named test's key
         self.passed: set[int] = set()      # failing tests with an attempt that passed
@@ -256,7 +256,6 @@ def new_case(classname: str, name: str, file: str, line: str, suite_name: str,
     return Case(classname, name.strip(), file, line, bad)
 
 
-
 # Suite names that are a runner's, not a place: no classname for a case that lacks one.
 _RUNNER_SUITES = frozenset({"", "pytest", "Mocha Tests", "Root Suite", "jest tests", "vitest tests", "undefined"})
 
@@ -278,7 +277,7 @@ _BAD_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]|&#(?:x0*(?:[0
                         r"0*(?:[0-8]|1[12]|1[4-9]|2[0-9]|3[01]));", re.I)
 
 
-_COLOUR = re.compile(r"(?:\x1b|&#x0*1b;|&#0*27;)\[[0-9;]*[A-Za-z]", re.I)
+_COLOUR = re.compile(r"(?:\x1b|&#x0*1b;|&#0*27;)\[[0-9;]*[A-Za-z]", re.I)  # what `ls --color` writes
 
 
 def _sanitized(chunks: Iterator[bytes]) -> Iterator[bytes]:
@@ -294,10 +293,10 @@ def _sanitized(chunks: Iterator[bytes]) -> Iterator[bytes]:
                           decoder.decode(chunk))
         else:
             text = carry + decoder.decode(chunk)
-        cut = text.rfind("&")
-        # A reference cut in two by the chunk boundary waits for the next chunk.
-        carry, text = (text[cut:], text[:cut]) if cut >= 0 and ";" not in text[cut:] and len(text) - cut < 16 \
-            else ("", text)
+        # A reference or a colour code cut in two by the chunk boundary waits for the next chunk.
+        cut = max(text.rfind("&", len(text) - 16), text.rfind("\x1b", len(text) - 16))
+        whole = cut < 0 or (";" in text[cut:] if text[cut] == "&" else bool(_COLOUR.match(text, cut)))
+        carry, text = ("", text) if whole else (text[cut:], text[:cut])
         yield _clean(text).encode("utf-8")
     if decoder is not None:
         yield _clean(carry + decoder.decode(b"", final=True)).encode("utf-8")

@@ -206,6 +206,16 @@ def test_encodings_a_bom_and_characters_xml_forbids() -> None:
     assert read("red.xml", red.encode("latin-1")).failed[2].message.startswith("total réel  ==>")
 
 
+@pytest.mark.parametrize("shift", range(6))
+def test_a_colour_code_across_the_read_boundary_goes_whole(shift: int) -> None:
+    # The second reading goes in 256 KB chunks; ESC [ 3 1 m may straddle one.
+    head = '<testsuites><testsuite name="s"><testcase classname="a" name="b"><failure message="m">'
+    pad = "x" * (256 * 1024 - len(head) - shift - 2)
+    doc = head + pad + "\x1b[31mRED\x1b[0m</failure></testcase></testsuite></testsuites>"
+    text = read("c.xml", doc.encode()).failed[0].text
+    assert text.endswith("xRED") and "?" not in text
+
+
 def test_a_report_cut_short_keeps_what_came_before() -> None:
     data = (FIXTURES / "vitest/vitest.xml").read_bytes()
     report = read("vitest.xml", data[: len(data) * 2 // 3])
