@@ -24,6 +24,7 @@ from cardloop.integrations.sources.github.common import (
     clip,
 )
 from cardloop.integrations.sources.junit import FailedTest, JUnitReport, parse_junit
+from cardloop.integrations.sources.junit_read import MAX_BYTES
 from cardloop.prompts.card import ContextItem, ContextKind
 from cardloop.prompts.logs import Counter, excerpt_log, find_error_lines
 
@@ -58,20 +59,24 @@ class GitHubTestResultsSource(GitHubSource):
     or testsuite) in the artifacts of that commit's completed runs (at most `max_runs`) give one
     item per artifact with failures. Without JUnit, failure annotations of the commit's check
     runs give one item per check run. `excerpt_tokens` bounds each item; `first_lines` is how
-    much of each failure text is shown; the full report of each artifact goes to blobs.
+    much of each failure text is shown; the full report of each artifact goes to blobs. Of one
+    artifact at most `max_xml_bytes` of XML (inflated) are read: a 25 MB zip of reports can hold
+    gigabytes, and each 64 MB of it is about a second of parsing.
     """
 
     name = "github_tests"
 
     def __init__(self, client: GitHubClient, *, max_runs: int = 3, excerpt_tokens: int = 4000,
                  count: Counter | None = None, first_lines: int = 12,
-                 max_artifact_bytes: int = 25 * 1024 * 1024, max_artifacts: int = 10) -> None:
+                 max_artifact_bytes: int = 25 * 1024 * 1024, max_artifacts: int = 10,
+                 max_xml_bytes: int = 128 * 1024 * 1024) -> None:
         super().__init__(client, count=count)
         self.max_runs = max_runs
         self.excerpt_tokens = excerpt_tokens
         self.first_lines = first_lines
         self.max_artifact_bytes = max_artifact_bytes
         self.max_artifacts = max_artifacts
+        self.max_xml_bytes = max_xml_bytes
 
     def _gather(self, request: SourceRequest) -> SourceResult:
         target = self.client.resolve(request.card)
@@ -150,14 +155,20 @@ class GitHubTestResultsSource(GitHubSource):
             notes.append(f"artifact {name} is not a zip archive")
             return None
         report = JUnitReport()
+        budget = self.max_xml_bytes
         with archive:
-            for info in archive.infolist():
-                if info.is_dir() or not info.filename.lower().endswith(".xml"):
-                    continue
+            xml_files = [i for i in archive.infolist() if not i.is_dir() and i.filename.lower().endswith(".xml")]
+            for n, info in enumerate(xml_files):
+                if budget <= 0:
+                    notes.append(f"artifact {name}: {len(xml_files) - n} more XML file(s) not read "
+                                 f"(the {self.max_xml_bytes:,}-byte read budget is spent)")
+                    break
+                cap = min(MAX_BYTES, budget)
+                budget -= min(info.file_size, cap)
                 try:
                     # Streamed out of the zip: a zip bomb or a huge report is read only up to
-                    # parse_junit's cap, never inflated whole into memory.
-                    if parse_junit(lambda info=info: archive.open(info), report, name=info.filename):
+                    # the cap, never inflated whole into memory.
+                    if parse_junit(lambda info=info: archive.open(info), report, name=info.filename, max_bytes=cap):
                         report.files.append(info.filename)
                 except (ET.ParseError, zipfile.BadZipFile, ValueError, EOFError, zlib.error) as exc:
                     notes.append(f"artifact {name}: {info.filename} is not readable XML ({type(exc).__name__})")

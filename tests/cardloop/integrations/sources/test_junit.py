@@ -309,3 +309,18 @@ def test_github_tests_reads_real_runners_reports(fake: FakeGitHub, client: GitHu
             "failed at tests/test_sample.py:12\n") in c
     assert "test_fail_and_teardown_error [failure, all 2 attempts]" in c
     assert "flakyPassesOnRerun" not in c and "test_skipped" not in c
+
+
+def test_github_tests_reads_an_artifact_up_to_its_budget(fake: FakeGitHub, client: GitHubClient,
+                                                         counter: TokenCounter) -> None:
+    seed_tests(fake)
+    files = ["mocha/mocha.xml", "vitest/vitest.xml", "surefire/TEST-com.acme.billing.InvoiceTest.xml"]
+    data = zip_of(files)
+    fake.zips[4001] = data
+    fake.artifacts[3001][0] = fake.artifact_json(REPO, 3001, 4001, "test-reports", len(data))
+    first = (FIXTURES / files[0]).stat().st_size
+    result = GitHubTestResultsSource(client, count=counter.count, max_xml_bytes=first + 100).gather(
+        req(card(), Stage.TESTING))
+    # mocha.xml whole, then vitest.xml's first 100 bytes (a note: cut short), then nothing.
+    assert "artifact test-reports: 1 more XML file(s) not read (the " in " ".join(result.notes)
+    assert "artifact test-reports: 4 failed of 5 in 1 JUnit file(s)" in result.notes
