@@ -57,7 +57,7 @@ class FailedTest:
     file: str = ""
     line: str = ""
     failed_at: str = ""  # "path:line" the failure text names as where it failed, when it does
-    attempts: int = 1    # the runner's attempts of this test (reruns), all failed
+    attempts: int = 1    # how often the report names it, failed each time (reruns; pytest's teardown error)
 
     @property
     def id(self) -> str:

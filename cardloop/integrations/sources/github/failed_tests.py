@@ -30,7 +30,8 @@ from cardloop.prompts.logs import Counter, excerpt_log, find_error_lines
 
 
 def _failure_block(n: int, test: FailedTest, first_lines: int) -> str:
-    again = f", all {test.attempts} attempts" if test.attempts > 1 else ""
+    # Written more than once: reruns that all failed, or pytest's failure and teardown error.
+    again = f", reported {test.attempts} times" if test.attempts > 1 else ""
     out = [f"{n}. {test.id} [{test.kind}{again}]"]
     where = test.file + (f":{test.line}" if test.line and test.file else "")
     if where:

@@ -307,7 +307,7 @@ def test_github_tests_reads_real_runners_reports(fake: FakeGitHub, client: GitHu
     assert "package/name/failing1.[build failed] [error]\n   at failing1/failing_test.go:15\n" in c
     assert ("tests.test_sample.test_long_diff [failure]\n   at tests/test_sample.py:7; "
             "failed at tests/test_sample.py:12\n") in c
-    assert "test_fail_and_teardown_error [failure, all 2 attempts]" in c
+    assert "test_fail_and_teardown_error [failure, reported 2 times]" in c
     assert "flakyPassesOnRerun" not in c and "test_skipped" not in c
 
 
