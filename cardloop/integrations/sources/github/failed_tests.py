@@ -28,8 +28,27 @@ from cardloop.integrations.sources.junit_read import MAX_BYTES
 from cardloop.prompts.card import ContextItem, ContextKind
 from cardloop.prompts.logs import Counter, excerpt_log, find_error_lines
 
+# Stack frames of the runner, the test framework and the platform: what a failure's first lines
+# are mostly made of (jest-circus, node internals, JUnit and reflection), never the bug.
+_LIBRARY_FRAME = re.compile(r"^\s+at .*(?:node_modules[/\\]|\(node:|\(<anonymous>\)|java\.base/|\borg\.junit\.|"
+                            r"\bjdk\.internal\.|\bsun\.reflect\.|\borg\.apache\.maven\.surefire\.)")
 
-def _failure_block(n: int, test: FailedTest, first_lines: int) -> str:
+
+def _fold_frames(lines: list[str]) -> list[str]:
+    out: list[str] = []
+    run = 0
+    for line in [*lines, ""]:
+        if _LIBRARY_FRAME.match(line):
+            run += 1
+            continue
+        if run:
+            out.append(f"    [... {run} library frame(s) ...]")
+            run = 0
+        out.append(line)
+    return out[:-1]
+
+
+def _failure_block(n: int, test: FailedTest, first_lines: int, *, fold: bool = True) -> str:
     # Written more than once: reruns that all failed, or pytest's failure and teardown error.
     again = f", reported {test.attempts} times" if test.attempts > 1 else ""
     out = [f"{n}. {test.id} [{test.kind}{again}]"]
@@ -41,6 +60,8 @@ def _failure_block(n: int, test: FailedTest, first_lines: int) -> str:
     if test.message:
         out.append(f"   message: {clip(' '.join(test.message.split()), 500)}")
     lines = test.text.split("\n") if test.text else []
+    if fold:  # the stored report keeps every frame
+        lines = _fold_frames(lines)
     shown = lines[:first_lines]
     out += [f"   | {clip(line, 300)}" for line in shown]
     # pytest puts the statement first and the "E ..." lines further down: keep those too.
@@ -182,7 +203,8 @@ class GitHubTestResultsSource(GitHubSource):
         blocks = [_failure_block(i + 1, t, self.first_lines) for i, t in enumerate(report.failed)]
         if report.more_failed:
             blocks.append(f"[... {report.more_failed} more failed tests, not read ...]")
-        full = head + "\n" + "\n\n".join(_failure_block(i + 1, t, 10_000) for i, t in enumerate(report.failed))
+        full = head + "\n" + "\n\n".join(_failure_block(i + 1, t, 10_000, fold=False)
+                                        for i, t in enumerate(report.failed))
         if report.more_failed:
             full += f"\n\n[... {report.more_failed} more failed tests, not read ...]"
         content = self._fit(head, blocks)

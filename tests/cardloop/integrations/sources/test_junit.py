@@ -311,6 +311,21 @@ def test_github_tests_reads_real_runners_reports(fake: FakeGitHub, client: GitHu
     assert "flakyPassesOnRerun" not in c and "test_skipped" not in c
 
 
+def test_github_tests_folds_the_runners_own_frames(fake: FakeGitHub, client: GitHubClient,
+                                                   counter: TokenCounter) -> None:
+    seed_tests(fake)
+    data = zip_of(["jest/jest-default.xml"])
+    fake.zips[4001] = data
+    fake.artifacts[3001][0] = fake.artifact_json(REPO, 3001, 4001, "jest", len(data))
+    result = GitHubTestResultsSource(client, count=counter.count).gather(req(card(), Stage.TESTING))
+    c = result.items[0].content
+    # jest-circus's frames and "new Promise (<anonymous>)" fold into one line; the test's stays.
+    assert ("   |     at Object.toBe (/home/runner/work/shop/shop/jtest/math.test.js:4:55)\n"
+            "   |     [... 15 library frame(s) ...]\n") in c
+    assert "jestAdapterInit.js" not in c
+    assert "jestAdapterInit.js" in result.blobs["github_tests/4001.txt"]   # the stored report is whole
+
+
 def test_github_tests_reads_an_artifact_up_to_its_budget(fake: FakeGitHub, client: GitHubClient,
                                                          counter: TokenCounter) -> None:
     seed_tests(fake)
