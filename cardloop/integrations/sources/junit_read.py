@@ -59,7 +59,10 @@ class Reader:
     (ElementTree's pull parser cost about 4x as much on a 50 MB report of passing tests), and
     nothing kept of a passing test but its key."""
 
-    def __init__(self) -> None:
+    def __init__(self, parser: expat.XMLParserType) -> None:
+        # Text is only wanted inside a failure or a wanted output: expat is given the handler
+        # then and only then (it builds no string for the whitespace between 250,000 cases).
+        self.parser = parser
         # A test's key is a hash of what names it: 250,000 tests cost ~15 MB, not the ~60 MB of
         # their names (two of one report's tests sharing a 64-bit hash is not worth that memory).
         self.failing: dict[int | tuple[str, int], list[Case]] = {}   # a test's failed attempts
@@ -108,7 +111,7 @@ class Reader:
             elif tag in ("flakyFailure", "flakyError"):
                 self.flaky += 1
             elif tag in _OUTPUT and self.bad_list and not any(t for _, _, t in self.bad_list):
-                self.out, self.out_depth = _Text(), len(tags)
+                self._open_out()
         elif tag == "testsuite":
             outer_name, outer_file = self.suites[-1] if self.suites else ("", "")
             self.suites.append((attrs.get("name") or outer_name, attrs.get("file") or outer_file))
@@ -116,14 +119,19 @@ class Reader:
         elif parent == "testsuite" and tag in ("failure", "error"):
             self._open_bad(tag, attrs)  # a suite-level failure (a class that could not start)
         elif parent == "testsuite" and tag in _OUTPUT and self.pending and self.pending[-1]:
-            self.out, self.out_depth = _Text(), len(tags)
+            self._open_out()
 
     def _open_bad(self, tag: str, attrs: dict[str, str]) -> None:
         self.bad, self.bad_depth = (tag, (attrs.get("message") or "").strip()[:MAX_MESSAGE]), len(self.tags)
         self.text = _Text()
+        self.parser.CharacterDataHandler = self.data
         if self.attrs is not None and attrs.get("file") and not self.attrs.get("file"):
             # Catch2 puts the file and line on the failure, not on the case.
             self.attrs["file"], self.attrs["line"] = attrs["file"], attrs.get("line") or ""
+
+    def _open_out(self) -> None:
+        self.out, self.out_depth = _Text(), len(self.tags)
+        self.parser.CharacterDataHandler = self.data
 
     def end(self, tag: str) -> None:
         depth = len(self.tags)
@@ -132,6 +140,7 @@ class Reader:
             if depth == self.bad_depth:
                 bad = (self.bad[0], self.bad[1], self.text.value())
                 self.bad = None
+                self.parser.CharacterDataHandler = None
                 if self.attrs is not None:
                     self.bad_list.append(bad)
                 else:
@@ -139,6 +148,7 @@ class Reader:
                     self._add(suite_name, suite_name, suite_file, "", [bad], skipped=False)
         elif self.out is not None and depth == self.out_depth:
             output, self.out = self.out.value()[-_OUTPUT_TAIL:], None
+            self.parser.CharacterDataHandler = None
             if output and self.attrs is not None:
                 self.bad_list = _with_output(self.bad_list, output)
             elif output and self.pending:
@@ -228,10 +238,9 @@ def _cases(chunks: Iterator[bytes], notes: list[str], name: str) -> Reader | Non
     parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
     parser.buffer_text = True
     parser.buffer_size = 1 << 16
-    reader = Reader()
+    reader = Reader(parser)
     parser.StartElementHandler = reader.start
     parser.EndElementHandler = reader.end
-    parser.CharacterDataHandler = reader.data
     try:
         for chunk in chunks:
             parser.Parse(chunk, False)
