@@ -8,7 +8,7 @@ import itertools
 import re
 import xml.etree.ElementTree as ET
 import zipfile
-from dataclasses import dataclass, field
+import zlib
 from datetime import datetime
 
 from github.CheckRun import CheckRun
@@ -23,59 +23,45 @@ from cardloop.integrations.sources.github.common import (
     GitHubSource,
     clip,
 )
+from cardloop.integrations.sources.junit import FailedTest, JUnitReport, parse_junit
+from cardloop.integrations.sources.junit_read import MAX_BYTES
 from cardloop.prompts.card import ContextItem, ContextKind
 from cardloop.prompts.logs import Counter, excerpt_log, find_error_lines
 
-
-@dataclass(frozen=True)
-class FailedTest:
-    classname: str
-    name: str
-    kind: str  # "failure" or "error"
-    message: str
-    text: str
-    file: str = ""
-    line: str = ""
-
-    @property
-    def id(self) -> str:
-        return f"{self.classname}.{self.name}" if self.classname else self.name
+# Stack frames of the runner, the test framework and the platform: what a failure's first lines
+# are mostly made of (jest-circus, node internals, JUnit and reflection), never the bug.
+_LIBRARY_FRAME = re.compile(r"^\s+at .*(?:node_modules[/\\]|\(node:|\(<anonymous>\)|java\.base/|\borg\.junit\.|"
+                            r"\bjdk\.internal\.|\bsun\.reflect\.|\borg\.apache\.maven\.surefire\.)")
 
 
-@dataclass
-class JUnitReport:
-    total: int = 0
-    failed: list[FailedTest] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
-
-
-def parse_junit(xml: bytes, report: JUnitReport) -> bool:
-    """Add one JUnit XML document's test cases to `report`; False when it is not JUnit.
-
-    ElementTree does not fetch external entities and expat refuses entity-expansion bombs,
-    which is what parsing an artifact (untrusted) needs."""
-    root = ET.fromstring(xml)
-    if root.tag not in ("testsuites", "testsuite"):
-        return False
-    for case in root.iter("testcase"):
-        report.total += 1
-        bad = next((child for child in case if child.tag in ("failure", "error")), None)
-        if bad is None:
+def _fold_frames(lines: list[str]) -> list[str]:
+    out: list[str] = []
+    run = 0
+    for line in [*lines, ""]:
+        if _LIBRARY_FRAME.match(line):
+            run += 1
             continue
-        report.failed.append(FailedTest(
-            classname=case.get("classname", ""), name=case.get("name", "?"), kind=bad.tag,
-            message=(bad.get("message") or "").strip(), text=(bad.text or "").strip("\n"),
-            file=case.get("file", ""), line=case.get("line", "")))
-    return True
+        if run:
+            out.append(f"    [... {run} library frame(s) ...]")
+            run = 0
+        out.append(line)
+    return out[:-1]
 
 
-def _failure_block(n: int, test: FailedTest, first_lines: int) -> str:
-    out = [f"{n}. {test.id} [{test.kind}]"]
-    if test.file:
-        out.append(f"   at {test.file}" + (f":{test.line}" if test.line else ""))
+def _failure_block(n: int, test: FailedTest, first_lines: int, *, fold: bool = True) -> str:
+    # Written more than once: reruns that all failed, or pytest's failure and teardown error.
+    again = f", reported {test.attempts} times" if test.attempts > 1 else ""
+    out = [f"{n}. {test.id} [{test.kind}{again}]"]
+    where = test.file + (f":{test.line}" if test.line and test.file else "")
+    if where:
+        # pytest's xunit1 `line` is where the test is defined; the crash line is where it failed.
+        failed = f"; failed at {test.failed_at}" if test.failed_at and test.failed_at != where else ""
+        out.append(f"   at {where}{failed}")
     if test.message:
         out.append(f"   message: {clip(' '.join(test.message.split()), 500)}")
     lines = test.text.split("\n") if test.text else []
+    if fold:  # the stored report keeps every frame
+        lines = _fold_frames(lines)
     shown = lines[:first_lines]
     out += [f"   | {clip(line, 300)}" for line in shown]
     # pytest puts the statement first and the "E ..." lines further down: keep those too.
@@ -95,20 +81,24 @@ class GitHubTestResultsSource(GitHubSource):
     or testsuite) in the artifacts of that commit's completed runs (at most `max_runs`) give one
     item per artifact with failures. Without JUnit, failure annotations of the commit's check
     runs give one item per check run. `excerpt_tokens` bounds each item; `first_lines` is how
-    much of each failure text is shown; the full report of each artifact goes to blobs.
+    much of each failure text is shown; the full report of each artifact goes to blobs. Of one
+    artifact at most `max_xml_bytes` of XML (inflated) are read: a 25 MB zip of reports can hold
+    gigabytes, and each 64 MB of it is about a second of parsing.
     """
 
     name = "github_tests"
 
     def __init__(self, client: GitHubClient, *, max_runs: int = 3, excerpt_tokens: int = 4000,
                  count: Counter | None = None, first_lines: int = 12,
-                 max_artifact_bytes: int = 25 * 1024 * 1024, max_artifacts: int = 10) -> None:
+                 max_artifact_bytes: int = 25 * 1024 * 1024, max_artifacts: int = 10,
+                 max_xml_bytes: int = 128 * 1024 * 1024) -> None:
         super().__init__(client, count=count)
         self.max_runs = max_runs
         self.excerpt_tokens = excerpt_tokens
         self.first_lines = first_lines
         self.max_artifact_bytes = max_artifact_bytes
         self.max_artifacts = max_artifacts
+        self.max_xml_bytes = max_xml_bytes
 
     def _gather(self, request: SourceRequest) -> SourceResult:
         target = self.client.resolve(request.card)
@@ -141,8 +131,10 @@ class GitHubTestResultsSource(GitHubSource):
                 if report is None:
                     continue
                 found_junit = True
-                notes.append(f"artifact {artifact.name}: {len(report.failed)} failed of {report.total} "
-                             f"in {len(report.files)} JUnit file(s)")
+                flaky = f" ({report.flaky} passed on a rerun)" if report.flaky else ""
+                notes.append(f"artifact {artifact.name}: {report.failed_count} failed of {report.total} "
+                             f"in {len(report.files)} JUnit file(s){flaky}")
+                notes += [f"artifact {artifact.name}: {note}" for note in report.notes]
                 if report.failed:
                     where = f"artifact {artifact.name} of run {run.html_url} (commit {sha[:12]})"
                     # The artifact's page in the UI; the API's archive URL would only download it.
@@ -185,26 +177,36 @@ class GitHubTestResultsSource(GitHubSource):
             notes.append(f"artifact {name} is not a zip archive")
             return None
         report = JUnitReport()
+        budget = self.max_xml_bytes
         with archive:
-            for info in archive.infolist():
-                if info.is_dir() or not info.filename.lower().endswith(".xml"):
-                    continue
-                if info.file_size > 4 * self.max_artifact_bytes:  # a zip bomb is not a test report
-                    notes.append(f"artifact {name}: {info.filename} is too large to parse")
-                    continue
+            xml_files = [i for i in archive.infolist() if not i.is_dir() and i.filename.lower().endswith(".xml")]
+            for n, info in enumerate(xml_files):
+                if budget <= 0:
+                    notes.append(f"artifact {name}: {len(xml_files) - n} more XML file(s) not read "
+                                 f"(the {self.max_xml_bytes:,}-byte read budget is spent)")
+                    break
+                cap = min(MAX_BYTES, budget)
+                budget -= min(info.file_size, cap)
                 try:
-                    if parse_junit(archive.read(info), report):
+                    # Streamed out of the zip: a zip bomb or a huge report is read only up to
+                    # the cap, never inflated whole into memory.
+                    if parse_junit(lambda info=info: archive.open(info), report, name=info.filename, max_bytes=cap):
                         report.files.append(info.filename)
-                except (ET.ParseError, zipfile.BadZipFile, ValueError) as exc:
+                except (ET.ParseError, zipfile.BadZipFile, ValueError, EOFError, zlib.error) as exc:
                     notes.append(f"artifact {name}: {info.filename} is not readable XML ({type(exc).__name__})")
         return report if report.files else None
 
     def _report_item(self, report: JUnitReport, where: str, source: str, created: datetime | None
                      ) -> tuple[ContextItem, str]:
-        n, m = len(report.failed), report.total
+        n, m = report.failed_count, report.total
         head = f"Failed tests: {n} of {m} in {where}\nJUnit files: {', '.join(report.files)}\n"
         blocks = [_failure_block(i + 1, t, self.first_lines) for i, t in enumerate(report.failed)]
-        full = head + "\n" + "\n\n".join(_failure_block(i + 1, t, 10_000) for i, t in enumerate(report.failed))
+        if report.more_failed:
+            blocks.append(f"[... {report.more_failed} more failed tests, not read ...]")
+        full = head + "\n" + "\n\n".join(_failure_block(i + 1, t, 10_000, fold=False)
+                                        for i, t in enumerate(report.failed))
+        if report.more_failed:
+            full += f"\n\n[... {report.more_failed} more failed tests, not read ...]"
         content = self._fit(head, blocks)
         return ContextItem(kind=ContextKind.TEST_RESULT, source=source, title=f"Tests: {n} failed of {m}",
                            content=content, created_at=created), full
