@@ -33,13 +33,31 @@ def unknown_names(config: Config) -> list[str]:
         return f"{key}: unknown {what} {name!r} (expected one of: {', '.join(known)})"
 
     # Named without importing the registries (names.py says why; tests hold the lists to them).
-    problems = [unknown(f"context.sources.{stage.value}", "source", name, SOURCE_NAMES)
-                for stage, names in config.context.sources.items() for name in names if name not in SOURCE_NAMES]
-    problems += [unknown(f"providers.{name}", "provider", name, PROVIDER_NAMES)
-                 for name in config.providers if name not in PROVIDER_NAMES]
+    # A name the lists do not hold may still be registered (a source or provider added at run
+    # time, as a plugin or a test does): only then is the registry imported and asked.
+    used = [(stage, name) for stage, names in config.context.sources.items() for name in names]
+    sources = SOURCE_NAMES if all(name in SOURCE_NAMES for _, name in used) else _registered_sources()
+    problems = [unknown(f"context.sources.{stage.value}", "source", name, sources)
+                for stage, name in used if name not in sources]
+    providers = PROVIDER_NAMES if all(name in PROVIDER_NAMES for name in config.providers) \
+        else _registered_providers()
+    problems += [unknown(f"providers.{name}", "provider", name, providers)
+                 for name in config.providers if name not in providers]
     problems += [unknown(f"boards.{name}", "board", name, BOARD_NAMES) for name in config.boards
                  if name not in BOARD_NAMES]
     return problems
+
+
+def _registered_sources() -> tuple[str, ...]:
+    from cardloop.integrations.sources.registry import SOURCES
+
+    return tuple(SOURCES)
+
+
+def _registered_providers() -> tuple[str, ...]:
+    from cardloop.integrations.providers.registry import PROVIDERS
+
+    return tuple(PROVIDERS)
 
 
 def startup_check(config: Config, assembler: PromptAssembler) -> None:

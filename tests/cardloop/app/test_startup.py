@@ -56,6 +56,21 @@ def test_the_boards_the_config_accepts_are_the_boards_with_an_adapter() -> None:
     assert tuple(BOARDS) == names.BOARD_NAMES
 
 
+def test_a_source_registered_at_run_time_is_accepted(config_file: Callable[[str], Path],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The name lists spare start-up the registries' import; a source a plugin (or a test)
+    registers is not in them, and start-up refused it: the registry is asked for what they lack."""
+    from cardloop.integrations.sources import registry
+
+    path = config_file(BUNDLED_CONFIG.replace('planning = ["repository"]', 'planning = ["repository", "jenkins"]'))
+    monkeypatch.setitem(registry.SOURCES, "jenkins", registry.SOURCES["repository"])
+    assert "jenkins" in load_config(path, env={}).context.sources[next(
+        s for s in load_config(path, env={}).context.sources if s.value == "planning")]
+    monkeypatch.delitem(registry.SOURCES, "jenkins")
+    with pytest.raises(ConfigError, match="unknown source 'jenkins'"):
+        load_config(path, env={})
+
+
 def test_the_sources_and_providers_the_config_accepts_are_the_registries() -> None:
     from cardloop.contracts import names
     from cardloop.integrations.providers.registry import PROVIDERS
