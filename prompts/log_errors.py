@@ -280,6 +280,48 @@ def _matched_lines(lines: Sequence[str]) -> tuple[set[int], list[int]]:
     return keys, headers
 
 
+# pytest's assertion explanation: the lines that say what differs, before the long full diff
+# (`-vv` prints every item of both sides), and the line under each that names the item.
+_PYTEST_EXPLAIN = re.compile(
+    r"E[ \t]+(?:Differing items:|Left contains|Right contains|At index \d+ diff:"
+    r"|Extra items in the (?:left|right)|Omitting \d+ identical items)"
+)
+# The test's location: under the E lines (--tb=long/auto) or just above them (--tb=short).
+_PYTEST_WHERE = re.compile(r"[^\s:][^:]*\.py:\d+: (?:in |[A-Z]\w*(?:Error|Exception)\b)")
+# A changed line of the diff under it: "E     -  'key_010': ..." (ndiff, unittest's too).
+_DIFF_LINE = re.compile(r"E[ \t]+[-+][ \t]+\S")
+_EXPLAIN_KEEP = 8  # explanation lines kept of one block; more are the diff's own
+_DIFF_KEEP = 6  # the first changed lines of its diff: where the two sides part
+
+
+def _assertion_lines(lines: Sequence[str], run: Sequence[int]) -> tuple[int, ...]:
+    """The lines of a long run of pytest E lines worth keeping besides its head: what the
+    assertion explanation says differs, with the line under each, and the test's location.
+
+    One look at each line of the run, with a substring test first: linear in the run."""
+    out: list[int] = []
+    diff: list[int] = []
+    for k in range(run[0], run[-1] + 1):
+        line = lines[k]
+        if "E " not in line[:40] or (len(out) >= _EXPLAIN_KEEP and len(diff) >= _DIFF_KEEP):
+            continue
+        body = line_body(line)
+        if not body.startswith("E"):
+            continue
+        if len(out) < _EXPLAIN_KEEP and _PYTEST_EXPLAIN.match(body):
+            out.extend((k, k + 1) if k < run[-1] else (k,))
+        elif len(diff) < _DIFF_KEEP and _DIFF_LINE.match(body):
+            diff.append(k)
+    out += diff
+    # The location: among the run's last lines (the summary's "FAILED ..." may follow it
+    # closely enough to join the run), or one of the three lines above its start.
+    for k in (*run[-1:-5:-1], *range(run[0] - 1, max(-1, run[0] - 4), -1)):
+        if ".py:" in lines[k] and _PYTEST_WHERE.match(line_body(lines[k])):
+            out.append(k)
+            break
+    return tuple(sorted(set(out)))
+
+
 def error_spans(lines: Sequence[str]) -> list[Span]:
     """Error lines grouped into blocks, in order of position."""
     keys, headers = _matched_lines(lines)
@@ -298,8 +340,10 @@ def error_spans(lines: Sequence[str]) -> list[Span]:
     def close_run() -> None:
         if run:
             generic = all(_GENERIC.search(lines[k]) for k in run)
+            extra = _assertion_lines(lines, run) if len(run) > 8 else ()
             spans.append(
-                Span(run[0], run[-1], tuple(run), run[0], tail_heavy=False, generic=generic)
+                Span(run[0], run[-1], tuple(run), run[0], tail_heavy=False, extra=extra,
+                     generic=generic)
             )
             run.clear()
 

@@ -223,7 +223,8 @@ def _plan_ranges(
             windows.append((span.end + 1 - plan.span_cap, hi))
         else:
             windows.append((span.start, span.start + plan.span_cap))
-            windows.append((span.end + 1, hi))
+            # Its last line too: a run of pytest's E lines ends with the test's location.
+            windows.append((span.end, hi))
     windows = merge_ranges(windows)
     head = (0, min(plan.head, n))
     tail = (max(0, n - plan.tail), n)
