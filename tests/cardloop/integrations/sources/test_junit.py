@@ -167,11 +167,33 @@ def test_dotnet_junit_logger_frames_on_windows() -> None:
 def test_pytest_xunit1_keeps_its_file_and_line_and_says_where_it_failed() -> None:
     tests = {t.name: t for t in read("pytest/xunit1.xml").failed}
     diff = tests["test_long_diff"]
-    # xunit1's line is the test's own (pytest counts from 0); the crash line is where it failed.
-    assert (diff.file, diff.line, diff.failed_at) == ("tests/test_sample.py", "7", "tests/test_sample.py:12")
+    # xunit1's line is the test's own `def` (pytest wrote 7, counting from 0; the failure text's
+    # `def` is 4 lines above the crash line's 12); the crash line is where it failed.
+    assert (diff.file, diff.line, diff.failed_at) == ("tests/test_sample.py", "8", "tests/test_sample.py:12")
     both = tests["test_fail_and_teardown_error"]   # written twice: a failure, then a teardown error
     assert both.attempts == 2 and "assert 1 == 2" in both.text and "teardown exploded" in both.text
     assert "test_skipped" not in tests and "test_xfail" not in tests
+
+
+def test_pytest_xunit1_line_is_shown_counting_from_one() -> None:
+    # A real report beside the module it ran: each failed test's line is its `def`'s own.
+    source = (FIXTURES / "pytest/xunit1_lines_source.py.txt").read_text().split("\n")
+    raw = (FIXTURES / "pytest/xunit1_lines.xml").read_text()
+    assert 'name="test_dicts" file="test_big.py" line="7"' in raw  # as pytest wrote it
+    tests = read("pytest/xunit1_lines.xml").failed
+    assert [(t.name, t.line) for t in tests] == [("test_dicts", "8"), ("test_lists", "16"),
+                                                 ("test_strings", "20"), ("test_dict", "27")]
+    for t in tests:
+        assert source[int(t.line) - 1].lstrip().startswith(f"def {t.name}(")
+
+
+def test_a_line_from_another_producer_is_kept_as_written() -> None:
+    xml = (b'<testsuites name="tests"><testsuite name="acme"><testcase classname="a" name="t" file="a.py"'
+           b' line="7"><failure message="boom">boom</failure></testcase></testsuite></testsuites>')
+    assert read("other.xml", xml).failed[0].line == "7"
+    # pytest with its own junit_suite_name: the root's "pytest tests" still says who wrote it.
+    renamed = xml.replace(b'name="tests"', b'name="pytest tests"')
+    assert read("renamed.xml", renamed).failed[0].line == "8"
 
 
 def test_a_long_diff_is_kept_whole_up_to_the_cap() -> None:
@@ -305,7 +327,7 @@ def test_github_tests_reads_real_runners_reports(fake: FakeGitHub, client: GitHu
     assert "math.adds big numbers [failure]\n   at jtest/math.test.js:4\n" in c
     assert "com.acme.billing.InvoiceTest.throwsNpe [error]\n   at com/acme/billing/InvoiceTest.java:17\n" in c
     assert "package/name/failing1.[build failed] [error]\n   at failing1/failing_test.go:15\n" in c
-    assert ("tests.test_sample.test_long_diff [failure]\n   at tests/test_sample.py:7; "
+    assert ("tests.test_sample.test_long_diff [failure]\n   at tests/test_sample.py:8; "
             "failed at tests/test_sample.py:12\n") in c
     assert "test_fail_and_teardown_error [failure, reported 2 times]" in c
     assert "flakyPassesOnRerun" not in c and "test_skipped" not in c
