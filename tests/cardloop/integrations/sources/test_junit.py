@@ -361,3 +361,30 @@ def test_github_tests_reads_an_artifact_up_to_its_budget(fake: FakeGitHub, clien
     # mocha.xml whole, then vitest.xml's first 100 bytes (a note: cut short), then nothing.
     assert "artifact test-reports: 1 more XML file(s) not read (the " in " ".join(result.notes)
     assert "artifact test-reports: 4 failed of 5 in 1 JUnit file(s)" in result.notes
+
+
+def test_a_long_assertion_diff_shows_what_differs_not_only_its_last_lines() -> None:
+    # pytest -vv's dict diff is 330 E lines: the block shows its first lines, what the
+    # explanation says differs, the first changed lines of the full diff and the crash line.
+    from cardloop.integrations.sources.github.failed_tests import _failure_block
+    from cardloop.prompts.logs import find_error_lines
+
+    dicts, lists, _, unit = read("pytest/xunit1_lines.xml").failed
+    block = _failure_block(1, dicts, 12)
+    assert "   at test_big.py:8; failed at test_big.py:13" in block
+    assert "| E       AssertionError: assert {'key_000'" in block
+    assert "| E         Differing items:" in block
+    assert "{'key_017': {'value': 17, 'tags': ['t17', 'u17']}} != {'key_017': {'value': 999" in block
+    assert "| E         Left contains 1 more item:" in block
+    assert "| E         -         'value': 999," in block
+    assert block.endswith("| test_big.py:13: AssertionError")
+    assert "lines cut ...]" in block and len(block.split("\n")) < 45
+    assert "At index 30 diff: 'item-30' != 'item-31'" in _failure_block(2, lists, 12)
+    assert "| E       +  'key_010': {'tags': ['t10', 'u10'], 'value': -1}," in _failure_block(4, unit, 12)
+    # A failure with few error lines after its first ones shows them all, as before.
+    for t in read("pytest/xunit1.xml").failed:
+        lines = t.text.split("\n")
+        later = [k for k in find_error_lines(lines) if k >= 12]
+        if len(later) <= 6:
+            block = _failure_block(1, t, 12)
+            assert all(f"| {lines[k][:200]}" in block for k in later), t.name
