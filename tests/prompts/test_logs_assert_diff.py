@@ -71,7 +71,7 @@ def test_short_run_of_e_lines_is_unchanged() -> None:
     lines = ["    def test_x():", ">       assert 1 == 2", "E       assert 1 == 2", "",
              "tests/test_x.py:2: AssertionError"]
     spans = error_spans(lines)
-    assert [(s.start, s.end, s.extra) for s in spans] == [(2, 4, ())]
+    assert [(s.start, s.end, s.explain) for s in spans] == [(2, 4, ())]
 
 
 def test_five_megabytes_of_e_lines_stay_linear() -> None:
@@ -83,5 +83,40 @@ def test_five_megabytes_of_e_lines_stay_linear() -> None:
     start = time.perf_counter()
     spans = error_spans(lines)
     took = time.perf_counter() - start
-    assert len(spans) == 1 and len(spans[0].extra) <= 16
+    assert len(spans) == 1 and len(spans[0].explain) <= 16
+    assert took < 5.0, took
+
+
+def test_unittest_diff_keeps_its_changed_lines() -> None:
+    # unittest's own runner: the diff is under the AssertionError, on no error line.
+    out = kept(gha(fixture("unittest_assert_diff.txt")), 600)
+    assert any(line.startswith("AssertionError: {'key[482 chars]") for line in out)
+    assert "-  'key_010': {'tags': ['t10', 'u10'], 'value': 10}," in out
+    assert "+  'key_010': {'tags': ['t10', 'u10'], 'value': -1}," in out
+
+
+def test_jest_expected_received_keeps_diff_and_test_frame() -> None:
+    out = [line.strip() for line in kept(gha(fixture("jest_expected_received.txt")), 600)]
+    for line in ("● config objects match", "expect(received).toEqual(expected) // deep equality",
+                 '-     "value": 999,', '+     "value": 17,', "at Object.toEqual (big.test.js:11:16)"):
+        assert line in out, line
+    # Tighter, where and what changed come before the matcher's headers.
+    out = [line.strip() for line in kept(gha(fixture("jest_expected_received.txt")), 300)]
+    assert {'-     "value": 999,', '+     "value": 17,', "at Object.toEqual (big.test.js:11:16)"} <= set(out)
+
+
+def test_lines_after_other_errors_are_not_picked() -> None:
+    # A "- item" list after a plain error line is not a diff: nothing follows a non-assertion.
+    lines = ["ERROR: could not resolve dependencies", "- numpy 2.0", "+ numpy 1.26", "done"]
+    assert [s.explain for s in error_spans(lines)] == [()]
+
+
+def test_many_unittest_failures_stay_linear() -> None:
+    block = ["Traceback (most recent call last):", '  File "t.py", line 3, in test_x',
+             "    self.assertEqual(a, b)", "AssertionError: 'a' != 'b'"] + [f"- a{i}\n+ b{i}" for i in range(30)]
+    lines = "\n".join(block * 3000).split("\n")
+    start = time.perf_counter()
+    spans = error_spans(lines)
+    took = time.perf_counter() - start
+    assert len(spans) == 3000 and all(len(s.explain) == 8 for s in spans)
     assert took < 5.0, took

@@ -94,8 +94,8 @@ def _later_lines(lines: list[str], first_lines: int) -> list[int]:
     keys = [k for s in spans for k in s.keys if k >= first_lines]
     if len(keys) <= _LATER_LINES:
         return keys
-    extra = [e for s in spans for e in s.extra if e >= first_lines and e < len(lines)]
-    return sorted({*keys[:3], *extra[:10], keys[-1]})
+    explain = [e for s in spans for e in s.explain if e >= first_lines and e < len(lines)]
+    return sorted({*keys[:3], *explain[:10], keys[-1]})
 
 
 class GitHubTestResultsSource(GitHubSource):
