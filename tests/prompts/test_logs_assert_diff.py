@@ -1,9 +1,11 @@
 """A long assertion diff keeps its head, what differs and where the test is.
 
-The fixtures are real output: pytest 9 `-vv` (default and --tb=short) failing on two large
-dicts, lists and strings and a unittest assertEqual, run on the tests in their header;
-unittest's own runner; jest 30's toEqual. Each is put into a GitHub Actions log with
-timestamps after 2,000 lines of install noise, as the excerpt sees a build log.
+The fixtures are real output (Python 3.11.7, Node 20.20.2): pytest 9.2.0 `-vv` (default and
+--tb=short) on tests/cardloop/integrations/sources/fixtures/junit/pytest/
+xunit1_lines_source.py.txt, whose tests compare two large dicts, lists and strings and call
+unittest's assertEqual (pytest_vv_*); `python -m unittest` on its TestUnit (unittest_*); jest
+30.5.2's toEqual on two 40-key objects, `CI=true npx jest --ci` (jest_*). Each is put into a
+GitHub Actions log with timestamps after 2,000 lines of install noise, as a build log is.
 """
 
 from __future__ import annotations
