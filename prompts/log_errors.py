@@ -8,7 +8,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import accumulate
 
 _SPAN_SCAN_LIMIT = 2000  # a traceback longer than this is a runaway, not a block to keep
@@ -163,6 +163,10 @@ class Span:
     # Go panic happened, the root exception of a chained Python traceback.
     extra: tuple[int, ...] = ()
     generic: bool = False  # only says that something failed (see _GENERIC)
+    # Lines that say what differs in an assertion block, most telling first (the test's
+    # location, pytest's "Differing items:", the first changed lines of the diff): kept in
+    # place of the last lines of the block's head, so a block costs what it did without them.
+    explain: tuple[int, ...] = ()
     block: bool = False  # a traceback, panic or stack trace, not plain error lines
 
 
@@ -280,6 +284,103 @@ def _matched_lines(lines: Sequence[str]) -> tuple[set[int], list[int]]:
     return keys, headers
 
 
+# pytest's assertion explanation: the lines that say what differs, before the long full diff
+# (`-vv` prints every item of both sides), and the line under each that names the item.
+_PYTEST_EXPLAIN = re.compile(
+    r"E[ \t]+(?:Differing items:|Left contains|Right contains|At index \d+ diff:"
+    r"|Extra items in the (?:left|right)|Omitting \d+ identical items)"
+)
+# The test's location: under the E lines (--tb=long/auto) or just above them (--tb=short).
+_PYTEST_WHERE = re.compile(r"[^\s:][^:]*\.py:\d+: (?:in |[A-Z]\w*(?:Error|Exception)\b)")
+# A changed line of the diff under it: "E     -  'key_010': ..." (ndiff, unittest's too).
+_DIFF_LINE = re.compile(r"E[ \t]+[-+][ \t]+\S")
+_EXPLAIN_KEEP = 8  # explanation lines kept of one block; more are the diff's own
+_DIFF_KEEP = 6  # the first changed lines of its diff: where the two sides part
+
+
+def _assertion_lines(lines: Sequence[str], run: Sequence[int]) -> tuple[int, ...]:
+    """The lines of a long run of pytest E lines worth keeping besides its head: what the
+    assertion explanation says differs, with the line under each, and the test's location.
+
+    One look at each line of the run, with a substring test first: linear in the run."""
+    out: list[int] = []
+    diff: list[int] = []
+    for k in range(run[0], run[-1] + 1):
+        line = lines[k]
+        if "E " not in line[:40] or (len(out) >= _EXPLAIN_KEEP and len(diff) >= _DIFF_KEEP):
+            continue
+        body = line_body(line)
+        if not body.startswith("E"):
+            continue
+        if len(out) < _EXPLAIN_KEEP and _PYTEST_EXPLAIN.match(body):
+            out.extend((k, k + 1) if k < run[-1] else (k,))
+        elif len(diff) < _DIFF_KEEP and _DIFF_LINE.match(body):
+            diff.append(k)
+    # The location: among the run's last lines (the summary's "FAILED ..." may follow it
+    # closely enough to join the run), or one of the three lines above its start.
+    where = [
+        k
+        for k in (*run[-1:-5:-1], *range(run[0] - 1, max(-1, run[0] - 4), -1))
+        if ".py:" in lines[k] and _PYTEST_WHERE.match(line_body(lines[k]))
+    ][:1]
+    return tuple(dict.fromkeys([*where, *out, *diff]))
+
+
+# unittest's AssertionError and jest's "●" block put the diff under the error line, not on
+# error lines: what says what differs there, found by a look at the lines up to the next span.
+_JEST_TITLE = re.compile(r"[ \t]*\u25cf ")
+_FOLLOW_EXPLAIN = re.compile(
+    r"[ \t]*(?:First differing element|(?:First|Second) (?:list|tuple|sequence) contains"
+    r"|Expected:|Received:|expect\(|[-+] (?:Expected|Received)\b)"
+)
+_FOLLOW_DIFF = re.compile(r"[ \t]*[-+] {1,8}\S")
+_JS_TEST_FRAME = re.compile(r"[ \t]+at (?:.*? \()?[^\s()]+:\d+:\d+\)?[ \t]*\Z")
+_FOLLOW_KEEP = 8
+
+
+def _follow_lines(lines: Sequence[str], start: int, stop: int) -> tuple[int, ...]:
+    """Lines in [start, stop) that say what differs: unittest's and jest's explanation lines,
+    the first changed lines of the diff, and jest's first stack frame outside node_modules."""
+    frame: list[int] = []
+    diff: list[int] = []
+    explain: list[int] = []
+    for k in range(start, stop):
+        body = line_body(lines[k])
+        if body.startswith(("=====", "-----", "Traceback")):
+            break  # unittest's next test, or the next traceback
+        if _FOLLOW_EXPLAIN.match(body):
+            if len(explain) < _FOLLOW_KEEP:
+                explain.append(k)
+        elif _FOLLOW_DIFF.match(body):
+            if len(diff) < _FOLLOW_KEEP:
+                diff.append(k)
+        elif not frame and "at " in body and "node_modules" not in body and _JS_TEST_FRAME.match(body):
+            frame.append(k)
+        if frame and len(diff) >= _FOLLOW_KEEP and len(explain) >= _FOLLOW_KEEP:
+            break
+    # Most telling first: where (jest's frame), what changed, then the diff's headers.
+    return (*frame, *diff[:_FOLLOW_KEEP], *explain)[:_FOLLOW_KEEP]
+
+
+def _with_diffs(lines: Sequence[str], spans: list[Span]) -> list[Span]:
+    # Each scan stops at the next span: the regions are disjoint, one look at each line.
+    out: list[Span] = []
+    for i, span in enumerate(spans):
+        end = lines[span.end]
+        body = line_body(end)
+        follows = (span.block and span.tail_heavy and body.startswith("AssertionError")) or (
+            not span.block and "\u25cf" in end and bool(_JEST_TITLE.match(body))
+        )
+        if follows:
+            stop = spans[i + 1].start if i + 1 < len(spans) else len(lines)
+            stop = min(stop, span.end + 1 + _SPAN_SCAN_LIMIT)
+            found = _follow_lines(lines, span.end + 1, stop)
+            if found:
+                span = replace(span, explain=span.explain + found)
+        out.append(span)
+    return out
+
+
 def error_spans(lines: Sequence[str]) -> list[Span]:
     """Error lines grouped into blocks, in order of position."""
     keys, headers = _matched_lines(lines)
@@ -298,8 +399,10 @@ def error_spans(lines: Sequence[str]) -> list[Span]:
     def close_run() -> None:
         if run:
             generic = all(_GENERIC.search(lines[k]) for k in run)
+            explain = _assertion_lines(lines, run) if len(run) > 8 else ()
             spans.append(
-                Span(run[0], run[-1], tuple(run), run[0], tail_heavy=False, generic=generic)
+                Span(run[0], run[-1], tuple(run), run[0], tail_heavy=False, generic=generic,
+                     explain=explain)
             )
             run.clear()
 
@@ -321,7 +424,7 @@ def error_spans(lines: Sequence[str]) -> list[Span]:
         covered.update(range(span.start, span.end + 1))
     close_run()
     spans.sort(key=lambda s: s.start)
-    return spans
+    return _with_diffs(lines, spans)
 
 
 def may_have_errors(text: str) -> bool:

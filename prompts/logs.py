@@ -208,8 +208,12 @@ def _plan_ranges(
     for span in spans[len(spans) - plan.spans :] if plan.spans else ():
         lo = max(0, span.start - plan.before)
         hi = min(n, span.end + 1 + plan.after)
+        # What an assertion block says differs, as many lines as a tight plan can spare.
+        explain = span.explain[: plan.span_cap // 2]
         if span.end - span.start + 1 <= plan.span_cap + 1:
             windows.append((lo, hi))
+            # The diff under unittest's and jest's error line, beyond the context after it.
+            windows.extend((e, e + 1) for e in explain if e >= hi)
             continue
         # A long block: its primary line, and while more fits its first line, its extra
         # lines and the end where its exception is (Python) or the start where the panic
@@ -219,10 +223,11 @@ def _plan_ranges(
             continue
         windows.append((lo, span.start + 1))
         windows.extend((e, e + 1) for e in span.extra)
+        windows.extend((e, e + 1) for e in explain)
         if span.tail_heavy:
             windows.append((span.end + 1 - plan.span_cap, hi))
         else:
-            windows.append((span.start, span.start + plan.span_cap))
+            windows.append((span.start, span.start + max(1, plan.span_cap - len(explain))))
             windows.append((span.end + 1, hi))
     windows = merge_ranges(windows)
     head = (0, min(plan.head, n))

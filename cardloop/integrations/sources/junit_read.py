@@ -84,6 +84,7 @@ class Reader:
         self.out: _Text | None = None
         self.out_depth = 0
         self.pending: list[list[Case]] = []         # per open testsuite: its failures without text
+        self.root_name = ""                          # of the root element: "pytest tests" for pytest
 
     @property
     def total(self) -> int:
@@ -97,6 +98,8 @@ class Reader:
         tags.append(tag)
         if parent is None and tag not in ("testsuites", "testsuite"):
             raise _NotJUnit  # coverage.xml, a checkstyle report...: not ours
+        if parent is None:
+            self.root_name = attrs.get("name") or ""
         if self.bad is not None:
             return  # inside a failure: its text is all that matters
         if tag == "testcase":
@@ -185,6 +188,10 @@ class Reader:
             if skipped and not bad:
                 self.skipped_keys.add(key)
         if bad:
+            if line.isdigit() and (suite_name == "pytest" or self.root_name == "pytest tests"):
+                # pytest's xunit1 `line` counts from 0 (the line above the `def`); editors and
+                # the crash line count from 1.
+                line = str(int(line) + 1)
             case = new_case(classname, name, file or suite_file, line, suite_name, bad)
             self.failing.setdefault(key, []).append(case)
             if self.pending and not any(t for _, _, t in bad):

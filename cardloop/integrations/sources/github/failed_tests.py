@@ -26,7 +26,8 @@ from cardloop.integrations.sources.github.common import (
 from cardloop.integrations.sources.junit import FailedTest, JUnitReport, parse_junit
 from cardloop.integrations.sources.junit_read import MAX_BYTES
 from cardloop.prompts.card import ContextItem, ContextKind
-from cardloop.prompts.logs import Counter, excerpt_log, find_error_lines
+from cardloop.prompts.log_errors import error_spans
+from cardloop.prompts.logs import Counter, excerpt_log
 
 # Stack frames of the runner, the test framework and the platform: what a failure's first lines
 # are mostly made of (jest-circus, node internals, JUnit and reflection), never the bug.
@@ -65,13 +66,36 @@ def _failure_block(n: int, test: FailedTest, first_lines: int, *, fold: bool = T
     shown = lines[:first_lines]
     out += [f"   | {clip(line, 300)}" for line in shown]
     # pytest puts the statement first and the "E ..." lines further down: keep those too.
-    later = [k for k in find_error_lines(lines) if k >= first_lines][-6:]
-    if later:
-        out.append(f"   | [... {later[0] - first_lines} lines cut ...]" if later[0] > first_lines else "   |")
-        out += [f"   | {clip(lines[k], 300)}" for k in later]
-    if len(lines) > (later[-1] + 1 if later else first_lines):
-        out.append(f"   | [... {len(lines) - (later[-1] + 1 if later else first_lines)} more lines ...]")
+    later = _later_lines(lines, first_lines)
+    pos = first_lines
+    for k in later:
+        if k > pos:
+            out.append(f"   | [... {k - pos} lines cut ...]")
+        elif k == first_lines:
+            out.append("   |")
+        out.append(f"   | {clip(lines[k], 300)}")
+        pos = k + 1
+    if len(lines) > max(pos, first_lines):
+        out.append(f"   | [... {len(lines) - max(pos, first_lines)} more lines ...]")
     return "\n".join(out)
+
+
+_LATER_LINES = 6  # error lines shown after the first lines of a failure's text
+
+
+def _later_lines(lines: list[str], first_lines: int) -> list[int]:
+    """The error lines worth showing after the first `first_lines`, in order.
+
+    A few are all shown. Of many (pytest's `-vv` diff of two dicts is hundreds of E lines) the
+    head says what was compared, and the lines the detector marks in a long block say what
+    differs and where (`Differing items:`, the first changed lines, the crash line): those,
+    not the last lines of the diff, which say the least."""
+    spans = [s for s in error_spans(lines) if s.end >= first_lines]
+    keys = [k for s in spans for k in s.keys if k >= first_lines]
+    if len(keys) <= _LATER_LINES:
+        return keys
+    explain = [e for s in spans for e in s.explain if e >= first_lines and e < len(lines)]
+    return sorted({*keys[:3], *explain[:10], keys[-1]})
 
 
 class GitHubTestResultsSource(GitHubSource):

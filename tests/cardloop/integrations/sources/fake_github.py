@@ -803,7 +803,7 @@ JUNIT_UNIT = """<?xml version="1.0" encoding="utf-8"?>
  timestamp="2024-05-15T08:11:33" hostname="fv-az1">
 <testcase classname="tests.test_health" name="test_health" time="0.010"/>
 <testcase classname="tests.test_retry" name="test_backoff_schedule_caps_at_max_delay" time="0.003"
- file="tests/test_retry.py" line="51"><failure
+ file="tests/test_retry.py" line="52"><failure
  message="assert [1.0, 2.0, 4.0, 8.0, 16.0, 32.0] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0]"
 >def test_backoff_schedule_caps_at_max_delay() -&gt; None:
     policy = RetryPolicy(base_delay=1.0, factor=2.0, max_delay=30.0, max_attempts=7, jitter=0.0)

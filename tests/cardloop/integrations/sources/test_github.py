@@ -402,7 +402,7 @@ def test_tests_from_junit_artifacts(fake: FakeGitHub, client: GitHubClient, coun
     c = item.content
     assert "tests.test_retry.test_backoff_schedule_caps_at_max_delay [failure]" in c
     assert "message: assert [1.0, 2.0, 4.0, 8.0, 16.0, 32.0] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0]" in c
-    assert "at tests/test_retry.py:51" in c
+    assert "at tests/test_retry.py:53" in c  # pytest wrote line="52": its def, counted from 0
     assert "| def test_backoff_schedule_caps_at_max_delay() -> None:" in c   # the first lines
     assert "tests.webhooks.test_delivery.test_delivery_retries_on_503 [error]" in c
     assert "E       TypeError: unsupported operand type(s) for *: 'NoneType' and 'float'" in c   # a later E line

@@ -167,11 +167,33 @@ def test_dotnet_junit_logger_frames_on_windows() -> None:
 def test_pytest_xunit1_keeps_its_file_and_line_and_says_where_it_failed() -> None:
     tests = {t.name: t for t in read("pytest/xunit1.xml").failed}
     diff = tests["test_long_diff"]
-    # xunit1's line is the test's own (pytest counts from 0); the crash line is where it failed.
-    assert (diff.file, diff.line, diff.failed_at) == ("tests/test_sample.py", "7", "tests/test_sample.py:12")
+    # xunit1's line is the test's own `def` (pytest wrote 7, counting from 0; the failure text's
+    # `def` is 4 lines above the crash line's 12); the crash line is where it failed.
+    assert (diff.file, diff.line, diff.failed_at) == ("tests/test_sample.py", "8", "tests/test_sample.py:12")
     both = tests["test_fail_and_teardown_error"]   # written twice: a failure, then a teardown error
     assert both.attempts == 2 and "assert 1 == 2" in both.text and "teardown exploded" in both.text
     assert "test_skipped" not in tests and "test_xfail" not in tests
+
+
+def test_pytest_xunit1_line_is_shown_counting_from_one() -> None:
+    # A real report beside the module it ran: each failed test's line is its `def`'s own.
+    source = (FIXTURES / "pytest/xunit1_lines_source.py.txt").read_text().split("\n")
+    raw = (FIXTURES / "pytest/xunit1_lines.xml").read_text()
+    assert 'name="test_dicts" file="test_big.py" line="7"' in raw  # as pytest wrote it
+    tests = read("pytest/xunit1_lines.xml").failed
+    assert [(t.name, t.line) for t in tests] == [("test_dicts", "8"), ("test_lists", "16"),
+                                                 ("test_strings", "20"), ("test_dict", "27")]
+    for t in tests:
+        assert source[int(t.line) - 1].lstrip().startswith(f"def {t.name}(")
+
+
+def test_a_line_from_another_producer_is_kept_as_written() -> None:
+    xml = (b'<testsuites name="tests"><testsuite name="acme"><testcase classname="a" name="t" file="a.py"'
+           b' line="7"><failure message="boom">boom</failure></testcase></testsuite></testsuites>')
+    assert read("other.xml", xml).failed[0].line == "7"
+    # pytest with its own junit_suite_name: the root's "pytest tests" still says who wrote it.
+    renamed = xml.replace(b'name="tests"', b'name="pytest tests"')
+    assert read("renamed.xml", renamed).failed[0].line == "8"
 
 
 def test_a_long_diff_is_kept_whole_up_to_the_cap() -> None:
@@ -305,7 +327,7 @@ def test_github_tests_reads_real_runners_reports(fake: FakeGitHub, client: GitHu
     assert "math.adds big numbers [failure]\n   at jtest/math.test.js:4\n" in c
     assert "com.acme.billing.InvoiceTest.throwsNpe [error]\n   at com/acme/billing/InvoiceTest.java:17\n" in c
     assert "package/name/failing1.[build failed] [error]\n   at failing1/failing_test.go:15\n" in c
-    assert ("tests.test_sample.test_long_diff [failure]\n   at tests/test_sample.py:7; "
+    assert ("tests.test_sample.test_long_diff [failure]\n   at tests/test_sample.py:8; "
             "failed at tests/test_sample.py:12\n") in c
     assert "test_fail_and_teardown_error [failure, reported 2 times]" in c
     assert "flakyPassesOnRerun" not in c and "test_skipped" not in c
@@ -339,3 +361,30 @@ def test_github_tests_reads_an_artifact_up_to_its_budget(fake: FakeGitHub, clien
     # mocha.xml whole, then vitest.xml's first 100 bytes (a note: cut short), then nothing.
     assert "artifact test-reports: 1 more XML file(s) not read (the " in " ".join(result.notes)
     assert "artifact test-reports: 4 failed of 5 in 1 JUnit file(s)" in result.notes
+
+
+def test_a_long_assertion_diff_shows_what_differs_not_only_its_last_lines() -> None:
+    # pytest -vv's dict diff is 330 E lines: the block shows its first lines, what the
+    # explanation says differs, the first changed lines of the full diff and the crash line.
+    from cardloop.integrations.sources.github.failed_tests import _failure_block
+    from cardloop.prompts.logs import find_error_lines
+
+    dicts, lists, _, unit = read("pytest/xunit1_lines.xml").failed
+    block = _failure_block(1, dicts, 12)
+    assert "   at test_big.py:8; failed at test_big.py:13" in block
+    assert "| E       AssertionError: assert {'key_000'" in block
+    assert "| E         Differing items:" in block
+    assert "{'key_017': {'value': 17, 'tags': ['t17', 'u17']}} != {'key_017': {'value': 999" in block
+    assert "| E         Left contains 1 more item:" in block
+    assert "| E         -         'value': 999," in block
+    assert block.endswith("| test_big.py:13: AssertionError")
+    assert "lines cut ...]" in block and len(block.split("\n")) < 45
+    assert "At index 30 diff: 'item-30' != 'item-31'" in _failure_block(2, lists, 12)
+    assert "| E       +  'key_010': {'tags': ['t10', 'u10'], 'value': -1}," in _failure_block(4, unit, 12)
+    # A failure with few error lines after its first ones shows them all, as before.
+    for t in read("pytest/xunit1.xml").failed:
+        lines = t.text.split("\n")
+        later = [k for k in find_error_lines(lines) if k >= 12]
+        if len(later) <= 6:
+            block = _failure_block(1, t, 12)
+            assert all(f"| {lines[k][:200]}" in block for k in later), t.name
