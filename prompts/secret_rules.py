@@ -38,6 +38,7 @@ from importlib import resources
 import ahocorasick_rs
 
 from cardloop.prompts.go_regex import anchored_keywords, drop_lazy_prefix, translate
+from cardloop.prompts.lazy_pattern import LazyPattern, Pattern
 from cardloop.prompts.secret_values import shannon_entropy
 
 GITLEAKS_VERSION = "8.30.1"
@@ -62,7 +63,7 @@ class Allowlist:
     given check (AND). Paths are never known here, so an AND list with paths never drops."""
 
     target: str  # "secret", "match" or "line"
-    regexes: tuple[re.Pattern[str], ...]
+    regexes: tuple[Pattern, ...]
     stopwords: tuple[str, ...]
     require_all: bool
     has_paths: bool
@@ -112,7 +113,8 @@ class GitleaksRule:
 # --------------------------------------------------------------------------- loading
 
 def _allowlist(spec: dict[str, object]) -> Allowlist:
-    regexes = tuple(re.compile(translate(r), re.ASCII) for r in spec.get("regexes", ()))  # type: ignore[union-attr]
+    # Compiled on first use: only a finding is checked against them.
+    regexes = tuple(LazyPattern(translate(r), re.ASCII) for r in spec.get("regexes", ()))  # type: ignore[union-attr]
     return Allowlist(
         target=str(spec.get("regexTarget", "secret")),
         regexes=regexes,
