@@ -37,7 +37,7 @@ class LazyPattern:
             pos = inline.end()
         self.pattern = pattern
         # As a compiled str pattern reports them: re.UNICODE unless ASCII or LOCALE.
-        self.flags = flags if flags & (re.ASCII | re.LOCALE) else flags | re.UNICODE
+        self.flags = int(flags if flags & (re.ASCII | re.LOCALE) else flags | re.UNICODE)
         self._compiled: re.Pattern[str] | None = None
 
     def compiled(self) -> re.Pattern[str]:
@@ -65,6 +65,15 @@ class LazyPattern:
 
     def finditer(self, string: str, pos: int = 0, endpos: int = sys.maxsize) -> Iterator[re.Match[str]]:
         return self.compiled().finditer(string, pos, endpos)
+
+    # Equal as compiled patterns are: the same source and flags.
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyPattern | re.Pattern):
+            return (self.pattern, self.flags) == (other.pattern, other.flags)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.pattern, self.flags))
 
     def __repr__(self) -> str:
         return f"LazyPattern({self.pattern!r}, {self.flags!r})"

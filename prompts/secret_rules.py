@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import functools
 import re
-import tomllib
+import zlib
 from dataclasses import dataclass
 from importlib import resources
 
 import ahocorasick_rs
 
+from cardloop.prompts import rules_precomputed
 from cardloop.prompts.go_regex import anchored_keywords, drop_lazy_prefix, translate
 from cardloop.prompts.lazy_pattern import LazyPattern, Pattern
 from cardloop.prompts.secret_values import shannon_entropy
@@ -127,6 +128,8 @@ def _allowlist(spec: dict[str, object]) -> Allowlist:
 def load(toml_text: str, *, reserved: frozenset[str] = frozenset()) -> tuple[tuple[GitleaksRule, ...], dict[str, str]]:
     """The usable rules of a gitleaks config, and the skipped ones with the reason. A rule id in
     `reserved` (one of our own rule names) becomes `gitleaks-<id>`."""
+    import tomllib  # only when the rules are not precomputed: 2 ms of every import
+
     config = tomllib.loads(toml_text)
     global_allow = _allowlist(config.get("allowlist", {}))
     rules: list[GitleaksRule] = []
@@ -292,9 +295,27 @@ class GitleaksScanner:
         return work
 
 
+def rules_bytes() -> bytes:
+    return resources.files("cardloop.prompts").joinpath(RULES_FILE).read_bytes()
+
+
 def _rules_text() -> str:
-    return resources.files("cardloop.prompts").joinpath(RULES_FILE).read_text(encoding="utf-8")
+    return rules_bytes().decode("utf-8")
 
 
 def load_default(reserved: frozenset[str]) -> tuple[tuple[GitleaksRule, ...], dict[str, str]]:
-    return load(_rules_text(), reserved=reserved)
+    """`load` of the vendored rules: from their form computed ahead (prompts/rules_precomputed.py,
+    no TOML parse or Go translation at import) while it was made from this very file for these
+    reserved names, else parsed."""
+    data = rules_bytes()
+    pre = rules_precomputed
+    if zlib.crc32(data) != pre.GITLEAKS_CRC or reserved != frozenset(pre.RESERVED):
+        return load(data.decode("utf-8"), reserved=reserved)
+    allowlists = [Allowlist(target, tuple(LazyPattern(r, re.ASCII) for r in regexes), stopwords, require_all,
+                            has_paths)
+                  for target, regexes, stopwords, require_all, has_paths in pre.ALLOWLISTS]
+    rules = tuple(
+        GitleaksRule(name, upstream_id, regex, secret_group, entropy, keywords, frozenset(anchored), per_line,
+                     tuple(allowlists[i] for i in indexes))
+        for name, upstream_id, regex, secret_group, entropy, keywords, anchored, per_line, indexes in pre.RULES)
+    return rules, dict(pre.SKIPPED)
