@@ -39,7 +39,7 @@ import ahocorasick_rs
 
 from cardloop.prompts import rules_precomputed
 from cardloop.prompts.go_regex import anchored_keywords, drop_lazy_prefix, translate
-from cardloop.prompts.lazy_pattern import LazyPattern, Pattern
+from cardloop.prompts.lazy_pattern import LazyPattern, Pattern, compiled
 from cardloop.prompts.secret_values import shannon_entropy
 
 GITLEAKS_VERSION = "8.30.1"
@@ -69,11 +69,15 @@ class Allowlist:
     require_all: bool
     has_paths: bool
 
+    @functools.cached_property
+    def _compiled(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(compiled(r) for r in self.regexes)  # on the first finding checked against them
+
     def allows(self, secret: str, match: str, line: str) -> bool:
         subject = {"secret": secret, "match": match, "line": line}[self.target]
         checks: list[bool] = []
         if self.regexes:
-            checks.append(any(r.search(subject) for r in self.regexes))
+            checks.append(any(r.search(subject) for r in self._compiled))
         if self.stopwords:
             low = secret.lower()
             checks.append(any(w in low for w in self.stopwords))
