@@ -2,7 +2,10 @@
 
 Source: gitleaks' default configuration, vendored unchanged in prompts/gitleaks.toml (its
 header names the upstream version, where the copy came from and the license). It is loaded
-and compiled once, at import; nothing here reads the network, the clock or the environment.
+at import from its translated form computed ahead (prompts/rules_precomputed.py, written by
+prompts/precompute_rules.py; parsed again when the file no longer matches it), and each pattern
+is compiled when a text first holds its keyword; nothing here reads the network, the clock or
+the environment.
 
 How a gitleaks rule is used, as gitleaks uses it:
 - the rule is tried only where one of its `keywords` occurs in the lowercased text;
