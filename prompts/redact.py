@@ -65,6 +65,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from cardloop.prompts.lazy_pattern import compiled
 from cardloop.prompts.pem_tail import headless_keys
 from cardloop.prompts.percent import percent_decoded
 from cardloop.prompts.redaction_rule import RedactionRule
@@ -194,6 +195,10 @@ def _anchor_starts(anchor: re.Pattern[str], t: _Text) -> dict[int, int]:
     return found
 
 
+# A rule's pattern, anchors, tail and tail run (`tail` + "*"), compiled.
+_Compiled = tuple[re.Pattern[str], tuple[re.Pattern[str], ...], re.Pattern[str] | None, re.Pattern[str] | None]
+
+
 class Redactor:
     def __init__(self, rules: Sequence[RedactionRule] = DEFAULT_RULES, *,
                  catalog: GitleaksScanner | None = None, gated: bool = True) -> None:
@@ -211,8 +216,10 @@ class Redactor:
         self.rules: tuple[RedactionRule, ...] = tuple(rules)
         self.catalog = catalog
         self._names = tuple(names)
-        self._tails = tuple(re.compile(r.tail) if r.tail else None for r in self.rules)
-        self._tail_runs = tuple(re.compile(r.tail + "*") if r.tail else None for r in self.rules)
+        # Per rule, once a text first opens it: its pattern, anchors, tail and tail run compiled
+        # (most rules' patterns are LazyPatterns: a command that redacts a short text, or none,
+        # compiles only the few rules its texts open).
+        self._compiled: list[_Compiled | None] = [None] * len(self.rules)
         self._gates = RuleGates([gate_for(r) if gated else None for r in self.rules])
         # A rule with keywords is gated on exactly them (prompts/rule_gates.py): once the gate
         # opened it, one occurs, and looking again would read a long text a second time for each
@@ -222,15 +229,23 @@ class Redactor:
         # The tail of a PEM block cut above its BEGIN line is named (and counted) as the whole one.
         self._pem_tail = names.index("private-key") if "private-key" in names[:len(self.rules)] else None
 
-    def _candidates(self, rule: RedactionRule, t: _Text, *, keywords_checked: bool = False
-                    ) -> Iterable[tuple[re.Match[str] | None, int, int]]:
+    def _compile(self, index: int) -> _Compiled:
+        rule = self.rules[index]
+        tail = re.compile(rule.tail) if rule.tail else None
+        tail_run = re.compile(rule.tail + "*") if rule.tail else None
+        found = self._compiled[index] = (compiled(rule.pattern), tuple(compiled(a) for a in rule.anchors),
+                                         tail, tail_run)
+        return found
+
+    def _candidates(self, rule: RedactionRule, pattern: re.Pattern[str], anchors: tuple[re.Pattern[str], ...],
+                    t: _Text, *, keywords_checked: bool = False) -> Iterable[tuple[re.Match[str] | None, int, int]]:
         """(match or None when skipped, identifier start, identifier end) in start order."""
         if rule.keywords and not keywords_checked and not any(k in t.lowered for k in rule.keywords):
             return ()
-        if not rule.anchors:
-            return ((m, m.start(), m.start()) for m in rule.pattern.finditer(t.text))
+        if not anchors:
+            return ((m, m.start(), m.start()) for m in pattern.finditer(t.text))
         starts: dict[int, int] = {}
-        for anchor in rule.anchors:
+        for anchor in anchors:
             key = (anchor.pattern, anchor.flags)
             hits = t.hits.get(key)
             if hits is None:  # shared anchors are scanned once per text
@@ -246,12 +261,13 @@ class Redactor:
                 t.stats.searched += read
                 candidates.extend((start, -end, index) for start, end in spans if start < end)
             return
-        pattern, group, validator, reach = rule.pattern, rule.group, rule.validator, rule.reach
-        tail, tail_run = self._tails[index], self._tail_runs[index]
+        group, validator, reach = rule.group, rule.validator, rule.reach
+        pattern, anchors, tail, tail_run = self._compiled[index] or self._compile(index)
         attempts = matched = validated = extended = skipped = 0
         # The accepted span with the furthest end so far, and the last run `tail` extended.
         kept_start = kept_end = ext_from = ext_to = -1
-        for m, run_start, run_end in self._candidates(rule, t, keywords_checked=self._keywords_checked[index]):
+        for m, run_start, run_end in self._candidates(rule, pattern, anchors, t,
+                                                         keywords_checked=self._keywords_checked[index]):
             attempts += 1
             if m is None:
                 if reach is not None and kept_start <= run_start and run_end + reach < kept_end:

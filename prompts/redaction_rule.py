@@ -7,6 +7,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cardloop.prompts.lazy_pattern import Pattern
+
 Validator = Callable[[re.Match[str]], bool]
 # Spans of secrets in a text, and how many characters finding them read.
 Finder = Callable[[str], tuple[list[tuple[int, int]], int]]
@@ -47,11 +49,11 @@ class RedactionRule:
     """
 
     name: str
-    pattern: re.Pattern[str]
+    pattern: Pattern  # compiled, or a LazyPattern the redactor compiles when a text first opens the rule
     group: int | str = 0
     validator: Validator | None = None
     keywords: tuple[str, ...] = ()
-    anchors: tuple[re.Pattern[str], ...] = ()
+    anchors: tuple[Pattern, ...] = ()
     tail: str = ""
     reach: int | None = None
     finder: Finder | None = None

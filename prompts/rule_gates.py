@@ -22,6 +22,8 @@ from typing import Any
 
 import ahocorasick_rs
 
+from cardloop.prompts import rules_precomputed
+from cardloop.prompts.lazy_pattern import Pattern
 from cardloop.prompts.redaction_rule import RedactionRule
 
 # Up to this length, one Aho-Corasick pass over the whole text says which literals occur.
@@ -112,14 +114,29 @@ class RuleGates:
         return sorted(rules)
 
 
-def leading_literals(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
+_UNKNOWN = object()
+
+
+def leading_literals(pattern: Pattern) -> tuple[str, ...] | None:
     """The literal each top-level alternative of `pattern` starts with, or None when one of
-    them starts with anything else or matches letters regardless of case."""
+    them starts with anything else or matches letters regardless of case. Our rules' answers
+    are computed ahead (prompts/precompute_rules.py: parsing them cost every import 8 ms); the
+    answer depends on the source and flags alone, so another pattern is parsed here."""
+    known = rules_precomputed.LEADING_LITERALS.get((pattern.pattern, pattern.flags), _UNKNOWN)
+    if known is not _UNKNOWN:
+        return known  # type: ignore[return-value]
+    return parse_leading_literals(pattern)
+
+
+def parse_leading_literals(pattern: Pattern) -> tuple[str, ...] | None:
+    """`leading_literals`, parsed from the pattern (without compiling it)."""
     if pattern.flags & re.IGNORECASE:
         return None
     try:
         tree = sre_parser.parse(pattern.pattern, pattern.flags)
     except re.error:  # pragma: no cover - the pattern compiled, so it parses
+        return None
+    if tree.state.flags & re.IGNORECASE:  # a global `(?i)` the flags did not show
         return None
     found = _alternatives(list(tree))
     return tuple(dict.fromkeys(found)) if found else None

@@ -2,7 +2,10 @@
 
 Source: gitleaks' default configuration, vendored unchanged in prompts/gitleaks.toml (its
 header names the upstream version, where the copy came from and the license). It is loaded
-and compiled once, at import; nothing here reads the network, the clock or the environment.
+at import from its translated form computed ahead (prompts/rules_precomputed.py, written by
+prompts/precompute_rules.py; parsed again when the file no longer matches it), and each pattern
+is compiled when a text first holds its keyword; nothing here reads the network, the clock or
+the environment.
 
 How a gitleaks rule is used, as gitleaks uses it:
 - the rule is tried only where one of its `keywords` occurs in the lowercased text;
@@ -31,13 +34,15 @@ from __future__ import annotations
 
 import functools
 import re
-import tomllib
+import zlib
 from dataclasses import dataclass
 from importlib import resources
 
 import ahocorasick_rs
 
+from cardloop.prompts import rules_precomputed
 from cardloop.prompts.go_regex import anchored_keywords, drop_lazy_prefix, translate
+from cardloop.prompts.lazy_pattern import LazyPattern, Pattern, compiled
 from cardloop.prompts.secret_values import shannon_entropy
 
 GITLEAKS_VERSION = "8.30.1"
@@ -62,16 +67,20 @@ class Allowlist:
     given check (AND). Paths are never known here, so an AND list with paths never drops."""
 
     target: str  # "secret", "match" or "line"
-    regexes: tuple[re.Pattern[str], ...]
+    regexes: tuple[Pattern, ...]
     stopwords: tuple[str, ...]
     require_all: bool
     has_paths: bool
+
+    @functools.cached_property
+    def _compiled(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(compiled(r) for r in self.regexes)  # on the first finding checked against them
 
     def allows(self, secret: str, match: str, line: str) -> bool:
         subject = {"secret": secret, "match": match, "line": line}[self.target]
         checks: list[bool] = []
         if self.regexes:
-            checks.append(any(r.search(subject) for r in self.regexes))
+            checks.append(any(r.search(subject) for r in self._compiled))
         if self.stopwords:
             low = secret.lower()
             checks.append(any(w in low for w in self.stopwords))
@@ -112,7 +121,8 @@ class GitleaksRule:
 # --------------------------------------------------------------------------- loading
 
 def _allowlist(spec: dict[str, object]) -> Allowlist:
-    regexes = tuple(re.compile(translate(r), re.ASCII) for r in spec.get("regexes", ()))  # type: ignore[union-attr]
+    # Compiled on first use: only a finding is checked against them.
+    regexes = tuple(LazyPattern(translate(r), re.ASCII) for r in spec.get("regexes", ()))  # type: ignore[union-attr]
     return Allowlist(
         target=str(spec.get("regexTarget", "secret")),
         regexes=regexes,
@@ -125,6 +135,8 @@ def _allowlist(spec: dict[str, object]) -> Allowlist:
 def load(toml_text: str, *, reserved: frozenset[str] = frozenset()) -> tuple[tuple[GitleaksRule, ...], dict[str, str]]:
     """The usable rules of a gitleaks config, and the skipped ones with the reason. A rule id in
     `reserved` (one of our own rule names) becomes `gitleaks-<id>`."""
+    import tomllib  # only when the rules are not precomputed: 2 ms of every import
+
     config = tomllib.loads(toml_text)
     global_allow = _allowlist(config.get("allowlist", {}))
     rules: list[GitleaksRule] = []
@@ -290,9 +302,27 @@ class GitleaksScanner:
         return work
 
 
+def rules_bytes() -> bytes:
+    return resources.files("cardloop.prompts").joinpath(RULES_FILE).read_bytes()
+
+
 def _rules_text() -> str:
-    return resources.files("cardloop.prompts").joinpath(RULES_FILE).read_text(encoding="utf-8")
+    return rules_bytes().decode("utf-8")
 
 
 def load_default(reserved: frozenset[str]) -> tuple[tuple[GitleaksRule, ...], dict[str, str]]:
-    return load(_rules_text(), reserved=reserved)
+    """`load` of the vendored rules: from their form computed ahead (prompts/rules_precomputed.py,
+    no TOML parse or Go translation at import) while it was made from this very file for these
+    reserved names, else parsed."""
+    data = rules_bytes()
+    pre = rules_precomputed
+    if zlib.crc32(data) != pre.GITLEAKS_CRC or reserved != frozenset(pre.RESERVED):
+        return load(data.decode("utf-8"), reserved=reserved)
+    allowlists = [Allowlist(target, tuple(LazyPattern(r, re.ASCII) for r in regexes), stopwords, require_all,
+                            has_paths)
+                  for target, regexes, stopwords, require_all, has_paths in pre.ALLOWLISTS]
+    rules = tuple(
+        GitleaksRule(name, upstream_id, regex, secret_group, entropy, keywords, frozenset(anchored), per_line,
+                     tuple(allowlists[i] for i in indexes))
+        for name, upstream_id, regex, secret_group, entropy, keywords, anchored, per_line, indexes in pre.RULES)
+    return rules, dict(pre.SKIPPED)

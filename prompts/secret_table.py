@@ -10,6 +10,7 @@ import re
 
 from cardloop.prompts.kube_secret_data import secret_data_values
 from cardloop.prompts.kube_string_data import string_data_values
+from cardloop.prompts.lazy_pattern import LazyPattern, compiled
 from cardloop.prompts.redaction_rule import RedactionRule
 from cardloop.prompts.secret_values import (
     _aws_secret_ok,
@@ -29,14 +30,14 @@ from cardloop.prompts.secret_values import (
 from cardloop.prompts.syntax_values import _html_password_ok, _placeholder_default_ok, _terraform_default_ok
 
 
-def _token(prefix: str, width: int, body: str, *, after_dash: bool = False) -> re.Pattern[str]:
+def _token(prefix: str, width: int, body: str, *, after_dash: bool = False) -> LazyPattern:
     """`prefix` (`width` characters) then `body`, not glued on the left to more token
     characters; on the right the greedy `body` already consumes the rest of the token.
     `after_dash`: a `-` before the prefix is a separator (`backup-sk-ant-....json`, a file
     name or a kebab-case name around the token), for prefixes long or odd enough that no
     base64url or kebab-case run holds them by chance."""
     glue = "A-Za-z0-9_" if after_dash else "A-Za-z0-9_\\-"
-    return re.compile(prefix + rf"(?<![{glue}].{{{width}}})" + body)
+    return LazyPattern(prefix + rf"(?<![{glue}].{{{width}}})" + body)
 
 
 # Between a key and its value: an optional closing quote, then `=`, `:`, `:=` or `=>`, never
@@ -72,10 +73,10 @@ def _last_word(word: str, *, after: tuple[str, ...] = ()) -> str:
     return f"{w}(?!{_RUN}*?{w})"
 
 
-def _key_anchor(word: str, tail: str, *, after: tuple[str, ...] = ()) -> re.Pattern[str]:
+def _key_anchor(word: str, tail: str, *, after: tuple[str, ...] = ()) -> LazyPattern:
     """An identifier that holds `word`, then `tail` right after the identifier. The tail is a
     lookahead: a hit that took in what follows would hide the next identifier from the scan."""
-    return re.compile(f"{_last_word(word, after=after)}{_RUN}*+(?={tail})")
+    return LazyPattern(f"{_last_word(word, after=after)}{_RUN}*+(?={tail})")
 
 
 # From the end of a variable's name to its value's `:` or `=`, in a name and value pair.
@@ -112,7 +113,7 @@ _GENERIC_ANCHORS = (
     _key_anchor("key", _KEY_TAIL, after=_KEY_PREFIXES),
     # `pass` as a word of its own (`DB_PASS`, `pass:`): the `pass` of `password`, `passwd` and
     # `passphrase` fails at once, their own anchors hit there (one tail check per key, not two).
-    re.compile(f"pass(?!w|phrase){_last_word('pass')[4:]}{_RUN}*+(?={_KEY_TAIL})"),
+    LazyPattern(f"pass(?!w|phrase){_last_word('pass')[4:]}{_RUN}*+(?={_KEY_TAIL})"),
 )
 _QUERY_KEYS = (
     r"access_token|refresh_token|id_token|auth_token|token|api_key"
@@ -153,7 +154,7 @@ _VALUE_GOES_ON = (
 _SECRET_KIND = ("kind: secret", '"kind": "secret"', '"kind":"secret"', '"kind ":  "secret', '"kind ": "secret')
 
 # One value of a `data` block: a YAML line (`  key: base64`) or a JSON pair (`"key": "base64"`).
-_SECRET_DATA_PAIR = re.compile(
+_SECRET_DATA_PAIR = LazyPattern(
     r"(?:^[ \t]+[\w.\-]{1,253}[ \t]*:|\"[\w.\-]{1,253}" + _QUOTE_GAP + r"\"[ \t]*:)[ \t]*(?P<q>[\"']?)"
     r"(?P<secret>[A-Za-z0-9+/]{4,}={0,2})(?(q)" + _QUOTE_GAP + r"(?P=q))(?=[ \t]*(?:[,}\r\n]|$))",
     re.MULTILINE,
@@ -162,7 +163,7 @@ _SECRET_DATA_PAIR = re.compile(
 DEFAULT_RULES: tuple[RedactionRule, ...] = (
     RedactionRule(
         "private-key",
-        re.compile(
+        LazyPattern(
             r"-----BEGIN[ A-Z0-9]{0,40} PRIVATE KEY(?: BLOCK)?-----"
             r"(?:.*?-----END[ A-Z0-9]{0,40} PRIVATE KEY(?: BLOCK)?-----|.*)",
             re.DOTALL,
@@ -178,13 +179,13 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     RedactionRule("github-token", _token("gh[pousr]_", 4, r"[A-Za-z0-9]{36,}", after_dash=True)),
     RedactionRule(
         "aws-access-key-id",
-        re.compile(
+        LazyPattern(
             r"A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])(?<![A-Za-z0-9].{4})[A-Z0-9]{16}(?![A-Za-z0-9])"
         ),
     ),
     RedactionRule(
         "aws-secret-access-key",
-        re.compile(
+        LazyPattern(
             r"(?i:(?:aws[_.\-]?)?secret[_.\-]?access[_.\-]?key|aws[_.\-]?secret[_.\-]?key)"
             + _ASSIGN
             + r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
@@ -196,7 +197,7 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     # go, as one span.
     RedactionRule(
         "aws-credentials",
-        re.compile(
+        LazyPattern(
             r"A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])(?<![A-Za-z0-9].{4})[A-Z0-9]{16}"
             r"(?:[\s,;:|=\"'`]|\\[nrt]){1,12}"
             r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
@@ -207,20 +208,20 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     # <secret>" (the console's key page, pasted), `aws configure set aws_secret_access_key <secret>`.
     RedactionRule(
         "aws-secret-labelled",
-        re.compile(
+        LazyPattern(
             r"(?i:(?:aws[_.\- ]?)?secret[_.\- ]?access[_.\- ]?key)[\"'`]?(?:[ \t]+|[ \t]*\r?\n[ \t]*)[\"'`]?"
             r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
         ),
         group="secret",
         validator=_aws_secret_ok,
-        anchors=(re.compile(r"secret[_.\- ]?access[_.\- ]?key(?=[\"'`]?\s+[\"'`]?[a-z0-9/+]{40})"),),
+        anchors=(LazyPattern(r"secret[_.\- ]?access[_.\- ]?key(?=[\"'`]?\s+[\"'`]?[a-z0-9/+]{40})"),),
     ),
     # A key id, then its secret within a line or two of prose ("key AKIA... with secret ...",
     # "Access key ID ... / Secret access key ..."): the first 40-character run after the id that
     # mixes cases like a secret (a commit SHA or a word does not). The id has its own rule.
     RedactionRule(
         "aws-secret-near-key-id",
-        re.compile(
+        LazyPattern(
             r"A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])(?<![A-Za-z0-9].{4})[A-Z0-9]{16}(?![A-Za-z0-9])"
             r"(?:[^\n]|\n(?![ \t]*\n)){1,160}?"
             r"(?<![A-Za-z0-9/+])(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
@@ -231,22 +232,22 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     # Azure storage and service bus connection strings: `...;AccountKey=<base64>;...`.
     RedactionRule(
         "azure-connection-key",
-        re.compile(r"(?i:AccountKey|SharedAccessKey)[ \t]*=[ \t]*(?P<secret>[A-Za-z0-9+/]{20,}={0,2})"),
+        LazyPattern(r"(?i:AccountKey|SharedAccessKey)[ \t]*=[ \t]*(?P<secret>[A-Za-z0-9+/]{20,}={0,2})"),
         group="secret",
         # One literal-first anchor per word: a scan for a literal is fast, an alternation is not.
-        anchors=tuple(re.compile(w + r"(?=[ \t]*=[ \t]*[a-z0-9+/]{20})") for w in ("accountkey", "sharedaccesskey")),
+        anchors=tuple(LazyPattern(w + r"(?=[ \t]*=[ \t]*[a-z0-9+/]{20})") for w in ("accountkey", "sharedaccesskey")),
     ),
     # A Docker config.json's `"auth": "<base64 of user:password>"`.
     RedactionRule(
         "docker-config-auth",
-        re.compile(r'"auth"[ \t]*:[ \t]*"(?P<secret>[A-Za-z0-9+/]{8,}={0,2})"'),
+        LazyPattern(r'"auth"[ \t]*:[ \t]*"(?P<secret>[A-Za-z0-9+/]{8,}={0,2})"'),
         group="secret",
         validator=_basic_auth_ok,
     ),
     # An .npmrc's `_auth=<base64 of user:password>` (`//registry.acme.com/:_auth=...` too).
     RedactionRule(
         "npmrc-auth",
-        re.compile(r"_auth(?<![A-Za-z0-9_.\-]_auth)[ \t]*=[ \t]*[\"']?"
+        LazyPattern(r"_auth(?<![A-Za-z0-9_.\-]_auth)[ \t]*=[ \t]*[\"']?"
                    r"(?P<secret>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"),
         group="secret",
         validator=_basic_auth_ok,
@@ -254,53 +255,53 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     # Prose and log lines: `API key: ...`, `client secret is ...`, `auth token = ...`.
     RedactionRule(
         "credential-phrase",
-        re.compile(
+        LazyPattern(
             r"(?i:api|access|secret|private|client|auth)[ \t]+(?i:keys?|secrets?|tokens?)"
             r"[ \t]*(?:(?i:is)[ \t]+|[:=][ \t]*)[\"'`]?"
             r"(?P<secret>[A-Za-z0-9+/_.~\-]{12,200}={0,2})(?![A-Za-z0-9+/_.~\-])"
         ),
         group="secret",
         validator=_phrase_value_ok,
-        anchors=tuple(re.compile(w + r"[ \t]+(?:keys?|secrets?|tokens?)(?=[ \t]*(?:is[ \t]|[:=]))")
+        anchors=tuple(LazyPattern(w + r"[ \t]+(?:keys?|secrets?|tokens?)(?=[ \t]*(?:is[ \t]|[:=]))")
                       for w in ("api", "access", "secret", "private", "client", "auth")),
     ),
     # One credential word in prose: "the secret is <value>", "my token was <value>", "the creds are <value>".
     # One literal-first anchor per word: a scan for a literal is fast, an alternation is not.
     RedactionRule(
         "credential-is",
-        re.compile(
+        LazyPattern(
             r"(?i:secret|token|keys?|credentials?|creds)[ \t]+(?i:is|was|are|were)[ \t]+[\"'`]?"
             # A sentence's full stop after the value is not part of it.
             r"(?P<secret>[A-Za-z0-9+/_.~\-]{11,199}[A-Za-z0-9+/_~\-]={0,2})(?![A-Za-z0-9+/_~\-]|\.[A-Za-z0-9])"
         ),
         group="secret",
         validator=_phrase_value_ok,
-        anchors=tuple(re.compile(w + r"[ \t]+(?:is|was|are|were)[ \t]+[\"'`]?[a-z0-9+/_.~\-]{12}")
+        anchors=tuple(LazyPattern(w + r"[ \t]+(?:is|was|are|were)[ \t]+[\"'`]?[a-z0-9+/_.~\-]{12}")
                       for w in ("secret", "token", "keys?", "credentials?", "creds")),
     ),
     # A password in prose may hold any visible character: "the password is FOHcqW595##cuQlE."
     RedactionRule(
         "password-is",
-        re.compile(
+        LazyPattern(
             r"(?i:password|passwd|passphrase|pwd)[ \t]+(?i:is|was)[ \t]+[\"'`]?"
             r"(?P<secret>[^\s\"'`<>]{7,199}[^\s\"'`<>.,;:!?)\]])(?=[.,;:!?)\]]*(?:[\s\"'`<>]|$))"
         ),
         group="secret",
         validator=_prose_password_ok,
-        anchors=tuple(re.compile(w + r"[ \t]+(?:is|was)[ \t]+[\"'`]?[^\s\"'`<>]{8}")
+        anchors=tuple(LazyPattern(w + r"[ \t]+(?:is|was)[ \t]+[\"'`]?[^\s\"'`<>]{8}")
                       for w in ("passw(?:or)?d", "passphrase", "pwd")),
     ),
     RedactionRule(
         "stripe-api-key",
         # Tried at the start of the identifier run that holds the anchor's hit, which may begin
         # with a name before the key (`backup-sk_live_....tar.gz`, `acme.rk_test_...`).
-        re.compile(r"(?:[A-Za-z0-9_.\-]{0,200}?[.\-])?(?P<secret>[sr]k_(?:live|test|prod)_[A-Za-z0-9]{16,})"),
+        LazyPattern(r"(?:[A-Za-z0-9_.\-]{0,200}?[.\-])?(?P<secret>[sr]k_(?:live|test|prod)_[A-Za-z0-9]{16,})"),
         group="secret",
-        anchors=(re.compile(r"k_(?:live|test|prod)_"),),
+        anchors=(LazyPattern(r"k_(?:live|test|prod)_"),),
     ),
     RedactionRule(
         "slack-webhook-url",
-        re.compile(r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_+\-]+"),
+        LazyPattern(r"https?://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_+\-]+"),
     ),
     RedactionRule("slack-token", _token("x(?:ox[abeoprs]|app)-", 5, r"[A-Za-z0-9\-]{10,}")),
     RedactionRule("google-api-key", _token("AIza", 4, r"[A-Za-z0-9_\-]{35}")),
@@ -315,19 +316,19 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         "url-credentials",
         # Starts at "://" so the scan is a fast literal search; scheme and user stay visible.
         # The password class allows "@" and backtracks to the last one before the host.
-        re.compile(r"://[^\s:/?#@'\"<>]*:(?P<secret>[^\s/?#'\"<>]+)@(?=[A-Za-z0-9\[])"),
+        LazyPattern(r"://[^\s:/?#@'\"<>]*:(?P<secret>[^\s/?#'\"<>]+)@(?=[A-Za-z0-9\[])"),
         group="secret",
         validator=_not_placeholder(1),
     ),
     RedactionRule(
         "url-query-secret",
-        re.compile(
+        LazyPattern(
             rf"[?&#](?i:{_QUERY_KEYS})=(?P<secret>{_QUERY_VALUE}{{1,{_QUERY_VALUE_BOUND}}})"
         ),
         group="secret",
         validator=_not_placeholder(6, bound=_QUERY_VALUE_BOUND),
         # A hit is the `?`, `&` or `#` itself, which is where the pattern starts.
-        anchors=(re.compile(rf"[?&#](?=(?:{_QUERY_KEYS})={_QUERY_VALUE})"),),
+        anchors=(LazyPattern(rf"[?&#](?=(?:{_QUERY_KEYS})={_QUERY_VALUE})"),),
         # Every query key above holds one of these: the rule is skipped for a text with none
         # (its anchor starts with a class, which gives prompts/rule_gates.py no literal).
         keywords=("token", "key", "sig", "credential", "secret", "passw"),
@@ -338,7 +339,7 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     ),
     RedactionRule(
         "authorization-header",
-        re.compile(
+        LazyPattern(
             r"(?i:(?:proxy-)?authorization)" + _ASSIGN
             + r"(?i:bearer|basic|token|bot|apikey|api-key|sso-key)[ \t]+"
             r"(?P<secret>[A-Za-z0-9._~+/\-]{6,}=*)"
@@ -349,16 +350,16 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     ),
     RedactionRule(
         "bearer-token",
-        re.compile(r"(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9._~+/\-]{16,}=*)"),
+        LazyPattern(r"(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9._~+/\-]{16,}=*)"),
         group="secret",
         validator=_bearer_value_ok,
-        anchors=(re.compile(r"bearer(?=[ \t]+[a-z0-9._~+/\-]{16})"),),
+        anchors=(LazyPattern(r"bearer(?=[ \t]+[a-z0-9._~+/\-]{16})"),),
     ),
     # Command lines (CI logs, a tool's output, a script in the repository) and .netrc: the
     # password after its flag or word, where no `=` or `:` marks it as a value.
     RedactionRule(
         "command-line-password",
-        re.compile(r"--[A-Za-z0-9\-]{0,40}?(?i:password|passwd|token|secret|api-?key|access-key)[ \t]+"
+        LazyPattern(r"--[A-Za-z0-9\-]{0,40}?(?i:password|passwd|token|secret|api-?key|access-key)[ \t]+"
                    r"(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
         group="secret",
         validator=_command_password_ok,
@@ -369,7 +370,7 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         "command-login-password",
         # docker / podman / helm registry / oc / cf login ... -p X; .netrc's login U password X,
         # on one line or on the line after the login's (`machine h` / `  login u` / `  password X`).
-        re.compile(r"login\b[^\n]{0,200}?(?:[ \t]-p|[ \t]--password|(?:[ \t]|\n[ \t]*)password)[ \t]+"
+        LazyPattern(r"login\b[^\n]{0,200}?(?:[ \t]-p|[ \t]--password|(?:[ \t]|\n[ \t]*)password)[ \t]+"
                    r"(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
         group="secret",
         validator=_command_password_ok,
@@ -378,21 +379,21 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     RedactionRule(
         "mysql-password-flag",
         # mysql, mysqldump, mysqladmin ... -pSECRET (glued: `-p SECRET` makes mysql prompt).
-        re.compile(r"mysql[a-z]{0,6}[ \t][^\n]{0,200}?[ \t]-p(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
+        LazyPattern(r"mysql[a-z]{0,6}[ \t][^\n]{0,200}?[ \t]-p(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
         group="secret",
         validator=_command_password_ok,
         tail=r"[^\s\"'`]",
     ),
     RedactionRule(
         "sshpass-password",
-        re.compile(r"sshpass[ \t]+-p[ \t]*(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
+        LazyPattern(r"sshpass[ \t]+-p[ \t]*(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
         group="secret",
         validator=_command_password_ok,
         tail=r"[^\s\"'`]",
     ),
     RedactionRule(
         "redis-cli-password",
-        re.compile(r"redis-cli[ \t](?:[^\n]{0,200}?[ \t])?-a[ \t]+(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
+        LazyPattern(r"redis-cli[ \t](?:[^\n]{0,200}?[ \t])?-a[ \t]+(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
         group="secret",
         validator=_command_password_ok,
         tail=r"[^\s\"'`]",
@@ -401,7 +402,7 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     # `redis-server --requirepass X`, `CONFIG SET requirepass X`).
     RedactionRule(
         "redis-config-password",
-        re.compile(r"(?:requirepass(?<![A-Za-z0-9_].{11})|masterauth(?<![A-Za-z0-9_].{10}))[ \t]+"
+        LazyPattern(r"(?:requirepass(?<![A-Za-z0-9_].{11})|masterauth(?<![A-Za-z0-9_].{10}))[ \t]+"
                    r"(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
         group="secret",
         validator=_command_password_ok,
@@ -412,7 +413,7 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     # `-new X` after them (`-storepass:env VAR` and `:file` name no literal).
     RedactionRule(
         "keytool-password",
-        re.compile(r"-(?:src|dest)?(?:store|key)pass[ \t]+(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
+        LazyPattern(r"-(?:src|dest)?(?:store|key)pass[ \t]+(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
         group="secret",
         validator=_command_password_ok,
         keywords=("storepass", "keypass"),
@@ -422,7 +423,7 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     # (`htpasswd -bc .htpasswd admin X`), or after the user alone with `-n` (`htpasswd -nb admin X`).
     RedactionRule(
         "htpasswd-password",
-        re.compile(r"htpasswd[ \t]+(?:-[A-Za-mo-z]*b[A-Za-mo-z]*[ \t]+[^\s\-][^\s]*"
+        LazyPattern(r"htpasswd[ \t]+(?:-[A-Za-mo-z]*b[A-Za-mo-z]*[ \t]+[^\s\-][^\s]*"
                    r"|-[A-Za-z]*(?:n[A-Za-z]*b|b[A-Za-z]*n)[A-Za-z]*)"
                    r"[ \t]+[^\s\-][^\s]*[ \t]+(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"),
         group="secret",
@@ -433,23 +434,23 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     # --password-stdin`, `printf %s X | ...` (a variable there, `echo "$TOKEN" | ...`, stays).
     RedactionRule(
         "piped-password",
-        re.compile(r"(?:echo(?<![A-Za-z0-9_\-].{4})|printf(?<![A-Za-z0-9_\-].{6}))[ \t]+"
+        LazyPattern(r"(?:echo(?<![A-Za-z0-9_\-].{4})|printf(?<![A-Za-z0-9_\-].{6}))[ \t]+"
                    r"(?:-[neE]{1,3}[ \t]+|[\"']?%s(?:\\n)?[\"']?[ \t]+)?"
                    r"(?P<q>[\"'])?(?P<secret>[^\s\"'`|;&]{1,500})(?(q)(?P=q))[ \t]*\|[^\n|]{0,200}?--password-stdin"),
         group="secret",
         validator=_command_password_ok,
         keywords=("password-stdin",),
         # Literal-first anchors: a scan for `echo|printf` as an alternation reads every character.
-        anchors=(re.compile(r"echo(?=[ \t])"), re.compile(r"printf(?=[ \t])")),
+        anchors=(LazyPattern(r"echo(?=[ \t])"), LazyPattern(r"printf(?=[ \t])")),
     ),
     # PowerShell: `ConvertTo-SecureString "X" -AsPlainText -Force` (any case, as PowerShell reads it).
     RedactionRule(
         "powershell-secure-string",
-        re.compile(r"(?i:convertto-securestring)[ \t]+(?:-(?i:string)[ \t]+)?"
+        LazyPattern(r"(?i:convertto-securestring)[ \t]+(?:-(?i:string)[ \t]+)?"
                    r"(?P<q>[\"'])(?P<secret>[^\"'\r\n]{1,500})(?P=q)"),
         group="secret",
         validator=_command_password_ok,
-        anchors=(re.compile(r"convertto-securestring(?=[ \t])"),),
+        anchors=(LazyPattern(r"convertto-securestring(?=[ \t])"),),
     ),
     # XML and HTML-like configuration, in one pass over the `<`s of a text (one rule, not one per
     # form: each would scan every `<` again; and no keyword such as `</`: a substring check for
@@ -464,7 +465,7 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     # The text or value is a literal as a quoted value is; the assignments' value check decides.
     RedactionRule(
         "xml-credential",
-        re.compile(
+        LazyPattern(
             r"<(?P<tag>[A-Za-z_][\w.:\-]{0,60})(?:"
             r"(?<=<key)>(?P<pkey>[A-Za-z0-9_.:\-]{1,80})</key>[ \t\r\n]{0,80}<string>"
             r"|[ \t\r\n]+(?:key|name)[ \t]*=[ \t]*(?P<kq>[\"'])(?P<key>[A-Za-z0-9_.:\-]{1,80})" + _QUOTE_GAP
@@ -487,14 +488,14 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     # attempt reads one tag (at most 500 characters, no `<` or `>` inside).
     RedactionRule(
         "html-password-input",
-        re.compile(
+        LazyPattern(
             r"<(?i:input)(?=[^<>]{0,500}?[ \t\r\n](?i:type)[ \t]*=[ \t]*[\"']?(?i:password)(?![\w\-]))"
             r"[^<>]{0,500}?[ \t\r\n](?i:value)[ \t]*=[ \t]*(?P<q>[\"'])?"
             r"(?P<secret>(?(q)(?:(?!(?P=q))[^<>\r\n]){1,500}|[^\s\"'<>`=]{1,500}))(?(q)(?P=q)|(?![^\s/>]))"
         ),
         group="secret",
         validator=_html_password_ok,
-        anchors=(re.compile(r"<input(?=[ \t\r\n])"),),
+        anchors=(LazyPattern(r"<input(?=[ \t\r\n])"),),
     ),
     # A PostgreSQL password file's line, `host:port:database:user:password` (`*` for any
     # field), in text that names .pgpass or PGPASSFILE: elsewhere, colon-separated lines are
@@ -502,7 +503,7 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     # start (`echo "h:5432:db:u:pw" > ~/.pgpass`), so attempts never start inside a word.
     RedactionRule(
         "pgpass-password",
-        re.compile(
+        LazyPattern(
             # A colon in a field is escaped (`\:`), as the file's format asks: an IPv6 host is
             # `\:\:1`, a password may hold `\:`.
             r"(?<![^\s\"'`])(?:[^:\\\s#\"'`]|\\.){1,255}:(?:\d{1,5}|\*)"
@@ -522,12 +523,12 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         "kubernetes-secret-data",
         _SECRET_DATA_PAIR,
         keywords=_SECRET_KIND,
-        finder=lambda text: secret_data_values(text, _SECRET_DATA_PAIR, _secret_data_ok),
+        finder=lambda text: secret_data_values(text, compiled(_SECRET_DATA_PAIR), _secret_data_ok),
     ),
     # Its `stringData`: plain text under any key (prompts/kube_string_data.py finds the values).
     RedactionRule(
         "kubernetes-secret-string-data",
-        re.compile(r"stringData"),
+        LazyPattern(r"stringData"),
         keywords=_SECRET_KIND,
         finder=string_data_values,
     ),
@@ -538,7 +539,7 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     # list item (`- password: |`) needs its text indented past the key, as YAML does.
     RedactionRule(
         "yaml-block-credential",
-        re.compile(
+        LazyPattern(
             r"(?P<key>[A-Za-z0-9_.\-]++)" + _KEY_CLOSE
             + r":" + _YAML_PROPS + r"{0,2}"
             r"[ \t]*(?:(?P<bar>[|>])[1-9+\-]{0,2}[ \t]*)?(?:#[^\n]*)?\r?\n(?:[ \t]*\r?\n){0,20}"
@@ -559,14 +560,14 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     # PASSWORD '...'` (PostgreSQL), `IDENTIFIED BY '...'` (MySQL, Oracle), in migrations and logs.
     RedactionRule(
         "sql-password",
-        re.compile(
+        LazyPattern(
             r"(?i:password|identified[ \t]+(?:with[ \t]+[A-Za-z0-9_]{1,40}[ \t]+)?by)[ \t]+'"
             r"(?P<secret>(?:[^'\n\\]|''){1,500})'"
         ),
         group="secret",
         validator=_not_placeholder(6),
-        anchors=(re.compile(r"password(?=[ \t]+'(?:[^'\n]|''){6})"),
-                 re.compile(r"identified(?=[ \t]+(?:with[ \t]+[a-z0-9_]{1,40}[ \t]+)?by[ \t]+'(?:[^'\n]|''){6})")),
+        anchors=(LazyPattern(r"password(?=[ \t]+'(?:[^'\n]|''){6})"),
+                 LazyPattern(r"identified(?=[ \t]+(?:with[ \t]+[a-z0-9_]{1,40}[ \t]+)?by[ \t]+'(?:[^'\n]|''){6})")),
     ),
     # A default inside a placeholder: `${DB_PASSWORD:-s3cr3t}`, `${API_TOKEN-s3cr3t}`, `${VAR:=...}`
     # (shell, Compose) or Spring's `${db.password:s3cr3t}`, and the shell's alternate value
@@ -576,7 +577,7 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     # A default holds no brace: in `${A:-${B:-x}}` the inner placeholder is a candidate of its own.
     RedactionRule(
         "placeholder-default",
-        re.compile(
+        LazyPattern(
             r"\$\{(?:(?P<key>[A-Za-z_][A-Za-z0-9_]{0,100})(?::?(?P<op>[\-=+])|:(?!\?))"
             r"|(?P<skey>[A-Za-z_][\w.\-]{0,100}):(?![?+]))"
             # Eight characters at least, as every assignment's value check asks: `${PORT:-8080}`
@@ -590,14 +591,14 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     # in the block's header, the value's key is `default`. The block's text up to it holds no brace.
     RedactionRule(
         "terraform-variable-default",
-        re.compile(r"variable[ \t]+\"(?P<key>[A-Za-z0-9_\-]{1,100})\"[ \t]*\{[^{}]{0,1000}?(?<![\w])default"
+        LazyPattern(r"variable[ \t]+\"(?P<key>[A-Za-z0-9_\-]{1,100})\"[ \t]*\{[^{}]{0,1000}?(?<![\w])default"
                    r"[ \t]*=[ \t]*\"(?P<secret>[^\"\\\r\n]{1,500})\""),
         group="secret",
         validator=_terraform_default_ok,
     ),
     RedactionRule(
         "generic-assignment",
-        re.compile(
+        LazyPattern(
             r"(?P<key>[A-Za-z0-9_.\-]++)" + _KEY_CLOSE +
             # A Python annotation may sit between key and value: `password: str = "..."`.
             r"(?::[ \t]*[A-Za-z_][\w.\[\], |]{0,60}?[ \t]*=(?!=)|=>|:="
