@@ -20,6 +20,7 @@ from cardloop.prompts.cache_plan import CacheMark, plan_cache
 from cardloop.prompts.card import Card, TenantPrompt
 from cardloop.prompts.context import RECENT_KEYS, SEAM_TOKENS, ContextFit, ContextFitter
 from cardloop.prompts.conversation import Conversation, SystemBlock, ToolSpec, Turn
+from cardloop.prompts.excerpt_cache import ExcerptCache
 from cardloop.prompts.explain import ExplainRow
 from cardloop.prompts.formats import render
 from cardloop.prompts.history import (
@@ -32,7 +33,6 @@ from cardloop.prompts.history import (
     truncate_tokens,
 )
 from cardloop.prompts.layers import GLOBAL_TEMPLATE, GUARDRAILS_TEMPLATE, resolve_behaviour
-from cardloop.prompts.logs import Excerpt
 from cardloop.prompts.scrub import Found, Scrubber, in_item
 from cardloop.prompts.settings import AssemblySettings, PromptSource
 from cardloop.prompts.stages import Stage
@@ -132,7 +132,7 @@ class PromptAssembler:
         self.scrubber = scrubber or Scrubber()
         self._messages = MessageCache()
         self._lock = threading.RLock()
-        self._excerpts: OrderedDict[tuple[bytes, int, bool, float], Excerpt] = OrderedDict()
+        self._excerpts = ExcerptCache()
         self._facts: dict[tuple[int, ...], dict[str, list[str]]] = {}
         self._pinned: dict[tuple[object, ...], str] = {}
         self._context_fits: OrderedDict[bytes, tuple[ContextFit, Counter[str]]] = OrderedDict()

@@ -17,6 +17,7 @@ from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass
 
 from cardloop.prompts.card import LOG_KINDS, Card, ContextItem, ContextKind
+from cardloop.prompts.excerpt_cache import ExcerptCache
 from cardloop.prompts.explain import ExplainRow
 from cardloop.prompts.isolate import untrusted_frame, wrap_untrusted
 from cardloop.prompts.line_tokens import exact_raw
@@ -165,7 +166,7 @@ def _settings_text(settings: ContextSettings) -> str:
 
 class ContextFitter:
     def __init__(self, counter: TokenCounter, scrubber: Scrubber, settings: ContextSettings,
-                 excerpts: OrderedDict[tuple[bytes, int, bool, float], Excerpt] | None = None,
+                 excerpts: ExcerptCache | None = None,
                  fits: OrderedDict[bytes, tuple[ContextFit, Counter[str]]] | None = None,
                  recent: deque[tuple[tuple[str | None, ...], bytes]] | None = None) -> None:
         self.counter = counter
@@ -173,7 +174,7 @@ class ContextFitter:
         self.settings = settings
         # Shared across assemblies: a log cut to the same size is cut once, and a card whose
         # context did not change between turns is fitted once for each budget.
-        self._excerpts = excerpts if excerpts is not None else OrderedDict()
+        self._excerpts = excerpts if excerpts is not None else ExcerptCache()
         self._fits = fits if fits is not None else OrderedDict()
         self._recent = recent if recent is not None else deque(maxlen=RECENT_KEYS)
         self._line_counter = LineSumCounter(counter)
@@ -261,9 +262,7 @@ class ContextFitter:
         if hit is None:
             # Excerpting measures many candidate cuts of the same lines: count each line once.
             hit = (excerpt_log if is_log else excerpt_text)(text, target, self._line_counter)
-            self._excerpts[key] = hit
-            if len(self._excerpts) > 2_000:
-                self._excerpts.popitem(last=False)
+            self._excerpts.put(key, hit)
         return hit
 
     def fit(self, card: Card, stage: Stage | None, budget: int,

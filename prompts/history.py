@@ -336,6 +336,7 @@ class MessageCache:
         self.max_entries = max_entries
         self.max_chars = max_chars
         self.chars = 0
+        self.evictions = 0  # entries pushed out by a bound: nonzero once the cache is full
         self._recent: deque[tuple[list[_MessageKey], list[_Rendered]]] = deque(maxlen=RECENT_HISTORIES)
 
     def lookup(self, keys: list[_MessageKey]) -> list[_Rendered | None]:
@@ -376,6 +377,7 @@ class MessageCache:
         while len(entries) > self.max_entries or self.chars > self.max_chars:
             oldest = next(iter(entries))
             self.chars -= self.weight(oldest, entries.pop(oldest))
+            self.evictions += 1
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -66,6 +66,7 @@ class Scrubber:
         self._max_chars = max_chars
         self._max_cached = max_chars // 16
         self.chars = 0  # the redacted texts' characters the cache holds
+        self.evictions = 0  # entries pushed out by a bound: nonzero once the cache is full
 
     def scrub(self, text: str, found: Counter[str] | None = None) -> str:
         """Redacted text; rules that fired are added to `found`."""
@@ -86,6 +87,7 @@ class Scrubber:
             cache = self._cache
             while len(cache) > self._max_entries or self.chars > self._max_chars:
                 self.chars -= len(cache.popitem(last=False)[1][0])
+                self.evictions += 1
         else:
             self._cache.move_to_end(key)
         if found is not None:

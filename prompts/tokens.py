@@ -70,6 +70,7 @@ def digest(text: str) -> bytes:
 class CacheStats:
     hits: int = 0
     misses: int = 0
+    evictions: int = 0  # entries pushed out by the bound: nonzero once the cache is full
 
     @property
     def hit_rate(self) -> float:
@@ -117,7 +118,13 @@ class TokenCounter:
             self._cache[key] = n
             if len(self._cache) > self._max_entries:
                 self._cache.popitem(last=False)
+                self.stats.evictions += 1
         return n
+
+    @property
+    def entries(self) -> int:
+        """Token counts the cache holds (at most `max_entries`)."""
+        return len(self._cache)
 
     def count(self, text: str) -> int:
         n = self.raw(text)

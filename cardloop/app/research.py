@@ -140,11 +140,13 @@ class ResearchFailed(RuntimeError):
 def worker(client: Client, runtime: ActivityDeps, task_queue: str) -> Worker:
     """A worker for research alone: ResearchWorkflow and its activities on `task_queue`."""
     from cardloop.activities.research import ResearchActivities
+    from cardloop.app.malloc import return_large_blocks
     from cardloop.app.worker import WORKFLOW_RUNNER
     from cardloop.contracts.payloads import build_models
     from cardloop.workflows.research import ResearchWorkflow
 
     build_models()  # before its activity threads first need one (payloads.py)
+    return_large_blocks()  # it reads logs of many MB (malloc.py)
     acts = ResearchActivities(runtime)
     return Worker(client, task_queue=task_queue, workflows=[ResearchWorkflow], workflow_runner=WORKFLOW_RUNNER,
                   activities=[acts.buffers, acts.plan, acts.analyze, acts.synthesize],

@@ -27,6 +27,7 @@ from cardloop.activities.prompt import PromptActivities
 from cardloop.activities.research import ResearchActivities
 from cardloop.activities.results import ResultsActivities
 from cardloop.activities.workspace import WorkspaceActivities
+from cardloop.app.malloc import return_large_blocks
 from cardloop.app.metrics import StageOutcomes
 from cardloop.app.sandbox import workflow_runner
 from cardloop.contracts.payloads import build_models
@@ -116,6 +117,7 @@ def build_worker(client: Client, rt: ActivityDeps, *, task_queue: str | None = N
     cancelled (`cardloop worker` uses worker.graceful_shutdown_seconds; tests and the dev stack 0)."""
     size = rt.config.temporal.max_concurrent_activities
     build_models()  # the payload models, before the first workflow task or activity needs one
+    return_large_blocks()  # freed logs and prompts go back to the system: memory levels off (malloc.py)
     # In the background: the worker polls at once, and the first model call finds its client built.
     threading.Thread(target=rt.warm_providers, name="cardloop-provider-warmup", daemon=True).start()
     workspaces = WorkspaceActivities(rt)

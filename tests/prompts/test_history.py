@@ -169,6 +169,7 @@ def test_the_message_cache_holds_at_most_its_characters(counter: TokenCounter) -
         fit.fit(messages, 100_000)
     assert 0 < cache.chars <= 400_000
     assert len(cache) < 40 * 20
+    assert cache.evictions > 0  # bench/assemble_memory.py reads it: the cache reached its bound
 
 
 def test_a_message_too_large_to_cache_is_rendered_and_redacted_each_time(counter: TokenCounter) -> None:
@@ -178,7 +179,7 @@ def test_a_message_too_large_to_cache_is_rendered_and_redacted_each_time(counter
     for _ in range(2):
         turns = fit.fit([big], 100_000).turns
         assert ANTHROPIC not in turns[0].text and "[REDACTED:" in turns[0].text
-    assert len(cache) == 0 and cache.chars == 0
+    assert len(cache) == 0 and cache.chars == 0 and cache.evictions == 0
 
 
 def test_message_cache_bounds_that_cannot_hold_anything_are_refused() -> None:

@@ -28,6 +28,7 @@ def test_the_cache_holds_at_most_its_entries() -> None:
         scrubber.scrub(f"note {i}")
     assert len(scrubber._cache) == 10
     assert scrubber.chars == sum(len(f"note {i}") for i in range(40, 50))
+    assert scrubber.evictions == 40  # bench/assemble_memory.py reads it: the cache is full
 
 
 def test_a_text_too_large_to_cache_is_still_redacted_every_time_and_counted() -> None:

@@ -28,6 +28,17 @@ def test_cache_recounts_only_the_new_message() -> None:
     assert counter.stats.hits == 50
 
 
+def test_the_cache_holds_at_most_its_entries_and_counts_what_it_pushed_out() -> None:
+    counter = TokenCounter(max_entries=3)
+    texts = [f"text {i}" for i in range(5)]
+    for t in texts:
+        counter.count(t)
+    assert counter.entries == 3 and counter.stats.evictions == 2
+    counter.reset_stats()
+    assert counter.count(texts[0]) == counter.raw(texts[0])  # pushed out: counted again, same figure
+    assert counter.stats.misses == 1 and counter.stats.evictions == 1
+
+
 def test_calibration_scales_counts_up_and_shares_the_cache() -> None:
     base = TokenCounter()
     claude = base.with_calibration(1.3)

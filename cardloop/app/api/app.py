@@ -23,6 +23,7 @@ from cardloop.app.api.limits import BodySizeLimit
 from cardloop.app.api.logsafe import safe_logger
 from cardloop.app.api.services import Services
 from cardloop.app.cards import CardService
+from cardloop.app.malloc import return_large_blocks
 from cardloop.app.temporal import TemporalLink
 from cardloop.contracts.config import Config
 from cardloop.contracts.payloads import build_models
@@ -56,6 +57,7 @@ def _message(request: Request, error: Any) -> str:
 
 def create_app(svc: Services) -> FastAPI:
     build_models()  # the payload models, before the first request (payloads.py)
+    return_large_blocks()  # the gateway assembles prompts as a worker does (malloc.py)
     app = FastAPI(
         title="cardloop",
         version="0.1.0",
