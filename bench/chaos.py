@@ -14,6 +14,11 @@ differ from the stored ones (target 0), model calls made vs calls in the ledger 
 its row; rows beyond the calls are attempts a kill cut after the row opened), and histories
 that fail replay (0).
 
+Scaled out (`--workers W`, `--postgres URL`): W worker processes on the same task queue, each
+killed at random and started again on its own, sharing a store on PostgreSQL (a fresh schema
+`chaos_<hex>` in URL's database, dropped after a run with nothing wrong and kept, named in the
+figures, after one that went wrong), as a deployment of several pods on one database runs.
+
 Not run in CI (minutes); tests/bench/test_chaos.py runs a small version of it.
 """
 
@@ -24,6 +29,7 @@ import asyncio
 import json
 import os
 import random
+import secrets
 import signal
 import subprocess
 import sys
@@ -31,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from sqlalchemy import create_engine
+from sqlalchemy.exc import SQLAlchemyError
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.contrib.pydantic import pydantic_data_converter
 
@@ -40,7 +48,8 @@ from cardloop.app.scripted_model import ScriptedModel, load_transcript
 from cardloop.contracts.config import REPO_CONFIG, load_config
 from cardloop.contracts.payloads import CardRef, CardState
 from cardloop.prompts.card import Card
-from cardloop.store import Store
+from cardloop.store import Store, StoreError
+from cardloop.store.engine import mask, normalize_url
 
 sys.path.insert(0, str(Path(__file__).parent))
 from chaos_audit import audit
@@ -74,6 +83,9 @@ class Worker:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "chaos_worker.py")], env=env,
                                          stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -141,9 +153,10 @@ async def run(args: argparse.Namespace) -> dict:
                                log_file=tmp / "temporal.log").start()
     model = ScriptedModel(load_transcript(ROOT / "examples" / "transcript.json"), unique=True,
                           latency=args.latency).start()
-    db = tmp / "store.sqlite"
+    schema = f"chaos_{secrets.token_hex(4)}" if args.postgres else None
+    db_url = _create_schema(args.postgres, schema) if schema else f"sqlite:///{tmp / 'store.sqlite'}"
     task_queue = "chaos"
-    env = {**os.environ, **NO_SOURCES, "ANTHROPIC_API_KEY": "sk-ant-chaos", "DATABASE_URL": f"sqlite:///{db}",
+    env = {**os.environ, **NO_SOURCES, "ANTHROPIC_API_KEY": "sk-ant-chaos", "DATABASE_URL": db_url,
            "CARDLOOP_TEMPORAL__ADDRESS": server.address, "CARDLOOP_TEMPORAL__TASK_QUEUE": task_queue,
            "CARDLOOP_PROFILES__CLAUDE__BASE_URL": model.url, "CARDLOOP_PROFILES__CLAUDE_FAST__BASE_URL": model.url,
            "CARDLOOP_PATHS__PROMPT_OVERRIDES": str(tmp / "none"),
@@ -152,14 +165,19 @@ async def run(args: argparse.Namespace) -> dict:
            "CARDLOOP_TEMPORAL__ENCRYPT_PAYLOADS": "false"}
     config = load_config(REPO_CONFIG, env={k: v for k, v in env.items() if k.startswith("CARDLOOP_")}
                          | {"ANTHROPIC_API_KEY": "sk-ant-chaos"})
-    store = Store.open(f"sqlite:///{db}")
+    store = Store.open(db_url)
     client = await Client.connect(server.address, data_converter=pydantic_data_converter)
     cards = CardService(client, store, config)
-    worker = Worker(env, tmp / "worker.log", args.store_kills, rng)
+    # The store kills spread over the workers; each worker's log is its own file.
+    workers = [Worker(env, tmp / ("worker.log" if args.workers == 1 else f"worker-{i}.log"),
+                      args.store_kills // args.workers + (i < args.store_kills % args.workers), rng)
+               for i in range(args.workers)]
     restarts = 0
     started = time.monotonic()
+    passed = False
     try:
-        worker.ensure()
+        for worker in workers:
+            worker.ensure()
         refs = []
         for i in range(args.cards):
             card = Card.model_validate({"id": f"CHAOS-{i}", "tenant": "acme", "board": "chaos", "title": f"Card {i}",
@@ -181,32 +199,38 @@ async def run(args: argparse.Namespace) -> dict:
             while events and events[0][0] <= now:
                 _, kind = events.pop(0)
                 if kind == "kill":
-                    worker.kill()
+                    live = [w for w in workers if w.alive()]
+                    if live:
+                        rng.choice(live).kill()
                 else:
                     server.kill()
                     await asyncio.sleep(rng.uniform(0.5, 3.0))
                     server.start()
                     restarts += 1
-            await asyncio.sleep(rng.uniform(0.2, 0.6) if worker.proc and worker.proc.poll() is not None else 0.2)
-            worker.ensure()
+            await asyncio.sleep(rng.uniform(0.2, 0.6) if not all(w.alive() for w in workers) else 0.2)
+            for worker in workers:
+                worker.ensure()
             for ref in refs:
                 if ref.key not in done and await finished(client, ref):
                     done.add(ref.key)
-            if len(done) == len(refs) and not events and worker.store_kills_left == 0:
+            if len(done) == len(refs) and not events and not any(w.store_kills_left for w in workers):
                 break
             if len(done) == len(refs) and not events:
                 break  # every card finished before the remaining store kills could fire
         stop_polling.set()
         await asyncio.gather(*pollers)
-        worker.ensure()
+        for worker in workers:
+            worker.ensure()
         states: dict[str, CardState | None] = {}
         for ref in refs:
             states[ref.key] = await retry(lambda ref=ref: cards.state(ref))
         result = await audit(client, store, refs, states)
         finished_cards = sum(1 for st in states.values() if st is not None and st.status == "done")
-        return {
-            "N cards": args.cards, "K random worker kills": worker.random_kills,
-            "S worker kills right after a stored reply": worker.store_kills, "M server restarts": restarts,
+        figures = {
+            "N cards": args.cards, "W workers": args.workers, "store": "postgresql" if schema else "sqlite",
+            "K random worker kills": sum(w.random_kills for w in workers),
+            "S worker kills right after a stored reply": sum(w.store_kills for w in workers),
+            "M server restarts": restarts,
             "cards finished": finished_cards, "cards lost": args.cards - finished_cards,
             "duplicated messages": result.duplicated_messages,
             "duplicated usage rows": result.duplicated_usage_rows,
@@ -221,11 +245,46 @@ async def run(args: argparse.Namespace) -> dict:
             "seconds": round(time.monotonic() - started, 1), "notes": result.notes[:20],
             "workdir": str(tmp),
         }
+        passed = not _went_wrong(figures)
+        if schema:
+            figures["postgres schema"] = f"{schema} ({'dropped' if passed else 'kept: read it there'})"
+        return figures
     finally:
-        worker.stop()
+        for worker in workers:
+            worker.stop()
         model.stop()
         store.close()
         server.stop()
+        if schema and passed:
+            _drop_schema(args.postgres, schema)
+
+
+def _create_schema(url: str, schema: str) -> str:
+    """A fresh schema in `url`'s database for the run's store; the store URL that uses it."""
+    engine = create_engine(normalize_url(url))
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    finally:
+        engine.dispose()
+    return normalize_url(url).update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
+        hide_password=False)
+
+
+def _drop_schema(url: str, schema: str) -> None:
+    engine = create_engine(normalize_url(url))
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+    finally:
+        engine.dispose()
+
+
+def _went_wrong(figures: dict) -> bool:
+    return bool(figures["cards lost"] or figures["replies acted on that differ from the stored ones"]
+                or figures["histories failing replay"] or not _ledger_accounts_for_every_call(figures)
+                or figures["duplicated messages"] or figures["duplicated usage rows"]
+                or figures["duplicated stage runs"])
 
 
 def _ledger_accounts_for_every_call(figures: dict) -> bool:
@@ -250,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900.0, help="give up after this many seconds")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--workers", type=int, default=1, help="W worker processes on the task queue")
+    parser.add_argument("--postgres", metavar="URL", default=None,
+                        help="keep the store on PostgreSQL (a fresh schema in URL's database) instead of SQLite")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="where the run's logs and databases go (default: a new temporary directory)")
     args = parser.parse_args(argv)
@@ -260,6 +322,22 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--workdir {args.workdir} is not empty: the run's databases must start empty")
     if args.pollers < 0:
         parser.error(f"--pollers must be 0 or more, not {args.pollers}")
+    if args.workers < 1:
+        parser.error(f"--workers must be 1 or more, not {args.workers}")
+    if args.postgres is not None:
+        try:
+            url = normalize_url(args.postgres)
+        except StoreError as err:
+            parser.error(f"--postgres: {err}")
+        if url.get_backend_name() != "postgresql":
+            parser.error(f"--postgres must be a postgresql:// URL, not {url.get_backend_name()}://")
+        engine = create_engine(url, connect_args={"connect_timeout": 5})
+        try:
+            engine.connect().close()
+        except SQLAlchemyError as err:
+            parser.error(f"--postgres: cannot connect to {mask(url)}: {str(getattr(err, 'orig', err)).splitlines()[0]}")
+        finally:
+            engine.dispose()
     figures = asyncio.run(run(args))
     if args.json:
         print(json.dumps(figures))
@@ -269,10 +347,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name:<52} {value}")
         for note in figures["notes"]:
             print(f"  note: {note}")
-    bad = (figures["cards lost"] or figures["replies acted on that differ from the stored ones"]
-           or figures["histories failing replay"] or not _ledger_accounts_for_every_call(figures)
-           or figures["duplicated messages"] or figures["duplicated usage rows"] or figures["duplicated stage runs"])
-    return 1 if bad else 0
+    return 1 if _went_wrong(figures) else 0
 
 
 if __name__ == "__main__":

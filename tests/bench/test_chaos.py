@@ -12,6 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
+
+from tests.postgres import PG_URL
 
 pytestmark = pytest.mark.timeout(240)
 CHAOS = Path(__file__).resolve().parents[2] / "bench" / "chaos.py"
@@ -49,3 +52,34 @@ def test_a_workdir_that_is_not_an_empty_directory_is_a_usage_error(tmp_path: Pat
 def test_a_negative_poller_count_is_a_usage_error() -> None:
     run = subprocess.run([sys.executable, str(CHAOS), "--pollers", "-1"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "--pollers must be 0 or more, not -1" in run.stderr
+
+
+@pytest.mark.postgres
+def test_chaos_smoke_scaled_out_two_workers_on_postgresql(tmp_path: Path, postgres_admin) -> None:
+    # Two worker processes on one task queue sharing a PostgreSQL store, as pods of a deployment
+    # do; one kills itself right after a stored reply, the other is killed at random meanwhile.
+    run = subprocess.run([sys.executable, str(CHAOS), "--cards", "2", "--workers", "2", "--kills", "1",
+                          "--store-kills", "1", "--restarts", "0", "--span", "8", "--timeout", "150", "--seed", "5",
+                          "--json", "--workdir", str(tmp_path / "chaos"), "--postgres", PG_URL],
+                         capture_output=True, text=True, timeout=220)
+    figures = json.loads(run.stdout.strip().splitlines()[-1])
+    assert figures["W workers"] == 2 and figures["store"] == "postgresql"
+    assert figures["cards finished"] == 2 and figures["cards lost"] == 0, figures["notes"]
+    assert figures["replies acted on that differ from the stored ones"] == 0, figures["notes"]
+    assert figures["duplicated messages"] == figures["duplicated usage rows"] == figures["duplicated stage runs"] == 0
+    assert figures["histories failing replay"] == 0 and figures["histories replayed"] == 10
+    assert run.returncode == 0, run.stderr[-2000:]
+    # A run with nothing wrong leaves no schema behind in the database it was given.
+    schema, said = figures["postgres schema"].split(" ", 1)
+    with postgres_admin.connect() as conn:
+        left = conn.execute(text("SELECT count(*) FROM pg_namespace WHERE nspname = :s"), {"s": schema}).scalar()
+    assert said == "(dropped)" and left == 0
+
+
+def test_scaled_out_options_refuse_what_cannot_run() -> None:
+    for args, said in ((["--workers", "0"], "--workers must be 1 or more, not 0"),
+                       (["--postgres", "sqlite:///x.db"], "--postgres must be a postgresql:// URL"),
+                       (["--postgres", "not a url"], "--postgres: the store URL is not a database URL"),
+                       (["--postgres", "postgresql://nobody@127.0.0.1:1/x"], "--postgres: cannot connect")):
+        run = subprocess.run([sys.executable, str(CHAOS), *args], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 2 and said in run.stderr, run.stderr
