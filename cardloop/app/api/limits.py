@@ -34,19 +34,25 @@ class BodySizeLimit:
             await self._refuse(scope, receive, send)
             return
         seen = 0
-        started = False
+        started = over = False
 
         async def limited_receive() -> dict[str, Any]:
-            nonlocal seen
+            nonlocal seen, over
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
+                    over = True
                     raise BodyTooLarge
             return message
 
         async def tracking_send(message: dict[str, Any]) -> None:
             nonlocal started
+            if over and not started:
+                # Whatever the app made of a body cut short is no answer: FastAPI turns the error
+                # raised while it reads a route's model into its own 400 ("There was an error
+                # parsing the body"). The body was too large, so the answer is 413.
+                raise BodyTooLarge
             if message["type"] == "http.response.start":
                 started = True
             await send(message)

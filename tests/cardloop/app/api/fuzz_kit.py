@@ -30,12 +30,14 @@ class Probe:
     headers: Headers
     body: bytes
     family: str       # whose error shape a refusal must have: webhook, openai, anthropic, api
+    chunked: bool = False  # sent in pieces without a Content-Length, as a streaming client does
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # how hypothesis prints a failing example
         printer.text(repr(self))
 
     def __repr__(self) -> str:  # what a failing example prints: bounded, escaped
         return (f"Probe({self.method} {self.path[:200]!r} headers={[(k, v[:80]) for k, v in self.headers]!r} "
+                f"{'chunked ' if self.chunked else ''}"
                 f"body={self.body[:300]!r}{'...' if len(self.body) > 300 else ''} ({len(self.body)} bytes))")
 
 
@@ -257,6 +259,37 @@ OPENAI_BASE = {"model": "gpt-4o", "messages": [{"role": "system", "content": "Be
                                                {"role": "user", "content": "Say hi."}]}
 ANTHROPIC_BASE = {"model": "claude-x", "max_tokens": 64, "system": "Be brief.",
                   "messages": [{"role": "user", "content": [{"type": "text", "text": "Say hi."}]}]}
+# Every kind of part and turn each protocol carries (the sweep reaches each one's fields).
+OPENAI_RICH = {
+    "model": "gpt-4o", "max_completion_tokens": 32, "temperature": 0.5, "n": 1, "stream": False,
+    "stream_options": {"include_usage": True}, "tools": [{"type": "function", "function": {"name": "f"}}],
+    "messages": [
+        {"role": "developer", "content": [{"type": "text", "text": "Be brief."}]},
+        {"role": "user", "name": "ana", "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA", "detail": "low"}}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "look", "arguments": "{\"q\": 1}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "a cat"},
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]},
+        {"role": "user", "content": "Say hi."}]}
+ANTHROPIC_RICH = {
+    "model": "claude-x", "max_tokens": 32, "temperature": 0.2, "stream": False,
+    "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+    "metadata": {"user_id": "u1"}, "stop_sequences": ["END"],
+    "messages": [
+        {"role": "user", "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+            {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "doc"}}]},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+            {"type": "tool_use", "id": "tu_1", "name": "look", "input": {"q": 1}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "tu_1", "content": [{"type": "text", "text": "a cat"}],
+             "is_error": False}]},
+        {"role": "assistant", "content": "It is a cat."},
+        {"role": "user", "content": "Say hi."}]}
 
 
 @st.composite
@@ -265,7 +298,9 @@ def gateway_probes(draw: st.DrawFn, tokens: Tokens, max_body: int) -> Probe:
     focused = draw(st.booleans())  # a well-formed request whose body's values are wrong
     path = b"/v1/chat/completions" if protocol == "openai" else b"/v1/messages"
     method = "POST" if focused else draw(st.sampled_from(["POST"] * 8 + ["GET", "PUT", "DELETE", "OPTIONS", "PATCH"]))
-    base: dict[str, Any] = dict(OPENAI_BASE if protocol == "openai" else ANTHROPIC_BASE)
+    rich = draw(st.booleans())
+    base: dict[str, Any] = dict((OPENAI_RICH if rich else OPENAI_BASE) if protocol == "openai"
+                                else (ANTHROPIC_RICH if rich else ANTHROPIC_BASE))
     if draw(st.booleans()):
         base["stream"] = True
     body = draw(body_bytes(base, max_body, focused))
@@ -275,7 +310,7 @@ def gateway_probes(draw: st.DrawFn, tokens: Tokens, max_body: int) -> Probe:
         headers.append((b"anthropic-version", b"2023-06-01"))
     tail = b"" if focused else draw(st.sampled_from([b"", b"", b"", b"/", b"/extra", b"%2F..", b"/count_tokens"]))
     full = path + tail + _query(draw, focused)
-    return Probe(method, full, tuple(headers), body, family_of(full, tuple(headers)))
+    return Probe(method, full, tuple(headers), body, family_of(full, tuple(headers)), draw(st.booleans()))
 
 
 # ----------------------------------------------------------------------------------- webhooks
@@ -379,7 +414,7 @@ def webhook_probes(draw: st.DrawFn, max_body: int) -> Probe:
     headers += _content_type(draw, focused)
     method = "POST" if focused else draw(st.sampled_from(["POST"] * 10 + ["GET", "PUT", "DELETE", "HEAD", "PATCH"]))
     path = b"/webhooks/" + board.encode() + _query(draw, focused)
-    return Probe(method, path, tuple(headers), body, "webhook")
+    return Probe(method, path, tuple(headers), body, "webhook", draw(st.booleans()))
 
 
 # ----------------------------------------------------------------------------------- tenants, cards, ops
@@ -410,7 +445,7 @@ def tenant_probes(draw: st.DrawFn, tokens: Tokens, max_body: int) -> Probe:
     admin = focused and "/tokens" in suffix
     headers = ([(b"authorization", b"Bearer " + tokens.admin.encode())] if admin
                else _auth_headers(draw, tokens, focused=focused)) + _content_type(draw, focused)
-    return Probe(method, path, tuple(headers), body, "api")
+    return Probe(method, path, tuple(headers), body, "api", draw(st.booleans()))
 
 
 @st.composite
@@ -501,7 +536,9 @@ def swept_requests(tokens: Tokens) -> list[Probe]:
     tenant = ((b"authorization", b"Bearer " + tokens.tenant.encode()), (b"content-type", b"application/json"))
     admin = ((b"authorization", b"Bearer " + tokens.admin.encode()), (b"content-type", b"application/json"))
     routes = [("POST", b"/v1/chat/completions", OPENAI_BASE, tenant, "openai"),
+              ("POST", b"/v1/chat/completions", OPENAI_RICH, tenant, "openai"),
               ("POST", b"/v1/messages", ANTHROPIC_BASE, tenant, "anthropic"),
+              ("POST", b"/v1/messages", ANTHROPIC_RICH, tenant, "anthropic"),
               ("PUT", b"/tenants/acme/prompt", PROMPT_BASE, tenant, "api"),
               ("POST", b"/tenants/acme/prompt/rollback", {"version": 1}, tenant, "api"),
               ("POST", b"/tenants/acme/tokens", {"name": "ci"}, admin, "api")]
