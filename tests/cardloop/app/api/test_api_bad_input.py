@@ -1,13 +1,14 @@
 """Bad input the API fuzz test (test_api_fuzz.py) found answered 500 or in the wrong shape, each
 named after what happens now: the whole app as `cardloop api` serves it (every router, the body
-limit, the real token lookup, the board adapters) on a real SQLite store."""
+limit, the real token lookup, the board adapters) on a real SQLite store; what only PostgreSQL
+refuses, on PostgreSQL (as the application role) too."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -26,12 +27,10 @@ from tests.cardloop.app.api.webhook_kit import ENV, hub_signature
 LIMIT = 65536  # api.max_body_bytes in webhook_kit.ENV
 
 
-@pytest.fixture
-def app(tmp_path: Path) -> Iterator[TestClient]:
+def _app(tmp_path: Path, store: Store) -> Iterator[TestClient]:
     config = load_config(REPO_CONFIG, env={**ENV, "ANTHROPIC_API_KEY": "sk-ant-test-0123456789",
                                            "CARDLOOP_ADMIN_TOKEN": "admin-bad-input-0123456789",
                                            "CARDLOOP_PATHS__PROMPT_OVERRIDES": str(tmp_path / "none")})
-    store = Store.open(f"sqlite:///{tmp_path / 'store.sqlite'}")
     http = httpx.AsyncClient()
     svc = Services(config=config, store=store, runtime=ActivityDeps.build(config, store), cards=None, http=http,
                    adapters=build_adapters(config, http))
@@ -40,6 +39,17 @@ def app(tmp_path: Path) -> Iterator[TestClient]:
         yield client
     asyncio.run(http.aclose())
     store.close()
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[TestClient]:
+    yield from _app(tmp_path, Store.open(f"sqlite:///{tmp_path / 'store.sqlite'}"))
+
+
+@pytest.fixture
+def app_any_store(tmp_path: Path, store_factory: Callable[[], Store]) -> Iterator[TestClient]:
+    """The app on SQLite, and on PostgreSQL as the application role (conftest.store_factory)."""
+    yield from _app(tmp_path, store_factory())
 
 
 def _store(client: TestClient) -> Store:
@@ -145,3 +155,21 @@ async def test_a_streamed_body_over_the_limit_is_413_on_the_tenant_routes_not_a_
     assert r.json() == {"detail": f"request body larger than {LIMIT:,} bytes"}
     store = _store(app)
     assert store.tenant_prompt_versions("acme") == [] and len(store.api_tokens("acme")) == 1
+
+
+def test_a_token_name_with_a_nul_or_other_control_character_is_a_400(app_any_store: TestClient) -> None:
+    app = app_any_store
+    # On PostgreSQL it was a 500 (its text cannot hold NUL); on SQLite a name a listing showed broken.
+    admin = {"authorization": "Bearer admin-bad-input-0123456789"}
+    for name in ("ci\x00", "ci\nnext line", "\x1b[31mred"):
+        r = app.post("/tenants/acme/tokens", json={"name": name}, headers=admin)
+        assert r.status_code == 400, r.text
+        assert r.json()["problems"][0]["loc"] == "body.name" and "control characters" in r.json()["problems"][0]["msg"]
+    assert [t.name for t in _store(app).api_tokens("acme")] == ["bad-input"]
+
+
+def test_revoking_a_token_id_with_a_nul_is_a_404(app_any_store: TestClient) -> None:
+    app = app_any_store
+    # On PostgreSQL it was a 500: the id went into the query as sent.
+    r = app.delete("/tenants/acme/tokens/tok_%00", headers={"authorization": "Bearer admin-bad-input-0123456789"})
+    assert r.status_code == 404 and r.json() == {"detail": "the tenant has no such token"}
