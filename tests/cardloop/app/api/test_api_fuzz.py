@@ -34,10 +34,12 @@ from hypothesis import strategies as st
 from cardloop.app.api.app import create_app
 from cardloop.app.api.services import Services
 from cardloop.app.boards.adapters import build_adapters
+from cardloop.contracts.payloads import CardRef
 from tests.cardloop.app.api.fuzz_kit import (
     Probe,
     Tokens,
     card_probes,
+    delivery,
     gateway_probes,
     other_probes,
     swept_deliveries,
@@ -243,3 +245,21 @@ def test_error_shape_check_tells_the_families_apart() -> None:
         for other in samples.keys() - {family, "api" if family == "webhook" else ""}:
             assert error_shape_problem(other, body) is not None, (family, other)
     assert error_shape_problem("api", json.loads("[]")) is not None
+
+
+@pytest.mark.stack_env(**FUZZ_ENV)
+async def test_a_delivery_sent_many_times_at_once_is_applied_once(stack: Stack, api: Api) -> None:
+    """A board retrying while its first try is still in flight (or two boards' proxies sending
+    the same event): the comment joins the history once, the move runs its stage once."""
+    body = {"card_id": "RACE-1", "stage": "done", "delivery_id": "race-1", "title": "Race",
+            "comment": "Only once, please.", "actor": "ana"}
+    probe = delivery("generic", body)
+    answers = await asyncio.gather(*(api.send(probe) for _ in range(6)))
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    ref = CardRef(tenant="default", board="generic", card_id="RACE-1")
+    await stack.cards.wait_for(ref, lambda s: s.status == "done", timeout=60)
+    said = [m for m in stack.store.messages(ref.key) if m.content == "Only once, please."]
+    assert len(said) == 1, said
+    state = await stack.cards.state(ref)
+    assert state is not None and len(state.history) <= 1, state.history
+    assert api.stored()["deliveries"] == 2  # the comment's key and the move's, once each
