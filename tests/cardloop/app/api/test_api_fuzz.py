@@ -88,10 +88,17 @@ class Api:
     def __init__(self, client: httpx.AsyncClient, shim: AsSent, db: Path, tokens: Tokens) -> None:
         self.client, self.shim, self.db, self.tokens = client, shim, db, tokens
         self.statuses: Counter[int] = Counter()  # every answer's status, to show the run reached each outcome
+        self._counts: sqlite3.Connection | None = None
 
     def stored(self) -> dict[str, int]:
-        with sqlite3.connect(self.db) as conn:
-            return {name: conn.execute(sql).fetchone()[0] for name, sql in STORED.items()}
+        if self._counts is None:  # one connection, one statement: it runs twice per request
+            self._counts = sqlite3.connect(self.db, check_same_thread=False)
+        row = self._counts.execute("SELECT " + ", ".join(f"({sql})" for sql in STORED.values())).fetchone()
+        return dict(zip(STORED, row, strict=True))
+
+    def close(self) -> None:
+        if self._counts is not None:
+            self._counts.close()
 
     async def send(self, probe: Probe) -> httpx.Response:
         self.shim.raw = probe.path
@@ -123,7 +130,9 @@ async def api(stack: Stack, tmp_path: Path) -> AsyncIterator[Api]:
         shim = AsSent(create_app(svc))
         transport = httpx.ASGITransport(app=shim, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url="http://cardloop", timeout=60) as client:
-            yield Api(client, shim, tmp_path / "store.sqlite", tokens)
+            api = Api(client, shim, tmp_path / "store.sqlite", tokens)
+            yield api
+            api.close()
 
 
 # ----------------------------------------------------------------------------------- the properties
