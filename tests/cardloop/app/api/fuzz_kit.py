@@ -491,15 +491,18 @@ def other_probes(draw: st.DrawFn) -> Probe:
 # type (random mutation rarely hits one nested field with one type: a Jira changelog item's
 # field as a list was a 500 that 1,000 drawn deliveries did not find).
 WRONG_TYPES: list[Any] = [None, 7, "x", ["x"], {"k": "v"}]
+# The deep run's further values: edge numbers, empty and odd text, nesting.
+MORE_VALUES: list[Any] = [True, 0, -1, 1.5, 10**400, float("nan"), "", "\x00", "\ud800", "\u202e" * 3, "x" * 5000,
+                          [], {}, [[["x"]]], {"k": {"k": ["x"]}}, [{"k": "v"}] * 3]
 
 
-def field_sweep(base: Any) -> list[tuple[str, Any]]:
+def field_sweep(base: Any, values: list[Any] = WRONG_TYPES) -> list[tuple[str, Any]]:
     """(what changed, the changed document) for every path of `base`."""
     variants = []
     for path in _paths(base):
         name = ".".join(path)
         variants.append((f"{name} removed", _drop_path(base, path)))
-        variants += [(f"{name} = {value!r}", _set_path(base, path, value)) for value in WRONG_TYPES]
+        variants += [(f"{name} = {value!r}", _set_path(base, path, value)) for value in values]
     return variants
 
 
@@ -511,27 +514,29 @@ def delivery(board: str, doc: Any, extra: Headers = ()) -> Probe:
     return Probe("POST", f"/webhooks/{board}".encode(), headers, body, "webhook")
 
 
-def swept_deliveries() -> list[Probe]:
+def swept_deliveries(values: list[Any] = WRONG_TYPES) -> list[Probe]:
     """Each board's delivery of each kind cardloop acts on, every field swept."""
     probes: list[Probe] = []
     for event in (b"issue_comment", b"workflow_run", b"check_suite"):
         extra = ((b"x-github-event", event), (b"x-github-delivery", b"gh-sweep"))
-        probes += [delivery("github", doc, extra) for _, doc in field_sweep(_github(7))]
+        probes += [delivery("github", doc, extra) for _, doc in field_sweep(_github(7), values)]
     for name in ("jira:issue_updated", "comment_created", "jira:issue_deleted"):
-        probes += [delivery("jira", doc) for _, doc in field_sweep({**_jira(7), "webhookEvent": name})]
+        probes += [delivery("jira", doc) for _, doc in field_sweep({**_jira(7), "webhookEvent": name}, values)]
     for kind, action in (("Issue", "update"), ("Issue", "remove"), ("Comment", "create")):
-        probes += [delivery("linear", doc) for _, doc in field_sweep({**_linear(7), "type": kind, "action": action})]
+        base = {**_linear(7), "type": kind, "action": action}
+        probes += [delivery("linear", doc) for _, doc in field_sweep(base, values)]
     for name in ("updateCard", "commentCard", "deleteCard"):
         base = _trello(7)
         base["action"]["type"] = name
-        probes += [delivery("trello", doc) for _, doc in field_sweep(base)]
+        probes += [delivery("trello", doc) for _, doc in field_sweep(base, values)]
     for column in ("Backlog", "done", None):
         base = {k: v for k, v in _generic("FZ-SWEEP").items() if k != "to_column"}
-        probes += [delivery("generic", doc) for _, doc in field_sweep(base | ({"to_column": column} if column else {}))]
+        base |= {"to_column": column} if column else {}
+        probes += [delivery("generic", doc) for _, doc in field_sweep(base, values)]
     return probes
 
 
-def swept_requests(tokens: Tokens) -> list[Probe]:
+def swept_requests(tokens: Tokens, values: list[Any] = WRONG_TYPES) -> list[Probe]:
     """The gateway's and the tenant routes' well-formed requests, every field swept."""
     tenant = ((b"authorization", b"Bearer " + tokens.tenant.encode()), (b"content-type", b"application/json"))
     admin = ((b"authorization", b"Bearer " + tokens.admin.encode()), (b"content-type", b"application/json"))
@@ -543,4 +548,4 @@ def swept_requests(tokens: Tokens) -> list[Probe]:
               ("POST", b"/tenants/acme/prompt/rollback", {"version": 1}, tenant, "api"),
               ("POST", b"/tenants/acme/tokens", {"name": "ci"}, admin, "api")]
     return [Probe(method, path, headers, _dumps(doc), family)
-            for method, path, base, headers, family in routes for _, doc in field_sweep(base)]
+            for method, path, base, headers, family in routes for _, doc in field_sweep(base, values)]

@@ -12,7 +12,8 @@ Whatever comes in, the answer must be:
 - for a webhook delivery that was applied, its redelivery applies nothing twice.
 
 Examples are drawn from a fixed seed (derandomize), so CI runs the same requests every time.
-CARDLOOP_FUZZ_EXAMPLES=2000 runs a deeper local pass (each family gets that many)."""
+CARDLOOP_FUZZ_EXAMPLES=2000 runs a deeper local pass (each family gets that many draws, and the
+sweep more values)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ from cardloop.app.api.services import Services
 from cardloop.app.boards.adapters import build_adapters
 from cardloop.contracts.payloads import CardRef
 from tests.cardloop.app.api.fuzz_kit import (
+    MORE_VALUES,
+    WRONG_TYPES,
     Probe,
     Tokens,
     card_probes,
@@ -235,7 +238,8 @@ test_ops_docs_and_unknown_paths_never_5xx = family_test(lambda api: other_probes
 async def test_every_field_of_every_request_as_every_json_type(stack: Stack, api: Api) -> None:
     """The sweep (fuzz_kit.field_sweep): each field of each route's well-formed request removed,
     or replaced by null, a number, a string, a list and an object, one at a time."""
-    for probe in swept_requests(api.tokens) + swept_deliveries():
+    values = WRONG_TYPES + MORE_VALUES if EXAMPLES else WRONG_TYPES  # the deep run sweeps more values
+    for probe in swept_requests(api.tokens, values) + swept_deliveries(values):
         await check(api, probe)
     assert api.statuses[200] and api.statuses[400], dict(api.statuses)
     print(f"statuses: {dict(sorted(api.statuses.items()))}")
