@@ -40,7 +40,26 @@ from temporalio.worker import (
 from cardloop.app.devserver import free_port
 from cardloop.contracts import metrics, names
 
-_STATUS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed"}
+_STATUS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 431: "Request Header Fields Too Large"}
+# Header lines read at most: a client trickling endless headers must not hold a handler for ever.
+MAX_HEADER_LINES = 100
+
+
+class _HeadTooLarge(Exception):
+    """A request line or header longer than the reader's limit (64 KiB), or too many headers."""
+
+
+async def _read_head(reader: asyncio.StreamReader) -> bytes:
+    """The request line, once the headers after it are read (they change nothing in the answer;
+    read so that the client is not cut off mid-send)."""
+    try:
+        line = await asyncio.wait_for(reader.readline(), timeout=5)
+        for _ in range(MAX_HEADER_LINES):
+            if await asyncio.wait_for(reader.readline(), timeout=5) in (b"\r\n", b"\n", b""):
+                return line
+    except ValueError:  # asyncio's LimitOverrunError, re-raised by readline as a ValueError
+        raise _HeadTooLarge from None
+    raise _HeadTooLarge
 
 
 class _StageOutcome(WorkflowInboundInterceptor):
@@ -126,13 +145,18 @@ class MetricsServer:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            line = await asyncio.wait_for(reader.readline(), timeout=5)
-            # The headers change nothing in the answer; read them so the client is not cut off mid-send.
-            while await asyncio.wait_for(reader.readline(), timeout=5) not in (b"\r\n", b"\n", b""):
-                pass
+            try:
+                line = await _read_head(reader)
+            except _HeadTooLarge:
+                # Answered, not a traceback in the log and a connection cut without a word.
+                line, too_large = b"", True
+            else:
+                too_large = False
             parts = line.decode("latin-1").split()
             method, path = (parts[0], parts[1].split("?")[0]) if len(parts) >= 2 else ("", "")
-            if path != "/metrics":
+            if too_large:
+                status, body, kind = 431, b"request line or headers too large: GET /metrics\n", "text/plain"
+            elif path != "/metrics":
                 status, body, kind = 404, b"not found: GET /metrics\n", "text/plain"
             elif method not in ("GET", "HEAD"):
                 status, body, kind = 405, b"GET /metrics\n", "text/plain"

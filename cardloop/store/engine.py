@@ -147,6 +147,7 @@ def _open_sqlite(url: URL) -> Database:
     if in_memory:
         engine = create_engine(url.set(database=None), poolclass=StaticPool, connect_args={"check_same_thread": False})
         _sqlite_hooks(engine, wal=False)
+        _text_without_nul(engine)
         # One connection shared by all threads: two interleaved transactions on it would mix.
         return Database(engine, url, in_memory=True, _serial=threading.RLock())
     path = Path(database).expanduser()
@@ -168,6 +169,7 @@ def _open_sqlite(url: URL) -> Database:
         max_overflow=24,
     )
     _sqlite_hooks(engine, wal=True, busy_ms=busy_ms)
+    _text_without_nul(engine)
     return Database(engine, url, in_memory=False)
 
 
@@ -216,4 +218,36 @@ def _open_postgres(url: URL) -> Database:
     if "connect_timeout" not in url.query:
         connect_args["connect_timeout"] = 10
     engine = create_engine(url, pool_pre_ping=True, pool_size=8, max_overflow=24, connect_args=connect_args)
+    _text_without_nul(engine)
     return Database(engine, url, in_memory=False)
+
+
+# PostgreSQL text cannot hold NUL: psycopg refuses the whole statement ("PostgreSQL text fields
+# cannot contain NUL (0x00) bytes"). Text reaches the store from senders (a board's comment or
+# actor, a token's name or id in a URL), so a NUL in one was an unhandled error (500) on
+# PostgreSQL and kept as is on SQLite. Both now store U+FFFD in its place, as a decoder marks a
+# byte it cannot read: the rest of the text is kept, and both backends hold the same thing (a
+# lookup by a key with a NUL finds nothing: no key the store wrote has one). Bytes columns
+# (blobs, research chunks) are not text and keep their NULs.
+NUL, NUL_REPLACEMENT = "\x00", "\ufffd"
+
+
+def without_nul(params: Any) -> Any:
+    """`params` as the driver gets them (a mapping, a sequence of values, or a list of either for
+    executemany) with NUL in every string replaced; the same object when none has one."""
+    if isinstance(params, str):
+        return params.replace(NUL, NUL_REPLACEMENT) if NUL in params else params
+    if isinstance(params, dict):
+        if not any(isinstance(v, str | dict | list | tuple) for v in params.values()):
+            return params
+        return {key: without_nul(value) for key, value in params.items()}
+    if isinstance(params, list | tuple):
+        return type(params)(without_nul(value) for value in params)
+    return params
+
+
+def _text_without_nul(engine: Engine) -> None:
+    @event.listens_for(engine, "before_cursor_execute", retval=True)
+    def _replace_nul(conn: Connection, cursor: Any, statement: str, parameters: Any, context: Any,
+                     executemany: bool) -> tuple[str, Any]:
+        return statement, without_nul(parameters)

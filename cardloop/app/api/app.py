@@ -11,8 +11,9 @@ from typing import Any
 import httpx
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from temporalio.client import Client
 
@@ -22,6 +23,7 @@ from cardloop.app.api.docs import add_docs
 from cardloop.app.api.limits import BodySizeLimit
 from cardloop.app.api.logsafe import safe_logger
 from cardloop.app.api.services import Services
+from cardloop.app.api.shapes import refusal
 from cardloop.app.cards import CardService
 from cardloop.app.malloc import return_large_blocks
 from cardloop.app.temporal import TemporalLink
@@ -70,19 +72,25 @@ def create_app(svc: Services) -> FastAPI:
 
     app.add_exception_handler(RequestValidationError, bad_request)  # type: ignore[arg-type]
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        # No route for the path, a method the route does not take, a route's own HTTPException:
+        # in the shape of the API the path speaks (shapes.py), its headers (Allow...) kept.
+        return refusal(request, exc.status_code, exc.detail, exc.headers)
+
     @app.exception_handler(ClientDisconnect)
-    async def disconnected(request: Request, exc: ClientDisconnect) -> JSONResponse:
+    async def disconnected(request: Request, exc: ClientDisconnect) -> Response:
         # The client went away mid-body: nothing was applied and nobody reads the answer. One
         # line, no traceback: it is the network's doing, not an error of ours.
         log.warning("client disconnected before its request body was read: %s %s", request.method,
                     request.url.path)
-        return JSONResponse({"detail": "client disconnected"}, status_code=400)
+        return refusal(request, 400, "client disconnected")
 
     @app.exception_handler(Exception)
-    async def internal(request: Request, exc: Exception) -> JSONResponse:
+    async def internal(request: Request, exc: Exception) -> Response:
         incident = uuid.uuid4().hex[:12]
         log.exception("unhandled error %s on %s %s", incident, request.method, request.url.path)
-        return JSONResponse({"detail": "internal error", "incident": incident}, status_code=500)
+        return refusal(request, 500, "internal error", incident=incident)
 
     @app.get("/livez", tags=["ops"], summary="Liveness: the app's event loop answers (nothing else)")
     async def livez() -> dict[str, str]:
@@ -110,8 +118,12 @@ def create_app(svc: Services) -> FastAPI:
     for module in (webhooks, tenants, cards, gateway):
         app.include_router(module.router)
 
-    def too_large(path: str, max_bytes: int) -> Any:
-        return webhooks.too_large_answer(path, max_bytes, svc.adapters) or gateway.too_large_answer(path, max_bytes)
+    def too_large(scope: dict[str, Any], max_bytes: int) -> Any:
+        # A board's delivery is counted as invalid by its route's metric; every path gets its shape.
+        request = Request(scope)
+        path = request.url.path.removeprefix(scope.get("root_path") or "")
+        return (webhooks.too_large_answer(path, max_bytes, svc.adapters)
+                or refusal(request, 413, f"request body larger than {max_bytes:,} bytes"))
 
     app.add_middleware(BodySizeLimit, max_bytes=svc.config.api.max_body_bytes, shaped=too_large)
     return app

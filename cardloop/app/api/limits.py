@@ -1,8 +1,8 @@
 """Request body size limit as ASGI middleware: a body larger than the limit is refused with
 413 before the route reads it, whether or not the sender declared Content-Length.
 
-The refusal is {"detail": ...} unless `shaped` answers for the request's path: routes that speak
-another API's error shape (the prompt gateway's OpenAI and Anthropic routes) give their own."""
+The refusal is {"detail": ...} unless `shaped` answers for the request: paths that speak another
+API's error shape (webhooks, the prompt gateway's OpenAI and Anthropic routes) give their own."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 Scope = dict[str, Any]
-# (path within the app, the limit) -> an ASGI response to send instead of {"detail"}, or None.
-Shaped = Callable[[str, int], Any]
+# (the request's scope, the limit) -> an ASGI response to send instead of {"detail"}, or None.
+Shaped = Callable[[Scope, int], Any]
 
 
 class BodyTooLarge(Exception):
@@ -34,19 +34,25 @@ class BodySizeLimit:
             await self._refuse(scope, receive, send)
             return
         seen = 0
-        started = False
+        started = over = False
 
         async def limited_receive() -> dict[str, Any]:
-            nonlocal seen
+            nonlocal seen, over
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
+                    over = True
                     raise BodyTooLarge
             return message
 
         async def tracking_send(message: dict[str, Any]) -> None:
             nonlocal started
+            if over and not started:
+                # Whatever the app made of a body cut short is no answer: FastAPI turns the error
+                # raised while it reads a route's model into its own 400 ("There was an error
+                # parsing the body"). The body was too large, so the answer is 413.
+                raise BodyTooLarge
             if message["type"] == "http.response.start":
                 started = True
             await send(message)
@@ -58,8 +64,7 @@ class BodySizeLimit:
                 await self._refuse(scope, receive, send)
 
     async def _refuse(self, scope: Scope, receive: Any, send: Any) -> None:
-        path = scope["path"].removeprefix(scope.get("root_path") or "")
-        answer = self.shaped(path, self.max_bytes) if self.shaped is not None else None
+        answer = self.shaped(scope, self.max_bytes) if self.shaped is not None else None
         if answer is not None:
             await answer(scope, receive, send)
             return

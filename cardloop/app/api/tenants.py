@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import unicodedata
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Path, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from cardloop.app.api.auth import (
     ADMIN_TOKEN_ENV,
@@ -75,6 +76,14 @@ class RollbackIn(StrictBody):
 
 class TokenIn(StrictBody):
     name: str = Field(min_length=1, max_length=200, description="What the token is for, e.g. 'ci'.")
+
+    @field_validator("name")
+    @classmethod
+    def _no_controls(cls, value: str) -> str:
+        # Shown as is in token lists and `cardloop tenant show`; a NUL cannot be stored on PostgreSQL.
+        if any(unicodedata.category(ch) == "Cc" for ch in value):
+            raise ValueError("the name must have no control characters (NUL, tab, newline...)")
+        return value
 
 
 

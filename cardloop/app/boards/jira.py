@@ -170,8 +170,9 @@ class JiraAdapter:
             if item.get("field") == "status" or item.get("fieldId") == "status":
                 status = (opt_str(item, "fromString"), req_str(data, f"changelog.items.{i}.toString"))
         if status is None:
+            # Only names: a sender's list or object there is no field name (and would not hash).
             fields = {item.get(name) for item in opt_list(data, "changelog.items") if isinstance(item, dict)
-                      for name in ("field", "fieldId")}
+                      for name in ("field", "fieldId") if isinstance(item.get(name), str)}
             if fields & {"summary", "description"}:
                 return [event(kind="edit", **self._common(headers, data),
                               body=_text(data, "issue.fields.description"), actor=opt_str(data, "user.displayName"))]

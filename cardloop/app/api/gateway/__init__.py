@@ -78,7 +78,7 @@ from cardloop.app.api.gateway.answers import anthropic_stop_reason, error_respon
 from cardloop.app.api.gateway.layering import OPENER, layered_conversation, prepare, tenant_prompt_for
 from cardloop.app.api.gateway.models import STAGE, GatewayCall, GatewayError, LiveStream, Outcome, Prepared, Protocol
 from cardloop.app.api.gateway.provider import complete, from_provider_error, open_stream
-from cardloop.app.api.gateway.routes import chat_completions, messages, router, too_large_answer
+from cardloop.app.api.gateway.routes import chat_completions, messages, router, too_large
 from cardloop.app.api.gateway.streaming import STREAM_CHUNK_CHARS, text_chunks
 from cardloop.app.api.gateway.validation import read_request
 
@@ -106,5 +106,5 @@ __all__ = [
     "router",
     "tenant_prompt_for",
     "text_chunks",
-    "too_large_answer",
+    "too_large",
 ]

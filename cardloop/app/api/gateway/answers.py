@@ -16,6 +16,7 @@ from cardloop.app.api.gateway.models import GatewayError, Outcome, Protocol
 
 ANTHROPIC_ERROR_TYPES = {
     400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
+    405: "invalid_request_error",
     413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error", 504: "timeout_error",
 }
 # x-cardloop-warnings at most: proxies refuse a response whose headers pass 8 KB or so, and a

@@ -29,7 +29,6 @@ from cardloop.app.api.services import Services, services
 router = APIRouter(tags=["gateway"])
 
 OPENAI_PATH, ANTHROPIC_PATH = "/v1/chat/completions", "/v1/messages"
-_PROTOCOLS: dict[str, Protocol] = {OPENAI_PATH: "openai", ANTHROPIC_PATH: "anthropic"}
 
 
 ServicesDep = Annotated[Services, Depends(services)]
@@ -88,13 +87,6 @@ def too_large(max_bytes: int) -> GatewayError:
     return GatewayError(413, f"request body larger than {max_bytes:,} bytes", code="too_large")
 
 
-def too_large_answer(path: str, max_bytes: int) -> Response | None:
-    """The app's body limit (limits.BodySizeLimit) refusing a gateway route, in its caller's shape
-    (an SDK reads {"detail": ...} as no error of its API); None for any other route."""
-    protocol = _PROTOCOLS.get(path)
-    return None if protocol is None else error_response(protocol, too_large(max_bytes), uuid.uuid4().hex)
-
-
 async def _serve(request: Request, tenant: str | None, svc: Services, protocol: Protocol) -> Response:
     call_id = uuid.uuid4().hex
     try:
@@ -102,7 +94,7 @@ async def _serve(request: Request, tenant: str | None, svc: Services, protocol: 
             raise _unauthorized(request, protocol)
         raw = await request.body()
         if len(raw) > svc.config.api.max_body_bytes:
-            # The app's BodySizeLimit refuses first (too_large_answer); this holds the router alone.
+            # The app's BodySizeLimit refuses first (app.py, in this shape); this holds the router alone.
             raise too_large(svc.config.api.max_body_bytes)
         call = read_request(raw, protocol)
         # Store, prompt assembly and the provider call all block: keep them off the event loop.

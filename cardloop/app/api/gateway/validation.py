@@ -157,7 +157,8 @@ def _read_openai(body: dict[str, Any], messages: list[Any], model: str | None, s
         if not isinstance(message, dict):
             raise invalid(f"{where}: must be an object", where)
         role = message.get("role")
-        if role not in _OPENAI_ROLES:
+        # isinstance first: a list or an object is no member of a set (hashing it raises).
+        if not isinstance(role, str) or role not in _OPENAI_ROLES:
             raise invalid(f"{where}.role: must be one of {', '.join(sorted(_OPENAI_ROLES))}", f"{where}.role")
         content = message.get("content")
         if isinstance(content, list):
@@ -194,7 +195,7 @@ def _read_anthropic(body: dict[str, Any], messages: list[Any], model: str | None
         where = f"messages.{i}"
         if not isinstance(message, dict):
             raise invalid(f"{where}: must be an object", where)
-        if message.get("role") not in _ANTHROPIC_ROLES:
+        if not isinstance(message.get("role"), str) or message["role"] not in _ANTHROPIC_ROLES:
             raise invalid(f"{where}.role: must be 'user' or 'assistant'", f"{where}.role")
         content = message.get("content")
         if isinstance(content, list):
