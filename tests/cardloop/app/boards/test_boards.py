@@ -78,9 +78,12 @@ async def test_linear_unmapped_state_and_unknown_org(adapters: dict[str, BoardAd
     assert (event.kind, event.to_column, event.stage, event.tenant) == ("transition", "Backlog", None, None)
 
 
+IGNORED_LINEAR_UPDATE = "Linear issue update did not change its state, title, description or team"
+
+
 @pytest.mark.parametrize(("change", "reason"), [
-    (lambda d: d["updatedFrom"].pop("stateId"), "Linear issue update did not change its state, title or description"),
-    (lambda d: d.pop("updatedFrom"), "Linear issue update did not change its state, title or description"),
+    (lambda d: d["updatedFrom"].pop("stateId"), IGNORED_LINEAR_UPDATE),
+    (lambda d: d.pop("updatedFrom"), IGNORED_LINEAR_UPDATE),
     (lambda d: d.update(action="create"), "Linear 'Issue' 'create': cardloop acts on issue state changes, "
                                           "archived and deleted issues, and new comments"),
     (lambda d: d.update(type="Project"), "Linear 'Project' 'update': cardloop acts on issue state changes, "
@@ -172,7 +175,7 @@ async def test_jira_ignored(adapters: dict[str, BoardAdapter]) -> None:
     data["changelog"]["items"] = [{"field": "assignee", "fieldtype": "jira", "fieldId": "assignee",
                                    "from": None, "fromString": "Old", "to": None, "toString": "New"}]
     assert await parse(adapters["jira"], data) == Ignored(
-        reason="Jira issue update did not change its status, summary or description")
+        reason="Jira issue update did not change its status, summary, description or project")
     data["changelog"]["items"][0].update(field="summary", fieldId="summary")
     [edit] = await parse(adapters["jira"], data)   # a rename: the card's title follows it
     assert (edit.kind, edit.card_id, edit.title) == ("edit", "PAY-142", data["issue"]["fields"]["summary"])

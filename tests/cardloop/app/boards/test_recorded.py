@@ -76,8 +76,8 @@ def summary(result: list[BoardEvent] | Ignored) -> object:
     return [(e.kind, e.card_id, e.from_column, e.to_column, e.stage, e.gone, e.actor) for e in result]
 
 
-IGNORED_LINEAR_EDIT = "Linear issue update did not change its state, title or description"
-IGNORED_JIRA_EDIT = "Jira issue update did not change its status, summary or description"
+IGNORED_LINEAR_EDIT = "Linear issue update did not change its state, title, description or team"
+IGNORED_JIRA_EDIT = "Jira issue update did not change its status, summary, description or project"
 IGNORED_TRELLO_EDIT = ("Trello card update was not a move between lists, an archive, a rename or a "
                        "description edit")
 
