@@ -145,7 +145,7 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
     if await run_in_threadpool(svc.store.delivery_seen, ref.tenant, event.board, key):
         log.info("duplicate %s delivery %s (%s) for %s", event.board, event.delivery_id, key, ref.key)
         return {**base, "status": "duplicate"}
-    stored = await run_in_threadpool(svc.store.card_fields, ref.key)
+    stored = resolved.stored   # read once, by resolve_card
     known = stored is not None
     echo = await run_in_threadpool(own_echo, svc.config, svc.store, event, ref.key, time.time()) if known else None
     if echo is not None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from cardloop.app.boards.events import BoardEvent
 from cardloop.contracts.payloads import CardRef
+from cardloop.prompts.card import Card
 from cardloop.store import Store
 
 log = logging.getLogger(__name__)
@@ -34,17 +35,20 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Resolved:
-    """The card an event is about (`ref`), and, when this delivery taught cardloop a new name
-    for it, what the answer says about that."""
+    """The card an event is about (`ref`), its stored fields (None: not stored, read once here
+    for the route), and, when this delivery taught cardloop a new name for it, what the answer
+    says about that."""
 
     ref: CardRef
+    stored: Card | None = None
     renamed: str | None = None
 
 
 def resolve_card(store: Store, event: BoardEvent, own: CardRef) -> Resolved:
     """The card `event` (whose own key is `own`) is about; records what it learnt on the way."""
     uid = event.board_uid
-    if store.card_fields(own.key) is not None:
+    stored = store.card_fields(own.key)
+    if stored is not None:
         match = store.card_for_board_ids(own.tenant, own.board, uid=uid)
         if uid is not None and match.by_uid is None:
             store.remember_board_ids(own.key, uid=uid)
@@ -52,19 +56,20 @@ def resolve_card(store: Store, event: BoardEvent, own: CardRef) -> Resolved:
             # The board gives this name to another issue than the card's: the name the people see
             # wins (it is what they moved), and the stable id stays with the card it was recorded for.
             log.warning("%s id %s of %s was recorded for %s", event.board, uid, own.key, match.by_uid)
-        return Resolved(own)
+        return Resolved(own, stored)
     match = store.card_for_board_ids(own.tenant, own.board, name=own.card_id, uid=uid)
     if match.by_name is not None:
         if uid is not None and match.by_uid is None:
             store.remember_board_ids(match.by_name, uid=uid)
-        return Resolved(CardRef.parse(match.by_name))
+        return Resolved(CardRef.parse(match.by_name), store.card_fields(match.by_name))
     key = match.by_uid or _by_former_id(store, event, own)
     if key is None:
         return Resolved(own)
     store.remember_board_ids(key, uid=uid, name=own.card_id)
     log.info("%s card %s is %s, renamed on the board", event.board, event.card_id, key)
-    return Resolved(CardRef.parse(key), f"{event.card_id} is the card {key} under a new id on {event.board}: "
-                                        "its history and its workflow go on")
+    return Resolved(CardRef.parse(key), store.card_fields(key),
+                    f"{event.card_id} is the card {key} under a new id on {event.board}: its history and its "
+                    "workflow go on")
 
 
 def _by_former_id(store: Store, event: BoardEvent, own: CardRef) -> str | None:

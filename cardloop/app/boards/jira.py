@@ -16,15 +16,17 @@ The tenant key is the issue's project key (issue.fields.project.key).
 
 An issue moved to another project gets a new key (PROJ-1 -> OTHER-7): the delivery's issue.key is
 the new one, a changelog item on `Key` names the old one (fromString), and every event carries the
-issue's numeric id (issue.id), which the move keeps, so the card it already is stays the card
-(boards/identity.py). A move to a project `[boards.jira.tenants]` maps to another tenant is that
-tenant's claim, refused (403) as any other: a card never crosses tenants.
+issue's numeric id (issue.id, with its site's host: acme.atlassian.net:10142), which the move keeps,
+so the card it already is stays the card (boards/identity.py). A move to a project that
+`[boards.jira.tenants]` maps to another tenant is that tenant's claim, refused (403) as any other:
+a card never crosses tenants.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from cardloop.app.boards.events import BoardEvent, Ignored
 from cardloop.app.boards.payload import (
@@ -124,6 +126,19 @@ def browse_url(issue_self: str | None, key: str) -> str | None:
     return f"{issue_self.split('/rest/api/', 1)[0]}/browse/{key}"
 
 
+def _issue_uid(data: dict[str, Any]) -> str | None:
+    """The issue's numeric id, which a move to another project keeps, qualified by its site's host
+    (from issue.self): every Jira site numbers its issues from 10000, so a bare id would lead one
+    site's issue to another site's card on the same board."""
+    issue_id = stable_id(data, "issue.id")
+    issue_self = lookup(data, "issue.self") if isinstance(data.get("issue"), dict) else None
+    try:
+        host = urlsplit(issue_self).hostname if isinstance(issue_self, str) else None
+    except ValueError:   # a malformed URL (an unclosed "[" host): the bare id
+        host = None
+    return f"{host}:{issue_id}" if issue_id and host else issue_id
+
+
 def _names(item: dict[str, Any], *names: str) -> bool:
     """Whether a changelog item is about one of `names`, by its `field` or its `fieldId`."""
     return item.get("field") in names or item.get("fieldId") in names
@@ -174,7 +189,7 @@ class JiraAdapter:
             "delivery_id": self._delivery(headers, data, key),
             "title": opt_str(data, "issue.fields.summary"),
             "url": browse_url(opt_str(data, "issue.self"), key),
-            "board_uid": stable_id(data, "issue.id"),
+            "board_uid": _issue_uid(data),
         }
 
     def _issue_updated(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:

@@ -147,7 +147,7 @@ async def test_jira_status_change(adapters: dict[str, BoardAdapter]) -> None:
         kind="transition", board="jira", tenant="payments", card_id="PAY-142",
         delivery_id="34c8a3f1-9d7e-4b52-a1c6-0e2f4d8b7a91", from_column="To Do", to_column="In Progress",
         stage="coding", title=ISSUE_TITLE, body=DESCRIPTION.replace("\n", "\r\n"),
-        url="https://acme.atlassian.net/browse/PAY-142", actor="Priya Raman", board_uid="10142")]
+        url="https://acme.atlassian.net/browse/PAY-142", actor="Priya Raman", board_uid="acme.atlassian.net:10142")]
 
 
 async def test_jira_delivery_id_without_the_header(adapters: dict[str, BoardAdapter]) -> None:
@@ -160,7 +160,8 @@ async def test_jira_comment(adapters: dict[str, BoardAdapter]) -> None:
     assert result == [BoardEvent(
         kind="comment", board="jira", tenant="payments", card_id="PAY-142",
         delivery_id="comment_created:1741086130400:PAY-142", title=ISSUE_TITLE,
-        url="https://acme.atlassian.net/browse/PAY-142", actor="Marco Bianchi", comment=COMMENT, board_uid="10142")]
+        url="https://acme.atlassian.net/browse/PAY-142", actor="Marco Bianchi", comment=COMMENT,
+        board_uid="acme.atlassian.net:10142")]
 
 
 async def test_jira_unmapped_status_and_adf_description(adapters: dict[str, BoardAdapter]) -> None:

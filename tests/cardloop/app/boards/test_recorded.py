@@ -188,8 +188,12 @@ async def test_recorded_payloads_carry_the_ids_a_move_keeps(adapters: dict[str, 
     assert comment.board_uid == "f9a37fcf-eb52-44be-a52c-0477f70e9952"   # data.issue.id: the issue's, not the comment's
     [moved] = await deliver(adapters, config, "jira/recorded/issue_updated_project_move.json")
     [status] = await deliver(adapters, config, "jira/recorded/issue_updated_status.json")
-    assert (status.card_id, status.board_uid, status.was) == ("TEST-1", "10000", ())
-    assert (moved.card_id, moved.board_uid, moved.was) == ("OPS-3", "10000", ("TEST-1",))
+    # Every Jira site numbers its issues from 10000: the id is qualified by the site's host.
+    assert (status.card_id, status.board_uid, status.was) == ("TEST-1", "zulipp.atlassian.net:10000", ())
+    assert (moved.card_id, moved.board_uid, moved.was) == ("OPS-3", "zulipp.atlassian.net:10000", ("TEST-1",))
+    [other_site] = await deliver(adapters, config, "jira/recorded/comment_created.json")   # issue 10000 too
+    assert other_site.board_uid is not None and other_site.board_uid.endswith(":10000")
+    assert other_site.board_uid != status.board_uid
     assert moved.url == "https://zulipp.atlassian.net/browse/OPS-3"
     [deleted] = await deliver(adapters, config, "trello/recorded/delete_card_without_shortlink.json")
     [archived] = await deliver(adapters, config, "trello/recorded/update_card_archive.json")
@@ -213,4 +217,7 @@ async def test_odd_stable_and_former_ids_cost_the_delivery_nothing(adapters: dic
     jira["changelog"]["items"][1]["fromString"] = None      # a Key item without the old key
     jira["issue"]["id"] = 10000                              # a number, not a string: the same id
     [edit] = await adapters["jira"].parse(httpx.Headers({}), json.dumps(jira).encode())
-    assert (edit.kind, edit.card_id, edit.board_uid, edit.was) == ("edit", "OPS-3", "10000", ())
+    assert (edit.kind, edit.card_id, edit.board_uid, edit.was) == ("edit", "OPS-3", "zulipp.atlassian.net:10000", ())
+    jira["issue"]["self"] = "http://[not-a-host/rest/api/2/issue/10000"   # no host to qualify it with
+    [edit] = await adapters["jira"].parse(httpx.Headers({}), json.dumps(jira).encode())
+    assert edit.board_uid == "10000"
