@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, and_, or_, select
 
+from cardloop.prompts.card import Card
 from cardloop.store import schema as s
 from cardloop.store.base import StoreBase, check_text
 from cardloop.store.values import check_tenant
@@ -67,18 +68,23 @@ class CardAliasesMixin(StoreBase):
                            uid: str | None = None) -> AliasMatch:
         """The card keys a recorded name and a recorded stable id of `tenant`'s `board` lead to."""
         self._tenant(check_tenant(tenant))
-        a = s.card_aliases.c
-        wanted = [(kind, value) for kind, value in (("name", name), ("uid", uid)) if value]
-        if not wanted:
+        if not name and not uid:
             return AliasMatch(None, None)
-        found: dict[str, str] = {}
         with self._db.read(tenant) as conn:
-            for kind, value in wanted:
-                key = conn.execute(select(a.card_key).where(
-                    a.tenant == tenant, a.board == board, a.kind == kind, a.value == value)).scalar_one_or_none()
-                if key is not None:
-                    found[kind] = key
-        return AliasMatch(found.get("name"), found.get("uid"))
+            return _match(conn, tenant, board, name, uid)
+
+    def card_and_ids(self, card_key: str, *, uid: str | None = None) -> tuple[Card | None, AliasMatch]:
+        """In one read: the card stored under `card_key` (its fields, or None) and the cards its
+        board's `uid` and, when it is not stored, its card id as a later name lead to. What a
+        webhook delivery asks on every event (boards/identity.py)."""
+        tenant = self._card_tenant(card_key)
+        board, card_id = card_key.split("/", 2)[1:]
+        with self._db.read(tenant) as conn:
+            fields = conn.execute(select(s.cards.c.fields).where(
+                s.cards.c.card_key == card_key, s.cards.c.tenant == tenant)).scalar_one_or_none()
+            name = card_id if fields is None else None
+            match = _match(conn, tenant, board, name, uid) if name or uid else AliasMatch(None, None)
+        return (None if fields is None else Card.model_validate_json(fields)), match
 
     def board_ids(self, card_key: str) -> BoardIds:
         """The card's stable board id and the names it was given since its first."""
@@ -106,3 +112,11 @@ class CardAliasesMixin(StoreBase):
         tenant, board, card_id = card_key.split("/", 2)
         match = self.card_for_board_ids(tenant, board, name=card_id, uid=card_id)
         return match.by_name or match.by_uid
+
+
+def _match(conn: Connection, tenant: str, board: str, name: str | None, uid: str | None) -> AliasMatch:
+    a = s.card_aliases.c
+    wanted = [and_(a.kind == kind, a.value == value) for kind, value in (("name", name), ("uid", uid)) if value]
+    rows = conn.execute(select(a.kind, a.card_key).where(a.tenant == tenant, a.board == board, or_(*wanted))).all()
+    found = {row.kind: row.card_key for row in rows}
+    return AliasMatch(found.get("name"), found.get("uid"))

@@ -47,9 +47,8 @@ class Resolved:
 def resolve_card(store: Store, event: BoardEvent, own: CardRef) -> Resolved:
     """The card `event` (whose own key is `own`) is about; records what it learnt on the way."""
     uid = event.board_uid
-    stored = store.card_fields(own.key)
+    stored, match = store.card_and_ids(own.key, uid=uid)
     if stored is not None:
-        match = store.card_for_board_ids(own.tenant, own.board, uid=uid)
         if uid is not None and match.by_uid is None:
             store.remember_board_ids(own.key, uid=uid)
         elif match.by_uid not in (None, own.key):
@@ -57,7 +56,6 @@ def resolve_card(store: Store, event: BoardEvent, own: CardRef) -> Resolved:
             # wins (it is what they moved), and the stable id stays with the card it was recorded for.
             log.warning("%s id %s of %s was recorded for %s", event.board, uid, own.key, match.by_uid)
         return Resolved(own, stored)
-    match = store.card_for_board_ids(own.tenant, own.board, name=own.card_id, uid=uid)
     if match.by_name is not None:
         if uid is not None and match.by_uid is None:
             store.remember_board_ids(match.by_name, uid=uid)

@@ -31,6 +31,12 @@ def test_a_name_and_a_stable_id_lead_to_the_card_they_were_recorded_for(store: S
     assert store.stored_card_key(f"acme/linear/{UUID}") == ENG     # `card show <uuid>` too
     assert store.stored_card_key(ENG) == ENG
     assert store.stored_card_key("acme/linear/OPS-46") is None
+    # What a delivery asks in one read: the card under its own key, else where its id leads.
+    stored, match = store.card_and_ids(ENG, uid=UUID)
+    assert stored is not None and stored.id == "ENG-123" and (match.by_name, match.by_uid) == (None, ENG)
+    stored, match = store.card_and_ids("acme/linear/OPS-45", uid=None)
+    assert stored is None and (match.by_name, match.by_uid) == (ENG, None)
+    assert store.card_and_ids("globex/linear/OPS-45", uid=UUID)[1] == match.__class__(None, None)
     # Moved once more: the newest name is the board's, the older ones still lead to the card.
     store.remember_board_ids(ENG, name="WEB-7")
     assert store.board_ids(ENG).names == ("OPS-45", "WEB-7") and store.board_name(ENG) == "WEB-7"
