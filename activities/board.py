@@ -85,7 +85,10 @@ class BoardActivities:
         """The write once per key; a permanent failure is the recorded result, a passing one retries.
         `quote` (a comment's first line) goes into what it did: a start and an end comment on the
         same card read alike otherwise, on `card show` and in the demo."""
-        on_board = BoardCard(board=card.board, card_id=card.id, url=card.url, repo=card.repo, pull_request=pr)
+        # The card's id on its board now: a card moved to another team or project since it was
+        # created (ENG-123, now OPS-45) is written to under its new id (store/aliases.py).
+        on_board = BoardCard(board=card.board, card_id=self.rt.store.board_name(card_key), url=card.url,
+                             repo=card.repo, pull_request=pr)
 
         def act() -> BoardWrite:
             try:

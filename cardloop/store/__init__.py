@@ -12,6 +12,7 @@ PostgreSQL when the URL says so (`postgresql://...`, driven by psycopg 3).
     core.py            Store, the API: opens, migrates and scopes; one mixin per concern below
     base.py            what the mixins share: tenant checks, idempotent inserts, the card counter
     cards.py           card fields and chat history        context.py         context items
+    aliases.py         a card's stable board id and later names (a move to another team or project)
     blobs.py           content-addressed blobs             summaries.py       history summaries
     usage.py           the ledger: a row per call attempt  deliveries.py      delivery ids seen
     ledger.py          replies and side effects recorded with their call's usage (exactly once)

@@ -23,6 +23,7 @@ from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from cardloop.contracts.keyring import KeyRing
 from cardloop.store import migrations
+from cardloop.store.aliases import CardAliasesMixin
 from cardloop.store.blobs import BlobsMixin
 from cardloop.store.cards import CardsMixin
 from cardloop.store.context import ContextMixin
@@ -48,6 +49,7 @@ class Store(
     LedgerMixin,  # first: it builds on CardsMixin and UsageMixin
     LimitsMixin,
     CardsMixin,
+    CardAliasesMixin,
     ContextMixin,
     ResearchMixin,
     BlobsMixin,

@@ -17,7 +17,7 @@ from cardloop.store.engine import Database
 from cardloop.store.migration_ledger import V5
 from cardloop.store.migration_research import V8
 from cardloop.store.schema import TOKEN_LOOKUP_FUNCTION, schema_versions
-from cardloop.store.tenant_keys import scope_keys_by_tenant
+from cardloop.store.tenant_keys import card_key_policy, scope_keys_by_tenant
 from cardloop.store.values import StoreError
 
 log = logging.getLogger(__name__)
@@ -274,6 +274,44 @@ _V7 = (
 )
 
 
+def _grant_to_app_roles(conn: Connection, table: str, privileges: str) -> None:
+    """Roles provisioned before a migration that adds `table` get it too: the application role
+    that inserts cards (found by its grant on `cards`) reads and writes the new table."""
+    roles = conn.exec_driver_sql(
+        "SELECT DISTINCT grantee FROM information_schema.role_table_grants "
+        "WHERE table_schema = current_schema() AND table_name = 'cards' AND privilege_type = 'INSERT' "
+        "AND grantee <> current_user").scalars().all()
+    quote = conn.dialect.identifier_preparer.quote
+    for role in roles:
+        conn.exec_driver_sql(f"GRANT {privileges} ON {table} TO {quote(role)}")
+
+
+def _card_aliases_row_level_security(conn: Connection) -> None:
+    if conn.dialect.name != "postgresql":
+        return
+    conn.exec_driver_sql("ALTER TABLE card_aliases ENABLE ROW LEVEL SECURITY")
+    conn.exec_driver_sql("ALTER TABLE card_aliases FORCE ROW LEVEL SECURITY")
+    # As on the card tables: the tenant's scope, and the card it leads to under the tenant's prefix.
+    conn.exec_driver_sql(card_key_policy("card_aliases"))
+    _grant_to_app_roles(conn, "card_aliases", "SELECT, INSERT, UPDATE")
+
+
+_V12 = (
+    """CREATE TABLE card_aliases (
+        tenant VARCHAR(100) NOT NULL,
+        board VARCHAR(100) NOT NULL,
+        kind VARCHAR(8) NOT NULL,
+        value VARCHAR(300) NOT NULL,
+        card_key VARCHAR(500) NOT NULL,
+        named_at {timestamp} NOT NULL DEFAULT CURRENT_TIMESTAMP,
+        CONSTRAINT pk_card_aliases PRIMARY KEY (tenant, board, kind, value),
+        CONSTRAINT ck_card_aliases_kind CHECK (kind IN ('uid', 'name'))
+    )""",
+    "CREATE INDEX ix_card_aliases_card ON card_aliases (tenant, card_key)",
+    _card_aliases_row_level_security,
+)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "cards, chat history, context, blobs, summaries, LLM usage, deliveries", _V1),
     Migration(2, "tenant prompts (versioned), API tokens, row-level security", (*_V2_TABLES, _v2_row_level_security)),
@@ -301,6 +339,8 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE cards ADD COLUMN gone VARCHAR(500)",
         "ALTER TABLE cards ADD COLUMN gone_at {timestamp}",
     )),
+    Migration(12, "a card's stable board id and the names it had on its board (moved to another team or project)",
+              _V12),
 )
 
 _SCHEMA_TABLE_DDL = """CREATE TABLE IF NOT EXISTS cardloop_schema (
@@ -388,6 +428,7 @@ _APP_GRANTS: tuple[tuple[str, str], ...] = (
     ("usage_hours", "SELECT, INSERT, UPDATE"),
     ("research_buffers", "SELECT, INSERT"),
     ("research_chunks", "SELECT, INSERT"),
+    ("card_aliases", "SELECT, INSERT, UPDATE"),
 )
 
 

@@ -127,6 +127,26 @@ cards = Table(
     Index("ix_cards_tenant_repo", "tenant", "repo"),
 )
 
+# The ids a board gives a card besides the one its key was made of (migration 12): its stable id
+# (kind "uid": Linear's issue UUID, Jira's numeric issue id, Trello's long card id), which a move to
+# another team or project keeps, and the names it had or has on the board since (kind "name", the
+# card id part of a key: Linear's OPS-45 after ENG-123 moved team). The card keeps its first key
+# (its store rows and its Temporal workflow are under it); these rows lead a board's new name to it.
+# Keyed by tenant and board first: a name or uid never leads to another tenant's or board's card.
+card_aliases = Table(
+    "card_aliases",
+    metadata,
+    Column("tenant", String(100), nullable=False),
+    Column("board", String(100), nullable=False),
+    Column("kind", String(8), nullable=False),
+    Column("value", String(300), nullable=False),
+    Column("card_key", String(500), nullable=False),
+    # When the board last gave the card this name: the newest name is what the board shows now.
+    Column("named_at", UTCDateTime, nullable=False, server_default=_now()),
+    PrimaryKeyConstraint("tenant", "board", "kind", "value", name="pk_card_aliases"),
+    Index("ix_card_aliases_card", "tenant", "card_key"),
+)
+
 # One row per card, locked by every append and context put: it hands out message seqs and
 # context positions, so concurrent writers to one card queue on it instead of colliding.
 card_counters = Table(
@@ -385,5 +405,6 @@ RLS_TABLES: tuple[str, ...] = (
     "usage_hours",
     "research_buffers",
     "research_chunks",
+    "card_aliases",
 )
 TOKEN_LOOKUP_FUNCTION = "cardloop_token_tenant"

@@ -38,7 +38,8 @@ def card_prompt(
         raise HTTPException(400, str(exc)) from None
     store = svc.store.for_tenant(tenant)  # on PostgreSQL the database itself keeps other tenants out
     ref = _card_ref(tenant, card)  # an id no card can have is a 404 too, never the store's error (500)
-    found = store.get_card(ref.key) if ref is not None else None
+    key = store.stored_card_key(ref.key) if ref is not None else None   # a renamed card by its new id too
+    found = store.get_card(key) if key is not None else None
     if found is None:
         raise HTTPException(404, "not found")
     stored = store.current_tenant_prompt(tenant)
@@ -108,9 +109,11 @@ async def _tenant_card(svc: Services, tenant: str, card: str) -> CardRef:
     """The tenant's card BOARD/CARD_ID, or 404 (also for another tenant's: nothing is revealed)."""
     ref = _card_ref(tenant, card)
     store = svc.store.for_tenant(tenant)
-    if ref is None or await run_in_threadpool(store.card_fields, ref.key) is None:
+    # A card moved to another team or project on its board is reached by its new id there too.
+    found = await run_in_threadpool(store.stored_card_key, ref.key) if ref is not None else None
+    if found is None:
         raise HTTPException(404, "not found")
-    return ref
+    return CardRef.parse(found)
 
 
 def _card_ref(tenant: str, card: str) -> CardRef | None:

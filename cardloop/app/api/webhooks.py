@@ -31,6 +31,7 @@ from cardloop.app.api.logsafe import safe_logger
 from cardloop.app.api.services import Services, services
 from cardloop.app.boards.echo import own_echo, remember_actor, remember_move
 from cardloop.app.boards.events import BoardEvent, Ignored, WebhookError
+from cardloop.app.boards.identity import resolve_card
 from cardloop.app.boards.order import newer_move_applied, remember_move_time
 from cardloop.app.boards.payload import field_problems
 from cardloop.app.boards.replay import check_window, delivery_key
@@ -118,10 +119,17 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
     """`key`: the event's dedup key; `moving`: card keys that this delivery also moves to a
     stage (they may be created); `at`: when the event happened, as its signed body says (None
     when it does not): a move older than one the card already took is not applied (boards/order.py)."""
-    ref = card_ref(event)
-    base = {"card": ref.key, "kind": event.kind, "delivery_id": event.delivery_id, "dedup_key": key}
+    own = card_ref(event)
     if svc.cards is None:
         raise ConfigError("Temporal is not configured for this API")
+    # The card the board's id leads to: a card whose board id changed (moved to another team or
+    # project) keeps its key, its history and its workflow (boards/identity.py).
+    resolved = await run_in_threadpool(resolve_card, svc.store, event, own)
+    ref = resolved.ref
+    base = {"card": ref.key, "kind": event.kind, "delivery_id": event.delivery_id, "dedup_key": key,
+            **({"board_card": event.card_id} if ref != own else {})}
+    if resolved.renamed:
+        base["renamed"] = resolved.renamed
     if event.kind in ("transition", "build_failed") and event.stage is None:
         reason = (f"column {event.to_column!r} is not mapped to a stage in boards.{event.board}.columns"
                   if event.kind == "transition" else f"boards.{event.board}.failure_stage is off")
@@ -137,7 +145,7 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
     if await run_in_threadpool(svc.store.delivery_seen, ref.tenant, event.board, key):
         log.info("duplicate %s delivery %s (%s) for %s", event.board, event.delivery_id, key, ref.key)
         return {**base, "status": "duplicate"}
-    stored = await run_in_threadpool(svc.store.card_fields, ref.key)
+    stored = resolved.stored   # read once, by resolve_card
     known = stored is not None
     echo = await run_in_threadpool(own_echo, svc.config, svc.store, event, ref.key, time.time()) if known else None
     if echo is not None:
@@ -156,10 +164,12 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
         return await _archive(svc, event, ref, key, base)
     notes: list[str] = []
     if not known:
-        if event.kind == "comment" and ref.key not in moving:
+        if event.kind == "comment" and own.key not in moving:
             return {**base, "status": "ignored", "reason": f"no card is known for {event.card_id} yet: move it first"}
         card, dropped = new_card(event, ref)
         await run_in_threadpool(svc.cards.import_card, card)
+        if event.board_uid is not None:   # what leads the card's later ids on its board back to it
+            await run_in_threadpool(svc.store.remember_board_ids, ref.key, uid=event.board_uid)
         notes += dropped
     elif stored is not None and event.kind != "build_failed":
         # A rename or an edited description on the board reaches the card before the event does.
@@ -171,7 +181,7 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
         if event.kind == "edit":
             # Nothing to tell Temporal: the running stage's next turn reads the fields from the store.
             first = await run_in_threadpool(svc.store.record_delivery, ref.tenant, event.board, key)
-            if changed is None:
+            if changed is None and not resolved.renamed:
                 return {**base, "status": "ignored", "reason": "nothing the card keeps changed"}
             return {**base, "status": "accepted" if first else "duplicate", "workflow_id": ref.workflow_id}
     actor = _name(event.actor)

@@ -48,6 +48,12 @@ class BoardEvent(BaseModel):
     # When the change happened, for a board whose event time is not what the replay window checks
     # (Linear: data.updatedAt; its window holds the send time): orders late moves (boards/order.py).
     at: float | None = None
+    # The card's stable id on its board, which a move to another team or project keeps (Linear's
+    # issue UUID, Jira's numeric issue id, Trello's long card id), and the ids the delivery says it
+    # had before (Linear's previousIdentifiers, Jira's `Key` changelog item): they lead a `card_id`
+    # cardloop has not seen to the card it already keeps (boards/identity.py).
+    board_uid: str | None = Field(default=None, max_length=300)
+    was: tuple[str, ...] = ()
 
 
 class Ignored(BaseModel):

@@ -2,7 +2,8 @@
 
     webhookEvent         result
     jira:issue_updated   transition when a changelog item's field is "status" (fromString -> toString),
-                         else edit when one is "summary" or "description" (renamed, edited)
+                         else edit when one is "summary" or "description" (renamed, edited), or
+                         "Key" or "project" (moved to another project: a new key)
     jira:issue_deleted   archive (the issue was deleted)
     comment_created      comment on issue.key (Ignored when the payload carries no issue: Jira sends
                          some with the comment alone, whose issue id names no card)
@@ -12,17 +13,26 @@ A changelog item names its field by `fieldId` (Jira Cloud) and `field` (also old
 Server); either counts.
 
 The tenant key is the issue's project key (issue.fields.project.key).
+
+An issue moved to another project gets a new key (PROJ-1 -> OTHER-7): the delivery's issue.key is
+the new one, a changelog item on `Key` names the old one (fromString), and every event carries the
+issue's numeric id (issue.id, with its site's host: acme.atlassian.net:10142), which the move keeps,
+so the card it already is stays the card (boards/identity.py). A move to a project that
+`[boards.jira.tenants]` maps to another tenant is that tenant's claim, refused (403) as any other:
+a card never crosses tenants.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from cardloop.app.boards.events import BoardEvent, Ignored
 from cardloop.app.boards.payload import (
     bad,
     event,
+    former_ids,
     header,
     kind,
     load_object,
@@ -33,6 +43,7 @@ from cardloop.app.boards.payload import (
     req_int,
     req_str,
     short,
+    stable_id,
 )
 from cardloop.app.boards.replay import json_object, number_time
 from cardloop.app.boards.signatures import verify_jira
@@ -115,6 +126,24 @@ def browse_url(issue_self: str | None, key: str) -> str | None:
     return f"{issue_self.split('/rest/api/', 1)[0]}/browse/{key}"
 
 
+def _issue_uid(data: dict[str, Any]) -> str | None:
+    """The issue's numeric id, which a move to another project keeps, qualified by its site's host
+    (from issue.self): every Jira site numbers its issues from 10000, so a bare id would lead one
+    site's issue to another site's card on the same board."""
+    issue_id = stable_id(data, "issue.id")
+    issue_self = lookup(data, "issue.self") if isinstance(data.get("issue"), dict) else None
+    try:
+        host = urlsplit(issue_self).hostname if isinstance(issue_self, str) else None
+    except ValueError:   # a malformed URL (an unclosed "[" host): the bare id
+        host = None
+    return f"{host}:{issue_id}" if issue_id and host else issue_id
+
+
+def _names(item: dict[str, Any], *names: str) -> bool:
+    """Whether a changelog item is about one of `names`, by its `field` or its `fieldId`."""
+    return item.get("field") in names or item.get("fieldId") in names
+
+
 class JiraAdapter:
     name = "jira"
     secret_env = "CARDLOOP_JIRA_WEBHOOK_SECRET"
@@ -160,28 +189,33 @@ class JiraAdapter:
             "delivery_id": self._delivery(headers, data, key),
             "title": opt_str(data, "issue.fields.summary"),
             "url": browse_url(opt_str(data, "issue.self"), key),
+            "board_uid": _issue_uid(data),
         }
 
     def _issue_updated(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:
         status = None
+        old_keys: list[Any] = []
         for i, item in enumerate(opt_list(data, "changelog.items")):
             if not isinstance(item, dict):
                 raise bad(f"changelog.items.{i} must be an object, got {kind(item)}")
             if item.get("field") == "status" or item.get("fieldId") == "status":
                 status = (opt_str(item, "fromString"), req_str(data, f"changelog.items.{i}.toString"))
+            if _names(item, "Key", "key", "issuekey"):   # a move to another project: the key it had
+                old_keys.append(item.get("fromString"))
+        was = former_ids(old_keys)
         if status is None:
             # Only names: a sender's list or object there is no field name (and would not hash).
             fields = {item.get(name) for item in opt_list(data, "changelog.items") if isinstance(item, dict)
                       for name in ("field", "fieldId") if isinstance(item.get(name), str)}
-            if fields & {"summary", "description"}:
-                return [event(kind="edit", **self._common(headers, data),
+            if fields & {"summary", "description", "project"} or was:
+                return [event(kind="edit", **self._common(headers, data), was=was,
                               body=_text(data, "issue.fields.description"), actor=opt_str(data, "user.displayName"))]
-            return Ignored(reason="Jira issue update did not change its status, summary or description")
+            return Ignored(reason="Jira issue update did not change its status, summary, description or project")
         from_column, to_column = status
         return [event(
             kind="transition", **self._common(headers, data), from_column=from_column, to_column=to_column,
             stage=self.board.stage_for(to_column), body=_text(data, "issue.fields.description"),
-            actor=opt_str(data, "user.displayName"),
+            actor=opt_str(data, "user.displayName"), was=was,
         )]
 
     def _comment(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:

@@ -4,7 +4,8 @@
     Issue     update   archive when `updatedFrom` has `archivedAt` and data.archivedAt is set (the
                        issue was archived), else transition when `updatedFrom.stateId` is present
                        (the state changed), else edit when `updatedFrom` has `title` or
-                       `description` (renamed, edited)
+                       `description` (renamed, edited) or `teamId` or `number` (moved to another
+                       team: a new identifier)
     Issue     remove   archive (the issue was deleted)
     Comment   create   comment on the issue (Ignored: a comment on a document or project update)
     others             Ignored
@@ -16,6 +17,10 @@ The card is the issue's identifier (ENG-123). Linear's current schema carries it
 a comment's data.issue.identifier); payloads Linear sent before it did (recorded in
 tests/fixtures/linear/recorded) carry the team key and number, or only the issue's URL
 (https://linear.app/ORG/issue/ENG-123/slug, a comment's ...#comment-id), which name the same one.
+An issue moved to another team gets a new identifier (ENG-123 -> OPS-45): every event also carries
+the issue's UUID (data.id; a comment's data.issue.id or data.issueId), which the move keeps, and the
+identifiers it had (data.previousIdentifiers), so the card it already is stays the card
+(boards/identity.py).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from cardloop.app.boards.payload import (
     bad,
     event,
     finite_number,
+    former_ids,
     header,
     load_object,
     lookup,
@@ -36,6 +42,7 @@ from cardloop.app.boards.payload import (
     opt_str,
     req_str,
     short,
+    stable_id,
 )
 from cardloop.app.boards.replay import canonical_without, iso_time
 from cardloop.app.boards.signatures import verify_linear
@@ -43,6 +50,8 @@ from cardloop.contracts.config import BoardConfig
 
 # The identifier in an issue's URL: /issue/ENG-123 followed by its slug, a comment anchor or nothing.
 _ISSUE_URL = re.compile(r"/issue/([A-Za-z0-9_]+-[0-9]+)(?:[/#?]|\Z)")
+# `updatedFrom` keys of a move to another team: the issue's number and identifier change with it.
+_TEAM_MOVE = frozenset({"teamId", "number", "identifier", "previousIdentifiers"})
 
 
 def issue_identifier(issue: dict[str, Any] | None, *urls: str | None) -> str | None:
@@ -117,15 +126,16 @@ class LinearAdapter:
         if updated_from is not None and "archivedAt" in updated_from and opt_str(data, "data.archivedAt"):
             return [self._archive(headers, data, "archived")]
         moved = updated_from is not None and lookup(updated_from, "stateId") is not None
-        if not moved and not (updated_from is not None and {"title", "description"} & updated_from.keys()):
-            return Ignored(reason="Linear issue update did not change its state, title or description")
+        changed = {"title", "description"} | _TEAM_MOVE
+        if not moved and not (updated_from is not None and changed & updated_from.keys()):
+            return Ignored(reason="Linear issue update did not change its state, title, description or team")
         issue = opt_obj(data, "data")
         if not moved:
             return [event(
                 kind="edit", board=self.name, tenant=self.board.named_tenant(opt_str(data, "organizationId")),
                 card_id=self._issue_id(data), delivery_id=self._delivery(headers, data),
                 title=opt_str(issue, "title"), body=opt_str(issue, "description"),
-                url=opt_str(issue, "url") or opt_str(data, "url"), actor=self._actor(data),
+                url=opt_str(issue, "url") or opt_str(data, "url"), actor=self._actor(data), **self._ids(data),
             )]
         to_column = req_str(data, "data.state.name")
         return [event(
@@ -134,8 +144,16 @@ class LinearAdapter:
             to_column=to_column, stage=self.board.stage_for(to_column),
             title=opt_str(issue, "title"), body=opt_str(issue, "description"),
             url=opt_str(issue, "url") or opt_str(data, "url"), branch=opt_str(issue, "branchName"),
-            actor=self._actor(data), at=iso_time(data, "data.updatedAt"),
+            actor=self._actor(data), at=iso_time(data, "data.updatedAt"), **self._ids(data),
         )]
+
+    def _ids(self, data: dict[str, Any]) -> dict[str, Any]:
+        """An issue event's stable id (the UUID a team move keeps) and its former identifiers:
+        data.previousIdentifiers, and updatedFrom.identifier when Linear names the old one there."""
+        before = lookup(data, "updatedFrom.identifier") if isinstance(data.get("updatedFrom"), dict) else None
+        listed = lookup(data, "data.previousIdentifiers") if isinstance(data.get("data"), dict) else None
+        was = former_ids([*(listed if isinstance(listed, list) else []), before])
+        return {"board_uid": stable_id(data, "data.id"), "was": was}
 
     def _archive(self, headers: Mapping[str, str], data: dict[str, Any],
                  gone: Literal["archived", "deleted"]) -> BoardEvent:
@@ -143,6 +161,7 @@ class LinearAdapter:
             kind="archive", board=self.name, tenant=self.board.named_tenant(opt_str(data, "organizationId")),
             card_id=self._issue_id(data), delivery_id=self._delivery(headers, data),
             url=opt_str(data, "data.url") or opt_str(data, "url"), actor=self._actor(data), gone=gone,
+            **self._ids(data),
         )
 
     def _comment(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:
@@ -162,4 +181,5 @@ class LinearAdapter:
             card_id=card_id, delivery_id=self._delivery(headers, data),
             title=opt_str(data, "data.issue.title"), url=opt_str(data, "data.issue.url"),
             actor=self._actor(data) or opt_str(data, "data.user.name"), comment=text,
+            board_uid=stable_id(data, "data.issue.id", "data.issueId"),
         )]

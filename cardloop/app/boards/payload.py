@@ -180,3 +180,43 @@ def short(value: Any, limit: int = 60) -> str:
     """A sender's value quoted for a reason or message, cut so a reply never echoes a whole payload."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# A board's stable id for a card: a UUID, a number, a hex id (never text a person typed).
+_STABLE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,299}")
+_MAX_FORMER_IDS = 20
+
+
+def stable_id(data: Any, *paths: str) -> str | None:
+    """The first of `paths` holding an id the board keeps for a card across moves (a string or a
+    whole number, as text); None when none does. Optional: a delivery whose value there is odd
+    (an object, a long text) is answered as before, by the card's human id alone."""
+    for path in paths:
+        try:
+            value = lookup(data, path)
+        except WebhookError:   # a step on the way is not an object: nothing there
+            continue
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            value = str(value)
+        if isinstance(value, str) and _STABLE_ID.fullmatch(value):
+            return value
+    return None
+
+
+def former_ids(values: Any) -> tuple[str, ...]:
+    """The human ids a delivery says the card had before (Linear's previousIdentifiers), each one a
+    card key can hold; others are left out, as is anything that is not a list of strings."""
+    from cardloop.contracts.payloads import card_key_id
+
+    if not isinstance(values, list):
+        return ()
+    kept: list[str] = []
+    for value in values[-_MAX_FORMER_IDS:]:
+        if not isinstance(value, str) or value in kept:
+            continue
+        try:
+            card_key_id(value)
+        except ValueError:
+            continue
+        kept.append(value)
+    return tuple(kept)

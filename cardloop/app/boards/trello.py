@@ -10,7 +10,10 @@
     others        Ignored
 
 card_id is the card's shortLink (the id in https://trello.com/c/<shortLink>), else its id; the
-tenant key is the board id (action.data.board.id, else the webhook's model.id).
+tenant key is the board id (action.data.board.id, else the webhook's model.id). Every event also
+carries the card's long id (action.data.card.id) as its stable id: a deleteCard that names the
+card by that id alone (no shortLink, as Trello sent in 2015) reaches the card cardloop keeps under
+its shortLink (boards/identity.py).
 """
 
 from __future__ import annotations
@@ -19,7 +22,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from cardloop.app.boards.events import BoardEvent, Ignored
-from cardloop.app.boards.payload import event, load_object, lookup, opt_obj, opt_str, req_obj, req_str, short
+from cardloop.app.boards.payload import (
+    event,
+    load_object,
+    lookup,
+    opt_obj,
+    opt_str,
+    req_obj,
+    req_str,
+    short,
+    stable_id,
+)
 from cardloop.app.boards.replay import iso_time, json_object
 from cardloop.app.boards.signatures import verify_trello
 from cardloop.contracts.config import BoardConfig
@@ -60,6 +73,7 @@ class TrelloAdapter:
             "board": self.name,
             "tenant": self.board.named_tenant(opt_str(data, "action.data.board.id") or opt_str(data, "model.id")),
             "card_id": short_link or req_str(data, "action.data.card.id"),
+            "board_uid": stable_id(data, "action.data.card.id"),
             # Trello retries with the same action, so its id identifies the delivery.
             "delivery_id": req_str(data, "action.id"),
             "title": opt_str(data, "action.data.card.name"),

@@ -154,6 +154,15 @@ def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
     return ref, None
 
 
+def _by_board_name(store: Store, ref: CardRef) -> CardRef:
+    """The stored card a key names: a card moved to another team or project on its board is also
+    reached by its new id there (or its stable id), and stays under its first key."""
+    from cardloop.contracts.payloads import CardRef
+
+    found = store.stored_card_key(ref.key)
+    return CardRef.parse(found) if found is not None and found != ref.key else ref
+
+
 def _said(exc: ValueError) -> str:
     """A bad key's reason in one line: pydantic's ValidationError prints a report of several."""
     errors = getattr(exc, "errors", None)
@@ -170,7 +179,7 @@ def load_card_arg(arg: str, config: Config) -> Card:
     from cardloop.app.local import open_store
 
     with open_store(config) as store:
-        found = store.get_card(ref.key)
+        found = store.get_card(_by_board_name(store, ref).key)
     if found is None:
         raise InputError(f"card {ref.key!r} is neither a file nor a card in the store")
     return found
@@ -192,6 +201,8 @@ def _card_command(args: argparse.Namespace, config: Config, action) -> int:
             svc = CardService(client, store, config)
             if card is not None:
                 svc.import_card(card)
+            else:
+                ref = _by_board_name(store, ref)
             return await action(svc, ref)
         except RPCError as err:
             from temporalio.service import RPCStatusCode
@@ -296,6 +307,7 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
 
         store = open_store(config)
         try:
+            ref = _by_board_name(store, ref)
             if store.card_fields(ref.key) is None:
                 raise InputError(f"card {ref.key!r} is not known to the store {store.url}")
             saved = store.workflow_state(ref.key)
@@ -312,6 +324,7 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
         recent = messages[len(messages) - args.last:] if args.last else []  # [-0:] would be all of them
         usage = store.usage_totals(ref.key)
         gone = store.card_gone(ref.key)
+        ids = store.board_ids(ref.key)
         if args.json:
             scrub = Scrubber().scrub_value
             print(json.dumps({
@@ -326,9 +339,13 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
                 "messages": [scrub(m.model_dump(mode="json")) for m in recent],
                 "usage": usage.model_dump(mode="json"),
                 "gone": {"note": scrub(gone[0]), "at": gone[1].isoformat(timespec="seconds")} if gone else None,
+                "board_ids": {"uid": ids.uid, "names": list(ids.names)},
             }, indent=2))
             return 0
         print_(f"card {ref.key}: {card.title}")
+        if ids.names:   # moved to another team or project on its board: it answers to those ids too
+            print_(f"  on {ref.board} now {store.board_name(ref.key)} (the card keeps its first key; "
+                   f"{', '.join(ids.names)} reach it too)")
         if offline:
             print_(f"  note: {offline}: the stage runs as the card's last closed run saved them (a run in "
                    "progress is not among them)")

@@ -312,6 +312,7 @@ def _fill(store: Store) -> dict[str, str]:
                                             created_at=earlier + timedelta(hours=4)),
                                 EffectiveLimits(tenant=Limits(tokens_per_day=100))) is None
         store.record_delivery(tenant, "board", "delivery-1")
+        store.remember_board_ids(key, uid="shared-uid", name="RENAMED-1")   # the same ids in both tenants
         log = f"{tenant} research log"
         store.put_buffer(key, "build.log", store.put_blob(tenant, log, "research"),
                          [ChunkSpan(first_line=1, last_line=1, start=0, end=len(log), tokens=4)],
@@ -339,6 +340,8 @@ def test_row_level_security_binds_the_application_role(cluster: Cluster) -> None
         assert app_store.current_tenant_prompt("globex").custom_system_prompt == "globex prompt."  # type: ignore[union-attr]
         assert app_store.tenant_for_token(tokens["acme"]) == "acme"
         assert app_store.tenant_for_token(tokens["globex"]) == "globex"
+        acme_board = A_KEY.split("/")[1]
+        assert app_store.card_for_board_ids("acme", acme_board, name="RENAMED-1", uid="shared-uid").by_uid == A_KEY
         assert app_store.get_blob(blob_ref("globex log"), tenant="globex") == "globex log"
         assert app_store.revoke_api_token("globex", app_store.api_tokens("globex")[0].id) is True
         assert app_store.tenant_for_token(tokens["globex"]) is None
@@ -372,6 +375,11 @@ def test_row_level_security_binds_the_application_role(cluster: Cluster) -> None
             "'user', '{}')",
             "INSERT INTO api_tokens (id, tenant, name, token_sha256, created_at) "
             "VALUES ('t', 'globex', 'x', 'h', now())",
+            # An alias of acme's that would lead to globex's card, or one in globex's name.
+            "INSERT INTO card_aliases (tenant, board, kind, value, card_key) "
+            "VALUES ('acme', 'github', 'name', 'X-1', 'globex/github/OPS-7')",
+            "INSERT INTO card_aliases (tenant, board, kind, value, card_key) "
+            "VALUES ('globex', 'github', 'name', 'X-1', 'globex/github/OPS-7')",
             # Moving an own row to the other tenant is refused too (WITH CHECK).
             "UPDATE cards SET tenant = 'globex' WHERE tenant = 'acme'",
         )

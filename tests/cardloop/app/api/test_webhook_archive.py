@@ -150,6 +150,7 @@ async def test_a_linear_issue_deleted_or_archived_and_a_jira_issue_deleted_stop_
         # Linear: another issue archived (an update setting archivedAt).
         other = json.loads(json.dumps(move))
         other["data"]["identifier"] = "ENG-124"
+        other["data"]["id"] = "5e0c9a4b-2d1f-4e8a-b7c6-3f9d0e1a2b4c"   # another issue: its own UUID
         other["webhookId"] = "0b3f4c5d-6e7f-4a8b-9c0d-1e2f3a4b5c7e"
         stack.model.inject(delay=30.0)
         moved = await send(api, clock, "linear", other, other["webhookTimestamp"] / 1000 + 1)

@@ -72,7 +72,7 @@ async def test_linear_recorded_payloads(stack: Stack) -> None:
         before = await workflows(stack)
         labels = await deliver(api, clock, "linear/recorded/issue_update_labels.json")
         assert labels == {"status": "ignored",
-                          "reason": "Linear issue update did not change its state, title or description"}
+                          "reason": "Linear issue update did not change its state, title, description or team"}
         # The title edit names the title the move already stored: an edit, nothing to change.
         assert event(await deliver(api, clock, "linear/recorded/issue_update_title.json")) == (
             "edit", "ignored", "nothing the card keeps changed")
@@ -98,7 +98,7 @@ async def test_jira_recorded_payloads(stack: Stack) -> None:
         before = await workflows(stack)
         priority = await deliver(api, clock, "jira/recorded/issue_updated_priority.json")   # TEST-1's priority
         assert priority == {"status": "ignored",
-                            "reason": "Jira issue update did not change its status, summary or description"}
+                            "reason": "Jira issue update did not change its status, summary, description or project"}
         alone = await deliver(api, clock, "jira/recorded/comment_created_without_issue.json")
         assert alone["status"] == "ignored" and "without its issue" in alone["reason"]
         assert event(await deliver(api, clock, "jira/recorded/comment_created.json")) == (

@@ -22,6 +22,9 @@ ISSUE_TITLE = "Retry failed payouts with exponential backoff"
 DESCRIPTION = ("Payouts that fail with a 5xx from the bank API are dropped.\n\n"
                "Retry them with exponential backoff (max 5 attempts) and alert after the last one.")
 COMMENT = "Cap the delay at 30s, the bank's idempotency window is 60s."
+# The stable ids the sample payloads carry beside the human ones (a move keeps them).
+ISSUE_UUID = "2174add1-f7c8-44e3-bbf3-2d60b5ea8bc9"       # Linear's data.id / a comment's data.issue.id
+TRELLO_CARD_ID = "67c0a1b2c3d4e5f6a7b8c9d0"               # Trello's action.data.card.id
 
 
 @pytest.fixture
@@ -53,7 +56,7 @@ async def test_linear_state_change(adapters: dict[str, BoardAdapter]) -> None:
         stage="coding", title=ISSUE_TITLE, body=DESCRIPTION,
         url="https://linear.app/acme/issue/ENG-123/retry-failed-payouts-with-exponential-backoff",
         repo=None, branch="priya/eng-123-retry-failed-payouts-with-exponential-backoff", actor="Priya Raman",
-        at=1741083330.123)]   # data.updatedAt: when the state changed (orders late moves)
+        at=1741083330.123, board_uid=ISSUE_UUID)]   # data.updatedAt: when the state changed (orders late moves)
 
 
 async def test_linear_delivery_id_without_the_header(adapters: dict[str, BoardAdapter]) -> None:
@@ -66,7 +69,7 @@ async def test_linear_comment(adapters: dict[str, BoardAdapter]) -> None:
     assert result == [BoardEvent(
         kind="comment", board="linear", tenant="acme", card_id="ENG-123", delivery_id="ld-2",
         title=ISSUE_TITLE, url="https://linear.app/acme/issue/ENG-123/retry-failed-payouts-with-exponential-backoff",
-        actor="Marco Bianchi", comment=COMMENT)]
+        actor="Marco Bianchi", comment=COMMENT, board_uid=ISSUE_UUID)]
 
 
 async def test_linear_unmapped_state_and_unknown_org(adapters: dict[str, BoardAdapter]) -> None:
@@ -78,9 +81,12 @@ async def test_linear_unmapped_state_and_unknown_org(adapters: dict[str, BoardAd
     assert (event.kind, event.to_column, event.stage, event.tenant) == ("transition", "Backlog", None, None)
 
 
+IGNORED_LINEAR_UPDATE = "Linear issue update did not change its state, title, description or team"
+
+
 @pytest.mark.parametrize(("change", "reason"), [
-    (lambda d: d["updatedFrom"].pop("stateId"), "Linear issue update did not change its state, title or description"),
-    (lambda d: d.pop("updatedFrom"), "Linear issue update did not change its state, title or description"),
+    (lambda d: d["updatedFrom"].pop("stateId"), IGNORED_LINEAR_UPDATE),
+    (lambda d: d.pop("updatedFrom"), IGNORED_LINEAR_UPDATE),
     (lambda d: d.update(action="create"), "Linear 'Issue' 'create': cardloop acts on issue state changes, "
                                           "archived and deleted issues, and new comments"),
     (lambda d: d.update(type="Project"), "Linear 'Project' 'update': cardloop acts on issue state changes, "
@@ -141,7 +147,7 @@ async def test_jira_status_change(adapters: dict[str, BoardAdapter]) -> None:
         kind="transition", board="jira", tenant="payments", card_id="PAY-142",
         delivery_id="34c8a3f1-9d7e-4b52-a1c6-0e2f4d8b7a91", from_column="To Do", to_column="In Progress",
         stage="coding", title=ISSUE_TITLE, body=DESCRIPTION.replace("\n", "\r\n"),
-        url="https://acme.atlassian.net/browse/PAY-142", actor="Priya Raman")]
+        url="https://acme.atlassian.net/browse/PAY-142", actor="Priya Raman", board_uid="acme.atlassian.net:10142")]
 
 
 async def test_jira_delivery_id_without_the_header(adapters: dict[str, BoardAdapter]) -> None:
@@ -154,7 +160,8 @@ async def test_jira_comment(adapters: dict[str, BoardAdapter]) -> None:
     assert result == [BoardEvent(
         kind="comment", board="jira", tenant="payments", card_id="PAY-142",
         delivery_id="comment_created:1741086130400:PAY-142", title=ISSUE_TITLE,
-        url="https://acme.atlassian.net/browse/PAY-142", actor="Marco Bianchi", comment=COMMENT)]
+        url="https://acme.atlassian.net/browse/PAY-142", actor="Marco Bianchi", comment=COMMENT,
+        board_uid="acme.atlassian.net:10142")]
 
 
 async def test_jira_unmapped_status_and_adf_description(adapters: dict[str, BoardAdapter]) -> None:
@@ -172,7 +179,7 @@ async def test_jira_ignored(adapters: dict[str, BoardAdapter]) -> None:
     data["changelog"]["items"] = [{"field": "assignee", "fieldtype": "jira", "fieldId": "assignee",
                                    "from": None, "fromString": "Old", "to": None, "toString": "New"}]
     assert await parse(adapters["jira"], data) == Ignored(
-        reason="Jira issue update did not change its status, summary or description")
+        reason="Jira issue update did not change its status, summary, description or project")
     data["changelog"]["items"][0].update(field="summary", fieldId="summary")
     [edit] = await parse(adapters["jira"], data)   # a rename: the card's title follows it
     assert (edit.kind, edit.card_id, edit.title) == ("edit", "PAY-142", data["issue"]["fields"]["summary"])
@@ -213,7 +220,7 @@ async def test_trello_list_move(adapters: dict[str, BoardAdapter]) -> None:
     assert result == [BoardEvent(
         kind="transition", board="trello", tenant="acme", card_id="aB3dE5fG", delivery_id="67c6d5e2f1a2b3c4d5e6f708",
         from_column="To Do", to_column="Doing", stage="coding", title=ISSUE_TITLE,
-        url="https://trello.com/c/aB3dE5fG", actor="Priya Raman")]
+        url="https://trello.com/c/aB3dE5fG", actor="Priya Raman", board_uid=TRELLO_CARD_ID)]
 
 
 async def test_trello_comment(adapters: dict[str, BoardAdapter]) -> None:
@@ -221,7 +228,7 @@ async def test_trello_comment(adapters: dict[str, BoardAdapter]) -> None:
     assert result == [BoardEvent(
         kind="comment", board="trello", tenant="acme", card_id="aB3dE5fG", delivery_id="67c6e3a4b5c6d7e8f9a0b1c2",
         title=ISSUE_TITLE, url="https://trello.com/c/aB3dE5fG", actor="Marco Bianchi",
-        comment="Cap the delay at 30s – the bank's idempotency window is 60s.")]
+        comment="Cap the delay at 30s – the bank's idempotency window is 60s.", board_uid=TRELLO_CARD_ID)]
 
 
 async def test_trello_card_without_short_link_and_unmapped_list(adapters: dict[str, BoardAdapter]) -> None:
@@ -351,7 +358,8 @@ async def test_an_archived_or_deleted_card_is_an_archive_event(adapters: dict[st
     trello = await parse(adapters["trello"], fixture_bytes("trello/update_card_archive.json"))
     assert trello == [BoardEvent(
         kind="archive", board="trello", tenant="acme", card_id="aB3dE5fG", delivery_id="67c6d9a4f1a2b3c4d5e6f8a1",
-        title=ISSUE_TITLE, url="https://trello.com/c/aB3dE5fG", actor="Priya Raman", gone="archived")]
+        title=ISSUE_TITLE, url="https://trello.com/c/aB3dE5fG", actor="Priya Raman", gone="archived",
+        board_uid=TRELLO_CARD_ID)]
     [deleted] = await parse(adapters["trello"], fixture_bytes("trello/delete_card.json"))
     assert (deleted.kind, deleted.card_id, deleted.gone, deleted.actor) == ("archive", "aB3dE5fG", "deleted",
                                                                             "Priya Raman")
@@ -359,7 +367,7 @@ async def test_an_archived_or_deleted_card_is_an_archive_event(adapters: dict[st
     assert removed == BoardEvent(
         kind="archive", board="linear", tenant="acme", card_id="ENG-123", delivery_id="ld-9",
         url="https://linear.app/acme/issue/ENG-123/retry-failed-payouts-with-exponential-backoff",
-        actor="Priya Raman", gone="deleted")
+        actor="Priya Raman", gone="deleted", board_uid=ISSUE_UUID)
     # Linear archives with an update setting archivedAt (updatedFrom names it, null before).
     update = fixture_json("linear/issue_update_state.json")
     update["updatedFrom"] = {"updatedAt": "2025-03-04T10:15:30.123Z", "archivedAt": None}

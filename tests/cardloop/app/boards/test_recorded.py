@@ -76,8 +76,8 @@ def summary(result: list[BoardEvent] | Ignored) -> object:
     return [(e.kind, e.card_id, e.from_column, e.to_column, e.stage, e.gone, e.actor) for e in result]
 
 
-IGNORED_LINEAR_EDIT = "Linear issue update did not change its state, title or description"
-IGNORED_JIRA_EDIT = "Jira issue update did not change its status, summary or description"
+IGNORED_LINEAR_EDIT = "Linear issue update did not change its state, title, description or team"
+IGNORED_JIRA_EDIT = "Jira issue update did not change its status, summary, description or project"
 IGNORED_TRELLO_EDIT = ("Trello card update was not a move between lists, an archive, a rename or a "
                        "description edit")
 
@@ -86,6 +86,8 @@ EXPECTED: dict[str, object] = {
     "linear/recorded/issue_update_state.json": [("transition", "WEB-44", None, "In Progress", "coding", None, None)],
     "linear/recorded/issue_update_title.json": [("edit", "WEB-44", None, None, None, None, None)],
     "linear/recorded/issue_update_labels.json": IGNORED_LINEAR_EDIT,
+    # WEB-44 moved to team OPS: named by its new identifier (its UUID and former one lead to the card)
+    "linear/recorded/issue_update_team.json": [("transition", "OPS-7", None, "In Progress", "coding", None, None)],
     "linear/recorded/issue_remove.json": [("archive", "WEB-44", None, None, None, "deleted", None)],
     "linear/recorded/comment_create.json": [("comment", "WEB-46", None, None, None, None, "Satyam Bansal")],
     "linear/recorded/comment_on_document.json": ("Linear comment on something other than an issue (a document or a "
@@ -94,6 +96,8 @@ EXPECTED: dict[str, object] = {
     "jira/recorded/issue_updated_status.json": [
         ("transition", "TEST-1", "To Do", "In Progress", "coding", None, "James Williams")],
     "jira/recorded/issue_updated_priority.json": IGNORED_JIRA_EDIT,
+    # TEST-1 moved to project OPS (no status change): an edit of the card under its new key
+    "jira/recorded/issue_updated_project_move.json": [("edit", "OPS-3", None, None, None, None, "James Williams")],
     "jira/recorded/comment_created.json": [("comment", "ZUL-1", None, None, None, None, "Eeshan Garg")],
     "jira/recorded/comment_created_without_issue.json": ("Jira comment_created without its issue: cardloop cannot "
                                                          "tell which card it is on"),
@@ -107,7 +111,7 @@ EXPECTED: dict[str, object] = {
     "trello/recorded/update_card_pos.json": IGNORED_TRELLO_EDIT,
     "trello/recorded/comment_card.json": [("comment", "xPKXoSTQ", None, None, None, None, "TomaszKolek")],
     "trello/recorded/delete_card.json": [("archive", "Rwk4EVy0", None, None, None, "deleted", "Frederic Lepied")],
-    # No shortLink in this payload: the card's long id is all it names (see the README's limits).
+    # No shortLink in this payload: the card's long id is all it names (its stable id: boards/identity.py).
     "trello/recorded/delete_card_without_shortlink.json": [
         ("archive", "53582e2da0fac5676a71428b", None, None, None, "deleted", "TomaszKolek")],
 }
@@ -171,3 +175,49 @@ async def test_jira_changelog_named_by_field_id_only(adapters: dict[str, BoardAd
     body = json.dumps(data).encode()
     [edit] = await adapters["jira"].parse(httpx.Headers({}), body)
     assert (edit.kind, edit.card_id, edit.title) == ("edit", "TEST-1", "Fix That")
+
+
+async def test_recorded_payloads_carry_the_ids_a_move_keeps(adapters: dict[str, BoardAdapter], config: Config) -> None:
+    """Beside the human id, each event carries the board's stable id for the card and the ids the
+    delivery says it had: what leads a moved issue's new id to the card cardloop keeps."""
+    [team] = await deliver(adapters, config, "linear/recorded/issue_update_team.json")
+    [before] = await deliver(adapters, config, "linear/recorded/issue_update_state.json")
+    assert (before.card_id, before.board_uid, before.was) == ("WEB-44", "3443a709-f2b5-46f2-a136-a0445fd432be", ())
+    assert (team.card_id, team.board_uid, team.was) == ("OPS-7", before.board_uid, ("WEB-44",))
+    [comment] = await deliver(adapters, config, "linear/recorded/comment_create.json")
+    assert comment.board_uid == "f9a37fcf-eb52-44be-a52c-0477f70e9952"   # data.issue.id: the issue's, not the comment's
+    [moved] = await deliver(adapters, config, "jira/recorded/issue_updated_project_move.json")
+    [status] = await deliver(adapters, config, "jira/recorded/issue_updated_status.json")
+    # Every Jira site numbers its issues from 10000: the id is qualified by the site's host.
+    assert (status.card_id, status.board_uid, status.was) == ("TEST-1", "zulipp.atlassian.net:10000", ())
+    assert (moved.card_id, moved.board_uid, moved.was) == ("OPS-3", "zulipp.atlassian.net:10000", ("TEST-1",))
+    [other_site] = await deliver(adapters, config, "jira/recorded/comment_created.json")   # issue 10000 too
+    assert other_site.board_uid is not None and other_site.board_uid.endswith(":10000")
+    assert other_site.board_uid != status.board_uid
+    assert moved.url == "https://zulipp.atlassian.net/browse/OPS-3"
+    [deleted] = await deliver(adapters, config, "trello/recorded/delete_card_without_shortlink.json")
+    [archived] = await deliver(adapters, config, "trello/recorded/update_card_archive.json")
+    assert (archived.card_id, archived.board_uid) == ("9BduUcVQ", "53582e2da0fac5676a71428b")
+    assert (deleted.card_id, deleted.board_uid) == ("53582e2da0fac5676a71428b", archived.board_uid)
+
+
+async def test_odd_stable_and_former_ids_cost_the_delivery_nothing(adapters: dict[str, BoardAdapter]) -> None:
+    """A stable id that is no id (an object, a text with spaces) and former ids a key cannot hold
+    are left out: the event is answered by its human id alone, as before."""
+    data = json.loads(fixture_bytes("linear/recorded/issue_update_team.json"))
+    data["data"]["id"] = {"not": "an id"}
+    data["data"]["previousIdentifiers"] = ["WEB 44", 7, None, "WEB-44", "WEB-44"]
+    [event] = await adapters["linear"].parse(httpx.Headers({"linear-delivery": "ld-odd"}), json.dumps(data).encode())
+    assert (event.card_id, event.board_uid, event.was) == ("OPS-7", None, ("WEB-44",))
+    data["data"]["id"] = "has spaces in it"
+    data["data"]["previousIdentifiers"] = "WEB-44"   # not a list
+    [event] = await adapters["linear"].parse(httpx.Headers({"linear-delivery": "ld-odd"}), json.dumps(data).encode())
+    assert (event.board_uid, event.was) == (None, ())
+    jira = json.loads(fixture_bytes("jira/recorded/issue_updated_project_move.json"))
+    jira["changelog"]["items"][1]["fromString"] = None      # a Key item without the old key
+    jira["issue"]["id"] = 10000                              # a number, not a string: the same id
+    [edit] = await adapters["jira"].parse(httpx.Headers({}), json.dumps(jira).encode())
+    assert (edit.kind, edit.card_id, edit.board_uid, edit.was) == ("edit", "OPS-3", "zulipp.atlassian.net:10000", ())
+    jira["issue"]["self"] = "http://[not-a-host/rest/api/2/issue/10000"   # no host to qualify it with
+    [edit] = await adapters["jira"].parse(httpx.Headers({}), json.dumps(jira).encode())
+    assert edit.board_uid == "10000"

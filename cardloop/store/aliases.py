@@ -1,0 +1,122 @@
+"""The ids a board gives a card besides the one its key was made of (table card_aliases).
+
+A board's human id can change under a card: a Linear issue moved to another team (ENG-123 ->
+OPS-45), a Jira issue moved to another project (PROJ-1 -> OTHER-7). The card keeps the key it
+was created under (its history, ledger, notes and Temporal workflow live there); the board's
+stable id ("uid": Linear's issue UUID, Jira's numeric issue id, Trello's long card id) and every
+name the board gave it since ("name", in the key's card id encoding) lead a delivery, `card show`
+or an API call that names it by them to that key. Rows are keyed by tenant and board: nothing
+here leads across tenants or boards (PostgreSQL's row-level security also holds the card key
+under the tenant's prefix)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, and_, or_, select
+
+from cardloop.prompts.card import Card
+from cardloop.store import schema as s
+from cardloop.store.base import StoreBase, check_text
+from cardloop.store.values import check_tenant
+
+MAX_BOARD_UID = 300
+
+
+@dataclass(frozen=True)
+class BoardIds:
+    """What the store knows of a card's ids on its board: its stable id, and the names it was
+    given after its first (oldest first: the last is what the board shows now)."""
+
+    uid: str | None
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AliasMatch:
+    """The cards a board's name and stable id lead to (None: none)."""
+
+    by_name: str | None
+    by_uid: str | None
+
+
+class CardAliasesMixin(StoreBase):
+    card_fields: Callable[[str], Any]   # CardsMixin's, in the Store
+
+    def remember_board_ids(self, card_key: str, *, uid: str | None = None, name: str | None = None) -> None:
+        """Record the card's stable board id (the first one recorded stays: a uid never moves to
+        another card, and a card never takes a second) and a name the board now gives it (its
+        `named_at` renewed, so the newest name is the board's current one). The name is a key's
+        card id part (CardRef.card_id)."""
+        tenant = self._card_tenant(card_key)
+        board = card_key.split("/", 2)[1]
+        check_text("uid", uid, MAX_BOARD_UID)
+        check_text("name", name, MAX_BOARD_UID)
+        base = {"tenant": tenant, "board": board, "card_key": card_key}
+        with self._db.write(tenant) as conn:
+            a = s.card_aliases.c
+            if uid is not None and conn.execute(select(a.value).where(
+                    a.tenant == tenant, a.card_key == card_key, a.kind == "uid")).first() is None:
+                self._insert_new(conn, s.card_aliases, base | {"kind": "uid", "value": uid, "named_at": self.clock()})
+            if name is not None:
+                conn.execute(self._upsert(s.card_aliases, ("tenant", "board", "kind", "value"), ("named_at",)),
+                             base | {"kind": "name", "value": name, "named_at": self.clock()})
+
+    def card_for_board_ids(self, tenant: str, board: str, *, name: str | None = None,
+                           uid: str | None = None) -> AliasMatch:
+        """The card keys a recorded name and a recorded stable id of `tenant`'s `board` lead to."""
+        self._tenant(check_tenant(tenant))
+        if not name and not uid:
+            return AliasMatch(None, None)
+        with self._db.read(tenant) as conn:
+            return _match(conn, tenant, board, name, uid)
+
+    def card_and_ids(self, card_key: str, *, uid: str | None = None) -> tuple[Card | None, AliasMatch]:
+        """In one read: the card stored under `card_key` (its fields, or None) and the cards its
+        board's `uid` and, when it is not stored, its card id as a later name lead to. What a
+        webhook delivery asks on every event (boards/identity.py)."""
+        tenant = self._card_tenant(card_key)
+        board, card_id = card_key.split("/", 2)[1:]
+        with self._db.read(tenant) as conn:
+            fields = conn.execute(select(s.cards.c.fields).where(
+                s.cards.c.card_key == card_key, s.cards.c.tenant == tenant)).scalar_one_or_none()
+            name = card_id if fields is None else None
+            match = _match(conn, tenant, board, name, uid) if name or uid else AliasMatch(None, None)
+        return (None if fields is None else Card.model_validate_json(fields)), match
+
+    def board_ids(self, card_key: str) -> BoardIds:
+        """The card's stable board id and the names it was given since its first."""
+        tenant = self._card_tenant(card_key)
+        a = s.card_aliases.c
+        with self._db.read(tenant) as conn:
+            rows = conn.execute(select(a.kind, a.value).where(a.tenant == tenant, a.card_key == card_key)
+                                .order_by(a.named_at, a.value)).all()
+        uid = next((r.value for r in rows if r.kind == "uid"), None)
+        return BoardIds(uid, tuple(r.value for r in rows if r.kind == "name"))
+
+    def board_name(self, card_key: str) -> str:
+        """The id the board shows for the card now: the newest name recorded for it, else the one
+        its key was made of; as the board writes it (a key's ':' is '/', its '%3A' is ':')."""
+        names = self.board_ids(card_key).names
+        encoded = names[-1] if names else card_key.split("/", 2)[2]
+        return encoded.replace(":", "/").replace("%3A", ":")
+
+    def stored_card_key(self, card_key: str) -> str | None:
+        """The key of the stored card `card_key` names: itself, or the card of its tenant and board
+        that its card id was recorded for as a later name or as the stable id; None when neither is
+        stored. What `card show OPS-45` and the API's card routes reach a renamed card by."""
+        if self.card_fields(card_key) is not None:
+            return card_key
+        tenant, board, card_id = card_key.split("/", 2)
+        match = self.card_for_board_ids(tenant, board, name=card_id, uid=card_id)
+        return match.by_name or match.by_uid
+
+
+def _match(conn: Connection, tenant: str, board: str, name: str | None, uid: str | None) -> AliasMatch:
+    a = s.card_aliases.c
+    wanted = [and_(a.kind == kind, a.value == value) for kind, value in (("name", name), ("uid", uid)) if value]
+    rows = conn.execute(select(a.kind, a.card_key).where(a.tenant == tenant, a.board == board, or_(*wanted))).all()
+    found = {row.kind: row.card_key for row in rows}
+    return AliasMatch(found.get("name"), found.get("uid"))

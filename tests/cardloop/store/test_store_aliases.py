@@ -1,0 +1,99 @@
+"""A card's stable board id and the names its board gave it later (store/aliases.py), on SQLite
+and the machine's PostgreSQL: what they lead to, never across tenants or boards, and migration 12
+on a database that already holds cards."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+
+from cardloop.prompts.card import Card, Message
+from cardloop.store import MIGRATIONS, Store, StoreError, TenantScopeError
+from cardloop.store import migrations as store_migrations
+
+ENG = "acme/linear/ENG-123"
+UUID = "2174add1-f7c8-44e3-bbf3-2d60b5ea8bc9"
+
+
+def _card(key: str) -> Card:
+    tenant, board, card_id = key.split("/")
+    return Card(id=card_id, title=f"card {card_id}", tenant=tenant, board=board)
+
+
+def test_a_name_and_a_stable_id_lead_to_the_card_they_were_recorded_for(store: Store) -> None:
+    store.upsert_card(ENG, _card(ENG))
+    assert store.board_name(ENG) == "ENG-123"   # nothing recorded: the id its key was made of
+    store.remember_board_ids(ENG, uid=UUID)
+    store.remember_board_ids(ENG, name="OPS-45")
+    match = store.card_for_board_ids("acme", "linear", name="OPS-45", uid=UUID)
+    assert (match.by_name, match.by_uid) == (ENG, ENG)
+    assert store.stored_card_key("acme/linear/OPS-45") == ENG
+    assert store.stored_card_key(f"acme/linear/{UUID}") == ENG     # `card show <uuid>` too
+    assert store.stored_card_key(ENG) == ENG
+    assert store.stored_card_key("acme/linear/OPS-46") is None
+    # What a delivery asks in one read: the card under its own key, else where its id leads.
+    stored, match = store.card_and_ids(ENG, uid=UUID)
+    assert stored is not None and stored.id == "ENG-123" and (match.by_name, match.by_uid) == (None, ENG)
+    stored, match = store.card_and_ids("acme/linear/OPS-45", uid=None)
+    assert stored is None and (match.by_name, match.by_uid) == (ENG, None)
+    assert store.card_and_ids("globex/linear/OPS-45", uid=UUID)[1] == match.__class__(None, None)
+    # Moved once more: the newest name is the board's, the older ones still lead to the card.
+    store.remember_board_ids(ENG, name="WEB-7")
+    assert store.board_ids(ENG).names == ("OPS-45", "WEB-7") and store.board_name(ENG) == "WEB-7"
+    assert store.stored_card_key("acme/linear/OPS-45") == ENG
+
+
+def test_a_stable_id_stays_with_its_first_card_and_a_card_takes_one(store: Store) -> None:
+    other = "acme/linear/ENG-124"
+    store.remember_board_ids(ENG, uid=UUID)
+    store.remember_board_ids(other, uid=UUID)           # the id is ENG-123's: nothing changes
+    store.remember_board_ids(ENG, uid="another-uuid")   # ENG-123 has one already
+    assert store.card_for_board_ids("acme", "linear", uid=UUID).by_uid == ENG
+    assert store.card_for_board_ids("acme", "linear", uid="another-uuid").by_uid is None
+    assert (store.board_ids(ENG).uid, store.board_ids(other).uid) == (UUID, None)
+
+
+def test_ids_never_lead_across_tenants_or_boards(store: Store) -> None:
+    store.remember_board_ids(ENG, uid=UUID, name="OPS-45")
+    for tenant, board in (("globex", "linear"), ("acme", "jira"), ("acme", "trello")):
+        match = store.card_for_board_ids(tenant, board, name="OPS-45", uid=UUID)
+        assert (match.by_name, match.by_uid) == (None, None), (tenant, board)
+        assert store.stored_card_key(f"{tenant}/{board}/OPS-45") is None
+    globex = store.for_tenant("globex")
+    assert globex.card_for_board_ids("globex", "linear", uid=UUID).by_uid is None
+    with pytest.raises(TenantScopeError):
+        globex.card_for_board_ids("acme", "linear", uid=UUID)
+    with pytest.raises(TenantScopeError):
+        globex.remember_board_ids(ENG, name="OPS-46")
+
+
+def test_bad_ids_are_refused_with_what_is_wrong(store: Store) -> None:
+    with pytest.raises(StoreError, match="uid"):
+        store.remember_board_ids(ENG, uid="x" * 301)
+    with pytest.raises(StoreError, match="name"):
+        store.remember_board_ids(ENG, name="")
+    with pytest.raises(StoreError, match="card key"):
+        store.remember_board_ids("no-board", uid=UUID)
+
+
+def test_migration_12_on_a_database_that_holds_cards(db_url: str) -> None:
+    old = Store(db_url)
+    try:
+        store_migrations.migrate(old._db, MIGRATIONS[:11])
+        old.upsert_card(ENG, _card(ENG))
+        old.append_message(ENG, Message(role="user", content="keep this history"), dedup_key="d0")
+        assert store_migrations.migrate(old._db) == [12]
+    finally:
+        old.close()
+    with Store.open(db_url) as store:
+        assert store.schema_version() == len(MIGRATIONS)
+        store.remember_board_ids(ENG, uid=UUID, name="OPS-45")
+        found = store.stored_card_key("acme/linear/OPS-45")
+        assert found == ENG
+        card = store.get_card(found)
+        assert card is not None and [m.content for m in card.history] == ["keep this history"]
+        if store.dialect == "postgresql":
+            with store.engine.connect() as conn:
+                forced = conn.execute(text("SELECT relforcerowsecurity FROM pg_class WHERE relname = 'card_aliases' "
+                                           "AND relnamespace = current_schema()::regnamespace")).scalar_one()
+            assert forced is True
