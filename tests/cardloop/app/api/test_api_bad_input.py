@@ -110,7 +110,7 @@ def test_a_jira_changelog_item_whose_field_is_an_object_is_ignored_not_a_500(app
     r = app.post("/webhooks/jira", content=body, headers={"x-hub-signature": hub_signature(body)})
     assert r.status_code == 200, r.text
     assert r.json() == {"status": "ignored",
-                        "reason": "Jira issue update did not change its status, summary or description"}
+                        "reason": "Jira issue update did not change its status, summary, description or project"}
     assert _store(app).card_fields("default/jira/PAY-1") is None
 
 
