@@ -90,7 +90,7 @@ def is_loopback(address: str) -> bool:
 
 def dev_keyring(config: Config) -> KeyRing:
     """The embedded stack's key, created (readable by this user only) on first use."""
-    path = private_dir(Path(config.dev.data_dir).expanduser()) / DEV_KEYS_FILE
+    path = private_dir(Path(config.dev.data_dir).expanduser(), "dev.data_dir, CARDLOOP_DEV__DATA_DIR") / DEV_KEYS_FILE
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:

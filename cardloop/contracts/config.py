@@ -320,16 +320,18 @@ def _format_validation(exc: ValidationError, source: str, origins: Mapping[str, 
 
 
 def find_config_file(env: Mapping[str, str], explicit: str | Path | None = None) -> Path:
+    named = ""  # where the path came from, when the user did not type it on this command line
     if explicit:
         path = Path(explicit)
     elif env.get(ENV_CONFIG_FILE):
-        path = Path(env[ENV_CONFIG_FILE])
+        path, named = Path(env[ENV_CONFIG_FILE]), f" (from {ENV_CONFIG_FILE})"
     elif Path("config.toml").is_file():
         path = Path("config.toml")
     else:
         path = REPO_CONFIG
     if not path.is_file():
-        raise ConfigError(f"configuration file {'is a directory' if path.is_dir() else 'not found'}: {path}")
+        what = "is a directory" if path.is_dir() else "not found" if not path.exists() else "is not a regular file"
+        raise ConfigError(f"configuration file {what}: {path}{named}")
     return path
 
 
@@ -341,6 +343,10 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:  # TOML is UTF-8 text by definition
+        raise ConfigError(f"{file}: not UTF-8 text: {exc}") from None
+    except OSError as exc:  # no permission, a name too long ...
+        raise ConfigError(f"{file}: cannot read: {exc.strerror or exc}") from None
     aliases = {}
     if env.get("CARDLOOP_API_PORT") and "CARDLOOP_API__PORT" not in env:
         # The documented short form of CARDLOOP_API__PORT: messages name the one the user set.

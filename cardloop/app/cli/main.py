@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from cardloop.app.cli import startup_gc
 from cardloop.app.cli.context import add_context_command
 from cardloop.app.cli.doctor import add_doctor_command
-from cardloop.app.cli.files import read_text
+from cardloop.app.cli.files import display_name, read_text
 from cardloop.app.cli.operate import add_operate_commands
 from cardloop.app.cli.research import add_research_command
 from cardloop.app.cli.service import add_service_commands
@@ -197,10 +197,7 @@ def cmd_prompt_list(args: argparse.Namespace, config: Config) -> int:
 def cmd_prompt_validate(args: argparse.Namespace, config: Config) -> int:
     from cardloop.prompts.validate import ValidationStatus, validate_tenant_prompt
 
-    try:
-        text = sys.stdin.read() if args.file == "-" else read_text(args.file)
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{args.file}: not UTF-8 text: {exc}") from None
+    text = read_text(args.file, stdin=True)
     result = validate_tenant_prompt(text)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
@@ -211,7 +208,8 @@ def cmd_prompt_validate(args: argparse.Namespace, config: Config) -> int:
         if result.status == ValidationStatus.SANITIZED:
             print("sanitized prompt:\n" + result.sanitized_prompt)
     if result.status == ValidationStatus.REJECTED:
-        raise RejectedError(f"{args.file}: tenant prompt rejected ({len(result.issues)} issue(s))")
+        raise RejectedError(f"{display_name(args.file, stdin=True)}: tenant prompt rejected "
+                            f"({len(result.issues)} issue(s))")
     return 0
 
 

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from cardloop.app.cli.files import read_bytes
 from cardloop.contracts.errors import ConfigError, InputError
 from cardloop.prompts.tenant_id import TENANT_RULE, is_tenant_id
 
@@ -28,6 +29,30 @@ if TYPE_CHECKING:
     from cardloop.contracts.payloads import ResearchProgress, ResearchSettings
 
 BAR = 30
+MAX_FILE_BYTES = 512 * 2**20  # a day of a busy service's logs; read whole, then chunked
+
+
+def _mostly_undecodable(sample: bytes) -> bool:
+    """More than a tenth of the sample is not UTF-8: a binary file, not a log with a stray
+    Latin-1 byte (those are read with a replacement character and kept)."""
+    text = sample.decode("utf-8", errors="replace")
+    return text.count("\ufffd") > max(1, len(text) // 10) or (bool(text) and text.count("\ufffd") == len(text))
+
+
+def read_artifacts(paths: list[str]) -> list[tuple[str, str]]:
+    """(name, text) per file; InputError (exit 2) naming the file that cannot be used. Read as
+    every command reads a file it is given (files.py), a pipe too (`<(kubectl logs ...)`)."""
+    out = []
+    for raw in paths:
+        data = read_bytes(raw, limit=MAX_FILE_BYTES)
+        if b"\0" in data[:8192]:
+            raise InputError(f"{raw}: looks binary (NUL bytes); research reads text logs")
+        if _mostly_undecodable(data[:8192]):
+            raise InputError(f"{raw}: looks binary (not UTF-8 text); research reads text logs")
+        if not data.strip():
+            raise InputError(f"{raw}: empty")
+        out.append((Path(raw).name, data.decode("utf-8", errors="replace")))
+    return out
 
 
 class Progress:
@@ -56,7 +81,6 @@ class Progress:
 
 
 def cmd_research(args: argparse.Namespace, config: Config) -> int:
-    from cardloop.app.research import read_artifacts
     from cardloop.contracts.config import research_settings
 
     question = " ".join((args.question or "").split())
