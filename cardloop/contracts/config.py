@@ -314,7 +314,7 @@ def _format_validation(exc: ValidationError, source: str, origins: Mapping[str, 
             continue
         loc = ".".join(str(p) for p in err["loc"])
         where = f" (from {name})" if (name := _origin(loc, origins)) else ""
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
         lines.append(f"  {loc}{where}: {msg}")
     return f"{source}: invalid configuration:\n" + "\n".join(lines)
 

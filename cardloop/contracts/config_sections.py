@@ -6,7 +6,7 @@ loads the file with its environment overrides and checks what spans sections."""
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cardloop.contracts.payloads import DEFAULT_MAX_HISTORY_EVENTS, Target
 from cardloop.contracts.retry import Seconds
@@ -17,6 +17,9 @@ from cardloop.prompts.tenant_id import MAX_TENANT_CHARS, TENANT_PATTERN
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+_HOST_PORT = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})")
 
 
 class TemporalConfig(_Section):
@@ -45,6 +48,16 @@ class TemporalConfig(_Section):
 
     # Seconds one attempt of prompt assembly (a local activity) may take; recorded per stage run.
     assemble_timeout: float = Field(default=60.0, gt=0, le=600)
+
+    @field_validator("address")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        # The SDK raises a bare ValueError on a port it cannot parse, mid-command.
+        found = _HOST_PORT.fullmatch(value)
+        if value and not (found and 1 <= int(found.group(1)) <= 65535):
+            raise ValueError(f"{value!r}: expected HOST:PORT with a port 1 to 65535 and no scheme, e.g. "
+                             "temporal.example.com:7233 or my-ns.a1b2c.tmprl.cloud:7233")
+        return value
 
 
 class WorkerConfig(_Section):

@@ -221,14 +221,14 @@ def cmd_card_schema(args: argparse.Namespace, config: Config | None) -> int:
 
 
 def cmd_card_check(args: argparse.Namespace, config: Config | None) -> int:
-    from cardloop.app.cli.service import _said
+    from cardloop.app.cli.argtypes import said
     from cardloop.contracts.payloads import CardRef
 
     card = load_card_file(args.file)
     try:  # a card `card move FILE` would refuse is no valid card: its board or id cannot be a key
         CardRef.for_board(card.tenant, card.board, card.id)
     except ValueError as exc:
-        raise InputError(f"{args.file}: {_said(exc)}") from None
+        raise InputError(f"{args.file}: {said(exc)}") from None
     print(f"{args.file}: valid card {card.id!r}: {len(card.history)} messages, "
           f"{len(card.context)} context items")
     return 0

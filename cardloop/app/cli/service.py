@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cardloop.app.cli import startup_gc
+from cardloop.app.cli.argtypes import board_arg, port_arg, tenant_arg
+from cardloop.app.cli.argtypes import said as _said
 from cardloop.app.cli.files import read_text
 from cardloop.contracts.comments import MAX_COMMENT_CHARS
 from cardloop.contracts.errors import CardloopError, InputError
+from cardloop.prompts.tenant_id import TENANT_RULE, is_tenant_id
 
 if TYPE_CHECKING:
     from cardloop.app.cards import CardService, DescribedCard
@@ -145,21 +148,22 @@ def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
             return CardRef.for_board(card.tenant, card.board, card.id), card
         except ValueError as exc:
             raise InputError(f"{arg}: {_said(exc)}") from None
+    parts = arg.split("/")
+    named = dict(zip(("tenant", "board")[3 - len(parts):], parts[:-1], strict=False)) if len(parts) <= 3 else {}
+    for part, given in (("tenant", args.tenant), ("board", args.board)):
+        # As with a card file: a key that names its tenant or board is that card, not another.
+        if given and part in named and named[part] != given:
+            raise InputError(f"card key {arg!r} says {part} {named[part]!r}, --{part} says {given!r}: --{part} is "
+                             "for a card key given without one")
     try:
         ref = CardRef.parse(arg)
+        if args.tenant or args.board:  # built anew, so the flags' values are checked as the key's are
+            ref = CardRef(tenant=args.tenant or ref.tenant, board=args.board or ref.board, card_id=ref.card_id)
     except ValueError as exc:
         raise InputError(_said(exc)) from None
-    if args.tenant or args.board:
-        ref = ref.model_copy(update={k: v for k, v in (("tenant", args.tenant), ("board", args.board)) if v})
+    if not is_tenant_id(ref.tenant):  # the store refuses it later, after a Temporal call or two
+        raise InputError(f"tenant {ref.tenant!r}: {TENANT_RULE}")
     return ref, None
-
-
-def _said(exc: ValueError) -> str:
-    """A bad key's reason in one line: pydantic's ValidationError prints a report of several."""
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        return "; ".join(str(e.get("msg", "")).removeprefix("Value error, ") for e in errors())
-    return str(exc)
 
 
 def load_card_arg(arg: str, config: Config) -> Card:
@@ -578,7 +582,7 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
                        description="Serve the FastAPI app (OpenAPI docs at /docs) against the configured "
                                    "Temporal and store.")
     p.add_argument("--host", help="default: api.host (127.0.0.1)")
-    p.add_argument("--port", type=int, help="default: api.port (8000) or CARDLOOP_API_PORT")
+    p.add_argument("--port", type=port_arg, help="default: api.port (8000) or CARDLOOP_API_PORT")
     p.set_defaults(func=cmd_api)
     p = sub.add_parser("dev", add_help=False,
                        help="the embedded stack: Temporal dev server (SQLite, UI on dev.ui_port) + worker + API",
@@ -602,8 +606,8 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
 
     def card_arg(q: argparse.ArgumentParser) -> None:
         q.add_argument("card", help="a card file (imported first) or a card key: CARD, BOARD/CARD, TENANT/BOARD/CARD")
-        q.add_argument("--tenant", help="tenant of a card key given without one")
-        q.add_argument("--board", help="board of a card key given without one")
+        q.add_argument("--tenant", type=tenant_arg, help="tenant of a card key given without one")
+        q.add_argument("--board", type=board_arg, help="board of a card key given without one")
 
     p = card_sub.add_parser("move", help="move a card to a stage (as the board does)")
     card_arg(p)
@@ -645,8 +649,9 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
                             description="Every card in the store, newest change first, with its stage, status "
                                         "(live from Temporal when it answers, else as its last closed run saved "
                                         "it; 'new': never moved), stage runs and billed cost.")
-    p.add_argument("--tenant", help="only this tenant's cards (required on PostgreSQL)")
-    p.add_argument("--board", help="only cards of this board (github, linear, jira, trello, generic, ...)")
+    p.add_argument("--tenant", type=tenant_arg, help="only this tenant's cards (required on PostgreSQL)")
+    p.add_argument("--board", type=board_arg,
+                   help="only cards of this board (github, linear, jira, trello, generic, ...)")
     p.add_argument("--status", choices=("new", "idle", "running", "blocked", "failed", "done"),
                    help="only cards in this status ('failed': idle on a failed stage run, as the "
                         "CardStatus search attribute says)")

@@ -1,0 +1,51 @@
+"""argparse types for the values several commands take: a bad one is a usage error (exit 2)
+naming the option and the value, before the command opens a store or calls Temporal."""
+
+from __future__ import annotations
+
+import argparse
+
+from cardloop.prompts.tenant_id import TENANT_RULE, is_tenant_id
+
+
+def said(exc: ValueError) -> str:
+    """A bad key's reason in one line, naming the part refused: pydantic's ValidationError prints
+    a report of several, and its messages start with the value alone."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc)
+    parts = []
+    for error in errors():
+        message = str(error.get("msg", "")).removeprefix("Value error, ")
+        field = str(error["loc"][0]).replace("_", " ") if error.get("loc") else ""
+        parts.append(message if not field or message.startswith(field) else f"{field} {message}")
+    return "; ".join(parts)
+
+
+def tenant_arg(value: str) -> str:
+    """argparse type of a --tenant: refused as a usage error before anything runs."""
+    if not is_tenant_id(value):
+        raise argparse.ArgumentTypeError(f"{value!r}: {TENANT_RULE}")
+    return value
+
+
+def board_arg(value: str) -> str:
+    """argparse type of a --board: a board name a card key can hold (github, linear, jira, ...)."""
+    from cardloop.contracts.payloads import CardRef
+
+    try:
+        CardRef(board=value, card_id="x")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(said(exc).removeprefix("board ")) from None
+    return value
+
+
+def port_arg(text: str) -> int:
+    """A TCP port to listen on: 1 to 65535 (the socket layer raises OverflowError beyond)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (1 to 65535)")
+    return value
