@@ -40,6 +40,8 @@ def _normalize_name(name: str) -> str:
     # Cached: every assembly looks up the same few names, and a PurePosixPath costs far more
     # than the lookup it guards. A bad name raises every time (lru_cache keeps no exceptions).
     name = name.strip()
+    if not name:  # would look for '.md', and say that was not found
+        raise TemplateError("empty template name: use a relative name like 'agents/coding'")
     if not name.endswith(".md"):
         name += ".md"
     pure = PurePosixPath(name)
@@ -79,7 +81,13 @@ class TemplateStore:
         if cached is not None:
             return cached
         path, origin = self.resolve(rel)
-        loaded = LoadedTemplate(rel, path.read_text(encoding="utf-8"), path, origin)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:  # an override saved in another encoding
+            raise TemplateError(f"template {path}: not UTF-8 text: {exc}") from None
+        except OSError as exc:  # no permission, removed since resolve ...
+            raise TemplateError(f"template {path}: cannot read: {exc.strerror or exc}") from None
+        loaded = LoadedTemplate(rel, text, path, origin)
         self._cache[rel] = loaded
         return loaded
 

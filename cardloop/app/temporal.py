@@ -43,9 +43,12 @@ class TemporalUnavailable(ConfigError, RuntimeError):
 
 def _read(path: str, key: str) -> bytes:
     try:
-        return Path(path).expanduser().read_bytes()
+        data = Path(path).expanduser().read_bytes()
     except OSError as exc:
         raise ConfigError(f"temporal.{key}: cannot read {path}: {exc.strerror}") from None
+    if b"-----BEGIN " not in data:  # else the SDK's parse error reads as "cannot reach Temporal"
+        raise ConfigError(f"temporal.{key}: {path} is not a PEM file (no '-----BEGIN ...' line)")
+    return data
 
 
 def tls_config(config: Config) -> TLSConfig | bool:

@@ -25,6 +25,7 @@ from cardloop.contracts.errors import CardloopError, ConfigError, InputError, Re
 from cardloop.prompts.formats import ALIASES, FORMATS, resolve_format
 from cardloop.prompts.stages import STAGE_NAMES, Stage, parse_stage
 from cardloop.prompts.surrogates import describe, lone_surrogate, printable
+from cardloop.prompts.templates import TemplateError
 
 if TYPE_CHECKING:
     from cardloop.contracts.config import Config
@@ -357,6 +358,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CardloopError as exc:
         print(f"cardloop: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except TemplateError as exc:  # a template that cannot be read, met by a command that loads it (exit 2)
+        print(f"cardloop: error: {exc}", file=sys.stderr)
+        return ConfigError.exit_code
     except BrokenPipeError:
         return 0
 

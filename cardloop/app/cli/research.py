@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from cardloop.app.cli.files import read_bytes
+from cardloop.app.cli.interrupt import run_interruptible
 from cardloop.contracts.errors import ConfigError, InputError
 from cardloop.prompts.tenant_id import TENANT_RULE, is_tenant_id
 
@@ -117,7 +118,7 @@ def cmd_research(args: argparse.Namespace, config: Config) -> int:
     # The SDK logs a failed activity attempt with its traceback; the command says what failed itself.
     logging.getLogger("temporalio").setLevel(logging.ERROR)
     try:
-        return asyncio.run(_run(args, config, artifacts, question, settings, base_urls))
+        return run_interruptible(_run(args, config, artifacts, question, settings, base_urls))
     finally:
         if model is not None:
             model.stop()
@@ -183,7 +184,8 @@ async def _temporary_server(config: Config, why: Exception) -> tuple[TemporalDev
     server = TemporalDevServer(port=free_port(), ui_port=free_port(), db_file=root / "temporal.sqlite",
                                retention=None, log_file=root / "temporal.log")
     await asyncio.to_thread(server.start)
-    print(f"research: Temporal at {config.temporal.address} did not answer ({str(why)[:120]}); using a temporary dev "
+    reason = getattr(why, "reason", "") or str(why)[:120]  # TemporalUnavailable's short reason
+    print(f"research: Temporal at {config.temporal.address} did not answer ({reason}); using a temporary dev "
           f"server for this run (UI {server.ui_url} while it runs)", file=sys.stderr)
     client = await connect(config, address=server.address)
     return server, client, server.ui_url or config.temporal.ui_url

@@ -13,6 +13,7 @@ from cardloop.app.cli import startup_gc
 from cardloop.app.cli.argtypes import board_arg, port_arg, tenant_arg
 from cardloop.app.cli.argtypes import said as _said
 from cardloop.app.cli.files import read_text
+from cardloop.app.cli.interrupt import run_interruptible
 from cardloop.contracts.comments import MAX_COMMENT_CHARS
 from cardloop.contracts.errors import CardloopError, InputError
 from cardloop.prompts.tenant_id import TENANT_RULE, is_tenant_id
@@ -210,7 +211,7 @@ def _card_command(args: argparse.Namespace, config: Config, action) -> int:
         finally:
             store.close()
 
-    return asyncio.run(main())
+    return run_interruptible(main())
 
 
 class TemporalRefused(CardloopError):
@@ -488,7 +489,7 @@ def cmd_card_list(args: argparse.Namespace, config: Config) -> int:
         print(f"{len(listed)} card{'s' if len(listed) != 1 else ''}; `cardloop card show CARD` for one")
         return 0
 
-    return asyncio.run(main())
+    return run_interruptible(main())
 
 
 def shorten(text: str, width: int) -> str:

@@ -108,7 +108,11 @@ def cmd_set_prompt(args: argparse.Namespace, config: Config) -> int:
         body = PromptIn(custom_system_prompt=text, override_mode=args.mode, language_preference=args.language,
                         tone_profile=_tone(args.tone or []))
     except ValidationError as exc:
-        raise InputError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
+        # Named as the user gave each value: the file, --language, --tone (not the API's field names).
+        given = {"custom_system_prompt": args.file, "language_preference": "--language", "tone_profile": "--tone",
+                 "override_mode": "--mode"}
+        raise InputError("; ".join(f"{given.get(str(e['loc'][0]), e['loc'][0]) if e['loc'] else args.file}: "
+                                   f"{e['msg'].removeprefix('Value error, ')}" for e in exc.errors())) from None
     prompt, verdict, issues = check_prompt(body)
     if issues and verdict.status.value == "REJECTED":
         for issue in issues:
