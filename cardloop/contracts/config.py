@@ -217,7 +217,12 @@ class Config(_Section):
         """DATABASE_URL wins (it may carry a password, so it never lives in config.toml)."""
         url = self.env.get("DATABASE_URL") or self.store.url
         if url.startswith("sqlite:///~"):
-            url = "sqlite:///" + str(Path(url.removeprefix("sqlite:///")).expanduser())
+            try:
+                url = "sqlite:///" + str(Path(url.removeprefix("sqlite:///")).expanduser())
+            except RuntimeError:  # '~nobody/...'
+                where = "DATABASE_URL" if self.env.get("DATABASE_URL") else "store.url"
+                user = url.removeprefix("sqlite:///~").split("/")[0]
+                raise ConfigError(f"{where}: {url!r}: no user {user!r} on this machine") from None
         return url
 
     def temporal_api_key(self) -> Secret | None:

@@ -348,6 +348,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     parser = build_parser()
     args = parser.parse_args(argv)
+    if sys.stdout is None:  # `>&-`: print() would drop every line, a token shown once included, and exit 0
+        print("cardloop: error: stdout is closed: the command's output would be lost; redirect it to a file "
+              "or /dev/null instead", file=sys.stderr)
+        return 2
     from cardloop.app.startup import load_config  # the config's models: not for --help
 
     try:
@@ -362,7 +366,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cardloop: error: {exc}", file=sys.stderr)
         return ConfigError.exit_code
     except BrokenPipeError:
+        _drop_stdout()
         return 0
+
+
+def _drop_stdout() -> None:
+    """The reader went away (`cardloop card schema | head -1`): what is still buffered goes to
+    /dev/null, or the flush at exit fails again ("Exception ignored ... BrokenPipeError", exit 120)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _flush_stdout() -> None:
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
 
 
 def run() -> None:
@@ -390,6 +412,7 @@ def run() -> None:
     except BaseException:  # a bug: its traceback, then the same exit as every other path
         traceback.print_exc()
         code = 1
+    _flush_stdout()  # here, where a reader that went away can still be told from a failure
     if "temporalio.bridge.temporal_sdk_bridge" not in sys.modules:
         sys.exit(code)
     logging.shutdown()
