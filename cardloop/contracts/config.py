@@ -73,6 +73,7 @@ from cardloop.prompts.settings import (
     TokenBudget,
 )
 from cardloop.prompts.stages import STAGE_NAMES, Stage
+from cardloop.prompts.surrogates import undecodable
 from cardloop.prompts.templates import TemplateStore
 from cardloop.prompts.tenant_id import is_tenant_id
 from cardloop.prompts.tokens import TokenCounter, TokenizerError, check_encoding
@@ -343,6 +344,9 @@ def find_config_file(env: Mapping[str, str], explicit: str | Path | None = None)
 def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
     """Read, override from the environment, validate. Raises ConfigError naming the key."""
     env = dict(os.environ if env is None else env)
+    for name, value in env.items():  # our own variables, before any of them becomes a path or a URL
+        if (name.startswith("CARDLOOP_") or name == "DATABASE_URL") and (problem := undecodable(name, value)):
+            raise ConfigError(problem)
     file = find_config_file(env, path)
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))

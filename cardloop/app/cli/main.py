@@ -236,11 +236,15 @@ def cmd_card_check(args: argparse.Namespace, config: Config | None) -> int:
 
 
 def cmd_config_check(args: argparse.Namespace, config: Config) -> int:
-    from cardloop.app.cli.configview import missing_key_warnings
+    from cardloop.app.cli.configview import missing_key_warnings, secret_uses
     from cardloop.app.startup import startup_check
     from cardloop.prompts.assemble import PromptAssembler
+    from cardloop.prompts.surrogates import undecodable
 
     startup_check(config, PromptAssembler(config.template_store(), config.token_counter()))
+    for env_name in secret_uses(config):  # a key that is not text fails the first call that sends it
+        if problem := undecodable(env_name, config.env.get(env_name, "")):
+            raise ConfigError(problem)
     codec_keys = config.secret(config.temporal.codec_keys_env) if config.temporal.codec_keys_env else None
     if codec_keys is not None:  # malformed keys stop every worker and the API: say so here (exit 2)
         from cardloop.contracts.keyring import KeyRing

@@ -72,6 +72,10 @@ CASES = [
          env={"CARDLOOP_DEV__DATA_DIR": "{tmp}/not-a-dir"}),
     Case("data-dir-no-such-user", ("tenant", "show", "acme"), ("dev.data_dir", "no user 'nobody-here'"),
          env={"CARDLOOP_DEV__DATA_DIR": "~nobody-here/cardloop"}),
+    Case("env-not-utf8", ("card", "list"), ("CARDLOOP_DEV__DATA_DIR: not UTF-8 text (byte 0xff at character 5)",),
+         env={"CARDLOOP_DEV__DATA_DIR": "/tmp/\udcff"}),  # what the byte 0xff reads as (surrogateescape)
+    Case("secret-not-utf8", ("config", "check"), ("ANTHROPIC_API_KEY: not UTF-8 text (byte 0xff",),
+         env={"ANTHROPIC_API_KEY": "sk-ant-\udcff"}),
     Case("store-not-a-database", ("card", "list"), ("cannot open the store", "{tmp}/store.sqlite",
                                                     "file is not a database"),
          env={"DATABASE_URL": "sqlite:///{tmp}/store.sqlite"}),
