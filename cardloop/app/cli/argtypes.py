@@ -49,3 +49,25 @@ def port_arg(text: str) -> int:
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"{value} is not a port (1 to 65535)")
     return value
+
+
+def actor_arg(text: str) -> str:
+    """--actor / --author: a name the card's history records (the payload's limit, checked before
+    the command connects: past it, pydantic's report came after the connect, as a traceback)."""
+    from cardloop.contracts.payloads import MAX_ACTOR
+
+    if len(text) > MAX_ACTOR:
+        raise argparse.ArgumentTypeError(f"{len(text):,} characters; at most {MAX_ACTOR}")
+    return text
+
+
+def delivery_id_arg(text: str) -> str:
+    """--delivery-id: an idempotency key. An empty one was replaced by a random key without a word,
+    so a repeated delivery ran twice."""
+    from cardloop.contracts.payloads import MAX_DELIVERY_ID
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty: give the key that makes the move idempotent, or leave it out")
+    if len(text) > MAX_DELIVERY_ID:
+        raise argparse.ArgumentTypeError(f"{len(text):,} characters; at most {MAX_DELIVERY_ID}")
+    return text

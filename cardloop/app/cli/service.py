@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cardloop.app.cli import startup_gc
-from cardloop.app.cli.argtypes import board_arg, port_arg, tenant_arg
+from cardloop.app.cli.argtypes import actor_arg, board_arg, delivery_id_arg, port_arg, tenant_arg
 from cardloop.app.cli.argtypes import said as _said
 from cardloop.app.cli.files import read_text
 from cardloop.app.cli.interrupt import run_interruptible
@@ -615,8 +615,9 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
     p.add_argument("--to", required=True, choices=[*("planning", "coding", "review", "testing", "error_fixing"),
                                                    "done"],
                    help="the column the card moves to: a stage runs there; done ends the card")
-    p.add_argument("--delivery-id", help="idempotency key: a repeated delivery id is applied once")
-    p.add_argument("--actor", default=None, help="who moved the card (recorded with the move)")
+    p.add_argument("--delivery-id", type=delivery_id_arg,
+                   help="idempotency key: a repeated delivery id is applied once")
+    p.add_argument("--actor", type=actor_arg, default=None, help="who moved the card (recorded with the move)")
     p.add_argument("--wait", action="store_true",
                    help="wait until the stage run the move leads to ends; print its outcome, exit with it "
                         "(0 completed, 1 failed, 3 blocked, 4 budget_exhausted, 5 cancelled)")
@@ -630,21 +631,22 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
     p.add_argument("text", type=_comment_text,
                    help=f"the comment (secrets are redacted before any model sees it; at most "
                         f"{MAX_COMMENT_CHARS:,} characters)")
-    p.add_argument("--author", default=None, help="whose comment it is, as the card's history shows it")
-    p.add_argument("--delivery-id", help="idempotency key: a repeated delivery id is applied once")
+    p.add_argument("--author", type=actor_arg, default=None, help="whose comment it is, as the card's history shows it")
+    p.add_argument("--delivery-id", type=delivery_id_arg,
+                   help="idempotency key: a repeated delivery id is applied once")
     p.set_defaults(func=cmd_card_say, resumes_gc=True)
     p = card_sub.add_parser("retry", help="run a card's failed stage again (e.g. after the model was overloaded)",
                             description="Re-run the stage whose run failed, on the card's workflow (its history "
                                         "is kept). Refused (exit 1) when the card's last stage run did not fail.")
     card_arg(p)
-    p.add_argument("--actor", default=None, help="who asked for the retry (recorded with the move)")
+    p.add_argument("--actor", type=actor_arg, default=None, help="who asked for the retry (recorded with the move)")
     p.set_defaults(func=cmd_card_retry, resumes_gc=True)
     p = card_sub.add_parser("cancel", help="stop a card's running stage; its work is kept",
                             description="Cancel the stage run in progress: its chat history, ledger rows and pushed "
                                         "commits stay, the run is recorded as cancelled and the card waits (idle) "
                                         "for its next move. Refused (exit 1) when no stage runs.")
     card_arg(p)
-    p.add_argument("--actor", default=None, help="who cancelled (recorded in the run's reason)")
+    p.add_argument("--actor", type=actor_arg, default=None, help="who cancelled (recorded in the run's reason)")
     p.set_defaults(func=_lazy("cardloop.app.cli.card_run", "cmd_card_cancel"), resumes_gc=True)
     p = card_sub.add_parser("list", help="the stored cards with stage, status, stage runs and cost",
                             description="Every card in the store, newest change first, with its stage, status "
