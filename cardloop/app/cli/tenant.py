@@ -115,8 +115,13 @@ def cmd_set_prompt(args: argparse.Namespace, config: Config) -> int:
                                    f"{e['msg'].removeprefix('Value error, ')}" for e in exc.errors())) from None
     prompt, verdict, issues = check_prompt(body)
     if issues and verdict.status.value == "REJECTED":
-        for issue in issues:
-            print(f"  {issue.field}: {issue.category} [{issue.start}:{issue.end}] {issue.message}")
+        if args.json:  # a --json reader gets the verdict as JSON too, not the text lines
+            print(json.dumps({"tenant": args.tenant, "status": verdict.status.value, "stored": False,
+                              "issues": [issue.model_dump(mode="json") for issue in issues]}, indent=2,
+                             ensure_ascii=False))
+        else:
+            for issue in issues:
+                print(f"  {issue.field}: {issue.category} [{issue.start}:{issue.end}] {issue.message}")
         raise RejectedError(f"tenant prompt for {args.tenant} rejected ({len(issues)} issue(s)); nothing was stored")
     with open_store(config) as store:
         version = store.for_tenant(args.tenant).put_tenant_prompt(args.tenant, prompt, verdict, ACTOR)
