@@ -46,6 +46,8 @@ def _files(tmp: Path) -> None:
     (tmp / "store.sqlite").write_text("these bytes are not a SQLite database, whatever the name says\n" * 4)
     (tmp / "prompt.txt").write_text("Answer tersely.")
     (tmp / "key.pem").write_text("not a key")
+    (tmp / "keyed").mkdir()
+    (tmp / "keyed" / "codec.keys").write_bytes(b"\xff\xfe overwritten")
     overrides = tmp / "overrides" / "agents"
     overrides.mkdir(parents=True)
     (overrides / "coding.md").write_bytes(b"\xff\xfe an override saved as UTF-16")
@@ -76,6 +78,9 @@ CASES = [
          env={"CARDLOOP_DEV__DATA_DIR": "/tmp/\udcff"}),  # what the byte 0xff reads as (surrogateescape)
     Case("secret-not-utf8", ("config", "check"), ("ANTHROPIC_API_KEY: not UTF-8 text (byte 0xff",),
          env={"ANTHROPIC_API_KEY": "sk-ant-\udcff"}),
+    Case("dev-key-file-not-text", ("card", "move", "X-1", "--to", "planning"),
+         ("{tmp}/keyed/codec.keys: cannot read the dev stack's payload key: not UTF-8 text",),
+         env={"CARDLOOP_DEV__DATA_DIR": "{tmp}/keyed"}),
     Case("store-not-a-database", ("card", "list"), ("cannot open the store", "{tmp}/store.sqlite",
                                                     "file is not a database"),
          env={"DATABASE_URL": "sqlite:///{tmp}/store.sqlite"}),
