@@ -8,6 +8,14 @@ import argparse
 from cardloop.prompts.tenant_id import TENANT_RULE, is_tenant_id
 
 
+def shown(value: str, most: int = 80) -> str:
+    """`value` as an error message quotes it: repr, and cut when long (a 5,000-character name
+    pasted by mistake made the message a screenful)."""
+    if len(value) <= most:
+        return repr(value)
+    return f"{value[:most - 20]!r}… ({len(value):,} characters)"
+
+
 def said(exc: ValueError) -> str:
     """A bad key's reason in one line, naming the part refused: pydantic's ValidationError prints
     a report of several, and its messages start with the value alone."""
@@ -25,7 +33,7 @@ def said(exc: ValueError) -> str:
 def tenant_arg(value: str) -> str:
     """argparse type of a --tenant: refused as a usage error before anything runs."""
     if not is_tenant_id(value):
-        raise argparse.ArgumentTypeError(f"{value!r}: {TENANT_RULE}")
+        raise argparse.ArgumentTypeError(f"{shown(value)}: {TENANT_RULE}")
     return value
 
 

@@ -5,18 +5,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cardloop.app.cli import startup_gc
-from cardloop.app.cli.argtypes import actor_arg, board_arg, delivery_id_arg, port_arg, tenant_arg
+from cardloop.app.cli.argtypes import actor_arg, board_arg, delivery_id_arg, port_arg, shown, tenant_arg
 from cardloop.app.cli.argtypes import said as _said
 from cardloop.app.cli.files import read_text
 from cardloop.app.cli.interrupt import run_interruptible
 from cardloop.contracts.comments import MAX_COMMENT_CHARS
 from cardloop.contracts.errors import CardloopError, InputError
 from cardloop.prompts.tenant_id import TENANT_RULE, is_tenant_id
+
+# Three key parts of at most 200 characters and their slashes (contracts/payloads.py).
+MAX_KEY_CHARS = 3 * 200 + 2
 
 if TYPE_CHECKING:
     from cardloop.app.cards import CardService, DescribedCard
@@ -133,8 +136,7 @@ def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
     from cardloop.contracts.payloads import CardRef
     from cardloop.prompts.card import CardError, parse_card
 
-    path = Path(arg)
-    if arg.endswith(".json") or path.is_file():
+    if arg.endswith(".json") or is_file(arg):
         try:
             card = parse_card(read_text(arg), origin=arg)
         except CardError as exc:
@@ -149,6 +151,8 @@ def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
             return CardRef.for_board(card.tenant, card.board, card.id), card
         except ValueError as exc:
             raise InputError(f"{arg}: {_said(exc)}") from None
+    if len(arg) > MAX_KEY_CHARS:  # no key is this long: say so, not the whole of it back
+        raise InputError(f"card key {shown(arg)}: longer than any card key (CARD, BOARD/CARD or TENANT/BOARD/CARD)")
     parts = arg.split("/")
     named = dict(zip(("tenant", "board")[3 - len(parts):], parts[:-1], strict=False)) if len(parts) <= 3 else {}
     for part, given in (("tenant", args.tenant), ("board", args.board)):
@@ -163,8 +167,14 @@ def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
     except ValueError as exc:
         raise InputError(_said(exc)) from None
     if not is_tenant_id(ref.tenant):  # the store refuses it later, after a Temporal call or two
-        raise InputError(f"tenant {ref.tenant!r}: {TENANT_RULE}")
+        raise InputError(f"tenant {shown(ref.tenant)}: {TENANT_RULE}")
     return ref, None
+
+
+def is_file(arg: str) -> bool:
+    """Whether a CARD argument names a file. os.path.isfile, not Path.is_file: that one raises
+    OSError on a name too long for the file system (a long card key is not a file either)."""
+    return os.path.isfile(arg)
 
 
 def load_card_arg(arg: str, config: Config) -> Card:
@@ -182,6 +192,8 @@ def load_card_arg(arg: str, config: Config) -> Card:
 
 
 def _card_command(args: argparse.Namespace, config: Config, action) -> int:
+    # Bad input fails before any connection, and before the Temporal SDK loads (about a second).
+    ref, card = _resolve(args.card, args)
     from temporalio.service import RPCError
 
     from cardloop.app.cards import CardService
@@ -190,7 +202,6 @@ def _card_command(args: argparse.Namespace, config: Config, action) -> int:
 
     async def main() -> int:
         startup_gc.resume()  # the command's modules are loaded (startup_gc.py)
-        ref, card = _resolve(args.card, args)  # bad input fails before any connection
         store = open_store(config)
         try:
             client = await connect(config)
@@ -391,7 +402,7 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
     try:
         return _card_command(args, config, action)
     except TemporalUnavailable as exc:
-        if args.card.endswith(".json") or Path(args.card).is_file():
+        if args.card.endswith(".json") or is_file(args.card):
             raise  # a card file is imported first: nothing to show of it without Temporal's answer
         return offline(_resolve(args.card, args)[0],
                        f"Temporal at {config.temporal.address} is not reachable ({exc.reason})")

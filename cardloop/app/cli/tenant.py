@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from cardloop.app.cli.argtypes import shown
 from cardloop.app.cli.files import read_text
 from cardloop.contracts.errors import ConfigError, InputError, RejectedError
 from cardloop.contracts.limits import usd
@@ -31,7 +32,7 @@ def _card_tenant(func: Command) -> Command:
 
     def run(args: argparse.Namespace, config: Config) -> int:
         if not is_tenant_id(args.tenant):
-            raise InputError(f"tenant {args.tenant!r}: {TENANT_RULE}")
+            raise InputError(f"tenant {shown(args.tenant)}: {TENANT_RULE}")
         return func(args, config)
 
     return run
