@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -22,6 +23,8 @@ from cardloop.prompts.tenant_id import TENANT_RULE, is_tenant_id
 MAX_KEY_CHARS = 3 * 200 + 2
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from cardloop.app.cards import CardService, DescribedCard
     from cardloop.contracts.config import Config
     from cardloop.contracts.payloads import CardRef, CardState, StageProgress
@@ -399,13 +402,37 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
 
     from cardloop.app.temporal import TemporalUnavailable
 
+    with stored_data_readable(config):
+        try:
+            return _card_command(args, config, action)
+        except TemporalUnavailable as exc:
+            if args.card.endswith(".json") or is_file(args.card):
+                raise  # a card file is imported first: nothing to show of it without Temporal's answer
+            return offline(_resolve(args.card, args)[0],
+                           f"Temporal at {config.temporal.address} is not reachable ({exc.reason})")
+
+
+@contextlib.contextmanager
+def stored_data_readable(config: Config) -> Iterator[None]:
+    """`card show` and `card list` read the cards' rows back (fields, saved state, history) into
+    their models: a row that no longer parses (edited by hand, a torn write) is one line naming
+    the model and the store, not pydantic's traceback."""
+    from pydantic import ValidationError
+
+    from cardloop.store.values import StoreError
+
     try:
-        return _card_command(args, config, action)
-    except TemporalUnavailable as exc:
-        if args.card.endswith(".json") or is_file(args.card):
-            raise  # a card file is imported first: nothing to show of it without Temporal's answer
-        return offline(_resolve(args.card, args)[0],
-                       f"Temporal at {config.temporal.address} is not reachable ({exc.reason})")
+        yield
+    except (ValidationError, json.JSONDecodeError) as exc:
+        if isinstance(exc, ValidationError):
+            first = exc.errors()[0] if exc.errors() else {"msg": str(exc)}
+            reason = f"{exc.title}: {first['msg']}"
+        else:
+            reason = f"not JSON: {exc.msg}"
+        from cardloop.app.cli.configview import masked_url
+
+        raise StoreError(f"the store at {masked_url(config.store_url())} holds card data that cannot be read "
+                         f"({reason}); restore it from a backup, or remove the card's row") from None
 
 
 def now_line(state: CardState, p: StageProgress) -> str:
@@ -500,7 +527,8 @@ def cmd_card_list(args: argparse.Namespace, config: Config) -> int:
         print(f"{len(listed)} card{'s' if len(listed) != 1 else ''}; `cardloop card show CARD` for one")
         return 0
 
-    return run_interruptible(main())
+    with stored_data_readable(config):
+        return run_interruptible(main())
 
 
 def shorten(text: str, width: int) -> str:

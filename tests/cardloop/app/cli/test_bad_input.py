@@ -6,10 +6,12 @@ exit code (2 bad usage, config or input; 1 a stack that cannot start), nothing o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import threading
 import time
@@ -20,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from cardloop.prompts.card import parse_card
+from cardloop.store import Store, card_key_for
 from tests.cardloop.app.cli.procs import CLI
 from tests.conftest import EXAMPLE_CARD
 
@@ -47,6 +51,11 @@ def _files(tmp: Path) -> None:
     (tmp / "store.sqlite").write_text("these bytes are not a SQLite database, whatever the name says\n" * 4)
     (tmp / "prompt.txt").write_text("Answer tersely.")
     (tmp / "key.pem").write_text("not a key")
+    with Store.open(f"sqlite:///{tmp}/torn.sqlite") as store:  # a store whose card row was torn (edited by hand)
+        card = parse_card(EXAMPLE_CARD.read_text())
+        store.upsert_card(card_key_for(card), card)
+    with contextlib.closing(sqlite3.connect(tmp / "torn.sqlite")) as db, db:
+        db.execute("UPDATE cards SET workflow_state = '{\"stage\": '")
     (tmp / "keyed").mkdir()
     (tmp / "keyed" / "codec.keys").write_bytes(b"\xff\xfe overwritten")
     overrides = tmp / "overrides" / "agents"
@@ -85,6 +94,8 @@ CASES = [
     Case("store-not-a-database", ("card", "list"), ("cannot open the store", "{tmp}/store.sqlite",
                                                     "file is not a database"),
          env={"DATABASE_URL": "sqlite:///{tmp}/store.sqlite"}),
+    Case("store-row-torn", ("card", "list"), ("the store at sqlite:///{tmp}/torn.sqlite holds card data that cannot "
+                                              "be read (CardState: Invalid JSON",), env={"DATABASE_URL": "sqlite:///{tmp}/torn.sqlite"}),
     Case("temporal-address-bad-port", ("card", "move", "X-1", "--to", "planning"),
          ("temporal.address (from CARDLOOP_TEMPORAL__ADDRESS): '127.0.0.1:99999'",),
          env={"CARDLOOP_TEMPORAL__ADDRESS": "127.0.0.1:99999"}),
