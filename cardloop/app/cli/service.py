@@ -639,9 +639,10 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
                        description="Start the dev stack, move examples/card.json through planning, coding, review, "
                                    "testing, error_fixing and done, showing progress and the Temporal UI link. "
                                    "Without ANTHROPIC_API_KEY it runs the offline scripted model and says so.")
-    p.add_argument("--keep-running", dest="keep_running", action="store_true", default=None,
-                   help="keep the stack up after the demo (default when run in a terminal)")
-    p.add_argument("--exit", dest="keep_running", action="store_false", help="stop the stack when the demo ends")
+    keep = p.add_mutually_exclusive_group()  # both given: the last one won without a word
+    keep.add_argument("--keep-running", dest="keep_running", action="store_true", default=None,
+                      help="keep the stack up after the demo (default when run in a terminal)")
+    keep.add_argument("--exit", dest="keep_running", action="store_false", help="stop the stack when the demo ends")
     p.set_defaults(func=cmd_demo)
 
     def card_arg(q: argparse.ArgumentParser) -> None:

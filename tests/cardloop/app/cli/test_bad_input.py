@@ -122,6 +122,7 @@ CASES = [
                                                                         "longer than any card key")),
     Case("tenant-pasted-whole", ("tenant", "show", "t" * 5000), ("(5,000 characters): use lower-case",)),
     Case("template-name-too-long", ("prompt", "path", "p" * 5000), ("of 5,000 characters",)),
+    Case("flags-that-conflict", ("demo", "--keep-running", "--exit"), ("argument --exit: not allowed with",)),
     Case("list-tenant", ("card", "list", "--tenant", "A B", "--json"), ("argument --tenant: 'A B'",)),
     Case("port-too-large", ("codec-server", "--port", "70000"), ("argument --port: 70000 is not a port",)),
     Case("port-negative", ("api", "--port", "-5"), ("argument --port: -5 is not a port",)),
