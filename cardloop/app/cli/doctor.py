@@ -103,12 +103,11 @@ def _namespace(config: Config) -> Check:
     Temporal UI's card filters and `card list` need them)."""
     import asyncio
 
-    from cardloop.app.cli.interrupt import run_interruptible
     from cardloop.app.temporal_setup import missing_setup
 
     t = config.temporal
     try:
-        problems = run_interruptible(asyncio.wait_for(missing_setup(config), 10))
+        problems = asyncio.run(asyncio.wait_for(missing_setup(config), 10))
     except Exception as exc:  # an unreachable or refusing server: say what, never a traceback
         return Check("temporal", "warn" if _dev_address(config) else "fail",
                      f"{t.address} accepts connections but did not answer: "

@@ -4,6 +4,7 @@ namespace setup (deploy/temporal/README.md) and sealing stored blobs again after
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import secrets
 import socket
@@ -11,7 +12,6 @@ import sys
 from typing import TYPE_CHECKING
 
 from cardloop.app.cli.argtypes import port_arg
-from cardloop.app.cli.interrupt import run_interruptible
 from cardloop.contracts.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def cmd_temporal_setup(args: argparse.Namespace, config: Config) -> int:
     from cardloop.app.temporal_setup import parse_retention, setup_temporal
 
     retention = parse_retention(args.retention or config.dev.retention)
-    run_interruptible(setup_temporal(config, retention=retention, out=lambda s: print(s, flush=True)))
+    asyncio.run(setup_temporal(config, retention=retention, out=lambda s: print(s, flush=True)))
     return 0
 
 

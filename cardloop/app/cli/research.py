@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from cardloop.app.cli.files import read_bytes
-from cardloop.app.cli.interrupt import run_interruptible
 from cardloop.contracts.errors import ConfigError, InputError
 from cardloop.prompts.tenant_id import TENANT_RULE, is_tenant_id
 
@@ -118,7 +117,7 @@ def cmd_research(args: argparse.Namespace, config: Config) -> int:
     # The SDK logs a failed activity attempt with its traceback; the command says what failed itself.
     logging.getLogger("temporalio").setLevel(logging.ERROR)
     try:
-        return run_interruptible(_run(args, config, artifacts, question, settings, base_urls))
+        return asyncio.run(_run(args, config, artifacts, question, settings, base_urls))
     finally:
         if model is not None:
             model.stop()

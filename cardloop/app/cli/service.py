@@ -14,7 +14,6 @@ from cardloop.app.cli import startup_gc
 from cardloop.app.cli.argtypes import actor_arg, board_arg, delivery_id_arg, port_arg, shown, tenant_arg
 from cardloop.app.cli.argtypes import said as _said
 from cardloop.app.cli.files import read_text
-from cardloop.app.cli.interrupt import run_interruptible
 from cardloop.contracts.comments import MAX_COMMENT_CHARS
 from cardloop.contracts.errors import CardloopError, InputError
 from cardloop.prompts.tenant_id import TENANT_RULE, is_tenant_id
@@ -225,7 +224,7 @@ def _card_command(args: argparse.Namespace, config: Config, action) -> int:
         finally:
             store.close()
 
-    return run_interruptible(main())
+    return asyncio.run(main())
 
 
 class TemporalRefused(CardloopError):
@@ -528,7 +527,7 @@ def cmd_card_list(args: argparse.Namespace, config: Config) -> int:
         return 0
 
     with stored_data_readable(config):
-        return run_interruptible(main())
+        return asyncio.run(main())
 
 
 def shorten(text: str, width: int) -> str:

@@ -141,7 +141,9 @@ CASES = [
 
 
 def _env(tmp: Path, extra: dict[str, str]) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("CARDLOOP_", "ANTHROPIC_", "DATABASE_URL"))}
+    # As a user's shell runs it: no PYTHONUNBUFFERED (a pipe's output is buffered, written at exit).
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("CARDLOOP_", "ANTHROPIC_", "DATABASE_URL", "PYTHONUNBUFFERED"))}
     return {**base, "HOME": str(tmp / "home"), "CARDLOOP_DEV__DATA_DIR": str(tmp / "data"),
             "CARDLOOP_DEV__TEMPORAL_PORT": "1",
             **{k: v.format(tmp=tmp) for k, v in extra.items()}}
@@ -187,16 +189,19 @@ def test_bad_input_is_one_clear_line_and_the_documented_exit_code(case: Case, re
     assert [line for line in said.splitlines() if line.startswith("cardloop") and "error: " in line], said
 
 
-def test_output_to_a_reader_that_goes_away_ends_quietly(tmp_path: Path) -> None:
-    # `| head -1` closed the pipe: the flush at exit raised again ("Exception ignored", exit 120).
-    reader = subprocess.Popen([str(CLI), "card", "schema"], env=_env(tmp_path, {}), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE)
-    assert reader.stdout is not None and reader.stderr is not None
-    assert reader.stdout.read(1) == b"{"
-    reader.stdout.close()
-    err = reader.stderr.read().decode()
-    assert reader.wait(30) == 0, err
-    assert err == ""
+def test_output_to_a_reader_that_went_away_ends_quietly(tmp_path: Path) -> None:
+    # `| head -1` closed the pipe: the output, buffered as a pipe's is, was written at exit and
+    # that flush failed ("Exception ignored ... BrokenPipeError", exit 120). The reader is gone
+    # before the command writes: always so, not only when head is quick.
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([str(CLI), "prompt", "list"], env=_env(tmp_path, {}), stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
 
 
 def test_stdout_closed_is_refused_before_anything_is_done(tmp_path: Path) -> None:
@@ -239,14 +244,11 @@ def silent_temporal() -> Iterator[str]:
         server.close()
 
 
-@pytest.mark.parametrize("args", [("card", "move", "X-1", "--to", "planning"), ("temporal-setup",)],
-                         ids=["card-move", "temporal-setup"])
-def test_ctrl_c_while_temporal_does_not_answer_stops_at_once(tmp_path: Path, silent_temporal: str,
-                                                             args: tuple[str, ...]) -> None:
-    # The SDK's connect waits 30 s for an answer; Ctrl-C went to one of its threads and was
-    # ignored until then.
+def test_ctrl_c_while_temporal_does_not_answer_stops_at_once(tmp_path: Path, silent_temporal: str) -> None:
+    # A guard, not a bug found: the SDK's connect waits 30 s for an answer; Ctrl-C must not.
     env = _env(tmp_path, {"CARDLOOP_TEMPORAL__ADDRESS": silent_temporal})
-    proc = subprocess.Popen([str(CLI), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([str(CLI), "card", "move", "X-1", "--to", "planning"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     time.sleep(2.5)  # past the imports, inside the connect
     assert proc.poll() is None, proc.communicate()
     sent = time.monotonic()
