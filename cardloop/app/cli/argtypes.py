@@ -79,3 +79,11 @@ def delivery_id_arg(text: str) -> str:
     if len(text) > MAX_DELIVERY_ID:
         raise argparse.ArgumentTypeError(f"{len(text):,} characters; at most {MAX_DELIVERY_ID}")
     return text
+
+
+def file_arg(text: str) -> str:
+    """A file named on the command line: an empty name (`--config "$UNSET"`) is refused; it was
+    taken as no name, and the default file was used without a word."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty file name")
+    return text

@@ -17,6 +17,8 @@ STDIN = "-"
 def read_bytes(path: str, *, limit: int = MAX_BYTES, stdin: bool = False) -> bytes:
     """At most `limit` bytes of `path` (a pipe or /dev/fd/N too: `<(kubectl logs ...)`)."""
     name = display_name(path, stdin=stdin)
+    if not path.strip():  # `cardloop card check "$UNSET"`: ": no such file" named nothing
+        raise InputError("empty file name")
     try:
         if stdin and path == STDIN:
             if sys.stdin is None:  # the shell closed it (`<&-`): there is nothing to read

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cardloop.app.cli import startup_gc
+from cardloop.app.cli.argtypes import file_arg
 from cardloop.app.cli.context import add_context_command
 from cardloop.app.cli.doctor import add_doctor_command
 from cardloop.app.cli.files import display_name, read_text
@@ -276,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="cardloop: durable LLM agent stages for the cards on your board.\n\n"
                     f"Stages: {', '.join(STAGE_NAMES)}.")
     parser.add_argument("--version", action=_Version)
-    parser.add_argument("--config", metavar="FILE",
+    parser.add_argument("--config", metavar="FILE", type=file_arg,
                         help="config file (default: $CARDLOOP_CONFIG, ./config.toml, the bundled one)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -288,14 +289,16 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Assemble the prompt for a card and stage, show each layer and "
                                     "section (source, used/overridden/cut/dropped and why, tokens) "
                                     "and print the rendered payload.")
-    p.add_argument("--card", required=True, metavar="FILE", help="card JSON file (see `cardloop card schema`)")
+    p.add_argument("--card", required=True, metavar="FILE", type=file_arg,
+                   help="card JSON file (see `cardloop card schema`)")
     p.add_argument("--stage", required=True, type=_stage, metavar="STAGE", help=" | ".join(STAGE_NAMES))
     p.add_argument("--provider", type=_format_name, metavar="FORMAT",
                    help=f"payload format: {', '.join(FORMATS)}, all (aliases: {', '.join(ALIASES)}); "
                         "default: the stage profile's provider")
     p.add_argument("--profile", help="profile from config.toml instead of the stage's")
     p.add_argument("--iteration", type=int, default=1, help="loop iteration to assemble for (default 1)")
-    p.add_argument("--tenant-prompt", metavar="FILE", help="tenant custom prompt file (overrides the card's)")
+    p.add_argument("--tenant-prompt", metavar="FILE", type=file_arg,
+                   help="tenant custom prompt file (overrides the card's)")
     p.add_argument("--tenant-mode", choices=("append", "replace_behavior"), default="append",
                    help="how the tenant prompt layers: after the behaviour prompts (append, default) or "
                         "instead of them (replace_behavior)")
@@ -315,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_prompt_list)
 
     p = psub.add_parser("validate", help="validate a tenant custom prompt (exit 1 when rejected)")
-    p.add_argument("file", help="text file with the prompt, or - for stdin")
+    p.add_argument("file", type=file_arg, help="text file with the prompt, or - for stdin")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_prompt_validate)
 
@@ -324,7 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = csub.add_parser("schema", help="print the card file JSON Schema")
     p.set_defaults(func=cmd_card_schema, needs_config=False)
     p = csub.add_parser("check", help="validate a card file")
-    p.add_argument("file", help="card JSON file")
+    p.add_argument("file", type=file_arg, help="card JSON file")
     p.set_defaults(func=cmd_card_check, needs_config=False)
     add_service_commands(sub, csub)
     add_tenant_commands(sub)

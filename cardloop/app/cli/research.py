@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from cardloop.app.cli.argtypes import file_arg
 from cardloop.app.cli.files import read_bytes
 from cardloop.contracts.errors import ConfigError, InputError
 from cardloop.prompts.tenant_id import TENANT_RULE, is_tenant_id
@@ -199,7 +200,7 @@ def add_research_command(sub: argparse._SubParsersAction) -> None:
                     "cited markdown report (printed on stdout; progress and figures on stderr).\n\n"
                     "Models: [research] in config.toml, CARDLOOP_ANALYST_MODEL / CARDLOOP_SYNTHESIZER_MODEL, "
                     "or the flags below.")
-    p.add_argument("files", nargs="+", metavar="FILE", help="text files to research (CI logs, pod logs)")
+    p.add_argument("files", nargs="+", metavar="FILE", type=file_arg, help="text files to research (CI logs, pod logs)")
     p.add_argument("--question", "-q", required=True, help="what to find out about the files")
     p.add_argument("--analyst-model", metavar="MODEL", help="the analysts' model (a [models] entry)")
     p.add_argument("--synthesizer-model", metavar="MODEL", help="the planner's and synthesizer's model")

@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cardloop.app.cli.argtypes import shown
+from cardloop.app.cli.argtypes import file_arg, shown
 from cardloop.app.cli.files import read_text
 from cardloop.contracts.errors import ConfigError, InputError, RejectedError
 from cardloop.contracts.limits import usd
@@ -246,7 +246,7 @@ def add_tenant_commands(sub: argparse._SubParsersAction) -> None:
 
     p = tsub.add_parser("set-prompt", help="validate and store a new version of the tenant's prompt")
     common(p, cmd_set_prompt)
-    p.add_argument("file", help="text file with the custom system prompt")
+    p.add_argument("file", type=file_arg, help="text file with the custom system prompt")
     p.add_argument("--mode", choices=("append", "replace_behavior"), default="append",
                    help="append: added after the configured behaviour prompts (default); replace_behavior: "
                         "replaces them (the core guardrails always stay first)")

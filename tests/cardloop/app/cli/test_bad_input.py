@@ -73,6 +73,9 @@ CASES = [
     Case("stdin-not-utf8", ("prompt", "validate", "-"), ("stdin: not UTF-8 text",), stdin=b"\xff\xfe\x00x"),
     Case("research-directory", ("research", "{tmp}/folder.log", "-q", "why?"), ("{tmp}/folder.log: cannot read: "
                                                                                 "Is a directory",)),
+    Case("file-name-empty", ("prompt", "explain", "--card", "", "--stage", "coding"),
+         ("argument --card: empty file name",)),
+    Case("config-name-empty", ("--config", "", "config", "check"), ("argument --config: empty file name",)),
     Case("template-name-empty", ("prompt", "path", ""), ("empty template name",)),
     # The configuration and the environment.
     Case("config-not-utf8", ("--config", "{tmp}/latin1.toml", "config", "check"), ("{tmp}/latin1.toml: not UTF-8",)),
