@@ -61,8 +61,10 @@ def _effective(config: Config, tenant: str, prompt: TenantPrompt | None) -> str:
         raise ConfigError(f"configuration problem: {exc}") from None
 
 
-def _print_version(v: Any, config: Config, as_json: bool, extra: dict[str, Any] | None = None) -> None:
-    effective = _effective(config, v.tenant, v.prompt) if not v.deleted else None
+def _print_version(v: Any, config: Config, as_json: bool, extra: dict[str, Any] | None = None,
+                   effective: str | None = None) -> None:
+    if effective is None and not v.deleted:
+        effective = _effective(config, v.tenant, v.prompt)
     if as_json:
         print(json.dumps({**_version_dict(v), "effective_prompt": effective, **(extra or {})}, indent=2,
                          ensure_ascii=False))
@@ -124,9 +126,12 @@ def cmd_set_prompt(args: argparse.Namespace, config: Config) -> int:
             for issue in issues:
                 print(f"  {issue.field}: {issue.category} [{issue.start}:{issue.end}] {issue.message}")
         raise RejectedError(f"tenant prompt for {args.tenant} rejected ({len(issues)} issue(s)); nothing was stored")
+    # Before it is stored: a prompt the assembly cannot build (a template that does not load) was
+    # stored first, then reported as an error, and stored again by the retry that followed.
+    effective = _effective(config, args.tenant, prompt)
     with open_store(config) as store:
         version = store.for_tenant(args.tenant).put_tenant_prompt(args.tenant, prompt, verdict, ACTOR)
-        _print_version(version, config, args.json)
+        _print_version(version, config, args.json, effective=effective)
     return 0
 
 
@@ -208,6 +213,7 @@ def cmd_versions(args: argparse.Namespace, config: Config) -> int:
 def cmd_rollback(args: argparse.Namespace, config: Config) -> int:
     from cardloop.store import NotFoundError, StoreError
 
+    _effective(config, args.tenant, None)  # the templates load: known before the store changes (see set-prompt)
     with open_store(config) as store:
         try:
             version = store.for_tenant(args.tenant).rollback_tenant_prompt(args.tenant, args.version, ACTOR)

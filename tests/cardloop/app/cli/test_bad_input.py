@@ -278,3 +278,24 @@ def test_a_refused_tenant_prompt_with_json_is_json(tmp_path: Path) -> None:
     versions = subprocess.run([str(CLI), "tenant", "versions", "acme", "--json"], env=env, capture_output=True,
                               text=True, timeout=60)
     assert json.loads(versions.stdout) == []
+
+
+def test_a_prompt_the_templates_cannot_build_is_not_stored(tmp_path: Path) -> None:
+    # set-prompt stored the version, then failed building the effective prompt (an override that
+    # is not UTF-8) and said "error": the retry stored it again.
+    overrides = tmp_path / "overrides"
+    overrides.mkdir()
+    (overrides / "guardrails.md").write_bytes(b"\xff\xfe saved as UTF-16")
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("Answer tersely.")
+    first = subprocess.run([str(CLI), "tenant", "set-prompt", "acme", str(prompt)], env=_env(tmp_path, {}),
+                           capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    env = _env(tmp_path, {"CARDLOOP_PATHS__PROMPT_OVERRIDES": str(overrides)})
+    for args in (("set-prompt", "acme", str(prompt)), ("rollback", "acme", "1")):
+        out = subprocess.run([str(CLI), "tenant", *args], env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2, out.stderr
+        assert f"{overrides / 'guardrails.md'}: not UTF-8 text" in out.stderr and "Traceback" not in out.stderr
+    versions = subprocess.run([str(CLI), "tenant", "versions", "acme", "--json"], env=_env(tmp_path, {}),
+                              capture_output=True, text=True, timeout=60)
+    assert [v["version"] for v in json.loads(versions.stdout)] == [1]  # neither failed command stored one
