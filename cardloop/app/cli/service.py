@@ -186,7 +186,7 @@ def load_card_arg(arg: str, config: Config) -> Card:
         return card
     from cardloop.app.local import open_store
 
-    with open_store(config) as store:
+    with open_store(config) as store, stored_data_readable(config):
         found = store.get_card(ref.key)
     if found is None:
         raise InputError(f"card {ref.key!r} is neither a file nor a card in the store")
@@ -224,7 +224,8 @@ def _card_command(args: argparse.Namespace, config: Config, action) -> int:
         finally:
             store.close()
 
-    return asyncio.run(main())
+    with stored_data_readable(config):
+        return asyncio.run(main())
 
 
 class TemporalRefused(CardloopError):
@@ -413,9 +414,9 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
 
 @contextlib.contextmanager
 def stored_data_readable(config: Config) -> Iterator[None]:
-    """`card show` and `card list` read the cards' rows back (fields, saved state, history) into
-    their models: a row that no longer parses (edited by hand, a torn write) is one line naming
-    the model and the store, not pydantic's traceback."""
+    """The card commands read the cards' rows back (fields, saved state, history) into their
+    models: a row that no longer parses (edited by hand, a torn write) is one line naming the
+    model and the store, not pydantic's traceback."""
     from pydantic import ValidationError
 
     from cardloop.store.values import StoreError
@@ -430,8 +431,9 @@ def stored_data_readable(config: Config) -> Iterator[None]:
             reason = f"not JSON: {exc.msg}"
         from cardloop.app.cli.configview import masked_url
 
-        raise StoreError(f"the store at {masked_url(config.store_url())} holds card data that cannot be read "
-                         f"({reason}); restore it from a backup, or remove the card's row") from None
+        raise StoreError(f"card data that cannot be read ({reason}): the store at {masked_url(config.store_url())} "
+                         "(or the card's workflow) holds it in a form this version does not take; restore the "
+                         "card from a backup, or remove its row") from None
 
 
 def now_line(state: CardState, p: StageProgress) -> str:

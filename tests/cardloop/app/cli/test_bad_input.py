@@ -54,8 +54,11 @@ def _files(tmp: Path) -> None:
     with Store.open(f"sqlite:///{tmp}/torn.sqlite") as store:  # a store whose card row was torn (edited by hand)
         card = parse_card(EXAMPLE_CARD.read_text())
         store.upsert_card(card_key_for(card), card)
+    (tmp / "torn-fields.sqlite").write_bytes((tmp / "torn.sqlite").read_bytes())
     with contextlib.closing(sqlite3.connect(tmp / "torn.sqlite")) as db, db:
         db.execute("UPDATE cards SET workflow_state = '{\"stage\": '")
+    with contextlib.closing(sqlite3.connect(tmp / "torn-fields.sqlite")) as db, db:
+        db.execute("UPDATE cards SET fields = '{\"id\": '")
     (tmp / "keyed").mkdir()
     (tmp / "keyed" / "codec.keys").write_bytes(b"\xff\xfe overwritten")
     overrides = tmp / "overrides" / "agents"
@@ -97,8 +100,12 @@ CASES = [
     Case("store-not-a-database", ("card", "list"), ("cannot open the store", "{tmp}/store.sqlite",
                                                     "file is not a database"),
          env={"DATABASE_URL": "sqlite:///{tmp}/store.sqlite"}),
-    Case("store-row-torn", ("card", "list"), ("the store at sqlite:///{tmp}/torn.sqlite holds card data that cannot "
-                                              "be read (CardState: Invalid JSON",), env={"DATABASE_URL": "sqlite:///{tmp}/torn.sqlite"}),
+    Case("store-row-torn", ("card", "list"), ("card data that cannot be read (CardState: Invalid JSON",
+                                              "the store at sqlite:///{tmp}/torn.sqlite"),
+         env={"DATABASE_URL": "sqlite:///{tmp}/torn.sqlite"}),
+    Case("store-row-torn-context", ("context", "acme/github-projects/PAY-142", "--stage", "coding"),
+         ("card data that cannot be read", "the store at sqlite:///{tmp}/torn-fields.sqlite"),
+         env={"DATABASE_URL": "sqlite:///{tmp}/torn-fields.sqlite"}),
     Case("temporal-address-bad-port", ("card", "move", "X-1", "--to", "planning"),
          ("temporal.address (from CARDLOOP_TEMPORAL__ADDRESS): '127.0.0.1:99999'",),
          env={"CARDLOOP_TEMPORAL__ADDRESS": "127.0.0.1:99999"}),
