@@ -166,14 +166,45 @@ class Card(_Strict):
         return self
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _json_type(value: object) -> str:
+    """What the JSON text held, in JSON's words (Python's 'NoneType' or 'list' say nothing to a user)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array"
+
+
 def parse_card(text: str, *, origin: str = "card") -> Card:
     """Parse card JSON; raise CardError naming the field and the problem."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise CardError(f"{origin}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except _DuplicateKey as exc:
+        raise CardError(f"{origin}: key {exc.args[0]!r} appears twice in one object: JSON keeps only the last, "
+                        "so the first would be lost; give it once") from None
+    except RecursionError:  # the parser recurses per level: 100,000 '[' exhaust the stack
+        raise CardError(f"{origin}: not valid JSON for a card: nested too deeply") from None
     if not isinstance(data, dict):
-        raise CardError(f"{origin}: a card must be a JSON object, got {type(data).__name__}")
+        raise CardError(f"{origin}: a card must be a JSON object, got {_json_type(data)}")
     try:
         return Card.model_validate(data)
     except ValidationError as exc:

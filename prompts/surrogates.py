@@ -28,6 +28,17 @@ def printable(text: str) -> str:
     return _SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 
+def undecodable(name: str, value: str) -> str | None:
+    """"NAME: not UTF-8 text (...)" when `value`, read from the environment or argv (undecodable
+    bytes arrive as lone surrogates, surrogateescape), is not text; None when it is."""
+    index = lone_surrogate(value)
+    if index is None:
+        return None
+    code = ord(value[index])
+    byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+    return f"{name}: not UTF-8 text ({byte} at character {index})"
+
+
 def describe(text: str, index: int) -> str:
     return (f"lone surrogate U+{ord(text[index]):04X} at character {index}: not valid Unicode text "
             "(an unpaired \\u escape?)")

@@ -40,6 +40,11 @@ def _normalize_name(name: str) -> str:
     # Cached: every assembly looks up the same few names, and a PurePosixPath costs far more
     # than the lookup it guards. A bad name raises every time (lru_cache keeps no exceptions).
     name = name.strip()
+    if not name:  # would look for '.md', and say that was not found
+        raise TemplateError("empty template name: use a relative name like 'agents/coding'")
+    if len(name) > 255:  # not echoed whole: the message stays one readable line
+        raise TemplateError(f"template name {name[:40]!r}… of {len(name):,} characters: use a relative name "
+                            "like 'agents/coding'")
     if not name.endswith(".md"):
         name += ".md"
     pure = PurePosixPath(name)
@@ -62,7 +67,8 @@ class TemplateStore:
     def candidates(self, name: str) -> list[tuple[Path, str, bool]]:
         """Every place `name` is looked for, in order, and whether a file is there."""
         rel = _normalize_name(name)
-        return [(d / rel, origin, (d / rel).is_file()) for d, origin in self.search_path()]
+        # os.path.isfile: Path.is_file raises on a name too long for the file system.
+        return [(d / rel, origin, os.path.isfile(d / rel)) for d, origin in self.search_path()]
 
     def resolve(self, name: str) -> tuple[Path, str]:
         for path, origin, exists in self.candidates(name):
@@ -79,7 +85,13 @@ class TemplateStore:
         if cached is not None:
             return cached
         path, origin = self.resolve(rel)
-        loaded = LoadedTemplate(rel, path.read_text(encoding="utf-8"), path, origin)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:  # an override saved in another encoding
+            raise TemplateError(f"template {path}: not UTF-8 text: {exc}") from None
+        except OSError as exc:  # no permission, removed since resolve ...
+            raise TemplateError(f"template {path}: cannot read: {exc.strerror or exc}") from None
+        loaded = LoadedTemplate(rel, text, path, origin)
         self._cache[rel] = loaded
         return loaded
 

@@ -90,7 +90,7 @@ def is_loopback(address: str) -> bool:
 
 def dev_keyring(config: Config) -> KeyRing:
     """The embedded stack's key, created (readable by this user only) on first use."""
-    path = private_dir(Path(config.dev.data_dir).expanduser()) / DEV_KEYS_FILE
+    path = private_dir(Path(config.dev.data_dir).expanduser(), "dev.data_dir, CARDLOOP_DEV__DATA_DIR") / DEV_KEYS_FILE
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -98,7 +98,13 @@ def dev_keyring(config: Config) -> KeyRing:
     else:
         with os.fdopen(fd, "w") as f:
             f.write(KeyRing.generate(f"dev-{secrets.token_hex(4)}").to_text() + "\n")
-    return KeyRing.parse(path.read_text(encoding="utf-8"), source=str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:  # a directory there, a file overwritten with bytes ...
+        reason = getattr(exc, "strerror", None) or "not UTF-8 text"
+        raise ConfigError(f"{path}: cannot read the dev stack's payload key: {reason} (remove it: the next "
+                          "command makes a new one, and payloads written with the old one cannot be read)") from None
+    return KeyRing.parse(text, source=str(path))
 
 
 def keyring(config: Config, *, address: str | None = None) -> KeyRing | None:

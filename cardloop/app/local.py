@@ -12,9 +12,11 @@ from cardloop.contracts.config import Config
 from cardloop.contracts.keyring import KeyRing
 from cardloop.store import Store
 
+DATA_DIR_SETTING = "dev.data_dir, CARDLOOP_DEV__DATA_DIR"
+
 
 def data_dir(config: Config) -> Path:
-    return private_dir(Path(config.dev.data_dir).expanduser())
+    return private_dir(Path(config.dev.data_dir).expanduser(), DATA_DIR_SETTING)
 
 
 def blob_keys(config: Config) -> KeyRing | None:
@@ -35,7 +37,9 @@ def open_store(config: Config) -> Store:
     if not url.startswith("sqlite:///"):
         return Store.open(url, blob_keys=keys)
     file = Path(url.removeprefix("sqlite:///")).expanduser()
-    private_dir(file.parent)
+    setting = ("DATABASE_URL" if config.env.get("DATABASE_URL") else
+               DATA_DIR_SETTING if file.parent == Path(config.dev.data_dir).expanduser() else "store.url")
+    private_dir(file.parent, setting)
     store = Store.open(url, blob_keys=keys)
     private_files(file)
     return store

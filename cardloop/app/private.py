@@ -7,10 +7,21 @@ import contextlib
 import os
 from pathlib import Path
 
+from cardloop.contracts.errors import ConfigError
 
-def private_dir(path: Path) -> Path:
-    """`path` (created with its parents if missing) with mode 0700."""
-    path.mkdir(parents=True, exist_ok=True)
+
+def private_dir(path: Path, setting: str = "") -> Path:
+    """`path` (created with its parents if missing) with mode 0700. A path that cannot be a
+    directory here (a file is there, a read-only parent) is a ConfigError naming it and the
+    `setting` that chose it, not an OSError from deep inside a command."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        blocked = next((p for p in (path, *path.parents) if p.exists()), path)
+        problem = (f"{path} is not a directory" if blocked == path and not blocked.is_dir()
+                   else f"cannot create directory {path}: {blocked} is not a directory" if not blocked.is_dir()
+                   else f"cannot create directory {path}: {exc.strerror or exc}")
+        raise ConfigError(problem + (f" (set by {setting})" if setting else "")) from None
     with contextlib.suppress(PermissionError):  # a directory we do not own keeps its mode
         os.chmod(path, 0o700)
     return path

@@ -15,7 +15,6 @@ import contextlib
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.common import WorkflowIDReusePolicy
@@ -24,13 +23,10 @@ from temporalio.worker import Worker
 
 from cardloop.activities.deps import ActivityDeps
 from cardloop.contracts import names
-from cardloop.contracts.errors import InputError
 from cardloop.contracts.payloads import NamedBlob, ResearchInput, ResearchProgress, ResearchResult, ResearchSettings
 from cardloop.prompts.card import Card
 from cardloop.prompts.scrub import redact_text
 from cardloop.store import Store, card_key_for
-
-MAX_FILE_BYTES = 512 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -38,36 +34,6 @@ class Prepared:
     card_key: str
     workflow_id: str
     blobs: list[NamedBlob]
-
-
-def _mostly_undecodable(sample: bytes) -> bool:
-    """More than a tenth of the sample is not UTF-8: a binary file, not a log with a stray
-    Latin-1 byte (those are read with a replacement character and kept)."""
-    text = sample.decode("utf-8", errors="replace")
-    return text.count("\ufffd") > max(1, len(text) // 10) or (bool(text) and text.count("\ufffd") == len(text))
-
-
-def read_artifacts(paths: Sequence[str]) -> list[tuple[str, str]]:
-    """(name, text) per file; InputError (exit 2) naming the file that cannot be used."""
-    out = []
-    for raw in paths:
-        path = Path(raw)
-        if not path.is_file():
-            raise InputError(f"{raw}: no such file" if not path.exists() else f"{raw}: not a regular file")
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise InputError(f"{raw}: larger than {MAX_FILE_BYTES // 2**20} MB")
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise InputError(f"{raw}: cannot read: {exc.strerror or exc}") from None
-        if b"\0" in data[:8192]:
-            raise InputError(f"{raw}: looks binary (NUL bytes); research reads text logs")
-        if _mostly_undecodable(data[:8192]):
-            raise InputError(f"{raw}: looks binary (not UTF-8 text); research reads text logs")
-        if not data.strip():
-            raise InputError(f"{raw}: empty")
-        out.append((path.name, data.decode("utf-8", errors="replace")))
-    return out
 
 
 def prepare(store: Store, tenant: str, artifacts: Sequence[tuple[str, str]], question: str) -> Prepared:

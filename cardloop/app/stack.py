@@ -215,8 +215,13 @@ async def run_api(config: Config) -> None:
         try:
             await server.serve()
         except SystemExit as err:  # uvicorn's sys.exit(3) when it cannot bind: say why, exit 1
-            in_use = port_open(config.api.port, config.api.host)
+            cause = err.__context__  # the OSError uvicorn logged: a host that does not resolve, ...
+            try:
+                in_use = port_open(config.api.port, config.api.host)
+            except OSError:
+                in_use = False
             raise DevStackError(f"the API could not start on {config.api.host}:{config.api.port}"
+                                + (f": {cause.strerror or cause}" if isinstance(cause, OSError) else "")
                                 + ("; the port is in use: set CARDLOOP_API_PORT to another one" if in_use else "")
                                 ) from err
     finally:

@@ -62,7 +62,14 @@ def _registered_providers() -> tuple[str, ...]:
 
 def startup_check(config: Config, assembler: PromptAssembler) -> None:
     """Checks that need the templates too: fail at start-up, never mid-card."""
+    from cardloop.prompts.templates import TemplateError
+
     problems = []
+    for name in assembler.templates.names():  # an override that cannot be read fails here, not mid-card
+        try:
+            assembler.templates.load(name)
+        except TemplateError as exc:
+            problems.append(f"paths.prompt_overrides: {exc}")
     for stage in Stage:
         for p in assembler.check(config.assembly_settings(stage)):
             problems.append(f"stages.{stage.value}.budget: {p}")

@@ -43,9 +43,12 @@ class TemporalUnavailable(ConfigError, RuntimeError):
 
 def _read(path: str, key: str) -> bytes:
     try:
-        return Path(path).expanduser().read_bytes()
+        data = Path(path).expanduser().read_bytes()
     except OSError as exc:
         raise ConfigError(f"temporal.{key}: cannot read {path}: {exc.strerror}") from None
+    if b"-----BEGIN " not in data:  # else the SDK's parse error reads as "cannot reach Temporal"
+        raise ConfigError(f"temporal.{key}: {path} is not a PEM file (no '-----BEGIN ...' line)")
+    return data
 
 
 def tls_config(config: Config) -> TLSConfig | bool:
@@ -66,7 +69,9 @@ def tls_config(config: Config) -> TLSConfig | bool:
 def short_reason(exc: BaseException) -> str:
     """The readable part of the SDK's transport errors ('Connection refused', 'dns error ...')."""
     text = str(exc)
-    found = re.findall(r'message: "([^"]+)"', text)
+    # The innermost quoted reason: `message: "Connection refused"`, or a dns error's `error: "failed
+    # to lookup address information: ..."` (its whole Rust debug print said nothing more to a user).
+    found = re.findall(r'message: "([^"]+)"', text) or re.findall(r'error: "([^"]+)"', text)
     if found:
         return found[-1]
     return re.sub(r"^Failed client connect: ", "", text)[:200]
@@ -107,10 +112,14 @@ async def connect(config: Config, *, address: str | None = None, runtime: Runtim
             runtime=runtime or default_runtime(), interceptors=interceptors,
         )
     except RuntimeError as exc:
-        reason = short_reason(exc)
-        raise TemporalUnavailable(
-            f"cannot reach Temporal at {address or t.address} (namespace {t.namespace}): {reason}. "
-            "Is the server up? `cardloop dev` starts a local one.", reason) from None
+        raise unreachable(address or t.address, t.namespace, exc) from None
+
+
+def unreachable(address: str, namespace: str, exc: BaseException) -> TemporalUnavailable:
+    """What every command says when Temporal does not answer its connect."""
+    reason = short_reason(exc)
+    return TemporalUnavailable(f"cannot reach Temporal at {address} (namespace {namespace}): {reason}. "
+                               "Is the server up? `cardloop dev` starts a local one.", reason)
 
 
 async def connect_with_backoff(config: Config, say: Callable[[str], None], *, address: str | None = None,

@@ -18,7 +18,7 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest, Register
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from cardloop.app.temporal import tls_config
+from cardloop.app.temporal import tls_config, unreachable
 from cardloop.contracts.config import Config
 from cardloop.contracts.errors import ConfigError
 from cardloop.contracts.names import SEARCH_ATTRIBUTE_TYPES
@@ -51,7 +51,7 @@ async def _plain_client(config: Config) -> Client:
         return await Client.connect(t.address, namespace=t.namespace, tls=tls_config(config),
                                     api_key=api_key.reveal() if api_key else None)
     except RuntimeError as exc:
-        raise ConfigError(f"cannot reach Temporal at {t.address}: {exc}") from None
+        raise unreachable(t.address, t.namespace, exc) from None
 
 
 async def missing_setup(config: Config) -> list[str]:

@@ -73,6 +73,7 @@ from cardloop.prompts.settings import (
     TokenBudget,
 )
 from cardloop.prompts.stages import STAGE_NAMES, Stage
+from cardloop.prompts.surrogates import undecodable
 from cardloop.prompts.templates import TemplateStore
 from cardloop.prompts.tenant_id import is_tenant_id
 from cardloop.prompts.tokens import TokenCounter, TokenizerError, check_encoding
@@ -217,7 +218,12 @@ class Config(_Section):
         """DATABASE_URL wins (it may carry a password, so it never lives in config.toml)."""
         url = self.env.get("DATABASE_URL") or self.store.url
         if url.startswith("sqlite:///~"):
-            url = "sqlite:///" + str(Path(url.removeprefix("sqlite:///")).expanduser())
+            try:
+                url = "sqlite:///" + str(Path(url.removeprefix("sqlite:///")).expanduser())
+            except RuntimeError:  # '~nobody/...'
+                where = "DATABASE_URL" if self.env.get("DATABASE_URL") else "store.url"
+                user = url.removeprefix("sqlite:///~").split("/")[0]
+                raise ConfigError(f"{where}: {url!r}: no user {user!r} on this machine") from None
         return url
 
     def temporal_api_key(self) -> Secret | None:
@@ -314,33 +320,42 @@ def _format_validation(exc: ValidationError, source: str, origins: Mapping[str, 
             continue
         loc = ".".join(str(p) for p in err["loc"])
         where = f" (from {name})" if (name := _origin(loc, origins)) else ""
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
         lines.append(f"  {loc}{where}: {msg}")
     return f"{source}: invalid configuration:\n" + "\n".join(lines)
 
 
 def find_config_file(env: Mapping[str, str], explicit: str | Path | None = None) -> Path:
+    named = ""  # where the path came from, when the user did not type it on this command line
     if explicit:
         path = Path(explicit)
     elif env.get(ENV_CONFIG_FILE):
-        path = Path(env[ENV_CONFIG_FILE])
+        path, named = Path(env[ENV_CONFIG_FILE]), f" (from {ENV_CONFIG_FILE})"
     elif Path("config.toml").is_file():
         path = Path("config.toml")
     else:
         path = REPO_CONFIG
     if not path.is_file():
-        raise ConfigError(f"configuration file {'is a directory' if path.is_dir() else 'not found'}: {path}")
+        what = "is a directory" if path.is_dir() else "not found" if not path.exists() else "is not a regular file"
+        raise ConfigError(f"configuration file {what}: {path}{named}")
     return path
 
 
 def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
     """Read, override from the environment, validate. Raises ConfigError naming the key."""
     env = dict(os.environ if env is None else env)
+    for name, value in env.items():  # our own variables, before any of them becomes a path or a URL
+        if (name.startswith("CARDLOOP_") or name == "DATABASE_URL") and (problem := undecodable(name, value)):
+            raise ConfigError(problem)
     file = find_config_file(env, path)
     try:
         data = tomllib.loads(file.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:  # TOML is UTF-8 text by definition
+        raise ConfigError(f"{file}: not UTF-8 text: {exc}") from None
+    except OSError as exc:  # no permission, a name too long ...
+        raise ConfigError(f"{file}: cannot read: {exc.strerror or exc}") from None
     aliases = {}
     if env.get("CARDLOOP_API_PORT") and "CARDLOOP_API__PORT" not in env:
         # The documented short form of CARDLOOP_API__PORT: messages name the one the user set.

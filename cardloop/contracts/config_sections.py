@@ -4,9 +4,10 @@ loads the file with its environment overrides and checks what spans sections."""
 # No `from __future__ import annotations`: every command loads these models, and pydantic would
 # evaluate each field's annotation from its string first (payloads.py says more).
 import re
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cardloop.contracts.payloads import DEFAULT_MAX_HISTORY_EVENTS, Target
 from cardloop.contracts.retry import Seconds
@@ -19,6 +20,23 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _expandable(value: str) -> str:
+    """A path the code expands with Path.expanduser: '~nobody/x' raises RuntimeError there, from
+    deep inside whichever command first opens it."""
+    if value.startswith("~"):
+        try:
+            Path(value).expanduser()
+        except RuntimeError:
+            raise ValueError(f"{value!r}: no user {value.split('/')[0][1:]!r} on this machine") from None
+    return value
+
+
+# A file or directory path of this machine; '~' and '~user' are expanded.
+UserPath = Annotated[str, AfterValidator(_expandable)]
+
+_HOST_PORT = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})")
+
+
 class TemporalConfig(_Section):
     # Empty: the dev stack's, on 127.0.0.1 at dev.temporal_port / dev.ui_port (Config fills them in),
     # so the card commands find the `cardloop dev` that the same configuration starts.
@@ -28,9 +46,9 @@ class TemporalConfig(_Section):
     ui_url: str = ""
     tls: bool = False
     tls_server_name: str = ""
-    tls_ca_cert: str = ""
-    tls_client_cert: str = ""
-    tls_client_key: str = ""
+    tls_ca_cert: UserPath = ""
+    tls_client_cert: UserPath = ""
+    tls_client_key: UserPath = ""
     api_key_env: str = "TEMPORAL_API_KEY"
     max_concurrent_activities: int = Field(default=64, ge=1, le=10_000)
     continue_as_new_after_events: int = Field(default=DEFAULT_MAX_HISTORY_EVENTS, ge=10, le=40_000)
@@ -45,6 +63,16 @@ class TemporalConfig(_Section):
 
     # Seconds one attempt of prompt assembly (a local activity) may take; recorded per stage run.
     assemble_timeout: float = Field(default=60.0, gt=0, le=600)
+
+    @field_validator("address")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        # The SDK raises a bare ValueError on a port it cannot parse, mid-command.
+        found = _HOST_PORT.fullmatch(value)
+        if value and not (found and 1 <= int(found.group(1)) <= 65535):
+            raise ValueError(f"{value!r}: expected HOST:PORT with a port 1 to 65535 and no scheme, e.g. "
+                             "temporal.example.com:7233 or my-ns.a1b2c.tmprl.cloud:7233")
+        return value
 
 
 class WorkerConfig(_Section):
@@ -88,7 +116,7 @@ class StoreConfig(_Section):
 
 
 class DevConfig(_Section):
-    data_dir: str = "~/.local/share/cardloop"
+    data_dir: UserPath = "~/.local/share/cardloop"
     temporal_port: int = Field(default=7233, ge=1, le=65535)
     ui_port: int = Field(default=8233, ge=1, le=65535)
     model_port: int = Field(default=0, ge=0, le=65535)  # the scripted model's; 0: a free one
@@ -267,7 +295,7 @@ class BoardConfig(_Section):
 
 
 class PathsConfig(_Section):
-    prompt_overrides: str = "~/.config/cardloop/prompts"
+    prompt_overrides: UserPath = "~/.config/cardloop/prompts"
 
 
 class TokensConfig(_Section):
@@ -325,7 +353,7 @@ class K8sServiceConfig(_Section):
 
 
 class KubernetesSourceConfig(_Section):
-    kubeconfig: str = ""
+    kubeconfig: UserPath = ""
     context: str = ""
     tail_lines: int = Field(default=300, ge=1)
     since_seconds: int = Field(default=86_400, ge=1)
@@ -335,7 +363,7 @@ class KubernetesSourceConfig(_Section):
 
 
 class RepositorySourceConfig(_Section):
-    cache_dir: str = "~/.cache/cardloop/repos"
+    cache_dir: UserPath = "~/.cache/cardloop/repos"
     clone_url: str = "https://github.com/{repo}.git"
     token_env: str = "CARDLOOP_GITHUB_TOKEN"
     depth: int = Field(default=50, ge=1)
@@ -418,7 +446,7 @@ class WorkspaceConfig(_Section):
     # true: stages act in a git worktree of the card's repository with the tools below (cards
     # without a repository stay text only); false: every stage's turns are text.
     enabled: bool = False
-    root: str = "~/.local/share/cardloop/workspaces"
+    root: UserPath = "~/.local/share/cardloop/workspaces"
     # The agent is stuck when the same tool call fails this many times in a row, or when this
     # many turns in a row change nothing on the branch (write stages): the stage ends blocked.
     stuck_repeats: int = Field(default=3, ge=2, le=100)

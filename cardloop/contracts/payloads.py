@@ -36,6 +36,7 @@ _KEY_CARD_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._#:-]|%3A){0,199}")
 MAX_CARD_ID = 200
 # Who moved or commented, as a move or a comment carries it.
 MAX_ACTOR = 200
+MAX_DELIVERY_ID = 300
 
 
 def card_key_id(board_card_id: str) -> str:
@@ -117,7 +118,7 @@ class Transition(_Value):
     """A card moved to a column that maps to `to`. `delivery_id` makes it idempotent."""
 
     to: Target
-    delivery_id: str = Field(min_length=1, max_length=300)
+    delivery_id: str = Field(min_length=1, max_length=MAX_DELIVERY_ID)
     actor: str | None = Field(default=None, max_length=MAX_ACTOR)
     reason: str | None = Field(default=None, max_length=2000)
 
@@ -125,7 +126,7 @@ class Transition(_Value):
 class CardComment(_Value):
     """A user's message on the card (a board comment): joins the chat history."""
 
-    delivery_id: str = Field(min_length=1, max_length=300)
+    delivery_id: str = Field(min_length=1, max_length=MAX_DELIVERY_ID)
     author: str | None = Field(default=None, max_length=MAX_ACTOR)
     text: str = Field(max_length=MAX_COMMENT_CHARS)
 
@@ -188,7 +189,7 @@ class AutoRetry(_Value):
 class RetryRequest(_Value):
     """`cardloop card retry` / POST /cards/{card}/retry: run the card's failed stage again."""
 
-    actor: str | None = Field(default=None, max_length=200)
+    actor: str | None = Field(default=None, max_length=MAX_ACTOR)
 
 
 class CancelRequest(_Value):
@@ -196,7 +197,7 @@ class CancelRequest(_Value):
     `reason`: what the stopped run records (a board's archive says what happened there); None:
     "cancelled by <actor> (card cancel)"."""
 
-    actor: str | None = Field(default=None, max_length=200)
+    actor: str | None = Field(default=None, max_length=MAX_ACTOR)
     reason: str | None = Field(default=None, max_length=500)
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from cardloop.contracts.errors import ConfigError
+from cardloop.prompts.surrogates import undecodable
+
 
 class Secret:
     """A secret value whose repr and str never show it; call .reveal() at the point of use."""
@@ -38,6 +41,8 @@ class Secret:
 
 def secret_from_env(env: Mapping[str, str], name: str) -> Secret | None:
     value = env.get(name, "")
+    if problem := undecodable(name, value):  # no HTTP header or driver takes it: say so where it is read
+        raise ConfigError(problem)
     return Secret(value, name) if value else None
 
 

@@ -101,7 +101,10 @@ def check_text(name: str, value: str | None, limit: int, *, required: bool = Fal
     if value is None and not required:
         return
     if not isinstance(value, str) or not value or len(value) > limit:
-        raise StoreError(f"{name} {value!r}: expected a non-empty string of at most {limit} characters")
+        # A value far over the limit is not echoed whole: the message stays one readable line.
+        long = isinstance(value, str) and len(value) > 80
+        said = f"{value[:60]!r}… ({len(value):,} characters)" if long else repr(value)
+        raise StoreError(f"{name} {said}: expected a non-empty string of at most {limit} characters")
 
 
 def check_range(first: int, last: int) -> None:

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import OperationalError, ProgrammingError
+from sqlalchemy.exc import DatabaseError, OperationalError, ProgrammingError
 
 from cardloop.contracts.keyring import KeyRing
 from cardloop.store import migrations
@@ -89,7 +89,8 @@ class Store(
             # Start-up names the database (password masked) instead of a driver traceback.
             driver = exc.__cause__ if isinstance(exc, StoreUnavailable) else exc
             reason = getattr(driver, "orig", None) or exc
-            raise StoreError(f"cannot open the store at {store.url}: {reason}") from exc
+            # One line: psycopg's reasons go on over several ("\n\tIs the server running ...").
+            raise StoreError(f"cannot open the store at {store.url}: {' '.join(str(reason).split())}") from exc
         except ProgrammingError as exc:
             store.close()
             # The application role of a provisioned database may not create tables: a release with
@@ -98,6 +99,11 @@ class Store(
                 f"cannot migrate the store at {store.url}: {exc.orig}. Migrate as the schema's owner "
                 "first (Store.provision_postgres_role(owner_url, role) migrates, then grants the role)"
             ) from exc
+        except DatabaseError as exc:
+            store.close()
+            # A file that SQLite cannot read as a database (a config file or a log at the store's
+            # path, a truncated copy): the driver's error, with the file it was about.
+            raise StoreError(f"cannot open the store at {store.url}: {exc.orig}") from exc
         except BaseException:
             store.close()
             raise

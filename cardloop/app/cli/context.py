@@ -48,6 +48,13 @@ def cmd_context(args: argparse.Namespace, config: Config) -> int:
     from cardloop.prompts.assemble import AssemblyRequest, PromptAssembler
     from cardloop.prompts.scrub import Scrubber, redact_text
 
+    if args.source:  # a name no source has ran as "[unavailable]", exit 0: a typo looked like an outage
+        from cardloop.integrations.sources.registry import SOURCES
+
+        known = tuple(SOURCES)
+        unknown = [name for name in args.source if name not in known]
+        if unknown:
+            raise InputError(f"--source {unknown[0]!r}: no such context source (known: {', '.join(known)})")
     card = load_card_arg(args.card, config)
     names = args.source or config.sources_for(args.stage)
     found = gather_all(card, args.stage, config, names)

@@ -135,7 +135,12 @@ def _codec(config: Config) -> Check:
             path = Path(config.dev.data_dir).expanduser() / DEV_KEYS_FILE
             if not path.is_file():
                 return Check("codec", "ok", f"payloads encrypted; the dev stack creates its key in {path} on start")
-            ring, where = KeyRing.parse(path.read_text(encoding="utf-8"), source=str(path)), str(path)
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = getattr(exc, "strerror", None) or "not UTF-8 text"
+                return Check("codec", "fail", f"{path}: cannot read: {reason}")
+            ring, where = KeyRing.parse(text, source=str(path)), str(path)
         else:
             return Check("codec", "fail", f"{t.codec_keys_env} is not set: payloads to {t.address} are encrypted "
                                           "and need the workers' keys (`cardloop codec-key` makes one)")

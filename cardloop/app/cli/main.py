@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cardloop.app.cli import startup_gc
+from cardloop.app.cli.argtypes import file_arg
 from cardloop.app.cli.context import add_context_command
 from cardloop.app.cli.doctor import add_doctor_command
-from cardloop.app.cli.files import read_text
+from cardloop.app.cli.files import display_name, read_text
 from cardloop.app.cli.operate import add_operate_commands
 from cardloop.app.cli.research import add_research_command
 from cardloop.app.cli.service import add_service_commands
@@ -25,6 +26,7 @@ from cardloop.contracts.errors import CardloopError, ConfigError, InputError, Re
 from cardloop.prompts.formats import ALIASES, FORMATS, resolve_format
 from cardloop.prompts.stages import STAGE_NAMES, Stage, parse_stage
 from cardloop.prompts.surrogates import describe, lone_surrogate, printable
+from cardloop.prompts.templates import TemplateError
 
 if TYPE_CHECKING:
     from cardloop.contracts.config import Config
@@ -197,10 +199,7 @@ def cmd_prompt_list(args: argparse.Namespace, config: Config) -> int:
 def cmd_prompt_validate(args: argparse.Namespace, config: Config) -> int:
     from cardloop.prompts.validate import ValidationStatus, validate_tenant_prompt
 
-    try:
-        text = sys.stdin.read() if args.file == "-" else read_text(args.file)
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{args.file}: not UTF-8 text: {exc}") from None
+    text = read_text(args.file, stdin=True)
     result = validate_tenant_prompt(text)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
@@ -211,7 +210,8 @@ def cmd_prompt_validate(args: argparse.Namespace, config: Config) -> int:
         if result.status == ValidationStatus.SANITIZED:
             print("sanitized prompt:\n" + result.sanitized_prompt)
     if result.status == ValidationStatus.REJECTED:
-        raise RejectedError(f"{args.file}: tenant prompt rejected ({len(result.issues)} issue(s))")
+        raise RejectedError(f"{display_name(args.file, stdin=True)}: tenant prompt rejected "
+                            f"({len(result.issues)} issue(s))")
     return 0
 
 
@@ -223,25 +223,29 @@ def cmd_card_schema(args: argparse.Namespace, config: Config | None) -> int:
 
 
 def cmd_card_check(args: argparse.Namespace, config: Config | None) -> int:
-    from cardloop.app.cli.service import _said
+    from cardloop.app.cli.argtypes import said
     from cardloop.contracts.payloads import CardRef
 
     card = load_card_file(args.file)
     try:  # a card `card move FILE` would refuse is no valid card: its board or id cannot be a key
         CardRef.for_board(card.tenant, card.board, card.id)
     except ValueError as exc:
-        raise InputError(f"{args.file}: {_said(exc)}") from None
+        raise InputError(f"{args.file}: {said(exc)}") from None
     print(f"{args.file}: valid card {card.id!r}: {len(card.history)} messages, "
           f"{len(card.context)} context items")
     return 0
 
 
 def cmd_config_check(args: argparse.Namespace, config: Config) -> int:
-    from cardloop.app.cli.configview import missing_key_warnings
+    from cardloop.app.cli.configview import missing_key_warnings, secret_uses
     from cardloop.app.startup import startup_check
     from cardloop.prompts.assemble import PromptAssembler
+    from cardloop.prompts.surrogates import undecodable
 
     startup_check(config, PromptAssembler(config.template_store(), config.token_counter()))
+    for env_name in secret_uses(config):  # a key that is not text fails the first call that sends it
+        if problem := undecodable(env_name, config.env.get(env_name, "")):
+            raise ConfigError(problem)
     codec_keys = config.secret(config.temporal.codec_keys_env) if config.temporal.codec_keys_env else None
     if codec_keys is not None:  # malformed keys stop every worker and the API: say so here (exit 2)
         from cardloop.contracts.keyring import KeyRing
@@ -273,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="cardloop: durable LLM agent stages for the cards on your board.\n\n"
                     f"Stages: {', '.join(STAGE_NAMES)}.")
     parser.add_argument("--version", action=_Version)
-    parser.add_argument("--config", metavar="FILE",
+    parser.add_argument("--config", metavar="FILE", type=file_arg,
                         help="config file (default: $CARDLOOP_CONFIG, ./config.toml, the bundled one)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -285,14 +289,16 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Assemble the prompt for a card and stage, show each layer and "
                                     "section (source, used/overridden/cut/dropped and why, tokens) "
                                     "and print the rendered payload.")
-    p.add_argument("--card", required=True, metavar="FILE", help="card JSON file (see `cardloop card schema`)")
+    p.add_argument("--card", required=True, metavar="FILE", type=file_arg,
+                   help="card JSON file (see `cardloop card schema`)")
     p.add_argument("--stage", required=True, type=_stage, metavar="STAGE", help=" | ".join(STAGE_NAMES))
     p.add_argument("--provider", type=_format_name, metavar="FORMAT",
                    help=f"payload format: {', '.join(FORMATS)}, all (aliases: {', '.join(ALIASES)}); "
                         "default: the stage profile's provider")
     p.add_argument("--profile", help="profile from config.toml instead of the stage's")
     p.add_argument("--iteration", type=int, default=1, help="loop iteration to assemble for (default 1)")
-    p.add_argument("--tenant-prompt", metavar="FILE", help="tenant custom prompt file (overrides the card's)")
+    p.add_argument("--tenant-prompt", metavar="FILE", type=file_arg,
+                   help="tenant custom prompt file (overrides the card's)")
     p.add_argument("--tenant-mode", choices=("append", "replace_behavior"), default="append",
                    help="how the tenant prompt layers: after the behaviour prompts (append, default) or "
                         "instead of them (replace_behavior)")
@@ -312,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_prompt_list)
 
     p = psub.add_parser("validate", help="validate a tenant custom prompt (exit 1 when rejected)")
-    p.add_argument("file", help="text file with the prompt, or - for stdin")
+    p.add_argument("file", type=file_arg, help="text file with the prompt, or - for stdin")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_prompt_validate)
 
@@ -321,7 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = csub.add_parser("schema", help="print the card file JSON Schema")
     p.set_defaults(func=cmd_card_schema, needs_config=False)
     p = csub.add_parser("check", help="validate a card file")
-    p.add_argument("file", help="card JSON file")
+    p.add_argument("file", type=file_arg, help="card JSON file")
     p.set_defaults(func=cmd_card_check, needs_config=False)
     add_service_commands(sub, csub)
     add_tenant_commands(sub)
@@ -349,6 +355,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     parser = build_parser()
     args = parser.parse_args(argv)
+    if sys.stdout is None:  # `>&-`: print() would drop every line, a token shown once included, and exit 0
+        print("cardloop: error: stdout is closed: the command's output would be lost; redirect it to a file "
+              "or /dev/null instead", file=sys.stderr)
+        return 2
     from cardloop.app.startup import load_config  # the config's models: not for --help
 
     try:
@@ -359,8 +369,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CardloopError as exc:
         print(f"cardloop: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except TemplateError as exc:  # a template that cannot be read, met by a command that loads it (exit 2)
+        print(f"cardloop: error: {exc}", file=sys.stderr)
+        return ConfigError.exit_code
     except BrokenPipeError:
+        _drop_stdout()
         return 0
+
+
+def _drop_stdout() -> None:
+    """The reader went away (`cardloop card schema | head -1`): what is still buffered goes to
+    /dev/null, or the flush at exit fails again ("Exception ignored ... BrokenPipeError", exit 120)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _flush_stdout() -> None:
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
 
 
 def run() -> None:
@@ -388,6 +419,7 @@ def run() -> None:
     except BaseException:  # a bug: its traceback, then the same exit as every other path
         traceback.print_exc()
         code = 1
+    _flush_stdout()  # here, where a reader that went away can still be told from a failure
     if "temporalio.bridge.temporal_sdk_bridge" not in sys.modules:
         sys.exit(code)
     logging.shutdown()

@@ -11,6 +11,7 @@ import socket
 import sys
 from typing import TYPE_CHECKING
 
+from cardloop.app.cli.argtypes import port_arg
 from cardloop.contracts.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ def _listen(host: str, port: int) -> socket.socket:
 def cmd_codec_key(args: argparse.Namespace, config: Config | None) -> int:
     from cardloop.app.codec import KeyRing
 
-    kid = args.kid or f"k{secrets.token_hex(4)}"
+    kid = f"k{secrets.token_hex(4)}" if args.kid is None else args.kid  # --kid "" is refused, not replaced
     print(KeyRing.generate(kid).to_text())
     print("# put it first in CARDLOOP_CODEC_KEYS to encrypt with it; keep the old keys after it until no "
           "open workflow holds payloads written with them", file=sys.stderr)
@@ -105,7 +106,10 @@ def cmd_store_reseal(args: argparse.Namespace, config: Config) -> int:
 
 
 def _batch(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:  # argparse would say "invalid _batch value"
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if not 1 <= value <= 10_000:
         raise argparse.ArgumentTypeError("a batch is 1 to 10000 blobs")
     return value
@@ -118,7 +122,7 @@ def add_operate_commands(sub: argparse._SubParsersAction) -> None:
                                    "'Authorization: Bearer <token>'; without it only a loopback host is allowed. "
                                    "CORS admits codec_server.cors_origins (the Temporal UI).")
     p.add_argument("--host", help="default: codec_server.host (127.0.0.1)")
-    p.add_argument("--port", type=int, help="default: codec_server.port (8089)")
+    p.add_argument("--port", type=port_arg, help="default: codec_server.port (8089)")
     p.set_defaults(func=cmd_codec_server)
     p = sub.add_parser("codec-key", help="print a new payload encryption key as 'kid:base64key'")
     p.add_argument("--kid", help="key id (default: k + 8 hex digits)")

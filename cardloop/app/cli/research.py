@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from cardloop.app.cli.argtypes import file_arg
+from cardloop.app.cli.files import read_bytes
 from cardloop.contracts.errors import ConfigError, InputError
 from cardloop.prompts.tenant_id import TENANT_RULE, is_tenant_id
 
@@ -28,6 +30,30 @@ if TYPE_CHECKING:
     from cardloop.contracts.payloads import ResearchProgress, ResearchSettings
 
 BAR = 30
+MAX_FILE_BYTES = 512 * 2**20  # a day of a busy service's logs; read whole, then chunked
+
+
+def _mostly_undecodable(sample: bytes) -> bool:
+    """More than a tenth of the sample is not UTF-8: a binary file, not a log with a stray
+    Latin-1 byte (those are read with a replacement character and kept)."""
+    text = sample.decode("utf-8", errors="replace")
+    return text.count("\ufffd") > max(1, len(text) // 10) or (bool(text) and text.count("\ufffd") == len(text))
+
+
+def read_artifacts(paths: list[str]) -> list[tuple[str, str]]:
+    """(name, text) per file; InputError (exit 2) naming the file that cannot be used. Read as
+    every command reads a file it is given (files.py), a pipe too (`<(kubectl logs ...)`)."""
+    out = []
+    for raw in paths:
+        data = read_bytes(raw, limit=MAX_FILE_BYTES)
+        if b"\0" in data[:8192]:
+            raise InputError(f"{raw}: looks binary (NUL bytes); research reads text logs")
+        if _mostly_undecodable(data[:8192]):
+            raise InputError(f"{raw}: looks binary (not UTF-8 text); research reads text logs")
+        if not data.strip():
+            raise InputError(f"{raw}: empty")
+        out.append((Path(raw).name, data.decode("utf-8", errors="replace")))
+    return out
 
 
 class Progress:
@@ -56,7 +82,6 @@ class Progress:
 
 
 def cmd_research(args: argparse.Namespace, config: Config) -> int:
-    from cardloop.app.research import read_artifacts
     from cardloop.contracts.config import research_settings
 
     question = " ".join((args.question or "").split())
@@ -159,7 +184,8 @@ async def _temporary_server(config: Config, why: Exception) -> tuple[TemporalDev
     server = TemporalDevServer(port=free_port(), ui_port=free_port(), db_file=root / "temporal.sqlite",
                                retention=None, log_file=root / "temporal.log")
     await asyncio.to_thread(server.start)
-    print(f"research: Temporal at {config.temporal.address} did not answer ({str(why)[:120]}); using a temporary dev "
+    reason = getattr(why, "reason", "") or str(why)[:120]  # TemporalUnavailable's short reason
+    print(f"research: Temporal at {config.temporal.address} did not answer ({reason}); using a temporary dev "
           f"server for this run (UI {server.ui_url} while it runs)", file=sys.stderr)
     client = await connect(config, address=server.address)
     return server, client, server.ui_url or config.temporal.ui_url
@@ -174,7 +200,7 @@ def add_research_command(sub: argparse._SubParsersAction) -> None:
                     "cited markdown report (printed on stdout; progress and figures on stderr).\n\n"
                     "Models: [research] in config.toml, CARDLOOP_ANALYST_MODEL / CARDLOOP_SYNTHESIZER_MODEL, "
                     "or the flags below.")
-    p.add_argument("files", nargs="+", metavar="FILE", help="text files to research (CI logs, pod logs)")
+    p.add_argument("files", nargs="+", metavar="FILE", type=file_arg, help="text files to research (CI logs, pod logs)")
     p.add_argument("--question", "-q", required=True, help="what to find out about the files")
     p.add_argument("--analyst-model", metavar="MODEL", help="the analysts' model (a [models] entry)")
     p.add_argument("--synthesizer-model", metavar="MODEL", help="the planner's and synthesizer's model")

@@ -4,17 +4,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cardloop.app.cli import startup_gc
+from cardloop.app.cli.argtypes import actor_arg, board_arg, delivery_id_arg, port_arg, shown, tenant_arg
+from cardloop.app.cli.argtypes import said as _said
 from cardloop.app.cli.files import read_text
 from cardloop.contracts.comments import MAX_COMMENT_CHARS
 from cardloop.contracts.errors import CardloopError, InputError
+from cardloop.prompts.tenant_id import TENANT_RULE, is_tenant_id
+
+# Three key parts of at most 200 characters and their slashes (contracts/payloads.py).
+MAX_KEY_CHARS = 3 * 200 + 2
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from cardloop.app.cards import CardService, DescribedCard
     from cardloop.contracts.config import Config
     from cardloop.contracts.payloads import CardRef, CardState, StageProgress
@@ -129,8 +138,7 @@ def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
     from cardloop.contracts.payloads import CardRef
     from cardloop.prompts.card import CardError, parse_card
 
-    path = Path(arg)
-    if arg.endswith(".json") or path.is_file():
+    if arg.endswith(".json") or is_file(arg):
         try:
             card = parse_card(read_text(arg), origin=arg)
         except CardError as exc:
@@ -145,12 +153,23 @@ def _resolve(arg: str, args: argparse.Namespace) -> tuple[CardRef, Card | None]:
             return CardRef.for_board(card.tenant, card.board, card.id), card
         except ValueError as exc:
             raise InputError(f"{arg}: {_said(exc)}") from None
+    if len(arg) > MAX_KEY_CHARS:  # no key is this long: say so, not the whole of it back
+        raise InputError(f"card key {shown(arg)}: longer than any card key (CARD, BOARD/CARD or TENANT/BOARD/CARD)")
+    parts = arg.split("/")
+    named = dict(zip(("tenant", "board")[3 - len(parts):], parts[:-1], strict=False)) if len(parts) <= 3 else {}
+    for part, given in (("tenant", args.tenant), ("board", args.board)):
+        # As with a card file: a key that names its tenant or board is that card, not another.
+        if given and part in named and named[part] != given:
+            raise InputError(f"card key {arg!r} says {part} {named[part]!r}, --{part} says {given!r}: --{part} is "
+                             "for a card key given without one")
     try:
         ref = CardRef.parse(arg)
+        if args.tenant or args.board:  # built anew, so the flags' values are checked as the key's are
+            ref = CardRef(tenant=args.tenant or ref.tenant, board=args.board or ref.board, card_id=ref.card_id)
     except ValueError as exc:
         raise InputError(_said(exc)) from None
-    if args.tenant or args.board:
-        ref = ref.model_copy(update={k: v for k, v in (("tenant", args.tenant), ("board", args.board)) if v})
+    if not is_tenant_id(ref.tenant):  # the store refuses it later, after a Temporal call or two
+        raise InputError(f"tenant {shown(ref.tenant)}: {TENANT_RULE}")
     return ref, None
 
 
@@ -163,12 +182,10 @@ def _by_board_name(store: Store, ref: CardRef) -> CardRef:
     return CardRef.parse(found) if found is not None and found != ref.key else ref
 
 
-def _said(exc: ValueError) -> str:
-    """A bad key's reason in one line: pydantic's ValidationError prints a report of several."""
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        return "; ".join(str(e.get("msg", "")).removeprefix("Value error, ") for e in errors())
-    return str(exc)
+def is_file(arg: str) -> bool:
+    """Whether a CARD argument names a file. os.path.isfile, not Path.is_file: that one raises
+    OSError on a name too long for the file system (a long card key is not a file either)."""
+    return os.path.isfile(arg)
 
 
 def load_card_arg(arg: str, config: Config) -> Card:
@@ -178,7 +195,7 @@ def load_card_arg(arg: str, config: Config) -> Card:
         return card
     from cardloop.app.local import open_store
 
-    with open_store(config) as store:
+    with open_store(config) as store, stored_data_readable(config):
         found = store.get_card(_by_board_name(store, ref).key)
     if found is None:
         raise InputError(f"card {ref.key!r} is neither a file nor a card in the store")
@@ -186,6 +203,8 @@ def load_card_arg(arg: str, config: Config) -> Card:
 
 
 def _card_command(args: argparse.Namespace, config: Config, action) -> int:
+    # Bad input fails before any connection, and before the Temporal SDK loads (about a second).
+    ref, card = _resolve(args.card, args)
     from temporalio.service import RPCError
 
     from cardloop.app.cards import CardService
@@ -194,30 +213,31 @@ def _card_command(args: argparse.Namespace, config: Config, action) -> int:
 
     async def main() -> int:
         startup_gc.resume()  # the command's modules are loaded (startup_gc.py)
-        ref, card = _resolve(args.card, args)  # bad input fails before any connection
         store = open_store(config)
+        target = ref
         try:
             client = await connect(config)
             svc = CardService(client, store, config)
             if card is not None:
                 svc.import_card(card)
             else:
-                ref = _by_board_name(store, ref)
-            return await action(svc, ref)
+                target = _by_board_name(store, ref)  # a card renamed on its board, by its new id
+            return await action(svc, target)
         except RPCError as err:
             from temporalio.service import RPCStatusCode
 
             if err.status == RPCStatusCode.UNAVAILABLE:  # it went away mid-command (a --follow)
                 raise TemporalUnavailable(
                     f"Temporal at {config.temporal.address} stopped answering: {err.message} (the stage goes on "
-                    f"where Temporal runs; `cardloop card show {ref.key}` once it is back)", err.message) from None
+                    f"where Temporal runs; `cardloop card show {target.key}` once it is back)", err.message) from None
             # The server answered, with an error: say which, in one line.
             raise TemporalRefused(f"Temporal at {config.temporal.address} refused the call: "
                                   f"{err.status.name if err.status else 'error'}: {err.message}") from None
         finally:
             store.close()
 
-    return asyncio.run(main())
+    with stored_data_readable(config):
+        return asyncio.run(main())
 
 
 class TemporalRefused(CardloopError):
@@ -400,13 +420,38 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
 
     from cardloop.app.temporal import TemporalUnavailable
 
+    with stored_data_readable(config):
+        try:
+            return _card_command(args, config, action)
+        except TemporalUnavailable as exc:
+            if args.card.endswith(".json") or is_file(args.card):
+                raise  # a card file is imported first: nothing to show of it without Temporal's answer
+            return offline(_resolve(args.card, args)[0],
+                           f"Temporal at {config.temporal.address} is not reachable ({exc.reason})")
+
+
+@contextlib.contextmanager
+def stored_data_readable(config: Config) -> Iterator[None]:
+    """The card commands read the cards' rows back (fields, saved state, history) into their
+    models: a row that no longer parses (edited by hand, a torn write) is one line naming the
+    model and the store, not pydantic's traceback."""
+    from pydantic import ValidationError
+
+    from cardloop.store.values import StoreError
+
     try:
-        return _card_command(args, config, action)
-    except TemporalUnavailable as exc:
-        if args.card.endswith(".json") or Path(args.card).is_file():
-            raise  # a card file is imported first: nothing to show of it without Temporal's answer
-        return offline(_resolve(args.card, args)[0],
-                       f"Temporal at {config.temporal.address} is not reachable ({exc.reason})")
+        yield
+    except (ValidationError, json.JSONDecodeError) as exc:
+        if isinstance(exc, ValidationError):
+            first = exc.errors()[0] if exc.errors() else {"msg": str(exc)}
+            reason = f"{exc.title}: {first['msg']}"
+        else:
+            reason = f"not JSON: {exc.msg}"
+        from cardloop.app.cli.configview import masked_url
+
+        raise StoreError(f"card data that cannot be read ({reason}): the store at {masked_url(config.store_url())} "
+                         "(or the card's workflow) holds it in a form this version does not take; restore the "
+                         "card from a backup, or remove its row") from None
 
 
 def now_line(state: CardState, p: StageProgress) -> str:
@@ -501,7 +546,8 @@ def cmd_card_list(args: argparse.Namespace, config: Config) -> int:
         print(f"{len(listed)} card{'s' if len(listed) != 1 else ''}; `cardloop card show CARD` for one")
         return 0
 
-    return asyncio.run(main())
+    with stored_data_readable(config):
+        return asyncio.run(main())
 
 
 def shorten(text: str, width: int) -> str:
@@ -595,7 +641,7 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
                        description="Serve the FastAPI app (OpenAPI docs at /docs) against the configured "
                                    "Temporal and store.")
     p.add_argument("--host", help="default: api.host (127.0.0.1)")
-    p.add_argument("--port", type=int, help="default: api.port (8000) or CARDLOOP_API_PORT")
+    p.add_argument("--port", type=port_arg, help="default: api.port (8000) or CARDLOOP_API_PORT")
     p.set_defaults(func=cmd_api)
     p = sub.add_parser("dev", add_help=False,
                        help="the embedded stack: Temporal dev server (SQLite, UI on dev.ui_port) + worker + API",
@@ -612,23 +658,25 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
                        description="Start the dev stack, move examples/card.json through planning, coding, review, "
                                    "testing, error_fixing and done, showing progress and the Temporal UI link. "
                                    "Without ANTHROPIC_API_KEY it runs the offline scripted model and says so.")
-    p.add_argument("--keep-running", dest="keep_running", action="store_true", default=None,
-                   help="keep the stack up after the demo (default when run in a terminal)")
-    p.add_argument("--exit", dest="keep_running", action="store_false", help="stop the stack when the demo ends")
+    keep = p.add_mutually_exclusive_group()  # both given: the last one won without a word
+    keep.add_argument("--keep-running", dest="keep_running", action="store_true", default=None,
+                      help="keep the stack up after the demo (default when run in a terminal)")
+    keep.add_argument("--exit", dest="keep_running", action="store_false", help="stop the stack when the demo ends")
     p.set_defaults(func=cmd_demo)
 
     def card_arg(q: argparse.ArgumentParser) -> None:
         q.add_argument("card", help="a card file (imported first) or a card key: CARD, BOARD/CARD, TENANT/BOARD/CARD")
-        q.add_argument("--tenant", help="tenant of a card key given without one")
-        q.add_argument("--board", help="board of a card key given without one")
+        q.add_argument("--tenant", type=tenant_arg, help="tenant of a card key given without one")
+        q.add_argument("--board", type=board_arg, help="board of a card key given without one")
 
     p = card_sub.add_parser("move", help="move a card to a stage (as the board does)")
     card_arg(p)
     p.add_argument("--to", required=True, choices=[*("planning", "coding", "review", "testing", "error_fixing"),
                                                    "done"],
                    help="the column the card moves to: a stage runs there; done ends the card")
-    p.add_argument("--delivery-id", help="idempotency key: a repeated delivery id is applied once")
-    p.add_argument("--actor", default=None, help="who moved the card (recorded with the move)")
+    p.add_argument("--delivery-id", type=delivery_id_arg,
+                   help="idempotency key: a repeated delivery id is applied once")
+    p.add_argument("--actor", type=actor_arg, default=None, help="who moved the card (recorded with the move)")
     p.add_argument("--wait", action="store_true",
                    help="wait until the stage run the move leads to ends; print its outcome, exit with it "
                         "(0 completed, 1 failed, 3 blocked, 4 budget_exhausted, 5 cancelled)")
@@ -642,28 +690,30 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
     p.add_argument("text", type=_comment_text,
                    help=f"the comment (secrets are redacted before any model sees it; at most "
                         f"{MAX_COMMENT_CHARS:,} characters)")
-    p.add_argument("--author", default=None, help="whose comment it is, as the card's history shows it")
-    p.add_argument("--delivery-id", help="idempotency key: a repeated delivery id is applied once")
+    p.add_argument("--author", type=actor_arg, default=None, help="whose comment it is, as the card's history shows it")
+    p.add_argument("--delivery-id", type=delivery_id_arg,
+                   help="idempotency key: a repeated delivery id is applied once")
     p.set_defaults(func=cmd_card_say, resumes_gc=True)
     p = card_sub.add_parser("retry", help="run a card's failed stage again (e.g. after the model was overloaded)",
                             description="Re-run the stage whose run failed, on the card's workflow (its history "
                                         "is kept). Refused (exit 1) when the card's last stage run did not fail.")
     card_arg(p)
-    p.add_argument("--actor", default=None, help="who asked for the retry (recorded with the move)")
+    p.add_argument("--actor", type=actor_arg, default=None, help="who asked for the retry (recorded with the move)")
     p.set_defaults(func=cmd_card_retry, resumes_gc=True)
     p = card_sub.add_parser("cancel", help="stop a card's running stage; its work is kept",
                             description="Cancel the stage run in progress: its chat history, ledger rows and pushed "
                                         "commits stay, the run is recorded as cancelled and the card waits (idle) "
                                         "for its next move. Refused (exit 1) when no stage runs.")
     card_arg(p)
-    p.add_argument("--actor", default=None, help="who cancelled (recorded in the run's reason)")
+    p.add_argument("--actor", type=actor_arg, default=None, help="who cancelled (recorded in the run's reason)")
     p.set_defaults(func=_lazy("cardloop.app.cli.card_run", "cmd_card_cancel"), resumes_gc=True)
     p = card_sub.add_parser("list", help="the stored cards with stage, status, stage runs and cost",
                             description="Every card in the store, newest change first, with its stage, status "
                                         "(live from Temporal when it answers, else as its last closed run saved "
                                         "it; 'new': never moved), stage runs and billed cost.")
-    p.add_argument("--tenant", help="only this tenant's cards (required on PostgreSQL)")
-    p.add_argument("--board", help="only cards of this board (github, linear, jira, trello, generic, ...)")
+    p.add_argument("--tenant", type=tenant_arg, help="only this tenant's cards (required on PostgreSQL)")
+    p.add_argument("--board", type=board_arg,
+                   help="only cards of this board (github, linear, jira, trello, generic, ...)")
     p.add_argument("--status", choices=("new", "idle", "running", "blocked", "failed", "done"),
                    help="only cards in this status ('failed': idle on a failed stage run, as the "
                         "CardStatus search attribute says)")

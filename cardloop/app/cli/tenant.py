@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from cardloop.app.cli.argtypes import file_arg, shown
 from cardloop.app.cli.files import read_text
 from cardloop.contracts.errors import ConfigError, InputError, RejectedError
 from cardloop.contracts.limits import usd
@@ -31,7 +32,7 @@ def _card_tenant(func: Command) -> Command:
 
     def run(args: argparse.Namespace, config: Config) -> int:
         if not is_tenant_id(args.tenant):
-            raise InputError(f"tenant {args.tenant!r}: {TENANT_RULE}")
+            raise InputError(f"tenant {shown(args.tenant)}: {TENANT_RULE}")
         return func(args, config)
 
     return run
@@ -60,8 +61,10 @@ def _effective(config: Config, tenant: str, prompt: TenantPrompt | None) -> str:
         raise ConfigError(f"configuration problem: {exc}") from None
 
 
-def _print_version(v: Any, config: Config, as_json: bool, extra: dict[str, Any] | None = None) -> None:
-    effective = _effective(config, v.tenant, v.prompt) if not v.deleted else None
+def _print_version(v: Any, config: Config, as_json: bool, extra: dict[str, Any] | None = None,
+                   effective: str | None = None) -> None:
+    if effective is None and not v.deleted:
+        effective = _effective(config, v.tenant, v.prompt)
     if as_json:
         print(json.dumps({**_version_dict(v), "effective_prompt": effective, **(extra or {})}, indent=2,
                          ensure_ascii=False))
@@ -108,15 +111,27 @@ def cmd_set_prompt(args: argparse.Namespace, config: Config) -> int:
         body = PromptIn(custom_system_prompt=text, override_mode=args.mode, language_preference=args.language,
                         tone_profile=_tone(args.tone or []))
     except ValidationError as exc:
-        raise InputError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from None
+        # Named as the user gave each value: the file, --language, --tone (not the API's field names).
+        given = {"custom_system_prompt": args.file, "language_preference": "--language", "tone_profile": "--tone",
+                 "override_mode": "--mode"}
+        raise InputError("; ".join(f"{given.get(str(e['loc'][0]), e['loc'][0]) if e['loc'] else args.file}: "
+                                   f"{e['msg'].removeprefix('Value error, ')}" for e in exc.errors())) from None
     prompt, verdict, issues = check_prompt(body)
     if issues and verdict.status.value == "REJECTED":
-        for issue in issues:
-            print(f"  {issue.field}: {issue.category} [{issue.start}:{issue.end}] {issue.message}")
+        if args.json:  # a --json reader gets the verdict as JSON too, not the text lines
+            print(json.dumps({"tenant": args.tenant, "status": verdict.status.value, "stored": False,
+                              "issues": [issue.model_dump(mode="json") for issue in issues]}, indent=2,
+                             ensure_ascii=False))
+        else:
+            for issue in issues:
+                print(f"  {issue.field}: {issue.category} [{issue.start}:{issue.end}] {issue.message}")
         raise RejectedError(f"tenant prompt for {args.tenant} rejected ({len(issues)} issue(s)); nothing was stored")
+    # Before it is stored: a prompt the assembly cannot build (a template that does not load) was
+    # stored first, then reported as an error, and stored again by the retry that followed.
+    effective = _effective(config, args.tenant, prompt)
     with open_store(config) as store:
         version = store.for_tenant(args.tenant).put_tenant_prompt(args.tenant, prompt, verdict, ACTOR)
-        _print_version(version, config, args.json)
+        _print_version(version, config, args.json, effective=effective)
     return 0
 
 
@@ -198,6 +213,7 @@ def cmd_versions(args: argparse.Namespace, config: Config) -> int:
 def cmd_rollback(args: argparse.Namespace, config: Config) -> int:
     from cardloop.store import NotFoundError, StoreError
 
+    _effective(config, args.tenant, None)  # the templates load: known before the store changes (see set-prompt)
     with open_store(config) as store:
         try:
             version = store.for_tenant(args.tenant).rollback_tenant_prompt(args.tenant, args.version, ACTOR)
@@ -236,7 +252,7 @@ def add_tenant_commands(sub: argparse._SubParsersAction) -> None:
 
     p = tsub.add_parser("set-prompt", help="validate and store a new version of the tenant's prompt")
     common(p, cmd_set_prompt)
-    p.add_argument("file", help="text file with the custom system prompt")
+    p.add_argument("file", type=file_arg, help="text file with the custom system prompt")
     p.add_argument("--mode", choices=("append", "replace_behavior"), default="append",
                    help="append: added after the configured behaviour prompts (default); replace_behavior: "
                         "replaces them (the core guardrails always stay first)")

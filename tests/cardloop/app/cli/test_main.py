@@ -168,7 +168,7 @@ def test_card_check_refuses_what_card_move_refuses(tmp_path: Path) -> None:
     card.write_text(json.dumps({"id": "X-2", "tenant": "acme", "board": "bad board", "title": "t"}))
     checked = run("card", "check", str(card))
     assert checked.returncode == 2, checked.stdout
-    assert checked.stderr.strip() == f"cardloop: error: {card}: 'bad board': use letters, digits and . _ : # - " \
+    assert checked.stderr.strip() == f"cardloop: error: {card}: board 'bad board': use letters, digits and . _ : # - " \
         "(at most 200)"
     ok = tmp_path / "ok.json"
     ok.write_text(json.dumps({"id": "owner/repo#12", "tenant": "acme", "board": "github", "title": "t"}))

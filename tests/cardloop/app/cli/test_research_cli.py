@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from cardloop.app.cli.research import read_artifacts
 from cardloop.app.devserver import TemporalDevServer
-from cardloop.app.research import read_artifacts
 from cardloop.app.scripted_model import ScriptedModel
 from tests.cardloop.app.cli.procs import CLI
 from tests.research_log import ROOT_CAUSES, generate_log
