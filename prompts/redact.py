@@ -231,8 +231,10 @@ class Redactor:
 
     def _compile(self, index: int) -> _Compiled:
         rule = self.rules[index]
-        tail = re.compile(rule.tail) if rule.tail else None
-        tail_run = re.compile(rule.tail + "*") if rule.tail else None
+        # With `tail_over`, a separator counts as part of the run when a tail character follows it.
+        step = f"(?:{rule.tail}|(?:{rule.tail_over})(?={rule.tail}))" if rule.tail_over else rule.tail
+        tail = re.compile(step) if rule.tail else None
+        tail_run = re.compile(step + "*+") if rule.tail else None
         found = self._compiled[index] = (compiled(rule.pattern), tuple(compiled(a) for a in rule.anchors),
                                          tail, tail_run)
         return found

@@ -67,8 +67,8 @@ def _last_word(word: str, *, after: tuple[str, ...] = ()) -> str:
     if after:
         # First a quick look at the character before (or the one before a separator), so
         # that "keykeykey..." fails each hit in two tests, not one per prefix.
-        lasts = re.escape("".join(sorted({a.rstrip("_-")[-1] for a in after})))
-        w += (rf"(?:(?<=[{lasts}]{w})|(?<=[{lasts}][_\-]{w}))"
+        lasts = re.escape("".join(sorted({a.rstrip("_-.")[-1] for a in after})))
+        w += (rf"(?:(?<=[{lasts}]{w})|(?<=[{lasts}][_.\-]{w}))"
               "(?:" + "|".join(f"(?<={re.escape(a + word)})" for a in after) + ")")
     return f"{w}(?!{_RUN}*?{w})"
 
@@ -101,15 +101,18 @@ _KEY_TAIL = (
     + r"|=[ \t]*(?:\"\"\"|''')"
     # A YAML value after an anchor or a tag (`password: &pw s3cr3t`, `token: !vault |`).
     + r"|:" + _YAML_PROPS + r"{1,2}[ \t\r\n]"
+    # A quoted key as a subscript (`os.environ["API_KEY"] = ...`, `ENV["X"] ||= ...`) or as a call's
+    # first argument before its value (`define("AUTH_KEY", "...")`, `os.Setenv("TOKEN", "...")`).
+    + r"|\][ \t]*(?:\|\||\?\?)?=(?!=)|,[ \t]*[\"'][^\s\"'`]{6}"
     + ")"
 )
 # What `_GENERIC_KEY` accepts, one literal-first anchor per word (a literal start keeps the
 # scan a fast substring search): `key` only after `api`, `private` ...
 _KEY_PREFIXES = tuple(p + sep for p in ("api", "private", "access", "signing", "encryption",
-                                        "master", "auth") for sep in ("", "_", "-"))
+                                        "master", "auth", "shared") for sep in ("", "_", "-", "."))
 _GENERIC_ANCHORS = (
     *(_key_anchor(w, _KEY_TAIL) for w in ("secret", "token", "pwd", "credential", "passwd",
-                                          "password", "passphrase", "creds")),
+                                          "password", "passphrase", "creds", "psk")),
     _key_anchor("key", _KEY_TAIL, after=_KEY_PREFIXES),
     # `pass` as a word of its own (`DB_PASS`, `pass:`): the `pass` of `password`, `passwd` and
     # `passphrase` fails at once, their own anchors hit there (one tail check per key, not two).
@@ -141,11 +144,18 @@ _GENERIC_REACH = 70
 # other stop, no `key=` or `key:` pair (the next field of a connection string, list or call),
 # no tag (`</td>`, `<br/>`). `_generic_value_ok` then judges the whole value, a call or a
 # statement that follows a name being code. At most 16 parts of 64 characters: bounded work per
-# candidate (a longer part is extended whole as any value is: `tail`).
-_VALUE_GOES_ON = (
-    r"(?P<ext>(?:(?:[,;()>]|<(?![/!?]|[A-Za-z][\w.:\-]{0,60}+(?:/?>|[ \t]+[\w:\-]+=)))"
+# candidate; a value with more parts, or a longer part, is extended whole (`tail` and
+# `_STOP_GOES_ON` as the rule's `tail_over`: a password with 17 `;` in it lost only its head).
+# A lone `)` or `>` that ends the value (`p<4ssW0rd>`, `Abc(123)`) is its last character too
+# (`close`): it was left after the marker. Only after a part that went on (`ext`), and only
+# before whitespace, a quote or the end: `f(password=pw)` keeps its `)`.
+_STOP_GOES_ON = (
+    r"(?:[,;()>]|<(?![/!?]|[A-Za-z][\w.:\-]{0,60}+(?:/?>|[ \t]+[\w:\-]+=)))"
     r"(?![\w.\- ]{1,100}+[=:])"
-    rf"[^{_SPACE}\"'`,;&(){{}}\[\]<>\\]{{1,64}}+){{1,16}}+)?"
+)
+_VALUE_GOES_ON = (
+    rf"(?P<ext>(?:{_STOP_GOES_ON}[^{_SPACE}\"'`,;&(){{}}\[\]<>\\]{{1,64}}+){{1,16}}+)?"
+    rf"(?P<close>(?(ext)[)>](?=[{_SPACE}\"'`]|\Z)|(?!)))?"
 )
 # Text that declares a Kubernetes Secret: a manifest, kubectl's YAML or JSON, compact JSON (the
 # `last-applied-configuration` annotation kubectl apply leaves on the object).
@@ -608,6 +618,12 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             # an ECS task definition, Terraform): `- name: DB_PASSWORD` then `value: ...` on the
             # next line, `{"name": "DB_PASSWORD", "value": "..."}`; the name is the key.
             r"|(?P<nv>" + _NAME_VALUE + r")"
+            # A quoted key in a subscript (`os.environ["API_KEY"] = "..."`, PHP's `$_ENV['DB_PASSWORD']
+            # = ...`, Ruby's `ENV["TOKEN"] ||= ...`), or a call's first argument with the value as
+            # its second (`define('AUTH_KEY', '...')`, `os.Setenv("API_TOKEN", "...")`,
+            # `System.setProperty("javax.net.ssl.keyStorePassword", "...")`, `getenv("X", "default")`):
+            # then the value is quoted too, and judged strictly (`arg`: a list of names is no pair).
+            r"|(?<=[\"'])\][ \t]*(?:\|\||\?\?)?=(?!=)|(?<=[\"'])[ \t]*(?P<arg>,)[ \t]*(?=[\"'])"
             # A Java .properties line may separate its key and value by spaces alone
             # (`db.password s3cr3t`); the value is then the rest of the line (`_generic_value_ok`
             # asks for a dotted key alone on its line, as properties files write them).
@@ -634,6 +650,7 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         anchors=_GENERIC_ANCHORS,
         # The unquoted value's class: a value longer than 500 characters is replaced whole.
         tail=_UNQUOTED_VALUE,
+        tail_over=_STOP_GOES_ON,
         # (A multi-line string's value may hold whitespace and the other kind of quote; a
         # candidate inside it ends at its closing delimiter all the same, but for one that
         # opens a multi-line string of the other kind inside it: never seen outside a test.)

@@ -74,14 +74,15 @@ _DIGIT_RUNS = re.compile(r"\d+")
 _LOWER_UPPER = re.compile(r"[a-z][A-Z]")
 _SEPARATORS = re.compile(r"[_.\-]")
 _GENERIC_KEY = re.compile(
-    r"api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|passphrase|credential|creds"
-    r"|(?:private|access|signing|encryption|master|auth)[_\-]?key",
+    r"api[_.\-]?key|apikey|secret|token|passw(?:or)?d|pwd|passphrase|credential|creds|psk"
+    r"|(?:private|access|signing|encryption|master|auth|shared)[_.\-]?key",
     re.IGNORECASE,
 )
 # The last word of the key decides how sure we are that the value is a credential.
 _CREDENTIAL_NOUNS = frozenset({
     "password", "passwd", "pwd", "pass", "passphrase", "secret", "secrets", "token",
     "key", "apikey", "credential", "credentials", "creds",
+    "psk",  # a pre-shared key: wpa_supplicant's `psk="..."`, NetworkManager's, `WIFI_PSK=`
 })
 
 
@@ -215,13 +216,16 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
     # quoted one is: no code there names a variable, so `Ceslvc083_.Aoash` is no attribute path.
     connection = before.endswith(";") and text.startswith(";", m.end())
     strength = _strength(key)
+    if m.group("arg") is not None:
+        # `("password", "...")`: more often a list of names than a call that sets a value
+        # (`fields = ("password", "passwordless")`), so only a random-looking literal goes.
+        strength = min(strength, 1)
     if sp is not None and quoted and strength < 2:
         return False  # prose's "pass `strict_roots=False`": a quoted word after a space, no separator
     if tq is not None and strength < 2 and len(value.split()) > 1:
         return False  # `PASSWORD_HELP = """Use 12 characters or more."""`: prose, not a token
-    ext = m.group("ext")
-    if ext:
-        return _value_going_on_ok(strength, key, value, ext, quoted=connection or quoted, connection=connection)
+    if m.group("ext"):
+        return _value_going_on_ok(m, strength, key, quoted=connection or quoted, connection=connection)
     return _assigned_value_ok(strength, key, value, quoted=connection or quoted,
                               connection=connection)
 
@@ -233,21 +237,45 @@ _CALL = re.compile(r"[A-Za-z_$][\w$.]*\((?:[A-Za-z_$\"'\[{(*&@)\-]|\d+(?:\.\d+)?
 _GLUED_AFTER_CALL = re.compile(r"\)[A-Za-z0-9]")
 
 
-def _value_going_on_ok(strength: int, key: str, value: str, ext: str, *, quoted: bool, connection: bool) -> bool:
+def _value_going_on_ok(m: re.Match[str], strength: int, key: str, *, quoted: bool, connection: bool) -> bool:
     """An unquoted value that goes on over `,` `;` `(` `)` `<` or `>` (see `_VALUE_GOES_ON` in
     prompts/secret_table.py): all of it is the secret when its first part alone is one (as it was
     taken before the value went on), or when the whole is no code: not a call (`get_token(a,`) and,
-    after a name (`e.pw;return`), a random run or digits among both cases (`hunter;xK9pQ7vR2m`)."""
-    head = value[:len(value) - len(ext)]
+    after a name (`e.pw;return`), a random run or digits among both cases (`hunter;xK9pQ7vR2m`).
+    A call's shape says nothing on a line that is only `KEY=value` or `key: value` (an env file,
+    YAML): there `Abc(123)` is a password (`_literal_line`)."""
+    value, ext = m.group("secret"), m.group("ext")
+    head = value[:m.start("ext") - m.start("secret")]
     if ext[0] != "(" and _assigned_value_ok(strength, key, head, quoted=quoted, connection=connection):
         return True
-    if _CALL.match(value) and not _GLUED_AFTER_CALL.search(value):
+    if _CALL.match(value) and not _GLUED_AFTER_CALL.search(value) and not _literal_line(m):
         return False
     if _is_reference(head) or _is_placeholder(head):
         has_digit, _, has_upper, has_lower = _char_kinds(value)
         if not (has_digit and has_upper and has_lower) and not _has_random_run(value):
             return False
     return _assigned_value_ok(strength, key, value, quoted=quoted, connection=connection)
+
+
+# Before a key that starts a line of settings: indentation, a shell's `export` or `set`, a YAML
+# or Compose list item.
+_LINE_LEAD = re.compile(r"[ \t]*(?:(?:export|set|SET)[ \t]+|-[ \t]+)?\Z")
+_LINE_END = re.compile(r"[ \t]*(?:#[^\n]*)?(?:\r?\n|\Z)")
+
+
+def _literal_line(m: re.Match[str]) -> bool:
+    """The match is a whole line of settings: the key at the line's start, `=` glued to key and
+    value (code puts spaces around it) or YAML's `:`, and the value up to the line's end. No
+    language calls a function there (`DB_PASSWORD=Abc(123)` in an .env file, `password: Abc(123)`);
+    `token: getToken(1),` in a JavaScript object goes on with a comma."""
+    text, start = m.string, m.start()
+    line_start = text.rfind("\n", 0, start) + 1
+    if not _LINE_LEAD.match(text, line_start, start):  # (`\Z` holds at `endpos`)
+        return False
+    between = text[m.end("key"):m.start("secret")]
+    if between not in ("=", ":") and not (between.startswith(":") and not between[1:].strip(" \t")):
+        return False
+    return _LINE_END.match(text, m.end()) is not None
 
 
 def _properties_line(m: re.Match[str], key: str, between: str) -> bool:
