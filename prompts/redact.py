@@ -69,7 +69,7 @@ from cardloop.prompts.lazy_pattern import compiled
 from cardloop.prompts.pem_tail import headless_keys
 from cardloop.prompts.percent import percent_decoded
 from cardloop.prompts.redaction_rule import RedactionRule
-from cardloop.prompts.rule_gates import RuleGates, gate_for
+from cardloop.prompts.rule_gates import RuleGates, anchor_literals, gate_for
 from cardloop.prompts.secret_rules import GitleaksScanner, load_default
 from cardloop.prompts.secret_table import _SPACE, DEFAULT_RULES
 from cardloop.prompts.secret_values import shannon_entropy
@@ -155,10 +155,12 @@ class _Text:
     """One text being scanned: its same-length lowercase (reversed too, when an anchor hit
     needs the start of its identifier), the anchor hits shared by rules, the work done."""
 
-    __slots__ = ("_reversed", "hits", "lowered", "stats", "text")
+    __slots__ = ("_reversed", "found", "hits", "lowered", "stats", "text")
 
     def __init__(self, text: str, stats: ScanStats) -> None:
         self.text = text
+        # The gates' literals that occur in `lowered` (None: not known, run every anchor).
+        self.found: frozenset[str] | None = None
         self.lowered = _lower_same_length(text)
         self._reversed: str | None = None
         self.hits: dict[tuple[str, int], dict[int, int]] = {}
@@ -221,6 +223,9 @@ class Redactor:
         # compiles only the few rules its texts open).
         self._compiled: list[_Compiled | None] = [None] * len(self.rules)
         self._gates = RuleGates([gate_for(r) if gated else None for r in self.rules])
+        # Per rule gated on its anchors, each anchor's leading literals: an anchor none of whose
+        # literals occurs in the text cannot hit, so it is not run.
+        self._anchor_literals = tuple(anchor_literals(r) if gated else None for r in self.rules)
         # A rule with keywords is gated on exactly them (prompts/rule_gates.py): once the gate
         # opened it, one occurs, and looking again would read a long text a second time for each
         # absent one (`pgpass`, `kind: secret`: 2 ms per 4 MB each).
@@ -240,14 +245,19 @@ class Redactor:
         return found
 
     def _candidates(self, rule: RedactionRule, pattern: re.Pattern[str], anchors: tuple[re.Pattern[str], ...],
-                    t: _Text, *, keywords_checked: bool = False) -> Iterable[tuple[re.Match[str] | None, int, int]]:
+                    t: _Text, *, keywords_checked: bool = False,
+                    literals: tuple[tuple[str, ...], ...] | None = None,
+                    ) -> Iterable[tuple[re.Match[str] | None, int, int]]:
         """(match or None when skipped, identifier start, identifier end) in start order."""
         if rule.keywords and not keywords_checked and not any(k in t.lowered for k in rule.keywords):
             return ()
         if not anchors:
             return ((m, m.start(), m.start()) for m in pattern.finditer(t.text))
         starts: dict[int, int] = {}
-        for anchor in anchors:
+        found = t.found
+        for i, anchor in enumerate(anchors):
+            if literals is not None and found is not None and not any(lit in found for lit in literals[i]):
+                continue  # its literal is not in the text: no hit
             key = (anchor.pattern, anchor.flags)
             hits = t.hits.get(key)
             if hits is None:  # shared anchors are scanned once per text
@@ -269,7 +279,8 @@ class Redactor:
         # The accepted span with the furthest end so far, and the last run `tail` extended.
         kept_start = kept_end = ext_from = ext_to = -1
         for m, run_start, run_end in self._candidates(rule, pattern, anchors, t,
-                                                         keywords_checked=self._keywords_checked[index]):
+                                                         keywords_checked=self._keywords_checked[index],
+                                                         literals=self._anchor_literals[index]):
             attempts += 1
             if m is None:
                 if reach is not None and kept_start <= run_start and run_end + reach < kept_end:
@@ -321,7 +332,8 @@ class Redactor:
         text = _unescaped_same_length(text)  # spans are offsets into the original all the same
         t = _Text(text, stats)
         multiline = self._multiline
-        for index in self._gates.open_rules(text, t.lowered):
+        open_rules, t.found = self._gates.open_rules_and_literals(text, t.lowered)
+        for index in open_rules:
             # (The newline is looked for only when such a rule is open: a log line opens few.)
             if index in multiline and text.find("\n", 0, len(text) - 1) < 0:
                 continue

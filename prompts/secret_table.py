@@ -28,6 +28,7 @@ from cardloop.prompts.secret_values import (
     _yaml_block_ok,
 )
 from cardloop.prompts.syntax_values import _html_password_ok, _placeholder_default_ok, _terraform_default_ok
+from cardloop.prompts.tool_secret_rules import TOOL_RULES
 
 
 def _token(prefix: str, width: int, body: str, *, after_dash: bool = False) -> LazyPattern:
@@ -453,6 +454,10 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         # Literal-first anchors: a scan for `echo|printf` as an alternation reads every character.
         anchors=(LazyPattern(r"echo(?=[ \t])"), LazyPattern(r"printf(?=[ \t])")),
     ),
+    # Tools' own syntaxes beyond these (prompts/tool_secret_rules.py): single-dash parameters, short
+    # flags, `user%X`, positional passwords, `config set`, here-strings, basic-auth calls,
+    # ipsec.secrets, chat webhooks, session cookies.
+    *TOOL_RULES,
     # PowerShell: `ConvertTo-SecureString "X" -AsPlainText -Force` (any case, as PowerShell reads it).
     RedactionRule(
         "powershell-secure-string",

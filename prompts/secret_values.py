@@ -260,6 +260,8 @@ def _value_going_on_ok(m: re.Match[str], strength: int, key: str, *, quoted: boo
 # Before a key that starts a line of settings: indentation, a shell's `export` or `set`, a YAML
 # or Compose list item.
 _LINE_LEAD = re.compile(r"[ \t]*(?:(?:export|set|SET)[ \t]+|-[ \t]+)?\Z")
+# A key of several words (`db_password`, `DB-PASSWORD`, `dbPassword`), not a word prose starts with.
+_COMPOUND_KEY = re.compile(r"[A-Za-z0-9][_\-][A-Za-z]|[a-z][A-Z]")
 _LINE_END = re.compile(r"[ \t]*(?:#[^\n]*)?(?:\r?\n|\Z)")
 
 
@@ -296,9 +298,20 @@ def _properties_line(m: re.Match[str], key: str, between: str) -> bool:
         return False
     if "." in key.strip("."):
         return True
+    if _strength(key) < 2:
+        return False
+    if _COMPOUND_KEY.search(key):
+        # `db_password s3cr3tvalue9`, `dbPassword ...`: no sentence starts with such a word, so the
+        # line is a setting, judged as `db_password=...` is (a digit-free word stays there too:
+        # unquoted, it cannot be told from a reference).
+        return True
     value = m.group("secret")
-    has_digit, _, has_upper, has_lower = _char_kinds(value)
-    return _strength(key) == 2 and ((has_digit and has_upper and has_lower) or _has_random_run(value))
+    has_digit, has_alpha, has_upper, has_lower = _char_kinds(value)
+    # After a plain word (`password`, `Token`), prose may go on ("password reset123",
+    # "Password rotation-2024"): digits among both cases, a random run, or digits inside a run of
+    # letters as no word with a number after it has them (`s3cr3tvalue9`, `hunter2go`).
+    return (has_digit and has_upper and has_lower) or _has_random_run(value) or (
+        has_digit and has_alpha and not all(map(_WORDISH.fullmatch, _SEPARATORS.split(value))))
 
 
 def _xml_value_ok(m: re.Match[str]) -> bool:
