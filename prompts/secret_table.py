@@ -105,6 +105,8 @@ _KEY_TAIL = (
     # A quoted key as a subscript (`os.environ["API_KEY"] = ...`, `ENV["X"] ||= ...`) or as a call's
     # first argument before its value (`define("AUTH_KEY", "...")`, `os.Setenv("TOKEN", "...")`).
     + r"|\][ \t]*(?:\|\||\?\?)?=(?!=)|,[ \t]*[\"'][^\s\"'`]{6}"
+    # A literal as a lookup's fallback: `getenv("API_KEY") ?? "..."`, `... || '...'`, `... or "..."`.
+    + r"|[)\]]?[ \t]*(?:\?\?|\|\||\?:|or[ \t])[ \t]*[\"'][^\s\"'`]{6}"
     + ")"
 )
 # What `_GENERIC_KEY` accepts, one literal-first anchor per word (a literal start keeps the
@@ -488,10 +490,12 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             # The value first, its key or name after it: `<add value="..." key="ApiKey"/>`.
             r"|[ \t\r\n]+value[ \t]*=[ \t]*(?P<rq>[\"'])"
             r"|(?:[ \t\r\n][^<>]{0,200}?)?(?<!/)>[ \t\r\n]{0,80}(?:<!\[CDATA\[)?)"
+            # .NET's applicationSettings: `<setting name="ApiKey" ...><value>...</value></setting>`.
+            r"(?P<vt><value>[ \t\r\n]{0,80})?"
             rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}|(?(rq){_QUOTED_VALUE}{{1,500}}|{_XML_TEXT}{{1,500}})))"
             r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?(rq)" + _QUOTE_GAP + r"(?P=rq)[ \t\r\n]+(?:key|name)[ \t]*=[ \t]*"
             r"(?P<rkq>[\"'])(?P<rkey>[A-Za-z0-9_.:\-]{1,80})" + _QUOTE_GAP + r"(?P=rkq)"
-            r"|(?(pkey)</string>|(?:\]\]>)?[ \t\r\n]{0,80}</(?P=tag)>)))"
+            r"|(?(pkey)</string>|(?:\]\]>)?[ \t\r\n]{0,80}(?(vt)</value>[ \t\r\n]{0,80})</(?P=tag)>)))"
         ),
         group="secret",
         validator=_xml_value_ok,
@@ -629,6 +633,9 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             # `System.setProperty("javax.net.ssl.keyStorePassword", "...")`, `getenv("X", "default")`):
             # then the value is quoted too, and judged strictly (`arg`: a list of names is no pair).
             r"|(?<=[\"'])\][ \t]*(?:\|\||\?\?)?=(?!=)|(?<=[\"'])[ \t]*(?P<arg>,)[ \t]*(?=[\"'])"
+            # A literal as the fallback of a lookup (`GetEnvironmentVariable("API_KEY") ?? "..."`,
+            # `process.env.API_TOKEN || '...'`, `os.getenv("SECRET_KEY") or "..."`), judged as `arg`.
+            r"|[)\]]?[ \t]*(?P<fb>\?\?|\|\||\?:|or(?=[ \t]))[ \t]*(?=[\"'])"
             # A Java .properties line may separate its key and value by spaces alone
             # (`db.password s3cr3t`); the value is then the rest of the line (`_generic_value_ok`
             # asks for a dotted key alone on its line, as properties files write them).
@@ -639,16 +646,19 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             # bounded (a 6 KB `credentials = """{...}"""` went whole into a prompt when it was): the
             # value stops at the next delimiter of its kind, so the values all candidates read are
             # apart, each part of the text read at most once per kind of delimiter.
-            r"(?:(?P<tq>\"\"\"|''')(?:\r?\n)?|(?P<q>[\"'`]))?"
+            r"(?:(?P<tq>\"\"\"|''')(?:\r?\n)?|(?P<q>[\"'`])"
+            # ODBC's braces quote a value that holds `;` or spaces (`Pwd={p;w d};`).
+            r"|(?P<bq>\{)(?=[^{}\r\n]{1,500}\}))?"
             # A shell line continuation (`export API_TOKEN=abc\` and `def` on the next line)
             # goes on with the value: the shell joins the two lines into one word.
             # A quoted value may hold escapes: `"ab\\cd"` in JSON, `"ab\$cd"` in a shell.
             # (A run of the class first, not an alternation per character: that is the fast path.)
             r"(?P<secret>(?(tq)(?s:(?:(?!(?P=tq)).)+)"
             rf"|(?(q){_QUOTED_VALUE}{{1,500}}(?:\\(?:[^{_SPACE}]|\r?\n[ \t]*){_QUOTED_VALUE}{{0,500}})*"
+            r"|(?(bq)[^{}\r\n]{1,500}"
             rf"|(?(sp)[^{_SPACE}]{{1,500}}+"
-            rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*" + _VALUE_GOES_ON + "))))"
-            r"(?(tq)(?P=tq)|(?(q)" + _QUOTE_GAP + r"(?P=q)|(?(sp)[ \t]*(?![^\r\n])|(?![(\[]))))"
+            rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*" + _VALUE_GOES_ON + ")))))"
+            r"(?(tq)(?P=tq)|(?(q)" + _QUOTE_GAP + r"(?P=q)|(?(bq)\}|(?(sp)[ \t]*(?![^\r\n])|(?![(\[])))))"
         ),
         group="secret",
         validator=_generic_value_ok,

@@ -194,7 +194,7 @@ _NAME_BEFORE = re.compile(r"name[\"']?[ \t]*[:=][ \t]*[\"']?\Z")
 def _generic_value_ok(m: re.Match[str]) -> bool:
     key = m.group("key")
     text, start = m.string, m.start()
-    nv, q, tq, sp = m.group("nv", "q", "tq", "sp")
+    nv, q, tq, sp, bq = m.group("nv", "q", "tq", "sp", "bq")
     if nv is not None and not _NAME_BEFORE.search(text, max(0, start - 24), start):
         return False  # `value:` after a word that names no variable
     before = text[max(0, start - 3):start]
@@ -204,6 +204,10 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
         return False
     value = m.group("secret")
     quoted = q is not None or tq is not None
+    if bq is not None:
+        # ODBC's `{...}` quotes only in a connection string (`;Pwd={...};`); elsewhere braces
+        # hold code (`token={authToken}` in JSX) and the value is judged as unquoted.
+        quoted = before.endswith(";") or text.startswith(";", m.end())
     if not quoted:
         between = text[m.end("key"):m.start("secret")]
         if sp is not None and not _properties_line(m, key, between):
@@ -216,10 +220,12 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
     # quoted one is: no code there names a variable, so `Ceslvc083_.Aoash` is no attribute path.
     connection = before.endswith(";") and text.startswith(";", m.end())
     strength = _strength(key)
-    if m.group("arg") is not None:
+    if m.group("arg") is not None or m.group("fb") is not None:
         # `("password", "...")`: more often a list of names than a call that sets a value
-        # (`fields = ("password", "passwordless")`), so only a random-looking literal goes.
-        strength = min(strength, 1)
+        # (`fields = ("password", "passwordless")`), and `token || "anonymous"` a word: only a
+        # random-looking literal goes (letters alone too when they are a random run).
+        return (_assigned_value_ok(min(strength, 1), key, value, quoted=True)
+                or (strength == 2 and _has_random_run(value) and not _is_placeholder(value)))
     if sp is not None and quoted and strength < 2:
         return False  # prose's "pass `strict_roots=False`": a quoted word after a space, no separator
     if tq is not None and strength < 2 and len(value.split()) > 1:

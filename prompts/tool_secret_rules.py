@@ -24,16 +24,35 @@ from cardloop.prompts.lazy_pattern import LazyPattern
 from cardloop.prompts.redaction_rule import RedactionRule
 from cardloop.prompts.secret_values import (
     _assigned_value_ok,
+    _char_kinds,
     _command_password_ok,
+    _has_random_run,
     _is_placeholder,
     _looks_random,
-    _not_placeholder,
     _strength,
 )
 
 # A command's argument: a password, maybe quoted; the class stops at whitespace and quotes.
 _ARG = r"(?P<q>[\"'])?(?P<secret>[^\s\"'`]{1,500})"
 _ARG_TAIL = r"[^\s\"'`]"
+
+
+def _random_token(value: str) -> bool:
+    """Digits among both cases with a random's entropy, or a random run of letters."""
+    has_digit, _, has_upper, has_lower = _char_kinds(value)
+    return (has_digit and has_upper and has_lower and _looks_random(value)) or _has_random_run(value)
+
+
+def _webhook_ok(m: re.Match[str]) -> bool:
+    value = m.group("secret")
+    return _char_kinds(value)[0] and not _is_placeholder(value)
+
+
+def _encoded_password_ok(m: re.Match[str]) -> bool:
+    """`user:X` piped into base64: X holds a digit or both cases (`content-type:text/plain` is a
+    header being encoded, not a login)."""
+    has_digit, _, has_upper, has_lower = _char_kinds(m.group("secret"))
+    return (has_digit or (has_upper and has_lower)) and _command_password_ok(m)
 
 
 def _positional_ok(m: re.Match[str]) -> bool:
@@ -113,6 +132,26 @@ _SHORT_FLAG_TOOLS = (
 )
 
 TOOL_RULES: tuple[RedactionRule, ...] = (
+    # HTTP clients' user and password in one argument: `curl -u user:X`, `curl --user "user:X"`,
+    # `curl -su user:X`, HTTPie's `http -a user:X` / `--auth user:X` (gitleaks' curl rule stops at
+    # a password's `^` or `!`). `-u user` alone makes curl prompt: no candidate.
+    RedactionRule(
+        "http-client-user-password",
+        LazyPattern(r"(?:curl|https?|xh)(?=[ \t])[^\n]{0,300}?[ \t](?:-[A-Za-z]{0,4}u|--user|-a|--auth)(?:=|[ \t]+)"
+                   r"(?P<q>[\"'])?[^\s:\"'$]{1,100}:(?P<secret>[^\s\"'`]{1,500})"),
+        group="secret",
+        validator=_command_password_ok,
+        anchors=(LazyPattern(r"curl(?=[ \t])"), LazyPattern(r"http(?=s?[ \t])"), LazyPattern(r"xh(?=[ \t])")),
+        tail=_ARG_TAIL,
+    ),
+    # A URL whose user is a token (`https://<token>@github.com/...`, as GitHub and Bitbucket take a
+    # token with no password): a user of 20 or more characters that looks random, not a name.
+    RedactionRule(
+        "url-token-user",
+        LazyPattern(r"://(?P<secret>[A-Za-z0-9_\-]{20,200})@(?=[A-Za-z0-9\[])"),
+        group="secret",
+        validator=lambda m: _random_token(m.group("secret")),
+    ),
     # A single-dash parameter that names a credential: PowerShell (`-Password X`, `-ClientSecret X`,
     # `-AccessToken X`), NuGet (`nuget sources add ... -Password X`), Java tools (`-password X`).
     # The candidate starts at the identifier that holds the word, so `one-time-password X` (a
@@ -195,7 +234,7 @@ TOOL_RULES: tuple[RedactionRule, ...] = (
         LazyPattern(r"(?:echo|printf)(?=[ \t])(?:[ \t]+-[neE]{1,3})?[ \t]+[\"']?[^\s:\"'$|]{1,100}:"
                    r"(?P<secret>[^\s\"'`|]{1,500})[\"']?[ \t]*\|[ \t]*(?:base64|openssl[ \t]+(?:base64|enc))"),
         group="secret",
-        validator=_command_password_ok,
+        validator=_encoded_password_ok,
         # The same anchors as `piped-password`'s: scanned once per text for both.
         anchors=(LazyPattern(r"echo(?=[ \t])"), LazyPattern(r"printf(?=[ \t])")),
     ),
@@ -225,7 +264,8 @@ TOOL_RULES: tuple[RedactionRule, ...] = (
         LazyPattern(r":[ \t]*(?:PSK|EAP|XAUTH|NTLM)[ \t]+"
                    r"(?P<q>\")?(?P<secret>(?(q)[^\"\r\n]{1,500}|[^\s\"]{1,500}))(?(q)\")"),
         group="secret",
-        validator=_not_placeholder(4),
+        # As a command line's password: a plain word (`"secret"`, a sample file's) stays.
+        validator=_command_password_ok,
         keywords=(": psk", ": eap", ": xauth", ": ntlm", ":psk"),
     ),
     # A chat webhook whose URL is the credential (anyone holding it can post): Discord's
@@ -240,7 +280,8 @@ TOOL_RULES: tuple[RedactionRule, ...] = (
             r"(?P<secret>[^\s\"'<>`]{20,500})"
         ),
         group="secret",
-        validator=_not_placeholder(20),
+        # Real ones hold digits (the id, hex); `YOUR_WEBHOOK_ID/YOUR_WEBHOOK_TOKEN` does not.
+        validator=_webhook_ok,
         anchors=(LazyPattern(r"discord(?:app)?\.com/api/webhooks/"), LazyPattern(r"webhook\.office\.com/webhookb2/"),
                  LazyPattern(r"outlook\.office(?:365)?\.com/webhook/")),
         tail=r"[^\s\"'<>`]",
