@@ -328,8 +328,9 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     RedactionRule(
         "url-credentials",
         # Starts at "://" so the scan is a fast literal search; scheme and user stay visible.
-        # The password class allows "@" and backtracks to the last one before the host.
-        LazyPattern(r"://[^\s:/?#@'\"<>]*:(?P<secret>[^\s/?#'\"<>]+)@(?=[A-Za-z0-9\[])"),
+        # The password class allows "@" and backtracks to the last one before the host; and "#",
+        # which a URL should escape but a password typed into one holds as it is (`ci:ab#cd@host`).
+        LazyPattern(r"://[^\s:/?#@'\"<>]*:(?P<secret>[^\s/?'\"<>]+)@(?=[A-Za-z0-9\[])"),
         group="secret",
         validator=_not_placeholder(1),
     ),

@@ -2,7 +2,8 @@
 word with `=` or `:` marks the value (prompts/secret_table.py holds the rest of our table and
 lists these among its command-line rules):
 - command lines: a single-dash parameter (`-Password X`, PowerShell and NuGet), a tool's short
-  password flag (`mongosh -p X`, `sqlcmd -P X`, `ldapsearch -w X`, `az login -p X`), a user and
+  password flag (`mongosh -p X`, `sqlcmd -P X`, `ldapsearch -w X`; `az login -p X` is
+  `command-login-password`'s), a user and
   password in one argument (`smbclient -U user%X`, `lftp -u user,X`, `xfreerdp /p:X`), a
   positional password (`rabbitmqctl add_user u X`, `net user u X`), `config set KEY VALUE`
   (npm, yarn, pnpm, git), a here-string into a login (`--with-token <<< X`), `user:X` piped
@@ -125,7 +126,6 @@ _SHORT_FLAG_TOOLS = (
     (r"bcp(?=[ \t])", r"bcp", "-P"),
     (r"mssql-cli(?=[ \t])", r"mssql-cli", "-P"),
     (r"ldap(?=[a-z]{0,8}[ \t])", r"ldap(?:search|add|modify|delete|passwd|whoami|compare|modrdn|exop)", "-w"),
-    (r"az(?=[ \t]+login[ \t])", r"az[ \t]+login", "-p"),
     (r"nuget(?=[ \t])", r"nuget", "-p"),
     (r"mosquitto_(?=[a-z]{2}[ \t])", r"mosquitto_(?:pub|sub|rr)", "-P"),
     (r"influx(?=[ \t])", r"influx", "-p"),
