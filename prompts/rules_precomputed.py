@@ -4,7 +4,7 @@ What the redactor derives from prompts/gitleaks.toml and from our rules' pattern
 # ruff: noqa: E501
 
 GITLEAKS_CRC = 1945422523
-RESERVED = ('anthropic-api-key', 'authorization-header', 'aws-access-key-id', 'aws-credentials', 'aws-secret-access-key', 'aws-secret-labelled', 'aws-secret-near-key-id', 'azure-connection-key', 'basic-auth-call', 'basic-auth-encode', 'bearer-token', 'cardloop-api-token', 'chat-webhook-url', 'command-line-password', 'command-login-password', 'config-set-value', 'credential-is', 'credential-phrase', 'docker-config-auth', 'generic-assignment', 'github-pat', 'github-token', 'google-api-key', 'here-string-password', 'html-password-input', 'htpasswd-password', 'http-client-user-password', 'ipsec-secret', 'jwt', 'keytool-password', 'kubernetes-secret-data', 'kubernetes-secret-string-data', 'mysql-password-flag', 'npmrc-auth', 'openai-api-key', 'parameter-password', 'password-is', 'pgpass-password', 'piped-password', 'placeholder-default', 'positional-password', 'powershell-secure-string', 'private-key', 'redis-cli-password', 'redis-config-password', 'session-cookie', 'slack-token', 'slack-webhook-url', 'sql-password', 'sshpass-password', 'stripe-api-key', 'terraform-variable-default', 'tool-password-flag', 'url-credentials', 'url-query-secret', 'url-token-user', 'user-password-argument', 'xml-credential', 'yaml-block-credential')
+RESERVED = ('anthropic-api-key', 'authorization-header', 'aws-access-key-id', 'aws-credentials', 'aws-secret-access-key', 'aws-secret-labelled', 'aws-secret-near-key-id', 'azure-connection-key', 'basic-auth-call', 'basic-auth-encode', 'bearer-token', 'cardloop-api-token', 'chat-webhook-url', 'command-line-password', 'command-login-password', 'config-set-value', 'credential-is', 'credential-phrase', 'docker-config-auth', 'generic-assignment', 'github-pat', 'github-token', 'google-api-key', 'here-string-password', 'html-password-input', 'htpasswd-password', 'http-client-user-password', 'ipsec-secret', 'jwt', 'keytool-password', 'kubernetes-secret-data', 'kubernetes-secret-string-data', 'mysql-password-flag', 'npmrc-auth', 'openai-api-key', 'parameter-password', 'password-is', 'pgpass-password', 'piped-password', 'placeholder-default', 'positional-password', 'powershell-secure-string', 'private-key', 'redis-cli-password', 'redis-config-password', 'session-cookie', 'slack-token', 'slack-webhook-url', 'sql-password', 'sshpass-password', 'stripe-api-key', 'terraform-variable-default', 'tool-password-flag', 'url-credentials', 'url-query-secret', 'user-password-argument', 'xml-credential', 'yaml-block-credential')
 # (target, regexes, stopwords, require_all, has_paths)
 ALLOWLISTS = (
     ('secret', ('(?i)^true|false|null\\Z', '^(?i:a+|b+|c+|d+|e+|f+|g+|h+|i+|j+|k+|l+|m+|n+|o+|p+|q+|r+|s+|t+|u+|v+|w+|x+|y+|z+|\\*+|\\.+)\\Z', '^\\$(?:\\d+|{\\d+})\\Z', '^\\$(?:[A-Z_]+|[a-z_]+)\\Z', '^\\${(?:[A-Z_]+|[a-z_]+)}\\Z', '^\\{\\{[ \\t]*[\\w ().\\|]+[ \\t]*}}\\Z', '^\\$\\{\\{[ \\t]*(?:(?:env|github|secrets|vars)(?:\\.[A-Za-z]\\w+)+[\\w "\'\\&./=\\|]*)[ \\t]*}}\\Z', '^%(?:[A-Z_]+|[a-z_]+)%\\Z', '^%[+\\-# 0]?[bcdeEfFgGoOpqstTUvxX]\\Z', '^\\{\\d{0,2}}\\Z', '^@(?:[A-Z_]+|[a-z_]+)@\\Z', '^/Users/(?i:[a-z0-9]+/[\\w .-/]+\\Z)', '^/(?:bin|etc|home|opt|tmp|usr|var)/[\\w ./-]+\\Z'), ('014df517-39d1-4453-b7b3-9930c563627c', 'abcdefghijklmnopqrstuvwxyz'), False, True),
@@ -278,7 +278,7 @@ LEADING_LITERALS = {
     ('AIza(?<![A-Za-z0-9_\\-].{4})[A-Za-z0-9_\\-]{35}', 32): ('AIza',),
     ('cl_(?<![A-Za-z0-9_\\-].{3})[A-Za-z0-9_\\-]{43}(?![A-Za-z0-9_\\-])', 32): ('cl_',),
     ('eyJ(?<![A-Za-z0-9_\\-].{3})[A-Za-z0-9_\\-]{8,}\\.eyJ[A-Za-z0-9_\\-]{8,}\\.[A-Za-z0-9_\\-]*', 32): ('eyJ',),
-    ('://[^\\s:/?#@\'\\"<>]*:(?P<secret>[^\\s/?\'\\"<>]+)@(?=[A-Za-z0-9\\[])', 32): ('://',),
+    ('://(?P<user>[^\\s:/?#@\'\\"<>]*:)?(?P<secret>[^\\s/?\'\\"<>]+)@(?=[A-Za-z0-9\\[])', 32): ('://',),
     ('[?&#](?i:access_token|refresh_token|id_token|auth_token|token|api_key|apikey|api-key|key|sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential|client_secret|password|passwd|secret)=(?P<secret>[^\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000&#\'\\"<>]{1,64})', 32): None,
     ('[?&#](?=(?:access_token|refresh_token|id_token|auth_token|token|api_key|apikey|api-key|key|sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential|client_secret|password|passwd|secret)=[^\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000&#\'\\"<>])', 32): None,
     ('(?i:(?:proxy-)?authorization)(?:[ \\t]{0,16}[\\"\'])?[ \\t]*(?:=>|:=|:(?!:)|=(?!=))[ \\t]*[\\"\']?(?i:bearer|basic|token|bot|apikey|api-key|sso-key)[ \\t]+(?P<secret>[A-Za-z0-9._~+/\\-]{6,}=*)', 32): None,
@@ -296,18 +296,14 @@ LEADING_LITERALS = {
     ('(?:echo(?<![A-Za-z0-9_\\-].{4})|printf(?<![A-Za-z0-9_\\-].{6}))[ \\t]+(?:-[neE]{1,3}[ \\t]+|[\\"\']?%s(?:\\\\n)?[\\"\']?[ \\t]+)?(?P<q>[\\"\'])?(?P<secret>[^\\s\\"\'`|;&]{1,500})(?(q)(?P=q))[ \\t]*\\|[^\\n|]{0,200}?--password-stdin', 32): None,
     ('echo(?=[ \\t])', 32): ('echo',),
     ('printf(?=[ \\t])', 32): ('printf',),
-    ('(?:curl|https?|xh)(?=[ \\t])[^\\n]{0,300}?[ \\t](?:-[A-Za-z]{0,4}u|--user|-a|--auth)(?:=|[ \\t]+)(?P<q>[\\"\'])?[^\\s:\\"\'$]{1,100}:(?P<secret>[^\\s\\"\'`]{1,500})', 32): None,
+    ('(?:curl|https?)(?=[ \\t])[^\\n]{0,300}?[ \\t](?:-[A-Za-z]{0,4}u|--user|-a|--auth)(?:=|[ \\t]+)(?P<q>[\\"\'])?[^\\s:\\"\'$]{1,100}:(?P<secret>[^\\s\\"\'`]{1,500})', 32): None,
     ('curl(?=[ \\t])', 32): ('curl',),
     ('http(?=s?[ \\t])', 32): ('http',),
-    ('xh(?=[ \\t])', 32): ('xh',),
-    ('://(?P<secret>[A-Za-z0-9_\\-]{20,200})@(?=[A-Za-z0-9\\[])', 32): ('://',),
     ('-(?!-)[A-Za-z0-9]{0,40}?(?i:password|passwd|token|secret|apikey|accesskey)[ \\t]+(?P<q>[\\"\'])?(?P<secret>[^\\s\\"\'`]{1,500})', 32): ('-',),
-    ('password(?=[ \\t]+[^\\s\\-$(=:])', 32): ('password',),
-    ('passwd(?=[ \\t]+[^\\s\\-$(=:])', 32): ('passwd',),
+    ('passw(?:or)?d(?=[ \\t]+[^\\s\\-$(=:])', 32): ('passw',),
     ('token(?=[ \\t]+[^\\s\\-$(=:])', 32): ('token',),
     ('secret(?=[ \\t]+[^\\s\\-$(=:])', 32): ('secret',),
-    ('apikey(?=[ \\t]+[^\\s\\-$(=:])', 32): ('apikey',),
-    ('accesskey(?=[ \\t]+[^\\s\\-$(=:])', 32): ('accesskey',),
+    ('key(?=[ \\t]+[^\\s\\-$(=:])', 32): ('key',),
     ('(?:mongo(?:sh|dump|restore|import|export|stat|top|files)?(?=[ \\t])[^\\n]{0,200}?[ \\t]-p|sqlcmd(?=[ \\t])[^\\n]{0,200}?[ \\t]-P|bcp(?=[ \\t])[^\\n]{0,200}?[ \\t]-P|mssql-cli(?=[ \\t])[^\\n]{0,200}?[ \\t]-P|ldap(?:search|add|modify|delete|passwd|whoami|compare|modrdn|exop)(?=[ \\t])[^\\n]{0,200}?[ \\t]-w|nuget(?=[ \\t])[^\\n]{0,200}?[ \\t]-p|mosquitto_(?:pub|sub|rr)(?=[ \\t])[^\\n]{0,200}?[ \\t]-P|influx(?=[ \\t])[^\\n]{0,200}?[ \\t]-p)[ \\t]+(?P<q>[\\"\'])?(?P<secret>[^\\s\\"\'`]{1,500})', 32): None,
     ('mongo(?=[a-z]{0,8}[ \\t])', 32): ('mongo',),
     ('sqlcmd(?=[ \\t])', 32): ('sqlcmd',),

@@ -28,7 +28,7 @@ from cardloop.prompts.secret_values import (
     _yaml_block_ok,
 )
 from cardloop.prompts.syntax_values import _html_password_ok, _placeholder_default_ok, _terraform_default_ok
-from cardloop.prompts.tool_secret_rules import TOOL_RULES
+from cardloop.prompts.tool_secret_rules import TOOL_RULES, _url_secret_ok
 
 
 def _token(prefix: str, width: int, body: str, *, after_dash: bool = False) -> LazyPattern:
@@ -330,9 +330,11 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         # Starts at "://" so the scan is a fast literal search; scheme and user stay visible.
         # The password class allows "@" and backtracks to the last one before the host; and "#",
         # which a URL should escape but a password typed into one holds as it is (`ci:ab#cd@host`).
-        LazyPattern(r"://[^\s:/?#@'\"<>]*:(?P<secret>[^\s/?'\"<>]+)@(?=[A-Za-z0-9\[])"),
+        # A user with no password is a token when it looks random (`https://<token>@github.com/`,
+        # as GitHub and Bitbucket take one): `_url_secret_ok`. (One rule, one scan of `://`.)
+        LazyPattern(r"://(?P<user>[^\s:/?#@'\"<>]*:)?(?P<secret>[^\s/?'\"<>]+)@(?=[A-Za-z0-9\[])"),
         group="secret",
-        validator=_not_placeholder(1),
+        validator=_url_secret_ok,
     ),
     RedactionRule(
         "url-query-secret",

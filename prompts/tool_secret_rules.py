@@ -44,6 +44,19 @@ def _random_token(value: str) -> bool:
     return (has_digit and has_upper and has_lower and _looks_random(value)) or _has_random_run(value)
 
 
+# A URL's user that can be a token: letters, digits, `_` and `-`, 20 to 200 of them.
+_TOKEN_USER = re.compile(r"[A-Za-z0-9_\-]{20,200}")
+
+
+def _url_secret_ok(m: re.Match[str]) -> bool:
+    """`url-credentials`: a password after `user:` that is no placeholder; or, with no password, a
+    user that is a token (random-looking: `git@`, `ci-bot-user-name-here@` stay)."""
+    value = m.group("secret")
+    if m.group("user") is not None:
+        return not _is_placeholder(value)
+    return _TOKEN_USER.fullmatch(value) is not None and _random_token(value)
+
+
 def _webhook_ok(m: re.Match[str]) -> bool:
     value = m.group("secret")
     return _char_kinds(value)[0] and not _is_placeholder(value)
@@ -137,20 +150,12 @@ TOOL_RULES: tuple[RedactionRule, ...] = (
     # a password's `^` or `!`). `-u user` alone makes curl prompt: no candidate.
     RedactionRule(
         "http-client-user-password",
-        LazyPattern(r"(?:curl|https?|xh)(?=[ \t])[^\n]{0,300}?[ \t](?:-[A-Za-z]{0,4}u|--user|-a|--auth)(?:=|[ \t]+)"
+        LazyPattern(r"(?:curl|https?)(?=[ \t])[^\n]{0,300}?[ \t](?:-[A-Za-z]{0,4}u|--user|-a|--auth)(?:=|[ \t]+)"
                    r"(?P<q>[\"'])?[^\s:\"'$]{1,100}:(?P<secret>[^\s\"'`]{1,500})"),
         group="secret",
         validator=_command_password_ok,
-        anchors=(LazyPattern(r"curl(?=[ \t])"), LazyPattern(r"http(?=s?[ \t])"), LazyPattern(r"xh(?=[ \t])")),
+        anchors=(LazyPattern(r"curl(?=[ \t])"), LazyPattern(r"http(?=s?[ \t])")),
         tail=_ARG_TAIL,
-    ),
-    # A URL whose user is a token (`https://<token>@github.com/...`, as GitHub and Bitbucket take a
-    # token with no password): a user of 20 or more characters that looks random, not a name.
-    RedactionRule(
-        "url-token-user",
-        LazyPattern(r"://(?P<secret>[A-Za-z0-9_\-]{20,200})@(?=[A-Za-z0-9\[])"),
-        group="secret",
-        validator=lambda m: _random_token(m.group("secret")),
     ),
     # A single-dash parameter that names a credential: PowerShell (`-Password X`, `-ClientSecret X`,
     # `-AccessToken X`), NuGet (`nuget sources add ... -Password X`), Java tools (`-password X`).
@@ -163,8 +168,9 @@ TOOL_RULES: tuple[RedactionRule, ...] = (
         validator=_command_password_ok,
         # Word-first anchors (a `-` first would open the rule on every line with a dash); the
         # pattern, tried at the identifier that holds the word, asks for the dash.
+        # (`passw` for password and passwd, `key` for apikey and accesskey: one scan each.)
         anchors=tuple(LazyPattern(w + r"(?=[ \t]+[^\s\-$(=:])")
-                      for w in ("password", "passwd", "token", "secret", "apikey", "accesskey")),
+                      for w in ("passw(?:or)?d", "token", "secret", "key")),
         tail=_ARG_TAIL,
     ),
     # A tool's short password flag, after the tool's name on the same line.
