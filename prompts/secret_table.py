@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from cardloop.prompts.key_format_rules import KEY_FORMAT_RULES
 from cardloop.prompts.kube_secret_data import secret_data_values
 from cardloop.prompts.kube_string_data import string_data_values
 from cardloop.prompts.lazy_pattern import LazyPattern, compiled
@@ -107,12 +108,14 @@ _KEY_TAIL = (
     + r"|\][ \t]*(?:\|\||\?\?)?=(?!=)|,[ \t]*[\"'][^\s\"'`]{6}"
     # A literal as a lookup's fallback: `getenv("API_KEY") ?? "..."`, `... || '...'`, `... or "..."`.
     + r"|[)\]]?[ \t]*(?:\?\?|\|\||\?:|or[ \t])[ \t]*[\"'][^\s\"'`]{6}"
+    # A Markdown table's row: `| DB_PASSWORD | s3cr3t |`.
+    + r"|`?[ \t]*\|[ \t]*`?[^\s|`]{6}"
     + ")"
 )
 # What `_GENERIC_KEY` accepts, one literal-first anchor per word (a literal start keeps the
 # scan a fast substring search): `key` only after `api`, `private` ...
 _KEY_PREFIXES = tuple(p + sep for p in ("api", "private", "access", "signing", "encryption",
-                                        "master", "auth", "shared") for sep in ("", "_", "-", "."))
+                                        "master", "auth", "shared", "subscription") for sep in ("", "_", "-", "."))
 _GENERIC_ANCHORS = (
     *(_key_anchor(w, _KEY_TAIL) for w in ("secret", "token", "pwd", "credential", "passwd",
                                           "password", "passphrase", "creds", "psk")),
@@ -182,6 +185,8 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             re.DOTALL,
         ),
     ),
+    # JSON Web Keys' private members, PuTTY key files (prompts/key_format_rules.py).
+    *KEY_FORMAT_RULES,
     RedactionRule("anthropic-api-key", _token("sk-ant-", 7, r"[A-Za-z0-9_\-]{20,}", after_dash=True)),
     RedactionRule(
         "openai-api-key",
@@ -639,6 +644,8 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             # A literal as the fallback of a lookup (`GetEnvironmentVariable("API_KEY") ?? "..."`,
             # `process.env.API_TOKEN || '...'`, `os.getenv("SECRET_KEY") or "..."`), judged as `arg`.
             r"|[)\]]?[ \t]*(?P<fb>\?\?|\|\||\?:|or(?=[ \t]))[ \t]*(?=[\"'])"
+            # A Markdown table's row: `| DB_PASSWORD | s3cr3t |`, the key maybe in backticks.
+            r"|`?[ \t]*(?P<cell>\|)(?!\|)"
             # A Java .properties line may separate its key and value by spaces alone
             # (`db.password s3cr3t`); the value is then the rest of the line (`_generic_value_ok`
             # asks for a dotted key alone on its line, as properties files write them).

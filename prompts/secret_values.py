@@ -75,7 +75,7 @@ _LOWER_UPPER = re.compile(r"[a-z][A-Z]")
 _SEPARATORS = re.compile(r"[_.\-]")
 _GENERIC_KEY = re.compile(
     r"api[_.\-]?key|apikey|secret|token|passw(?:or)?d|pwd|passphrase|credential|creds|psk"
-    r"|(?:private|access|signing|encryption|master|auth|shared)[_.\-]?key",
+    r"|(?:private|access|signing|encryption|master|auth|shared|subscription)[_.\-]?key",
     re.IGNORECASE,
 )
 # The last word of the key decides how sure we are that the value is a credential.
@@ -220,6 +220,8 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
     # quoted one is: no code there names a variable, so `Ceslvc083_.Aoash` is no attribute path.
     connection = before.endswith(";") and text.startswith(";", m.end())
     strength = _strength(key)
+    if m.group("cell") is not None and not _table_cell(m):
+        return False
     if m.group("arg") is not None or m.group("fb") is not None:
         # `("password", "...")`: more often a list of names than a call that sets a value
         # (`fields = ("password", "passwordless")`), and `token || "anonymous"` a word: only a
@@ -269,6 +271,19 @@ _LINE_LEAD = re.compile(r"[ \t]*(?:(?:export|set|SET)[ \t]+|-[ \t]+)?\Z")
 # A key of several words (`db_password`, `DB-PASSWORD`, `dbPassword`), not a word prose starts with.
 _COMPOUND_KEY = re.compile(r"[A-Za-z0-9][_\-][A-Za-z]|[a-z][A-Z]")
 _LINE_END = re.compile(r"[ \t]*(?:#[^\n]*)?(?:\r?\n|\Z)")
+
+
+# After a table cell's value: the cell's end.
+_CELL_END = re.compile(r"`?[ \t]*\|")
+
+
+def _table_cell(m: re.Match[str]) -> bool:
+    """`| DB_PASSWORD | value |`: the row starts its line with `|`, and the value is the whole next
+    cell (`| password | The user's password |` is a description: its first word is no value)."""
+    text, start = m.string, m.start()
+    line_start = text.rfind("\n", 0, start) + 1
+    lead = text[line_start:start].strip(" \t`")
+    return lead.startswith("|") and "|" not in m.group("secret") and _CELL_END.match(text, m.end()) is not None
 
 
 def _literal_line(m: re.Match[str]) -> bool:

@@ -78,6 +78,7 @@ _KINDS: dict[str, Callable[[random.Random], str]] = {
     "twilio": lambda r: "S" + "K" + _rnd(r, 32, HEX),
     "sas": lambda r: _rnd(r, 43, B64),
     "session": lambda r: _rnd(r, 32, HEX),
+    "b64url": lambda r: _rnd(r, 43, ALNUM + "-_"),
 }
 
 TEMPLATES: tuple[tuple[str, str, str], ...] = (
@@ -197,6 +198,11 @@ TEMPLATES: tuple[tuple[str, str, str], ...] = (
     ("wpa-supplicant", 'network={{\n    ssid="acme-office"\n    psk="{s}"\n}}', "pw"),
     ("ipsec-secrets", '%any %any : PSK "{s}"', "pw"),
     ("nmconnection", "[wifi-security]\nkey-mgmt=wpa-psk\npsk={s}\n", "pw"),
+    # keys in other formats, docs
+    ("jwk", '{{"keys": [{{"kty": "RSA", "kid": "k1", "e": "AQAB", "n": "sXch", "d": "{s}"}}]}}', "b64url"),
+    ("jwk", '{{"kty":"oct","alg":"HS256","k":"{s}"}}', "b64url"),
+    ("azure-apim", "Ocp-Apim-Subscription-Key: {s}", "hex"),
+    ("markdown-table", "| Variable | Value |\n|---|---|\n| `DB_PASSWORD` | `{s}` |\n| DB_HOST | db |", "pw"),
 )
 
 
@@ -208,6 +214,11 @@ def samples(seed: int = 0) -> list[Sample]:
         secret = _KINDS[kind](rng)
         out.append(Sample(family, template.format(s=secret), (secret,)))
     out += _pem_samples(rng)
+    body = _pem_lines(rng, 3)
+    ppk = "\n".join(["PuTTY-User-Key-File-3: ssh-ed25519", "Encryption: none", "Comment: deploy",
+                     "Public-Lines: 1", "AAAAC3NzaC1lZDI1NTE5AAAAIOa", "Private-Lines: 3", *body,
+                     "Private-MAC: " + _rnd(rng, 64, HEX)])
+    out.append(Sample("putty-key", ppk, tuple(body)))
     return out
 
 

@@ -537,6 +537,9 @@ ADVERSARIAL = {
     "cookie words": lambda n: _cycle("cookie", n),
     "tool command words": lambda n: _cycle("curl -u a: http -a mongo -p sqlcmd -P -Password ", n),
     "ipsec PSK": lambda n: _cycle(': PSK "', n),
+    "JWK members": lambda n: '"kty":' + _cycle('"d":"abcdefghijklmnop', n),
+    "PuTTY headers": lambda n: _cycle("Private-Lines: 1\nQUJDREVG\n", n),
+    "table cells": lambda n: _cycle("| token | ", n),
 }
 
 

@@ -41,7 +41,8 @@ def test_the_assemblers_scrubber_redacts_the_corpus_the_same() -> None:
 
 def test_the_corpus_covers_many_families_with_one_sample_each() -> None:
     assert len({family for family, _, _ in TEMPLATES}) >= 70
-    assert len(samples(0)) == len(TEMPLATES) + 13  # and the PEM keys: 4 kinds x 3 forms, a service account
+    # And the keys: 4 PEM kinds x 3 forms, a service account, a PuTTY key.
+    assert len(samples(0)) == len(TEMPLATES) + 14
 
 
 # Look-alikes of every family above: stay as they are (a placeholder, a mask, a reference and a
@@ -95,6 +96,9 @@ BENIGN = [
     'System.setProperty("javax.net.ssl.keyStorePassword", "changeit");',
     'os.environ["API_KEY"] = api_key\nos.environ.setdefault("DJANGO_SETTINGS_MODULE", "app.settings")',
     "ENV[\"RAILS_ENV\"] ||= \"production\"\n$_ENV['DB_PASSWORD'] = $password;",
+    '{"kty": "RSA", "e": "AQAB", "n": "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1Wl"}',
+    '{"d": "2024-05-01", "k": "value"}\nPublic-Lines: 2\nAAAAB3NzaC1yc2EAAAADAQABAAABAQ',
+    "| Variable | Description |\n|---|---|\n| DB_PASSWORD | The database password |\n| API_TOKEN | string |",
     "x-api-key: ${API_KEY}\nAuthorization: Bearer ${TOKEN}\nAuthorization: Bearer <token>",
 ]
 
