@@ -159,8 +159,8 @@ class _Text:
 
     def __init__(self, text: str, stats: ScanStats) -> None:
         self.text = text
-        # The gates' literals that occur in `lowered` (None: not known, run every anchor).
-        self.found: frozenset[str] | None = None
+        # The gates' literals that occur in `lowered`, by index (None: not known, run every anchor).
+        self.found: set[int] | None = None
         self.lowered = _lower_same_length(text)
         self._reversed: str | None = None
         self.hits: dict[tuple[str, int], dict[int, int]] = {}
@@ -225,7 +225,8 @@ class Redactor:
         self._gates = RuleGates([gate_for(r) if gated else None for r in self.rules])
         # Per rule gated on its anchors, each anchor's leading literals: an anchor none of whose
         # literals occurs in the text cannot hit, so it is not run.
-        self._anchor_literals = tuple(anchor_literals(r) if gated else None for r in self.rules)
+        self._anchor_literals = tuple(self._literal_indexes(anchor_literals(r)) if gated else None
+                                      for r in self.rules)
         # A rule with keywords is gated on exactly them (prompts/rule_gates.py): once the gate
         # opened it, one occurs, and looking again would read a long text a second time for each
         # absent one (`pgpass`, `kind: secret`: 2 ms per 4 MB each).
@@ -233,6 +234,13 @@ class Redactor:
         self._multiline = frozenset(i for i, r in enumerate(self.rules) if r.multiline)
         # The tail of a PEM block cut above its BEGIN line is named (and counted) as the whole one.
         self._pem_tail = names.index("private-key") if "private-key" in names[:len(self.rules)] else None
+
+    def _literal_indexes(self, per_anchor: tuple[tuple[str, ...], ...] | None) -> tuple[tuple[int, ...], ...] | None:
+        """Each anchor's leading literals as the gates' indexes (None when one is not gated on)."""
+        if per_anchor is None:
+            return None
+        found = tuple(tuple(self._gates.lowered_index(lit) for lit in lits) for lits in per_anchor)
+        return None if any(k is None for lits in found for k in lits) else found  # type: ignore[return-value]
 
     def _compile(self, index: int) -> _Compiled:
         rule = self.rules[index]
@@ -246,7 +254,7 @@ class Redactor:
 
     def _candidates(self, rule: RedactionRule, pattern: re.Pattern[str], anchors: tuple[re.Pattern[str], ...],
                     t: _Text, *, keywords_checked: bool = False,
-                    literals: tuple[tuple[str, ...], ...] | None = None,
+                    literals: tuple[tuple[int, ...], ...] | None = None,
                     ) -> Iterable[tuple[re.Match[str] | None, int, int]]:
         """(match or None when skipped, identifier start, identifier end) in start order."""
         if rule.keywords and not keywords_checked and not any(k in t.lowered for k in rule.keywords):

@@ -51,6 +51,7 @@ class _Side:
     def __init__(self, users: dict[str, list[int]]) -> None:
         self.literals = tuple(users)
         self.users = tuple(tuple(users[lit]) for lit in self.literals)
+        self.index = {lit: k for k, lit in enumerate(self.literals)}
         self.automaton = ahocorasick_rs.AhoCorasick(self.literals) if self.literals else None
         # A literal across a window's end is in both windows (see `_found_in_windows`).
         self._overlap = max(map(len, self.literals), default=1) - 1
@@ -111,16 +112,20 @@ class RuleGates:
     def open_rules(self, text: str, lowered: str) -> list[int]:
         return self.open_rules_and_literals(text, lowered)[0]
 
-    def open_rules_and_literals(self, text: str, lowered: str) -> tuple[list[int], frozenset[str] | None]:
-        """The open rules, and the literals of the lowercased side that occur in `lowered`: an
-        anchored rule runs only those of its anchors whose leading literal is among them (a
-        rule of nine tools' names opened by one of them scanned the text nine times)."""
+    def open_rules_and_literals(self, text: str, lowered: str) -> tuple[list[int], set[int] | None]:
+        """The open rules, and the indexes (`lowered_index`) of the lowercased side's literals that
+        occur in `lowered`: an anchored rule runs only those of its anchors whose leading literal
+        is among them (a rule of eight tools' names opened by one scanned the text eight times)."""
         if len(self.always) == self.count:
             return list(range(self.count)), None
         rules = set(self.always)
         self._as_written.open_rules(text, rules)
         found = self._lowered.open_rules(lowered, rules)
-        return sorted(rules), frozenset(self._lowered.literals[k] for k in found)
+        return sorted(rules), found
+
+    def lowered_index(self, literal: str) -> int | None:
+        """The index `open_rules_and_literals` reports `literal` (of the lowercased side) by."""
+        return self._lowered.index.get(literal)
 
 
 _UNKNOWN = object()

@@ -154,7 +154,9 @@ TOOL_RULES: tuple[RedactionRule, ...] = (
                    r"(?P<q>[\"'])?[^\s:\"'$]{1,100}:(?P<secret>[^\s\"'`]{1,500})"),
         group="secret",
         validator=_command_password_ok,
-        anchors=(LazyPattern(r"curl(?=[ \t])"), LazyPattern(r"http(?=s?[ \t])")),
+        # Literals with their space (`http ` is rarer than `http`, which every URL holds): a line
+        # without one does not open the rule.
+        anchors=(LazyPattern(r"curl "), LazyPattern(r"http "), LazyPattern(r"https ")),
         tail=_ARG_TAIL,
     ),
     # A single-dash parameter that names a credential: PowerShell (`-Password X`, `-ClientSecret X`,
@@ -200,7 +202,7 @@ TOOL_RULES: tuple[RedactionRule, ...] = (
         group="secret",
         validator=_command_password_ok,
         anchors=(*(LazyPattern(w + r"(?=[ \t])") for w in ("smbclient", "rpcclient", "smbcacls", "smbget", "lftp")),
-                 LazyPattern(r"net(?=[ \t]+(?:rpc|ads)[ \t])"), LazyPattern(r"freerdp(?=3?[ \t])")),
+                 LazyPattern(r"net rpc "), LazyPattern(r"net ads "), LazyPattern(r"freerdp(?=3?[ \t])")),
         tail=_ARG_TAIL,
     ),
     # A password as a positional argument: `rabbitmqctl add_user u X`, `change_password u X`,
@@ -211,7 +213,7 @@ TOOL_RULES: tuple[RedactionRule, ...] = (
                    r"[\"']?[^\s\"'/]{1,100}[\"']?[ \t]+" + _ARG),
         group="secret",
         validator=_positional_ok,
-        anchors=(LazyPattern(r"rabbitmqctl(?=[ \t])"), LazyPattern(r"net(?=[ \t]+user[ \t])")),
+        anchors=(LazyPattern(r"rabbitmqctl(?=[ \t])"), LazyPattern(r"net user ")),
         tail=_ARG_TAIL,
     ),
     # `npm config set //registry.example.com/:_authToken X`, `yarn config set npmAuthToken X`,
@@ -261,7 +263,8 @@ TOOL_RULES: tuple[RedactionRule, ...] = (
         anchors=(*(LazyPattern(w + r"(?=[ \t]*\()") for w in (
             "basicauth", "digestauth", "networkcredential", "passwordauthentication", "passwordcredential",
             "passwordcredentials", "getconnection")),
-                 LazyPattern(r"auth(?=[ \t]*[=:][ \t]*[(\[][ \t]*[\"'])")),
+                 # `auth=(`, `auth = (` (keyword arguments as written), not every `auth` of a text.
+                 LazyPattern(r"auth=(?=[(\[][ \t]*[\"'])"), LazyPattern(r"auth = (?=[(\[][ \t]*[\"'])")),
     ),
     # strongSwan's and Libreswan's ipsec.secrets: `[ids] : PSK "X"` (also `0x` hex or `0s` base64,
     # unquoted), `: EAP "X"`, `: XAUTH "X"`, `: NTLM "X"`; key files (`: RSA key.pem`) stay.
