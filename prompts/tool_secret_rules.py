@@ -99,7 +99,7 @@ def session_cookies(text: str) -> tuple[list[tuple[int, int]], int]:
     """Spans of session cookies' values (see `session-cookie`), and how many characters were
     read: the cookies after each header, up to its line's end (at most 4,000 characters), once."""
     hits: list[int] = []
-    for word in ("cookie", "Cookie", "COOKIE", "-b "):  # C scans; no lowercased copy of the text
+    for word in ("ookie", "OOKIE", "-b "):  # C scans; no lowercased copy of the text
         pos = text.find(word)
         while pos >= 0:
             hits.append(pos)
@@ -110,7 +110,7 @@ def session_cookies(text: str) -> tuple[list[tuple[int, int]], int]:
         if pos < done:
             continue  # in cookies already read
         head = None
-        for back in (4, 2, 0):  # `set-cookie:`, `--cookie`, `cookie:` / `-b `
+        for back in (5, 3, 1, 0):  # `set-cookie:`, `--cookie`, `cookie:`, `-b `
             head = _COOKIE_START.match(text, pos - back) if pos >= back else None
             if head is not None:
                 break
@@ -165,14 +165,15 @@ TOOL_RULES: tuple[RedactionRule, ...] = (
     # word glued before the dash) is none; `--x-password` is `command-line-password`'s.
     RedactionRule(
         "parameter-password",
-        LazyPattern(r"-(?!-)[A-Za-z0-9]{0,40}?(?i:password|passwd|token|secret|apikey|accesskey)[ \t]+" + _ARG),
+        LazyPattern(r"-(?!-)[A-Za-z0-9]{0,24}?(?i:password|passwd|token|secret|apikey|accesskey)[ \t]+" + _ARG),
         group="secret",
         validator=_command_password_ok,
-        # Word-first anchors (a `-` first would open the rule on every line with a dash); the
-        # pattern, tried at the identifier that holds the word, asks for the dash.
-        # (`passw` for password and passwd, `key` for apikey and accesskey: one scan each.)
-        anchors=tuple(LazyPattern(w + r"(?=[ \t]+[^\s\-$(=:])")
-                      for w in ("passw(?:or)?d", "token", "secret", "key")),
+        # Gated on the words (one Aho-Corasick pass shared by all rules), then one scan of the
+        # dashes: four scans of frequent words cost more. A dash inside a word (`one-time-password
+        # X`) is tried at that word's start, where the pattern finds no dash.
+        keywords=("password", "passwd", "token", "secret", "apikey", "accesskey"),
+        anchors=(LazyPattern(r"-(?=[a-z0-9]{0,24}?(?:password|passwd|token|secret|apikey|accesskey)"
+                             r"[ \t]+[^\s\-$(=:])"),),
         tail=_ARG_TAIL,
     ),
     # A tool's short password flag, after the tool's name on the same line.
