@@ -205,9 +205,12 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
     value = m.group("secret")
     quoted = q is not None or tq is not None
     if bq is not None:
-        # ODBC's `{...}` quotes only in a connection string (`;Pwd={...};`); elsewhere braces
-        # hold code (`token={authToken}` in JSX) and the value is judged as unquoted.
-        quoted = before.endswith(";") or text.startswith(";", m.end())
+        # ODBC's `{...}` quotes only in a connection string (`;Pwd={...};`); elsewhere braces hold
+        # code: an object (`clientSecret:{type:"string"}`), JSX (`token={authToken}`), an f-string.
+        if ("." in key or not _after_connection_field(text, start)
+                or any(c in value for c in "\"':")):  # no object (`{name:n.name}`), no dotted key
+            return False
+        quoted = True
     if not quoted:
         between = text[m.end("key"):m.start("secret")]
         if sp is not None and not _properties_line(m, key, between):
@@ -222,6 +225,8 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
     strength = _strength(key)
     if m.group("cell") is not None and not _table_cell(m):
         return False
+    if (m.group("arg") is not None or m.group("fb") is not None) and not _key_quoted_whole(m):
+        return False  # `"/v1/messages/count_tokens", "..."`: the key is a part of a longer string
     if m.group("arg") is not None or m.group("fb") is not None:
         # `("password", "...")`: more often a list of names than a call that sets a value
         # (`fields = ("password", "passwordless")`), and `token || "anonymous"` a word: only a
@@ -271,6 +276,23 @@ _LINE_LEAD = re.compile(r"[ \t]*(?:(?:export|set|SET)[ \t]+|-[ \t]+)?\Z")
 # A key of several words (`db_password`, `DB-PASSWORD`, `dbPassword`), not a word prose starts with.
 _COMPOUND_KEY = re.compile(r"[A-Za-z0-9][_\-][A-Za-z]|[a-z][A-Z]")
 _LINE_END = re.compile(r"[ \t]*(?:#[^\n]*)?(?:\r?\n|\Z)")
+
+
+# A connection string's field before `;` (`Uid=sa`, `Driver={ODBC Driver 18 for SQL Server}`),
+# at the end of the text before a key.
+_CONNECTION_FIELD = re.compile(r"(?:^|[;\"'\s])[A-Za-z][\w .\-]{0,60}=(?:\{[^{}\n]{0,200}\}|[^;{}()\"'\n]){0,200};\Z")
+
+
+def _after_connection_field(text: str, start: int) -> bool:
+    """The key at `start` follows a `Key=Value;` field, as in an ODBC connection string (minified
+    code's `...};this.apiKey={...}` follows a statement)."""
+    return _CONNECTION_FIELD.search(text, max(0, start - 300), start) is not None
+
+
+def _key_quoted_whole(m: re.Match[str]) -> bool:
+    """A key closed by a quote opens with the same quote right before it (`"API_KEY", "..."`)."""
+    closing = m.string[m.end("key"):m.start("secret")].lstrip(" \t")[:1]
+    return closing not in "\"'" or (m.start() > 0 and m.string[m.start() - 1] == closing)
 
 
 # After a table cell's value: the cell's end.

@@ -99,6 +99,12 @@ BENIGN = [
     '{"kty": "RSA", "e": "AQAB", "n": "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1Wl"}',
     '{"d": "2024-05-01", "k": "value"}\nPublic-Lines: 2\nAAAAB3NzaC1yc2EAAAADAQABAAABAQ',
     "| Variable | Description |\n|---|---|\n| DB_PASSWORD | The database password |\n| API_TOKEN | string |",
+    # Found in installed packages while this corpus was written: a key inside a longer string, an
+    # object or an f-string after `=` or `:` (braces quote only in a connection string).
+    '{"/v1/messages/count_tokens", "/v1/messages/count_tokens?beta=true"}',
+    'auth["identity_token"] = {"source": "file", "path": v}\nf"has identity_token={identity_token_cfg!r}."',
+    'x={clientSecret:{type:"string",minLength:0},tryItAuthBasicPassword:{type:"string"}};'
+    'this.apiKey={name:n.name,in:n.in};y={withCredentials:{typeCaster:c,defaultValue:YT.withCredentials}}',
     "x-api-key: ${API_KEY}\nAuthorization: Bearer ${TOKEN}\nAuthorization: Bearer <token>",
 ]
 
