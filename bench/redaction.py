@@ -10,6 +10,9 @@ packages' Python sources and RECORD files).
     families_caught        families whose every sample lost every part of its secret
     whole_secret_coverage  samples (family x syntax x draw) with nothing of the secret left
     leaks                  secret parts of which 8 characters or more survived
+    redteam                the red-team corpus (tests/prompts/redteam_corpus.py: curl, psql, JDBC,
+                           source code, Compose, Helm, PEM keys in pod logs ...) caught whole:
+                           no 4 characters of a secret left
     false_positives_per_mb findings in the benign text, per MB
     mb_per_s               the redactor over the benign text (whole texts; and line by line,
                            as logs arrive)
@@ -33,6 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cardloop.prompts.redact import DEFAULT_REDACTOR, DEFAULT_RULES, GITLEAKS_RULES, Redactor
+from tests.prompts import redteam_corpus
 from tests.prompts.benign_corpus import generated, installed
 from tests.prompts.secret_corpus import FAMILIES, leaked, samples
 
@@ -71,6 +75,13 @@ def main() -> None:
     print(f"families_caught: {caught}/{len(FAMILIES)}  ({syntaxes} syntaxes, {len(corpus)} samples)")
     print(f"whole_secret_coverage: {clean / len(corpus):.4f}")
     print(f"leaks: {sum(leaks.values())}")
+    # The red-team corpus: tools' and languages' own syntaxes, a sample per template and draw.
+    team = [s for seed in range(args.draws) for s in redteam_corpus.samples(seed=200 + seed)]
+    team_missed = [s for s in team if redteam_corpus.leaked(s, DEFAULT_REDACTOR.redact(s.text).text)]
+    for s in team_missed:
+        print(f"LEAK {s.family}: {DEFAULT_REDACTOR.redact(s.text).text[:160]!r}")
+    print(f"redteam: {len(team) - len(team_missed)}/{len(team)} samples caught whole "
+          f"({len({s.family for s in team})} families)")
 
     # ---- the benign side
     size = args.benign_kb * 1000
@@ -96,7 +107,7 @@ def main() -> None:
     print(f"floor_mb_per_s: {mb / floor:.1f}")
     print(f"own_rules_mb_per_s: {mb / own_only:.1f}  (line by line: {mb / own_lines:.1f})")
     print(f"ratio_to_floor: {ours / floor:.1f}  (own rules alone: {own_only / floor:.1f})")
-    sys.exit(0 if caught == len(FAMILIES) and not found else 1)
+    sys.exit(0 if caught == len(FAMILIES) and not found and not team_missed else 1)
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ from cardloop.prompts.lazy_pattern import compiled
 from cardloop.prompts.pem_tail import headless_keys
 from cardloop.prompts.percent import percent_decoded
 from cardloop.prompts.redaction_rule import RedactionRule
-from cardloop.prompts.rule_gates import RuleGates, gate_for
+from cardloop.prompts.rule_gates import RuleGates, anchor_literals, gate_for
 from cardloop.prompts.secret_rules import GitleaksScanner, load_default
 from cardloop.prompts.secret_table import _SPACE, DEFAULT_RULES
 from cardloop.prompts.secret_values import shannon_entropy
@@ -155,10 +155,12 @@ class _Text:
     """One text being scanned: its same-length lowercase (reversed too, when an anchor hit
     needs the start of its identifier), the anchor hits shared by rules, the work done."""
 
-    __slots__ = ("_reversed", "hits", "lowered", "stats", "text")
+    __slots__ = ("_reversed", "found", "hits", "lowered", "stats", "text")
 
     def __init__(self, text: str, stats: ScanStats) -> None:
         self.text = text
+        # The gates' literals that occur in `lowered`, by index (None: not known, run every anchor).
+        self.found: set[int] | None = None
         self.lowered = _lower_same_length(text)
         self._reversed: str | None = None
         self.hits: dict[tuple[str, int], dict[int, int]] = {}
@@ -221,6 +223,10 @@ class Redactor:
         # compiles only the few rules its texts open).
         self._compiled: list[_Compiled | None] = [None] * len(self.rules)
         self._gates = RuleGates([gate_for(r) if gated else None for r in self.rules])
+        # Per rule gated on its anchors, each anchor's leading literals: an anchor none of whose
+        # literals occurs in the text cannot hit, so it is not run.
+        self._anchor_literals = tuple(self._literal_indexes(anchor_literals(r)) if gated else None
+                                      for r in self.rules)
         # A rule with keywords is gated on exactly them (prompts/rule_gates.py): once the gate
         # opened it, one occurs, and looking again would read a long text a second time for each
         # absent one (`pgpass`, `kind: secret`: 2 ms per 4 MB each).
@@ -229,23 +235,37 @@ class Redactor:
         # The tail of a PEM block cut above its BEGIN line is named (and counted) as the whole one.
         self._pem_tail = names.index("private-key") if "private-key" in names[:len(self.rules)] else None
 
+    def _literal_indexes(self, per_anchor: tuple[tuple[str, ...], ...] | None) -> tuple[tuple[int, ...], ...] | None:
+        """Each anchor's leading literals as the gates' indexes (None when one is not gated on)."""
+        if per_anchor is None:
+            return None
+        found = tuple(tuple(self._gates.lowered_index(lit) for lit in lits) for lits in per_anchor)
+        return None if any(k is None for lits in found for k in lits) else found  # type: ignore[return-value]
+
     def _compile(self, index: int) -> _Compiled:
         rule = self.rules[index]
-        tail = re.compile(rule.tail) if rule.tail else None
-        tail_run = re.compile(rule.tail + "*") if rule.tail else None
+        # With `tail_over`, a separator counts as part of the run when a tail character follows it.
+        step = f"(?:{rule.tail}|(?:{rule.tail_over})(?={rule.tail}))" if rule.tail_over else rule.tail
+        tail = re.compile(step) if rule.tail else None
+        tail_run = re.compile(step + "*+") if rule.tail else None
         found = self._compiled[index] = (compiled(rule.pattern), tuple(compiled(a) for a in rule.anchors),
                                          tail, tail_run)
         return found
 
     def _candidates(self, rule: RedactionRule, pattern: re.Pattern[str], anchors: tuple[re.Pattern[str], ...],
-                    t: _Text, *, keywords_checked: bool = False) -> Iterable[tuple[re.Match[str] | None, int, int]]:
+                    t: _Text, *, keywords_checked: bool = False,
+                    literals: tuple[tuple[int, ...], ...] | None = None,
+                    ) -> Iterable[tuple[re.Match[str] | None, int, int]]:
         """(match or None when skipped, identifier start, identifier end) in start order."""
         if rule.keywords and not keywords_checked and not any(k in t.lowered for k in rule.keywords):
             return ()
         if not anchors:
             return ((m, m.start(), m.start()) for m in pattern.finditer(t.text))
         starts: dict[int, int] = {}
-        for anchor in anchors:
+        found = t.found
+        for i, anchor in enumerate(anchors):
+            if literals is not None and found is not None and not any(lit in found for lit in literals[i]):
+                continue  # its literal is not in the text: no hit
             key = (anchor.pattern, anchor.flags)
             hits = t.hits.get(key)
             if hits is None:  # shared anchors are scanned once per text
@@ -267,7 +287,8 @@ class Redactor:
         # The accepted span with the furthest end so far, and the last run `tail` extended.
         kept_start = kept_end = ext_from = ext_to = -1
         for m, run_start, run_end in self._candidates(rule, pattern, anchors, t,
-                                                         keywords_checked=self._keywords_checked[index]):
+                                                         keywords_checked=self._keywords_checked[index],
+                                                         literals=self._anchor_literals[index]):
             attempts += 1
             if m is None:
                 if reach is not None and kept_start <= run_start and run_end + reach < kept_end:
@@ -319,7 +340,8 @@ class Redactor:
         text = _unescaped_same_length(text)  # spans are offsets into the original all the same
         t = _Text(text, stats)
         multiline = self._multiline
-        for index in self._gates.open_rules(text, t.lowered):
+        open_rules, t.found = self._gates.open_rules_and_literals(text, t.lowered)
+        for index in open_rules:
             # (The newline is looked for only when such a rule is open: a log line opens few.)
             if index in multiline and text.find("\n", 0, len(text) - 1) < 0:
                 continue

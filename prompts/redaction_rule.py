@@ -37,6 +37,10 @@ class RedactionRule:
       When the character right after a matched secret is one of them, the bound cut the
       secret short, and the span is extended to the end of that run, so a longer secret is
       still replaced whole. A validator sees the bounded match.
+    - `tail_over` (with `tail`): a pattern of one separator the secret's run may go on over when a
+      `tail` character follows it (an unquoted password's `;` or `(`), each step bounded (a
+      lookahead of at most a constant number of characters): the run is then `tail` characters
+      and such separators.
     - `reach` (anchored rules): a promise that a match starting at an identifier `[s, e)`
       (or at a hit `s = e` outside identifiers) with `a <= s` and `e + reach < b`, where
       `[a, b)` is a secret span this rule accepted, lies inside `[a, b)` too. Such a
@@ -55,6 +59,7 @@ class RedactionRule:
     keywords: tuple[str, ...] = ()
     anchors: tuple[Pattern, ...] = ()
     tail: str = ""
+    tail_over: str = ""
     reach: int | None = None
     finder: Finder | None = None
     # Its matches span lines (a YAML block under its key): skipped on a text without a newline
@@ -69,6 +74,8 @@ class RedactionRule:
                              "write them in lowercase instead of IGNORECASE")
         if self.tail and not _ONE_CLASS.fullmatch(self.tail):
             raise ValueError(f"rule {self.name!r}: tail is one character class, e.g. [^\\s]")
+        if self.tail_over and not self.tail:
+            raise ValueError(f"rule {self.name!r}: tail_over goes with a tail")
         if self.finder is not None and (not self.keywords or self.anchors or self.validator):
             raise ValueError(f"rule {self.name!r}: a finder is gated by keywords, and takes "
                              "no anchors or validator")

@@ -51,13 +51,16 @@ class _Side:
     def __init__(self, users: dict[str, list[int]]) -> None:
         self.literals = tuple(users)
         self.users = tuple(tuple(users[lit]) for lit in self.literals)
+        self.index = {lit: k for k, lit in enumerate(self.literals)}
         self.automaton = ahocorasick_rs.AhoCorasick(self.literals) if self.literals else None
         # A literal across a window's end is in both windows (see `_found_in_windows`).
         self._overlap = max(map(len, self.literals), default=1) - 1
 
-    def open_rules(self, hay: str, into: set[int]) -> None:
+    def open_rules(self, hay: str, into: set[int]) -> set[int]:
+        """Adds the rules the literals found in `hay` open to `into`; returns those literals'
+        indexes."""
         if self.automaton is None:
-            return
+            return set()
         if len(hay) <= _AUTOMATON_MAX_CHARS:
             try:
                 found = {k for k, _s, _e in self.automaton.find_matches_as_indexes(hay, overlapping=True)}
@@ -67,6 +70,7 @@ class _Side:
             found = self._found_in_windows(hay)
         for k in found:
             into.update(self.users[k])
+        return found
 
     def _found_in_windows(self, hay: str) -> set[int]:
         """The indexes of the literals that occur in a long `hay` (see `_FIRST_WINDOW`)."""
@@ -106,12 +110,22 @@ class RuleGates:
         self._lowered = _Side(sides[True])
 
     def open_rules(self, text: str, lowered: str) -> list[int]:
+        return self.open_rules_and_literals(text, lowered)[0]
+
+    def open_rules_and_literals(self, text: str, lowered: str) -> tuple[list[int], set[int] | None]:
+        """The open rules, and the indexes (`lowered_index`) of the lowercased side's literals that
+        occur in `lowered`: an anchored rule runs only those of its anchors whose leading literal
+        is among them (a rule of eight tools' names opened by one scanned the text eight times)."""
         if len(self.always) == self.count:
-            return list(range(self.count))
+            return list(range(self.count)), None
         rules = set(self.always)
         self._as_written.open_rules(text, rules)
-        self._lowered.open_rules(lowered, rules)
-        return sorted(rules)
+        found = self._lowered.open_rules(lowered, rules)
+        return sorted(rules), found
+
+    def lowered_index(self, literal: str) -> int | None:
+        """The index `open_rules_and_literals` reports `literal` (of the lowercased side) by."""
+        return self._lowered.index.get(literal)
 
 
 _UNKNOWN = object()
@@ -167,6 +181,15 @@ def _sequence(items: list[tuple[Any, Any]]) -> list[str] | None:
             return _alternatives(list(sub))  # a group first: its alternatives' literals
         break
     return ["".join(literal)] if literal else None
+
+
+def anchor_literals(rule: RedactionRule) -> tuple[tuple[str, ...], ...] | None:
+    """Per anchor, the leading literals its hits start with, when the rule is gated on them
+    (no keywords, every anchor's literals known); None otherwise."""
+    if rule.keywords or not rule.anchors:
+        return None
+    found = tuple(leading_literals(a) for a in rule.anchors)
+    return None if any(f is None for f in found) else found  # type: ignore[return-value]
 
 
 def gate_for(rule: RedactionRule) -> Gate | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from cardloop.prompts.key_format_rules import KEY_FORMAT_RULES
 from cardloop.prompts.kube_secret_data import secret_data_values
 from cardloop.prompts.kube_string_data import string_data_values
 from cardloop.prompts.lazy_pattern import LazyPattern, compiled
@@ -28,6 +29,7 @@ from cardloop.prompts.secret_values import (
     _yaml_block_ok,
 )
 from cardloop.prompts.syntax_values import _html_password_ok, _placeholder_default_ok, _terraform_default_ok
+from cardloop.prompts.tool_secret_rules import TOOL_RULES, _url_secret_ok
 
 
 def _token(prefix: str, width: int, body: str, *, after_dash: bool = False) -> LazyPattern:
@@ -67,8 +69,8 @@ def _last_word(word: str, *, after: tuple[str, ...] = ()) -> str:
     if after:
         # First a quick look at the character before (or the one before a separator), so
         # that "keykeykey..." fails each hit in two tests, not one per prefix.
-        lasts = re.escape("".join(sorted({a.rstrip("_-")[-1] for a in after})))
-        w += (rf"(?:(?<=[{lasts}]{w})|(?<=[{lasts}][_\-]{w}))"
+        lasts = re.escape("".join(sorted({a.rstrip("_-.")[-1] for a in after})))
+        w += (rf"(?:(?<=[{lasts}]{w})|(?<=[{lasts}][_.\-]{w}))"
               "(?:" + "|".join(f"(?<={re.escape(a + word)})" for a in after) + ")")
     return f"{w}(?!{_RUN}*?{w})"
 
@@ -101,15 +103,22 @@ _KEY_TAIL = (
     + r"|=[ \t]*(?:\"\"\"|''')"
     # A YAML value after an anchor or a tag (`password: &pw s3cr3t`, `token: !vault |`).
     + r"|:" + _YAML_PROPS + r"{1,2}[ \t\r\n]"
+    # A quoted key as a subscript (`os.environ["API_KEY"] = ...`, `ENV["X"] ||= ...`) or as a call's
+    # first argument before its value (`define("AUTH_KEY", "...")`, `os.Setenv("TOKEN", "...")`).
+    + r"|\][ \t]*(?:\|\||\?\?)?=(?!=)|,[ \t]*[\"'][^\s\"'`]{6}"
+    # A literal as a lookup's fallback: `getenv("API_KEY") ?? "..."`, `... || '...'`, `... or "..."`.
+    + r"|[)\]]?[ \t]*(?:\?\?|\|\||\?:|or[ \t])[ \t]*[\"'][^\s\"'`]{6}"
+    # A Markdown table's row: `| DB_PASSWORD | s3cr3t |`.
+    + r"|`?[ \t]*\|[ \t]*`?[^\s|`]{6}"
     + ")"
 )
 # What `_GENERIC_KEY` accepts, one literal-first anchor per word (a literal start keeps the
 # scan a fast substring search): `key` only after `api`, `private` ...
 _KEY_PREFIXES = tuple(p + sep for p in ("api", "private", "access", "signing", "encryption",
-                                        "master", "auth") for sep in ("", "_", "-"))
+                                        "master", "auth", "shared", "subscription") for sep in ("", "_", "-", "."))
 _GENERIC_ANCHORS = (
     *(_key_anchor(w, _KEY_TAIL) for w in ("secret", "token", "pwd", "credential", "passwd",
-                                          "password", "passphrase", "creds")),
+                                          "password", "passphrase", "creds", "psk")),
     _key_anchor("key", _KEY_TAIL, after=_KEY_PREFIXES),
     # `pass` as a word of its own (`DB_PASS`, `pass:`): the `pass` of `password`, `passwd` and
     # `passphrase` fails at once, their own anchors hit there (one tail check per key, not two).
@@ -141,11 +150,18 @@ _GENERIC_REACH = 70
 # other stop, no `key=` or `key:` pair (the next field of a connection string, list or call),
 # no tag (`</td>`, `<br/>`). `_generic_value_ok` then judges the whole value, a call or a
 # statement that follows a name being code. At most 16 parts of 64 characters: bounded work per
-# candidate (a longer part is extended whole as any value is: `tail`).
-_VALUE_GOES_ON = (
-    r"(?P<ext>(?:(?:[,;()>]|<(?![/!?]|[A-Za-z][\w.:\-]{0,60}+(?:/?>|[ \t]+[\w:\-]+=)))"
+# candidate; a value with more parts, or a longer part, is extended whole (`tail` and
+# `_STOP_GOES_ON` as the rule's `tail_over`: a password with 17 `;` in it lost only its head).
+# A lone `)` or `>` that ends the value (`p<4ssW0rd>`, `Abc(123)`) is its last character too
+# (`close`): it was left after the marker. Only after a part that went on (`ext`), and only
+# before whitespace, a quote or the end: `f(password=pw)` keeps its `)`.
+_STOP_GOES_ON = (
+    r"(?:[,;()>]|<(?![/!?]|[A-Za-z][\w.:\-]{0,60}+(?:/?>|[ \t]+[\w:\-]+=)))"
     r"(?![\w.\- ]{1,100}+[=:])"
-    rf"[^{_SPACE}\"'`,;&(){{}}\[\]<>\\]{{1,64}}+){{1,16}}+)?"
+)
+_VALUE_GOES_ON = (
+    rf"(?P<ext>(?:{_STOP_GOES_ON}[^{_SPACE}\"'`,;&(){{}}\[\]<>\\]{{1,64}}+){{1,16}}+)?"
+    rf"(?P<close>(?(ext)[)>](?=[{_SPACE}\"'`]|\Z)|(?!)))?"
 )
 # Text that declares a Kubernetes Secret: a manifest, kubectl's YAML or JSON, compact JSON (the
 # `last-applied-configuration` annotation kubectl apply leaves on the object).
@@ -169,6 +185,8 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             re.DOTALL,
         ),
     ),
+    # JSON Web Keys' private members, PuTTY key files (prompts/key_format_rules.py).
+    *KEY_FORMAT_RULES,
     RedactionRule("anthropic-api-key", _token("sk-ant-", 7, r"[A-Za-z0-9_\-]{20,}", after_dash=True)),
     RedactionRule(
         "openai-api-key",
@@ -315,10 +333,13 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
     RedactionRule(
         "url-credentials",
         # Starts at "://" so the scan is a fast literal search; scheme and user stay visible.
-        # The password class allows "@" and backtracks to the last one before the host.
-        LazyPattern(r"://[^\s:/?#@'\"<>]*:(?P<secret>[^\s/?#'\"<>]+)@(?=[A-Za-z0-9\[])"),
+        # The password class allows "@" and backtracks to the last one before the host; and "#",
+        # which a URL should escape but a password typed into one holds as it is (`ci:ab#cd@host`).
+        # A user with no password is a token when it looks random (`https://<token>@github.com/`,
+        # as GitHub and Bitbucket take one): `_url_secret_ok`. (One rule, one scan of `://`.)
+        LazyPattern(r"://(?P<user>[^\s:/?#@'\"<>]*:)?(?P<secret>[^\s/?'\"<>]+)@(?=[A-Za-z0-9\[])"),
         group="secret",
-        validator=_not_placeholder(1),
+        validator=_url_secret_ok,
     ),
     RedactionRule(
         "url-query-secret",
@@ -443,6 +464,10 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         # Literal-first anchors: a scan for `echo|printf` as an alternation reads every character.
         anchors=(LazyPattern(r"echo(?=[ \t])"), LazyPattern(r"printf(?=[ \t])")),
     ),
+    # Tools' own syntaxes beyond these (prompts/tool_secret_rules.py): single-dash parameters, short
+    # flags, `user%X`, positional passwords, `config set`, here-strings, basic-auth calls,
+    # ipsec.secrets, chat webhooks, session cookies.
+    *TOOL_RULES,
     # PowerShell: `ConvertTo-SecureString "X" -AsPlainText -Force` (any case, as PowerShell reads it).
     RedactionRule(
         "powershell-secure-string",
@@ -473,10 +498,12 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             # The value first, its key or name after it: `<add value="..." key="ApiKey"/>`.
             r"|[ \t\r\n]+value[ \t]*=[ \t]*(?P<rq>[\"'])"
             r"|(?:[ \t\r\n][^<>]{0,200}?)?(?<!/)>[ \t\r\n]{0,80}(?:<!\[CDATA\[)?)"
+            # .NET's applicationSettings: `<setting name="ApiKey" ...><value>...</value></setting>`.
+            r"(?P<vt><value>[ \t\r\n]{0,80})?"
             rf"(?P<secret>(?(q){_QUOTED_VALUE}{{1,500}}|(?(rq){_QUOTED_VALUE}{{1,500}}|{_XML_TEXT}{{1,500}})))"
             r"(?(q)" + _QUOTE_GAP + r"(?P=q)|(?(rq)" + _QUOTE_GAP + r"(?P=rq)[ \t\r\n]+(?:key|name)[ \t]*=[ \t]*"
             r"(?P<rkq>[\"'])(?P<rkey>[A-Za-z0-9_.:\-]{1,80})" + _QUOTE_GAP + r"(?P=rkq)"
-            r"|(?(pkey)</string>|(?:\]\]>)?[ \t\r\n]{0,80}</(?P=tag)>)))"
+            r"|(?(pkey)</string>|(?:\]\]>)?[ \t\r\n]{0,80}(?(vt)</value>[ \t\r\n]{0,80})</(?P=tag)>)))"
         ),
         group="secret",
         validator=_xml_value_ok,
@@ -608,6 +635,17 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             # an ECS task definition, Terraform): `- name: DB_PASSWORD` then `value: ...` on the
             # next line, `{"name": "DB_PASSWORD", "value": "..."}`; the name is the key.
             r"|(?P<nv>" + _NAME_VALUE + r")"
+            # A quoted key in a subscript (`os.environ["API_KEY"] = "..."`, PHP's `$_ENV['DB_PASSWORD']
+            # = ...`, Ruby's `ENV["TOKEN"] ||= ...`), or a call's first argument with the value as
+            # its second (`define('AUTH_KEY', '...')`, `os.Setenv("API_TOKEN", "...")`,
+            # `System.setProperty("javax.net.ssl.keyStorePassword", "...")`, `getenv("X", "default")`):
+            # then the value is quoted too, and judged strictly (`arg`: a list of names is no pair).
+            r"|(?<=[\"'])\][ \t]*(?:\|\||\?\?)?=(?!=)|(?<=[\"'])[ \t]*(?P<arg>,)[ \t]*(?=[\"'])"
+            # A literal as the fallback of a lookup (`GetEnvironmentVariable("API_KEY") ?? "..."`,
+            # `process.env.API_TOKEN || '...'`, `os.getenv("SECRET_KEY") or "..."`), judged as `arg`.
+            r"|[)\]]?[ \t]*(?P<fb>\?\?|\|\||\?:|or(?=[ \t]))[ \t]*(?=[\"'])"
+            # A Markdown table's row: `| DB_PASSWORD | s3cr3t |`, the key maybe in backticks.
+            r"|`?[ \t]*(?P<cell>\|)(?!\|)"
             # A Java .properties line may separate its key and value by spaces alone
             # (`db.password s3cr3t`); the value is then the rest of the line (`_generic_value_ok`
             # asks for a dotted key alone on its line, as properties files write them).
@@ -618,22 +656,26 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
             # bounded (a 6 KB `credentials = """{...}"""` went whole into a prompt when it was): the
             # value stops at the next delimiter of its kind, so the values all candidates read are
             # apart, each part of the text read at most once per kind of delimiter.
-            r"(?:(?P<tq>\"\"\"|''')(?:\r?\n)?|(?P<q>[\"'`]))?"
+            r"(?:(?P<tq>\"\"\"|''')(?:\r?\n)?|(?P<q>[\"'`])"
+            # ODBC's braces quote a value that holds `;` or spaces (`Pwd={p;w d};`).
+            r"|(?P<bq>\{)(?=[^{}\r\n]{1,500}\}))?"
             # A shell line continuation (`export API_TOKEN=abc\` and `def` on the next line)
             # goes on with the value: the shell joins the two lines into one word.
             # A quoted value may hold escapes: `"ab\\cd"` in JSON, `"ab\$cd"` in a shell.
             # (A run of the class first, not an alternation per character: that is the fast path.)
             r"(?P<secret>(?(tq)(?s:(?:(?!(?P=tq)).)+)"
             rf"|(?(q){_QUOTED_VALUE}{{1,500}}(?:\\(?:[^{_SPACE}]|\r?\n[ \t]*){_QUOTED_VALUE}{{0,500}})*"
+            r"|(?(bq)[^{}\r\n]{1,500}"
             rf"|(?(sp)[^{_SPACE}]{{1,500}}+"
-            rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*" + _VALUE_GOES_ON + "))))"
-            r"(?(tq)(?P=tq)|(?(q)" + _QUOTE_GAP + r"(?P=q)|(?(sp)[ \t]*(?![^\r\n])|(?![(\[]))))"
+            rf"|{_UNQUOTED_VALUE}{{1,500}}+(?:\\\r?\n{_UNQUOTED_VALUE}{{1,500}}+)*" + _VALUE_GOES_ON + ")))))"
+            r"(?(tq)(?P=tq)|(?(q)" + _QUOTE_GAP + r"(?P=q)|(?(bq)\}|(?(sp)[ \t]*(?![^\r\n])|(?![(\[])))))"
         ),
         group="secret",
         validator=_generic_value_ok,
         anchors=_GENERIC_ANCHORS,
         # The unquoted value's class: a value longer than 500 characters is replaced whole.
         tail=_UNQUOTED_VALUE,
+        tail_over=_STOP_GOES_ON,
         # (A multi-line string's value may hold whitespace and the other kind of quote; a
         # candidate inside it ends at its closing delimiter all the same, but for one that
         # opens a multi-line string of the other kind inside it: never seen outside a test.)

@@ -74,14 +74,15 @@ _DIGIT_RUNS = re.compile(r"\d+")
 _LOWER_UPPER = re.compile(r"[a-z][A-Z]")
 _SEPARATORS = re.compile(r"[_.\-]")
 _GENERIC_KEY = re.compile(
-    r"api[_\-]?key|apikey|secret|token|passw(?:or)?d|pwd|passphrase|credential|creds"
-    r"|(?:private|access|signing|encryption|master|auth)[_\-]?key",
+    r"api[_.\-]?key|apikey|secret|token|passw(?:or)?d|pwd|passphrase|credential|creds|psk"
+    r"|(?:private|access|signing|encryption|master|auth|shared|subscription)[_.\-]?key",
     re.IGNORECASE,
 )
 # The last word of the key decides how sure we are that the value is a credential.
 _CREDENTIAL_NOUNS = frozenset({
     "password", "passwd", "pwd", "pass", "passphrase", "secret", "secrets", "token",
     "key", "apikey", "credential", "credentials", "creds",
+    "psk",  # a pre-shared key: wpa_supplicant's `psk="..."`, NetworkManager's, `WIFI_PSK=`
 })
 
 
@@ -193,7 +194,7 @@ _NAME_BEFORE = re.compile(r"name[\"']?[ \t]*[:=][ \t]*[\"']?\Z")
 def _generic_value_ok(m: re.Match[str]) -> bool:
     key = m.group("key")
     text, start = m.string, m.start()
-    nv, q, tq, sp = m.group("nv", "q", "tq", "sp")
+    nv, q, tq, sp, bq = m.group("nv", "q", "tq", "sp", "bq")
     if nv is not None and not _NAME_BEFORE.search(text, max(0, start - 24), start):
         return False  # `value:` after a word that names no variable
     before = text[max(0, start - 3):start]
@@ -203,6 +204,13 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
         return False
     value = m.group("secret")
     quoted = q is not None or tq is not None
+    if bq is not None:
+        # ODBC's `{...}` quotes only in a connection string (`;Pwd={...};`); elsewhere braces hold
+        # code: an object (`clientSecret:{type:"string"}`), JSX (`token={authToken}`), an f-string.
+        if ("." in key or not _after_connection_field(text, start)
+                or any(c in value for c in "\"':")):  # no object (`{name:n.name}`), no dotted key
+            return False
+        quoted = True
     if not quoted:
         between = text[m.end("key"):m.start("secret")]
         if sp is not None and not _properties_line(m, key, between):
@@ -215,13 +223,22 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
     # quoted one is: no code there names a variable, so `Ceslvc083_.Aoash` is no attribute path.
     connection = before.endswith(";") and text.startswith(";", m.end())
     strength = _strength(key)
+    if m.group("cell") is not None and not _table_cell(m):
+        return False
+    if (m.group("arg") is not None or m.group("fb") is not None) and not _key_quoted_whole(m):
+        return False  # `"/v1/messages/count_tokens", "..."`: the key is a part of a longer string
+    if m.group("arg") is not None or m.group("fb") is not None:
+        # `("password", "...")`: more often a list of names than a call that sets a value
+        # (`fields = ("password", "passwordless")`), and `token || "anonymous"` a word: only a
+        # random-looking literal goes (letters alone too when they are a random run).
+        return (_assigned_value_ok(min(strength, 1), key, value, quoted=True)
+                or (strength == 2 and _has_random_run(value) and not _is_placeholder(value)))
     if sp is not None and quoted and strength < 2:
         return False  # prose's "pass `strict_roots=False`": a quoted word after a space, no separator
     if tq is not None and strength < 2 and len(value.split()) > 1:
         return False  # `PASSWORD_HELP = """Use 12 characters or more."""`: prose, not a token
-    ext = m.group("ext")
-    if ext:
-        return _value_going_on_ok(strength, key, value, ext, quoted=connection or quoted, connection=connection)
+    if m.group("ext"):
+        return _value_going_on_ok(m, strength, key, quoted=connection or quoted, connection=connection)
     return _assigned_value_ok(strength, key, value, quoted=connection or quoted,
                               connection=connection)
 
@@ -233,21 +250,77 @@ _CALL = re.compile(r"[A-Za-z_$][\w$.]*\((?:[A-Za-z_$\"'\[{(*&@)\-]|\d+(?:\.\d+)?
 _GLUED_AFTER_CALL = re.compile(r"\)[A-Za-z0-9]")
 
 
-def _value_going_on_ok(strength: int, key: str, value: str, ext: str, *, quoted: bool, connection: bool) -> bool:
+def _value_going_on_ok(m: re.Match[str], strength: int, key: str, *, quoted: bool, connection: bool) -> bool:
     """An unquoted value that goes on over `,` `;` `(` `)` `<` or `>` (see `_VALUE_GOES_ON` in
     prompts/secret_table.py): all of it is the secret when its first part alone is one (as it was
     taken before the value went on), or when the whole is no code: not a call (`get_token(a,`) and,
-    after a name (`e.pw;return`), a random run or digits among both cases (`hunter;xK9pQ7vR2m`)."""
-    head = value[:len(value) - len(ext)]
+    after a name (`e.pw;return`), a random run or digits among both cases (`hunter;xK9pQ7vR2m`).
+    A call's shape says nothing on a line that is only `KEY=value` or `key: value` (an env file,
+    YAML): there `Abc(123)` is a password (`_literal_line`)."""
+    value, ext = m.group("secret"), m.group("ext")
+    head = value[:m.start("ext") - m.start("secret")]
     if ext[0] != "(" and _assigned_value_ok(strength, key, head, quoted=quoted, connection=connection):
         return True
-    if _CALL.match(value) and not _GLUED_AFTER_CALL.search(value):
+    if _CALL.match(value) and not _GLUED_AFTER_CALL.search(value) and not _literal_line(m):
         return False
     if _is_reference(head) or _is_placeholder(head):
         has_digit, _, has_upper, has_lower = _char_kinds(value)
         if not (has_digit and has_upper and has_lower) and not _has_random_run(value):
             return False
     return _assigned_value_ok(strength, key, value, quoted=quoted, connection=connection)
+
+
+# Before a key that starts a line of settings: indentation, a shell's `export` or `set`, a YAML
+# or Compose list item.
+_LINE_LEAD = re.compile(r"[ \t]*(?:(?:export|set|SET)[ \t]+|-[ \t]+)?\Z")
+# A key of several words (`db_password`, `DB-PASSWORD`, `dbPassword`), not a word prose starts with.
+_COMPOUND_KEY = re.compile(r"[A-Za-z0-9][_\-][A-Za-z]|[a-z][A-Z]")
+_LINE_END = re.compile(r"[ \t]*(?:#[^\n]*)?(?:\r?\n|\Z)")
+
+
+# A connection string's field before `;` (`Uid=sa`, `Driver={ODBC Driver 18 for SQL Server}`),
+# at the end of the text before a key.
+_CONNECTION_FIELD = re.compile(r"(?:^|[;\"'\s])[A-Za-z][\w .\-]{0,60}=(?:\{[^{}\n]{0,200}\}|[^;{}()\"'\n]){0,200};\Z")
+
+
+def _after_connection_field(text: str, start: int) -> bool:
+    """The key at `start` follows a `Key=Value;` field, as in an ODBC connection string (minified
+    code's `...};this.apiKey={...}` follows a statement)."""
+    return _CONNECTION_FIELD.search(text, max(0, start - 300), start) is not None
+
+
+def _key_quoted_whole(m: re.Match[str]) -> bool:
+    """A key closed by a quote opens with the same quote right before it (`"API_KEY", "..."`)."""
+    closing = m.string[m.end("key"):m.start("secret")].lstrip(" \t")[:1]
+    return closing not in "\"'" or (m.start() > 0 and m.string[m.start() - 1] == closing)
+
+
+# After a table cell's value: the cell's end.
+_CELL_END = re.compile(r"`?[ \t]*\|")
+
+
+def _table_cell(m: re.Match[str]) -> bool:
+    """`| DB_PASSWORD | value |`: the row starts its line with `|`, and the value is the whole next
+    cell (`| password | The user's password |` is a description: its first word is no value)."""
+    text, start = m.string, m.start()
+    line_start = text.rfind("\n", 0, start) + 1
+    lead = text[line_start:start].strip(" \t`")
+    return lead.startswith("|") and "|" not in m.group("secret") and _CELL_END.match(text, m.end()) is not None
+
+
+def _literal_line(m: re.Match[str]) -> bool:
+    """The match is a whole line of settings: the key at the line's start, `=` glued to key and
+    value (code puts spaces around it) or YAML's `:`, and the value up to the line's end. No
+    language calls a function there (`DB_PASSWORD=Abc(123)` in an .env file, `password: Abc(123)`);
+    `token: getToken(1),` in a JavaScript object goes on with a comma."""
+    text, start = m.string, m.start()
+    line_start = text.rfind("\n", 0, start) + 1
+    if not _LINE_LEAD.match(text, line_start, start):  # (`\Z` holds at `endpos`)
+        return False
+    between = text[m.end("key"):m.start("secret")]
+    if between not in ("=", ":") and not (between.startswith(":") and not between[1:].strip(" \t")):
+        return False
+    return _LINE_END.match(text, m.end()) is not None
 
 
 def _properties_line(m: re.Match[str], key: str, between: str) -> bool:
@@ -268,9 +341,20 @@ def _properties_line(m: re.Match[str], key: str, between: str) -> bool:
         return False
     if "." in key.strip("."):
         return True
+    if _strength(key) < 2:
+        return False
+    if _COMPOUND_KEY.search(key):
+        # `db_password s3cr3tvalue9`, `dbPassword ...`: no sentence starts with such a word, so the
+        # line is a setting, judged as `db_password=...` is (a digit-free word stays there too:
+        # unquoted, it cannot be told from a reference).
+        return True
     value = m.group("secret")
-    has_digit, _, has_upper, has_lower = _char_kinds(value)
-    return _strength(key) == 2 and ((has_digit and has_upper and has_lower) or _has_random_run(value))
+    has_digit, has_alpha, has_upper, has_lower = _char_kinds(value)
+    # After a plain word (`password`, `Token`), prose may go on ("password reset123",
+    # "Password rotation-2024"): digits among both cases, a random run, or digits inside a run of
+    # letters as no word with a number after it has them (`s3cr3tvalue9`, `hunter2go`).
+    return (has_digit and has_upper and has_lower) or _has_random_run(value) or (
+        has_digit and has_alpha and not all(map(_WORDISH.fullmatch, _SEPARATORS.split(value))))
 
 
 def _xml_value_ok(m: re.Match[str]) -> bool:

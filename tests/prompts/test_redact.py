@@ -529,6 +529,17 @@ ADVERSARIAL = {
     "bearer*N": lambda n: _cycle("Bearer ", n),
     "://u:*N": lambda n: _cycle("://u:", n),
     "eyJ*N": lambda n: _cycle(".eyJaaaaaaaa", n),
+    # A value that goes on over stop characters is extended once, however many keys it holds.
+    "stop characters, one run": lambda n: "password=Ab3xK9" + _cycle(";b!password=x", n),
+    "lookup fallbacks": lambda n: _cycle('token || "', n),
+    "ODBC braces left open": lambda n: _cycle(";Pwd={", n),
+    "cookie headers": lambda n: _cycle("Cookie: sessionid=", n),
+    "cookie words": lambda n: _cycle("cookie", n),
+    "tool command words": lambda n: _cycle("curl -u a: http -a mongo -p sqlcmd -P -Password ", n),
+    "ipsec PSK": lambda n: _cycle(': PSK "', n),
+    "JWK members": lambda n: '"kty":' + _cycle('"d":"abcdefghijklmnop', n),
+    "PuTTY headers": lambda n: _cycle("Private-Lines: 1\nQUJDREVG\n", n),
+    "table cells": lambda n: _cycle("| token | ", n),
 }
 
 

@@ -42,6 +42,10 @@ FAMILIES = {
     "tool words": lambda n: ('htpasswd -b a b echo x | requirepass -storepass variable "pw" { login\n password '
                              "ConvertTo-SecureString '") * (n // 100) + "--password-stdin",
     "variable blocks left open": lambda n: 'variable "db_password" {' * (n // 24),
+    # One value over many stop characters, keys inside it: its run is extended once.
+    "stop characters, one run": lambda n: "password=Ab3xK9" + ";b!password=x" * (n // 13),
+    "cookie lines": lambda n: ("Cookie: sessionid=" + "a1B2c3D4" * 3 + "; " + "x=y; " * 20 + "\n") * (n // 140),
+    "tool command words": lambda n: "curl -u a: http -a mongo -p sqlcmd -P -Password smbclient -U " * (n // 62),
 }
 
 

@@ -70,3 +70,62 @@ def test_a_password_in_a_tools_syntax_is_redacted(text: str, rule: str) -> None:
         "keytool-env", "htpasswd-variable", "echo-variable", "redis-default", "powershell-variable"])
 def test_references_names_and_prose_in_those_syntaxes_stay(text: str) -> None:
     assert redact(text) == text
+
+
+@pytest.mark.parametrize(("text", "rule"), [
+    # Pre-shared keys: wpa_supplicant, NetworkManager, env files, strongSwan/Libreswan.
+    (f'network={{\n  ssid="office"\n  psk="{PW}"\n}}\n', "generic-assignment"),
+    (f"[wifi-security]\nkey-mgmt=wpa-psk\npsk={PW}\n", "generic-assignment"),
+    (f"WIFI_PSK={PW}\npre_shared_key = {PW}\n", "generic-assignment"),
+    (f'%any %any : PSK "{PW}"\n', "ipsec-secret"),
+    (f"@moon @sun : PSK 0s{AUTH}\n", "ipsec-secret"),
+    (f'carol : EAP "{PW}"\n', "ipsec-secret"),
+    # An undotted .properties key of several words is a setting, judged as `key=value` is; after
+    # a plain word, a lowercase value with digits inside its letters (no word and number).
+    ("db_password s3cr3tvalue9\n", "generic-assignment"),
+    ("dbPassword hunter2go4it\n", "generic-assignment"),
+    ("password s3cr3tvalue9\n", "generic-assignment"),
+    # Single-dash parameters, tools' short flags, user and password in one argument.
+    (f"nuget sources add -Name acme -Source https://x -Username ci -Password {PW}\n", "parameter-password"),
+    (f"Connect-AzAccount -ServicePrincipal -ClientSecret '{PW}'\n", "parameter-password"),
+    (f"mongosh mongodb://db -u root -p {PW}\n", "tool-password-flag"),
+    (f"sqlcmd -S db -U sa -P {PW} -Q 'select 1'\n", "tool-password-flag"),
+    (f'ldapsearch -x -D "cn=admin" -w "{PW}" -b dc=x\n', "tool-password-flag"),
+    (f"az login --service-principal -u app -p {PW} --tenant t\n", "command-login-password"),
+    (f"smbclient //fs/share -U backup%{PW}\n", "user-password-argument"),
+    (f"lftp -u deploy,{PW} ftp.example.com\n", "user-password-argument"),
+    (f"xfreerdp /u:admin /p:{PW} /v:host\n", "user-password-argument"),
+    (f"rabbitmqctl add_user deploy {PW}\nnet user deploy {PW} /add\n", "positional-password"),
+    (f"npm config set //registry.npmjs.org/:_authToken {PW}\n", "config-set-value"),
+    (f"gh auth login --with-token <<< {PW}\n", "here-string-password"),
+    (f"echo -n 'admin:{PW}' | base64\n", "basic-auth-encode"),
+    (f"curl --user deploy:{PW}^x -X POST https://x\n", "http-client-user-password"),
+    (f"http -a deploy:{PW} https://x\n", "http-client-user-password"),
+    (f"requests.get(url, auth=('admin', '{PW}'))\n", "basic-auth-call"),
+    (f'new NetworkCredential("svc", "{PW}")\n', "basic-auth-call"),
+    (f'DriverManager.getConnection(url, "app", "{PW}")\n', "basic-auth-call"),
+], ids=["wpa-supplicant", "nmconnection", "psk-env", "ipsec-psk", "ipsec-base64", "ipsec-eap",
+        "properties-compound", "properties-camel", "properties-digits-inside", "nuget-password",
+        "powershell-secret", "mongosh", "sqlcmd", "ldapsearch", "az-login", "smbclient", "lftp", "xfreerdp",
+        "positional", "npm-config", "here-string", "echo-base64", "curl-user", "httpie", "python-auth",
+        "dotnet-credential", "jdbc-call"])
+def test_a_password_in_more_tools_syntaxes_is_redacted(text: str, rule: str) -> None:
+    out = redact(text)
+    assert PW[:8] not in out and PW[-8:] not in out and AUTH[:12] not in out, out
+    assert f"[REDACTED:{rule}]" in out, out
+
+
+@pytest.mark.parametrize("text", [
+    "psk: ${WIFI_PSK}\npsk=$PSK\nwpa_passphrase ssid passphrase\n",
+    '%any : RSA server.pem\n: PSK "secret"\n',
+    "db_password something\npassword reset123\nPassword v2-rollout\n",
+    "New-LocalUser -Name bob -Password $SecurePassword\nnuget push x.nupkg -ApiKey $env:NUGET_KEY\n",
+    "mongosh -u admin -p\nsqlcmd -S db -w 200 -P $SA_PASSWORD\nldapsearch -x -W -p 389\n",
+    "net user bob /delete\nnet user bob *\nrabbitmqctl add_user admin\n",
+    "npm config set registry https://registry.npmjs.org/\ngit config --global credential.helper store\n",
+    "echo -n 'content-type:text/plain' | base64\necho -n \"$USER:$PASS\" | base64\n",
+    'curl -u admin https://x\ncurl -u "$USER:$PASS" https://x\nHTTPBasicAuth(username, password)\n',
+], ids=["psk-references", "ipsec-word-and-file", "prose-and-names", "powershell-variables", "prompts-and-ports",
+        "net-user-options", "config-names", "encoded-header", "clients-references"])
+def test_references_prompts_and_words_in_more_tools_stay(text: str) -> None:
+    assert redact(text) == text

@@ -52,3 +52,40 @@ def test_the_whole_value_goes_over_a_stop_character(text: str, kept: str) -> Non
         "keyword-arguments", "object", "markup", "code", "names", "short-connection", "condition"])
 def test_code_and_fields_after_a_stop_character_stay(text: str) -> None:
     assert redact(text) == text
+
+
+@pytest.mark.parametrize("text", [
+    # More than 16 stop characters: the tail past the pattern's bound went along (it was left).
+    "password=Xk9v" + "".join(f";{c}" for c in "abcdefghijklmnopqr") + ";sTailXyz9\n",
+    "DB_PASSWORD=Zr8)Tu3Wq2" + ",k9" * 40 + "\n",
+    # A part longer than 64 characters, then more.
+    "password=Ab" + "c" * 70 + ";Xk9vQ2mZ7pLw\n",
+], ids=["seventeen-stops", "forty-stops", "long-part"])
+def test_a_value_with_many_stop_characters_goes_whole(text: str) -> None:
+    key = text.split("=")[0]
+    assert redact(text) == f"{key}={MARK}\n"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    # A lone closing `>` or `)` ends the value: it was left after the marker.
+    ("password=p<4ssW0rd>\n", f"password={MARK}\n"),
+    ("password=p<4ssW0rd> next\n", f"password={MARK} next\n"),
+    # Parentheses inside a password on a line of settings (an .env file, YAML): no call there.
+    ("DB_PASSWORD=Abc(123)\n", f"DB_PASSWORD={MARK}\n"),
+    ("export DB_PASSWORD=Abc(123)\n", f"export DB_PASSWORD={MARK}\n"),
+    ("  password: Abc(123)\n", f"  password: {MARK}\n"),
+    ("password=Abc(123)", f"password={MARK}"),
+], ids=["angle", "angle-then-word", "env", "export", "yaml", "end-of-text"])
+def test_a_closing_character_and_parentheses_go_with_the_password(text: str, expected: str) -> None:
+    assert redact(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "password = hash(123)\n",  # spaces around `=`: code
+    "f(password=pw)\nf(password=get(1))\n",
+    "  token: getToken(1),\n",  # a JavaScript object goes on with a comma
+    "return Token(42)\npassword=Abc(\n",
+    "if(token=get(12)){x()}\n",
+], ids=["call-spaced", "keyword-argument", "js-object", "constructor", "condition"])
+def test_calls_stay(text: str) -> None:
+    assert redact(text) == text

@@ -13,6 +13,7 @@ from cardloop.prompts.redact import DEFAULT_REDACTOR, DEFAULT_RULES, Redactor
 from cardloop.prompts.redaction_rule import RedactionRule
 from cardloop.prompts.rule_gates import RuleGates, gate_for, leading_literals
 from tests.prompts.benign_corpus import generated
+from tests.prompts.redteam_corpus import samples as redteam_samples
 from tests.prompts.secret_corpus import samples
 
 UNGATED = Redactor(DEFAULT_RULES, catalog=DEFAULT_REDACTOR.catalog, gated=False)
@@ -31,6 +32,16 @@ EDGES = [
 def test_each_sample_secret_is_found_the_same_with_and_without_gates() -> None:
     for sample in samples(seed=3, per_family=2):
         assert DEFAULT_REDACTOR.find(sample.text) == UNGATED.find(sample.text), (sample.family, sample.syntax)
+
+
+def test_the_red_team_corpus_is_found_the_same_with_and_without_gates() -> None:
+    """Also with only some anchors of a rule run (those whose literal occurs in the text):
+    each sample alone opens few, all of them joined open most."""
+    corpus = redteam_samples(seed=5)
+    for sample in corpus:
+        assert DEFAULT_REDACTOR.find(sample.text) == UNGATED.find(sample.text), sample.family
+    joined = "\n".join(s.text for s in corpus)
+    assert DEFAULT_REDACTOR.find(joined) == UNGATED.find(joined)
 
 
 @pytest.mark.parametrize("text", EDGES)

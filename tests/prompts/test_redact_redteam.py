@@ -1,0 +1,142 @@
+"""The red-team corpus (tests/prompts/redteam_corpus.py): every fake credential, in the syntax a CI
+log, a card, a pod log or a config file holds it, is redacted whole, through the redactor and
+through the cached scrubber the prompt assembler uses, and once end to end through `cardloop
+prompt explain`; look-alikes of each (hashes, ids, names, references, masks, prose) stay."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cardloop.prompts.redact import redact
+from cardloop.prompts.scrub import Scrubber
+from tests.conftest import EXAMPLE_CARD, ROOT
+from tests.prompts.redteam_corpus import TEMPLATES, leaked, samples
+
+SEEDS = range(5)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_every_sample_loses_its_whole_secret(seed: int) -> None:
+    missed = []
+    for s in samples(seed):
+        out = redact(s.text)
+        if leaked(s, out):
+            missed.append((s.family, out))
+    assert not missed, missed
+
+
+def test_the_assemblers_scrubber_redacts_the_corpus_the_same() -> None:
+    scrubber = Scrubber()
+    for s in samples(11):
+        out = scrubber.scrub(s.text)
+        assert out == redact(s.text)
+        assert not leaked(s, out), (s.family, out)
+
+
+def test_the_corpus_covers_many_families_with_one_sample_each() -> None:
+    assert len({family for family, _, _ in TEMPLATES}) >= 70
+    # And the keys: 4 PEM kinds x 3 forms, a service account, a PuTTY key.
+    assert len(samples(0)) == len(TEMPLATES) + 14
+
+
+# Look-alikes of every family above: stay as they are (a placeholder, a mask, a reference and a
+# well-known default such as `changeme` or `changeit` are no secret to hide: they stay, so the
+# model still sees what is configured).
+BENIGN = [
+    "commit 3f2a9c1e8b7d6f5a4e3c2b1a0f9e8d7c6b5a4f3e\nMerge: 1a2b3c4 5d6e7f8",
+    "request id 550e8400-e29b-41d4-a716-446655440000 took 32 ms",
+    "ALTER TABLE users ADD COLUMN password_hash VARCHAR(255) NOT NULL;",
+    "SELECT id, password_hash, password_salt FROM users WHERE email = $1;",
+    "usage: token_count=123 prompt_tokens=4567 completion_tokens=89",
+    "passwordless login is enabled for this tenant",
+    "docker login --password-stdin ghcr.io",
+    "Set the password in the vault before deploying; rotate the API token every 90 days.",
+    "env:\n  NPM_TOKEN: ${{ secrets.NPM_TOKEN }}\n  password: ${{ secrets.DB_PASSWORD }}",
+    'password: "********"\napi_key: <your-api-key>\ntoken = "<your-token>"',
+    "password=changeme\nDB_PASSWORD=changeme\nauth_token: null\nsecret: \"\"",
+    'password = os.environ["DB_PASSWORD"]\npassword = os.getenv("DB_PASSWORD", "")',
+    'token = os.environ.get("GITHUB_TOKEN") or ""\nconst label = token ?? "not set";',
+    'fields = ("username", "password", "password_confirmation")\nFIELDS = ["token", "refresh_token"]',
+    'parser.add_argument("--password", "-p", help="the password")',
+    'New-LocalUser -Name "bob" -Password $SecurePassword\nGet-Credential -Message "Enter password"',
+    "mongosh --host db -u admin -p\nmongosh -u admin -p $MONGO_PASSWORD\nldapsearch -x -W -D cn=admin",
+    "sqlcmd -S db -U sa -P $env:SA_PASSWORD\naz login -u user@example.com -p $AZ_PASSWORD",
+    "nuget push pkg.nupkg -ApiKey $env:NUGET_KEY -Source https://nuget.example.com/v3",
+    "smbclient -L //host -U guest%\nlftp -u anonymous, ftp.example.com\nnet user bob /delete\nnet user",
+    "rabbitmqctl add_user admin\nnpm config set registry https://registry.npmjs.org/",
+    "git config --global credential.helper store\nnpm config set //registry.npmjs.org/:_authToken ${NPM_TOKEN}",
+    "gh auth login --with-token < token.txt\necho -n \"$USER:$PASS\" | base64",
+    "echo -n 'content-type:text/plain' | base64",
+    "requests.get(url, auth=(user, pw))\nHTTPBasicAuth(username, password)\nnew NetworkCredential(user, pass)",
+    "DriverManager.getConnection(url, user, password)",
+    '%any : RSA server.pem\n: PSK "secret"',
+    "https://discord.com/api/webhooks/YOUR_WEBHOOK_ID/YOUR_WEBHOOK_TOKEN",
+    "Cookie: theme=dark; lang=en-US; sidebar=collapsed\nSet-Cookie: session=; Max-Age=0; Path=/",
+    "Cookie: session_count=12345678901234567890",
+    'curl -u admin https://x.example.com\ncurl -u "$USER:$PASS" https://x\ncurl -u user:password https://x',
+    "http -a user https://x.example.com\nhttp GET https://x.example.com/items page==2",
+    "https://git@github.com/acme/app.git\nssh://git@github.com:22/acme/app.git",
+    "https://ci-bot-user-name-here@gitlab.com/a/b.git",
+    "pip install git+https://github.com/org/repo@a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0",
+    "password reset123\nPassword rotation-2024\ntoken refreshed\ndb_password something",
+    "psk: ${WIFI_PSK}\npsk=$PSK\nshared_key_length = 32",
+    "password = hash(123)\nf(password=pw)\nreturn Token(42)\n  token: getToken(1),\n",
+    "Driver={ODBC Driver 18 for SQL Server};Server=db;Trusted_Connection=yes;",
+    "<Button token={authToken} onClick={go} />\n<Login password={password} />",
+    '<setting name="Theme" serializeAs="String"><value>Dark</value></setting>',
+    '<setting name="ApiKeyHeader" serializeAs="String"><value>X-Api-Key</value></setting>',
+    "const apiKey = config.apiKey ?? process.env.API_KEY;\nsecret = vault.read(path) or {}",
+    "define('DB_PASSWORD', getenv('DB_PASSWORD'));\ndefine('AUTH_KEY', 'put your unique phrase here');",
+    'System.setProperty("javax.net.ssl.keyStorePassword", "changeit");',
+    'os.environ["API_KEY"] = api_key\nos.environ.setdefault("DJANGO_SETTINGS_MODULE", "app.settings")',
+    "ENV[\"RAILS_ENV\"] ||= \"production\"\n$_ENV['DB_PASSWORD'] = $password;",
+    '{"kty": "RSA", "e": "AQAB", "n": "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1Wl"}',
+    '{"d": "2024-05-01", "k": "value"}\nPublic-Lines: 2\nAAAAB3NzaC1yc2EAAAADAQABAAABAQ',
+    "| Variable | Description |\n|---|---|\n| DB_PASSWORD | The database password |\n| API_TOKEN | string |",
+    # Found in installed packages while this corpus was written: a key inside a longer string, an
+    # object or an f-string after `=` or `:` (braces quote only in a connection string).
+    '{"/v1/messages/count_tokens", "/v1/messages/count_tokens?beta=true"}',
+    'auth["identity_token"] = {"source": "file", "path": v}\nf"has identity_token={identity_token_cfg!r}."',
+    'x={clientSecret:{type:"string",minLength:0},tryItAuthBasicPassword:{type:"string"}};'
+    'this.apiKey={name:n.name,in:n.in};y={withCredentials:{typeCaster:c,defaultValue:YT.withCredentials}}',
+    "x-api-key: ${API_KEY}\nAuthorization: Bearer ${TOKEN}\nAuthorization: Bearer <token>",
+]
+
+
+@pytest.mark.parametrize("text", BENIGN)
+def test_look_alikes_stay(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_look_alikes_stay_as_one_text() -> None:
+    text = "\n".join(BENIGN)
+    assert redact(text) == text
+
+
+def test_prompt_explain_shows_no_secret_of_the_corpus(tmp_path: Path) -> None:
+    """End to end: the corpus as a card's comments and context, through `cardloop prompt explain`
+    with its payload; the secrets' markers are counted per item."""
+    corpus = samples(23)
+    card = json.loads(EXAMPLE_CARD.read_text())
+    card["history"] = [{"role": "user", "author": "ops", "content": s.text} for s in corpus[:60]]
+    card["context"] = [{"kind": "notes", "source": "ci", "title": f"log {i}", "content": s.text}
+                       for i, s in enumerate(corpus[60:])]
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(card))
+    cli = Path(sys.executable).parent / "cardloop"
+    out = subprocess.run([str(cli), "prompt", "explain", "--card", str(path), "--stage", "planning", "--json",
+                          "--provider", "anthropic"], capture_output=True, text=True, cwd=ROOT,
+                         env=dict(os.environ), timeout=120)
+    assert out.returncode == 0, out.stderr
+    shown = out.stdout
+    for s in corpus:
+        for secret in s.secrets:
+            # JSON escapes a PEM line's `/` as nothing else: the secret as written must be gone.
+            assert secret not in shown and json.dumps(secret)[1:-1] not in shown, s.family
+    assert sum(h["count"] for h in json.loads(shown)["explain"]["redacted_in"]) >= len(corpus)
