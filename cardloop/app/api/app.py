@@ -22,6 +22,7 @@ from cardloop.app.api import cards, gateway, tenants, webhooks
 from cardloop.app.api.docs import add_docs
 from cardloop.app.api.limits import BodySizeLimit
 from cardloop.app.api.logsafe import safe_logger
+from cardloop.app.api.paths import TrailingSlash
 from cardloop.app.api.services import Services
 from cardloop.app.api.shapes import refusal
 from cardloop.app.cards import CardService
@@ -126,6 +127,8 @@ def create_app(svc: Services) -> FastAPI:
                 or refusal(request, 413, f"request body larger than {max_bytes:,} bytes"))
 
     app.add_middleware(BodySizeLimit, max_bytes=svc.config.api.max_body_bytes, shaped=too_large)
+    app.router.redirect_slashes = False  # TrailingSlash serves the path instead (paths.py)
+    app.add_middleware(TrailingSlash)
     return app
 
 

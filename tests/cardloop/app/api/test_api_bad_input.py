@@ -173,3 +173,16 @@ def test_revoking_a_token_id_with_a_nul_is_a_404(app_any_store: TestClient) -> N
     # On PostgreSQL it was a 500: the id went into the query as sent.
     r = app.delete("/tenants/acme/tokens/tok_%00", headers={"authorization": "Bearer admin-bad-input-0123456789"})
     assert r.status_code == 404 and r.json() == {"detail": "the tenant has no such token"}
+
+
+@pytest.mark.parametrize("path", ["/webhooks/generic/", "/webhooks/generic//"])
+def test_a_webhook_url_with_a_trailing_slash_reaches_its_route_without_a_redirect(app: TestClient, path: str) -> None:
+    # It was a 307 to the path without the slash: GitHub does not follow redirects, so a webhook
+    # URL pasted with a slash at its end failed every delivery.
+    body = b'{"card_id": "PAY-1", "to_column": "Coding"}'
+    for target in (path, "/webhooks/generic"):
+        r = app.post(target, content=body, headers={"x-hub-signature-256": "sha256=" + "0" * 64},
+                     follow_redirects=False)
+        assert r.status_code == 401, (target, r.status_code, r.text)
+        assert r.json()["status"] == "refused"
+    assert app.get("/livez/", follow_redirects=False).json() == {"status": "ok"}
