@@ -21,7 +21,7 @@ def cmd_card_cancel(args: argparse.Namespace, config: Config) -> int:
         print(cancelled_line(svc, ref, run))
         return 0
 
-    return _card_command(args, config, action)
+    return _card_command(args, config, action, imports=False)
 
 
 async def watch(svc: CardService, ref: CardRef, args: argparse.Namespace, before: CardState | None,

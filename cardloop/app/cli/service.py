@@ -202,7 +202,9 @@ def load_card_arg(arg: str, config: Config) -> Card:
     return found
 
 
-def _card_command(args: argparse.Namespace, config: Config, action) -> int:
+def _card_command(args: argparse.Namespace, config: Config, action, *, imports: bool = True) -> int:
+    """`imports`: a card file is imported before `action` (move, say, show); without it (cancel,
+    retry: they act on a card that ran) the file only names its card, whose stored fields stay."""
     # Bad input fails before any connection, and before the Temporal SDK loads (about a second).
     ref, card = _resolve(args.card, args)
     from temporalio.service import RPCError
@@ -218,7 +220,7 @@ def _card_command(args: argparse.Namespace, config: Config, action) -> int:
         try:
             client = await connect(config)
             svc = CardService(client, store, config)
-            if card is not None:
+            if card is not None and imports:
                 svc.import_card(card)
             else:
                 target = _by_board_name(store, ref)  # a card renamed on its board, by its new id
@@ -297,7 +299,7 @@ def cmd_card_retry(args: argparse.Namespace, config: Config) -> int:
         print(f"card {ref.key}: running {stage} again (its history is kept)")
         return 0
 
-    return _card_command(args, config, action)
+    return _card_command(args, config, action, imports=False)
 
 
 def cmd_card_show(args: argparse.Namespace, config: Config) -> int:

@@ -69,3 +69,21 @@ async def test_card_cancel_stops_the_running_stage_and_keeps_its_work(stack: Sta
     state = await stack.wait_state(ref, lambda s: s.status == "done", timeout=120)
     assert [(r.stage, r.outcome) for r in state.history[1:]] == [("review", "completed"), ("testing", "completed")]
     await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "card-cancel")
+
+
+async def test_cancel_and_retry_of_a_card_file_leave_the_stored_card_as_it_is(stack: Stack, tmp_path: Path) -> None:
+    # They imported the file first: an old copy of the card file overwrote the stored card's fields
+    # (title, body, history) even though there was nothing to cancel or retry.
+    env = cli_env(stack, tmp_path)
+    ref = stack.cards.import_card(small_card("KEEP-1", title="The title on the board now"))
+    old = tmp_path / "old.json"
+    old.write_text(small_card("KEEP-1", title="An old title").model_dump_json())
+    for command in ("cancel", "retry"):
+        out = await cardloop(env, "card", command, str(old))
+        assert out.returncode == 1, out.stderr
+        assert stack.store.card_fields(ref.key).title == "The title on the board now"
+    never = tmp_path / "never.json"
+    never.write_text(small_card("NEVER-1").model_dump_json())
+    out = await cardloop(env, "card", "retry", str(never))
+    assert out.returncode == 2 and "not known to the store" in out.stderr, out.stderr
+    assert stack.store.card_fields("acme/github/NEVER-1") is None
