@@ -54,6 +54,9 @@ class BoardEvent(BaseModel):
     # cardloop has not seen to the card it already keeps (boards/identity.py).
     board_uid: str | None = Field(default=None, max_length=300)
     was: tuple[str, ...] = ()
+    # The issue itself moved to `repo` (a GitHub issue transferred to another repository): the
+    # card's repository follows it, where otherwise a card's repository is only ever filled in.
+    repo_moved: bool = False
 
 
 class Ignored(BaseModel):
