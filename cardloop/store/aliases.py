@@ -1,10 +1,12 @@
 """The ids a board gives a card besides the one its key was made of (table card_aliases).
 
 A board's human id can change under a card: a Linear issue moved to another team (ENG-123 ->
-OPS-45), a Jira issue moved to another project (PROJ-1 -> OTHER-7). The card keeps the key it
-was created under (its history, ledger, notes and Temporal workflow live there); the board's
-stable id ("uid": Linear's issue UUID, Jira's numeric issue id, Trello's long card id) and every
-name the board gave it since ("name", in the key's card id encoding) lead a delivery, `card show`
+OPS-45), a Jira issue moved to another project (PROJ-1 -> OTHER-7), a GitHub issue transferred
+to another repository (acme/api#4 -> acme/web#9). The card keeps the key it was created under
+(its history, ledger, notes and Temporal workflow live there); the board's stable id ("uid":
+Linear's issue UUID, Jira's numeric issue id, Trello's long card id, GitHub's issue or pull
+request node id) and every name the board gave it since ("name", in the key's card id encoding)
+lead a delivery, `card show`
 or an API call that names it by them to that key. Rows are keyed by tenant and board: nothing
 here leads across tenants or boards (PostgreSQL's row-level security also holds the card key
 under the tenant's prefix)."""
