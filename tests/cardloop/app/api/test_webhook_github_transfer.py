@@ -3,7 +3,9 @@ and store, on octokit's recorded payloads: the card keyed octo-org/octo-repo#1 s
 key, same running workflow, same history) once GitHub says the issue is Codertocat/Hello-World#1 now;
 its repository follows the issue; GitHub's real comment on the new issue and a project move whose
 item now holds it reach that card. A repository renamed under a card is found by the issue's node
-id. Deliveries whose ids lead nowhere are answered as before."""
+id, and a failed CI run naming a pull request under the new name reaches its card once a delivery
+carrying the node id told cardloop that name (a run carries none). Deliveries whose ids lead
+nowhere are answered as before."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 
 from cardloop.contracts.config import Config
 from cardloop.contracts.payloads import CardRef
+from cardloop.prompts.card import Card
 from tests.cardloop.app.api.test_webhook_board_ids import in_history, one, planning_running, workflow_ids
 from tests.cardloop.app.api.webhook_kit import ENV, Clock, at, hub_signature, webhook_client
 from tests.cardloop.app.boards.conftest import FakeGitHub, fixture_json
@@ -168,3 +171,33 @@ async def test_a_renamed_repository_is_found_by_the_issues_node_id_and_odd_ids_l
             "content-type": "application/json", "x-github-event": "issues", "x-github-delivery": "gh-t-9",
             "x-hub-signature-256": hub_signature(body)})
         assert r.status_code == 400 and "changes.new_repository.full_name" in r.text, r.text
+
+
+@pytest.mark.stack_env(**ENV, CARDLOOP_STAGES__ERROR_FIXING__AUTO_ADVANCE="false")
+async def test_a_failed_run_naming_the_renamed_repository_reaches_the_pull_requests_card(stack: Stack) -> None:
+    # The pull request GitHub's workflow_run example is linked to, its card as a project move makes it.
+    pull = Card(id="Codertocat/Hello-World#2", tenant="default", board="github", title="Update the README",
+                repo="Codertocat/Hello-World", branch="changes")
+    ref = stack.cards.import_card(pull)
+    stack.store.remember_board_ids(ref.key, uid="PR_kwDOCyJ2ys4QoV6t")
+    run = json.loads(json.dumps(fixture_json("github/workflow_run.completed.json")).replace(
+        "Codertocat/Hello-World", "Codertocat/Hello-Docs"))   # the repository renamed since
+    run["workflow_run"]["conclusion"] = "failure"
+    # A run carries no node id: before anything told cardloop the new name, no card is known for it.
+    clock = Clock(0)
+    async with webhook_client(stack, clock=clock) as api:
+        unknown = await send(api, clock, "workflow_run", run, "2020-10-05T16:33:49Z", "gh-run-1")
+        assert (unknown["card"], unknown["status"], unknown["reason"]) == (
+            "default/github/Codertocat:Hello-Docs#2", "ignored", "no card is known for Codertocat/Hello-Docs#2")
+        # A comment on the pull request under the new name carries its node id: the name is learnt.
+        comment = json.loads(json.dumps(fixture_json("github/issue_comment.created.json")).replace(
+            "Codertocat/Hello-World", "Codertocat/Hello-Docs"))
+        comment["issue"].update(number=2, node_id="PR_kwDOCyJ2ys4QoV6t")
+        said = await send(api, clock, "issue_comment", comment, "2019-05-15T15:20:21Z", "gh-c-1")
+        assert (said["card"], said["board_card"], said["status"]) == (ref.key, "Codertocat/Hello-Docs#2", "accepted")
+        # GitHub redelivers the failed run: it reaches the pull request's card and its workflow.
+        failed = await send(api, clock, "workflow_run", run, "2020-10-05T16:33:49Z", "gh-run-1-again")
+        assert (failed["card"], failed["board_card"], failed["status"], failed["stage"]) == (
+            ref.key, "Codertocat/Hello-Docs#2", "accepted", "error_fixing"), failed
+        assert failed["workflow_id"] == ref.workflow_id
+    await stack.cards.wait_for(ref, lambda s: any(r.stage == "error_fixing" for r in s.history), timeout=60)
