@@ -1,10 +1,12 @@
 """The ids a board gives a card besides the one its key was made of (table card_aliases).
 
 A board's human id can change under a card: a Linear issue moved to another team (ENG-123 ->
-OPS-45), a Jira issue moved to another project (PROJ-1 -> OTHER-7). The card keeps the key it
-was created under (its history, ledger, notes and Temporal workflow live there); the board's
-stable id ("uid": Linear's issue UUID, Jira's numeric issue id, Trello's long card id) and every
-name the board gave it since ("name", in the key's card id encoding) lead a delivery, `card show`
+OPS-45), a Jira issue moved to another project (PROJ-1 -> OTHER-7), a GitHub issue transferred
+to another repository (acme/api#4 -> acme/web#9). The card keeps the key it was created under
+(its history, ledger, notes and Temporal workflow live there); the board's stable id ("uid":
+Linear's issue UUID, Jira's numeric issue id, Trello's long card id, GitHub's issue or pull
+request node id) and every name the board gave it since ("name", in the key's card id encoding)
+lead a delivery, `card show`
 or an API call that names it by them to that key. Rows are keyed by tenant and board: nothing
 here leads across tenants or boards (PostgreSQL's row-level security also holds the card key
 under the tenant's prefix)."""
@@ -100,8 +102,25 @@ class CardAliasesMixin(StoreBase):
         """The id the board shows for the card now: the newest name recorded for it, else the one
         its key was made of; as the board writes it (a key's ':' is '/', its '%3A' is ':')."""
         names = self.board_ids(card_key).names
-        encoded = names[-1] if names else card_key.split("/", 2)[2]
-        return encoded.replace(":", "/").replace("%3A", ":")
+        return _as_board_writes(names[-1] if names else card_key.split("/", 2)[2])
+
+    def board_names(self, tenant: str | None = None, board: str | None = None) -> dict[str, str]:
+        """The id the board shows now (as board_name says it) of every card of `tenant`'s `board`
+        that was given a later name, by card key, in one read: what `card list` shows beside a
+        card's key. On PostgreSQL row-level security shows one tenant's: give `tenant` there."""
+        if tenant is not None:
+            tenant = self._tenant(check_tenant(tenant))
+        elif self._scope is not None:
+            tenant = self._scope
+        a = s.card_aliases.c
+        query = select(a.card_key, a.value).where(a.kind == "name")
+        if tenant is not None:
+            query = query.where(a.tenant == tenant)
+        if board is not None:
+            query = query.where(a.board == board)
+        with self._db.read(tenant) as conn:
+            rows = conn.execute(query.order_by(a.named_at, a.value)).all()
+        return {row.card_key: _as_board_writes(row.value) for row in rows}   # the newest name last, so it stays
 
     def stored_card_key(self, card_key: str) -> str | None:
         """The key of the stored card `card_key` names: itself, or the card of its tenant and board
@@ -112,6 +131,11 @@ class CardAliasesMixin(StoreBase):
         tenant, board, card_id = card_key.split("/", 2)
         match = self.card_for_board_ids(tenant, board, name=card_id, uid=card_id)
         return match.by_name or match.by_uid
+
+
+def _as_board_writes(encoded: str) -> str:
+    """A key's card id as its board writes it: ':' is '/', '%3A' is ':' (CardRef's encoding undone)."""
+    return encoded.replace(":", "/").replace("%3A", ":")
 
 
 def _match(conn: Connection, tenant: str, board: str, name: str | None, uid: str | None) -> AliasMatch:

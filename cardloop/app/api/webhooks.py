@@ -89,7 +89,9 @@ def refreshed_card(card: Card, event: BoardEvent) -> Card | None:
     turn, so the next turn and the next stage work on what the card asks today. Only the values
     the delivery carries change. A card's repository and branch are where its work was pushed:
     they are only filled in when the card had none (a card created without a repository that the
-    board later links to one), never switched under work already done."""
+    board later links to one), never switched under work already done, except that the
+    repository follows an issue transferred to another one (event.repo_moved): its pull request
+    can only be opened there now."""
     update: dict[str, Any] = {}
     if event.title is not None and event.title[:MAX_TITLE] != card.title:
         update["title"] = event.title[:MAX_TITLE]
@@ -97,6 +99,8 @@ def refreshed_card(card: Card, event: BoardEvent) -> Card | None:
         update["body"] = event.body
     if event.url is not None and len(event.url) <= MAX_URL and event.url != card.url:
         update["url"] = event.url
+    if event.repo is not None and event.repo_moved and event.repo != card.repo:
+        update["repo"] = event.repo
     if card.repo is None and event.repo is not None:
         update["repo"] = event.repo
         if card.branch is None and event.branch is not None and len(event.branch) <= MAX_BRANCH:

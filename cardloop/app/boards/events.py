@@ -49,11 +49,16 @@ class BoardEvent(BaseModel):
     # (Linear: data.updatedAt; its window holds the send time): orders late moves (boards/order.py).
     at: float | None = None
     # The card's stable id on its board, which a move to another team or project keeps (Linear's
-    # issue UUID, Jira's numeric issue id, Trello's long card id), and the ids the delivery says it
-    # had before (Linear's previousIdentifiers, Jira's `Key` changelog item): they lead a `card_id`
-    # cardloop has not seen to the card it already keeps (boards/identity.py).
+    # issue UUID, Jira's numeric issue id, Trello's long card id, GitHub's issue or pull request
+    # node id, which a repository rename keeps), and the ids the delivery says it had before
+    # (Linear's previousIdentifiers, Jira's `Key` changelog item, the issue a GitHub transfer
+    # moved): they lead a `card_id` cardloop has not seen to the card it already keeps
+    # (boards/identity.py).
     board_uid: str | None = Field(default=None, max_length=300)
     was: tuple[str, ...] = ()
+    # The issue itself moved to `repo` (a GitHub issue transferred to another repository): the
+    # card's repository follows it, where otherwise a card's repository is only ever filled in.
+    repo_moved: bool = False
 
 
 class Ignored(BaseModel):

@@ -11,9 +11,24 @@ sender's: it is WebhookError(502), so the delivery shows as failed and can be re
     projects_v2_item    archived    archive: the card of the item's issue, PR or draft
                         deleted     (looked up by content_node_id; a draft's card is the item id)
     issue_comment       created     comment on "<owner>/<repo>#<number>"
+    issues              transferred edit: the issue moved to another repository (changes.new_issue,
+                        opened      changes.new_repository; `opened` with changes.old_issue is the
+                                    same move told from the new repository)
     workflow_run        completed   build_failed per linked PR when the conclusion is a failure
     check_suite         completed   build_failed per linked PR when the conclusion is a failure
     ping, others        -           Ignored
+
+A card linked to an issue or pull request is keyed "<owner>/<repo>#<number>" (its first key stays).
+Each event also carries the issue's or pull request's node id (BoardEvent.board_uid: a project
+item's content_node_id, a comment's issue.node_id), which a repository renamed or moved to another
+owner keeps, so a delivery naming "<owner>/<new-name>#<number>" reaches the card it already is.
+An issue transferred to another repository gets a new number, a new numeric id and a new node id
+(GitHub's real payloads: the octokit example's issue and new_issue differ in all three, and so did
+every transfer recorded elsewhere); what links the two is the `issues` transferred delivery itself,
+which names both: its event names the new issue and says the old one was its former id (`was`),
+so the card records "<new repo>#<number>" as its later name (boards/identity.py) and its
+repository follows the issue (repo_moved). Comments, project moves and CI runs naming the new
+issue then reach the card by that name.
 """
 
 from __future__ import annotations
@@ -56,8 +71,11 @@ GRAPHQL_TIMEOUT = httpx.Timeout(6.0, connect=3.0)
 CACHE_TTL_SECONDS = 300.0
 # Where each event's signed body says when it happened (checked against the replay window).
 _EVENT_TIME = {"projects_v2_item": "projects_v2_item.updated_at", "issue_comment": "comment.updated_at",
-               "workflow_run": "workflow_run.updated_at", "check_suite": "check_suite.updated_at"}
+               "issues": "issue.updated_at", "workflow_run": "workflow_run.updated_at",
+               "check_suite": "check_suite.updated_at"}
 _API_REPO = re.compile(r"/repos/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/?\Z")
+# A global node id: "I_kwDOKm4p7M6qMdqX", or the older base64 form "MDU6SXNzdWU0NDQ1MDAwNDE=".
+_NODE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_+/=-]{0,299}")
 
 
 @dataclass(frozen=True)
@@ -75,6 +93,7 @@ class ProjectItem:
     url: str | None = None
     repo: str | None = None              # nameWithOwner
     branch: str | None = None            # a pull request's head branch
+    node_id: str | None = None           # the issue's or pull request's node id (its card's board_uid)
     values: Mapping[str, str] = field(default_factory=dict)   # field node id -> selected option name
 
 
@@ -101,8 +120,8 @@ def _item_selection() -> str:
       }
       content {
         __typename
-        ... on Issue { number title body url repository { nameWithOwner } }
-        ... on PullRequest { number title body url headRefName repository { nameWithOwner } }
+        ... on Issue { id number title body url repository { nameWithOwner } }
+        ... on PullRequest { id number title body url headRefName repository { nameWithOwner } }
         ... on DraftIssue { title body }
       }
     }
@@ -272,6 +291,7 @@ def _parse_item(data: dict[str, Any]) -> ProjectItem:
         url=opt_str(data, "item.content.url"),
         repo=opt_str(data, "item.content.repository.nameWithOwner"),
         branch=opt_str(data, "item.content.headRefName"),
+        node_id=_node_id(data, "item.content.id"),
         values=values,
     )
 
@@ -310,6 +330,7 @@ class GitHubAdapter:
         handler = {
             "projects_v2_item": self._project_item,
             "issue_comment": self._issue_comment,
+            "issues": self._issues,
             "workflow_run": self._workflow_run,
             "check_suite": self._check_suite,
         }.get(kind)
@@ -377,6 +398,7 @@ class GitHubAdapter:
         from_column = (field_.options.get(from_id) or opt_str(change, "from.name")) if from_id else None
         linked = item.content_type in ("Issue", "PullRequest") and item.repo and item.number is not None
         return [event(
+            board_uid=(item.node_id or _linked_content(data)) if linked else None,
             kind="transition", board=self.name, tenant=self._tenant(data),
             card_id=f"{item.repo}#{item.number}" if linked else item_id,
             delivery_id=delivery, from_column=from_column, to_column=to_column,
@@ -390,6 +412,7 @@ class GitHubAdapter:
         item_id = req_str(data, "projects_v2_item.node_id")
         delivery = self._delivery(headers)
         card_id = item_id
+        uid = _linked_content(data)
         cached = self.graphql.items.get(item_id)
         if cached is not None and cached.content_type in ("Issue", "PullRequest") and cached.repo \
                 and cached.number is not None:
@@ -399,7 +422,7 @@ class GitHubAdapter:
             if found is not None:
                 card_id = f"{found[0]}#{found[1]}"
         return [event(kind="archive", board=self.name, tenant=self._tenant(data), card_id=card_id,
-                      delivery_id=delivery, actor=opt_str(data, "sender.login"),
+                      delivery_id=delivery, actor=opt_str(data, "sender.login"), board_uid=uid,
                       gone="archived" if action == "archived" else "deleted")]
 
     # -- issue_comment ---------------------------------------------------------------------------
@@ -422,6 +445,32 @@ class GitHubAdapter:
             kind="comment", board=self.name, tenant=self._tenant(data), card_id=f"{repo}#{number}",
             delivery_id=self._delivery(headers), title=opt_str(data, "issue.title"),
             url=opt_str(data, "issue.html_url"), repo=repo, actor=author, comment=text,
+            board_uid=_node_id(data, "issue.node_id"),
+        )]
+
+    # -- issues ----------------------------------------------------------------------------------
+
+    async def _issues(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:
+        """An issue transferred to another repository: GitHub sends `transferred` from the old
+        repository (changes.new_issue, changes.new_repository) and `opened` from the new one
+        (changes.old_issue, changes.old_repository). Either one is the same edit of the card: it
+        names the new issue, and the old one as its former id. Other issue actions are the
+        project board's business (moves arrive as projects_v2_item)."""
+        action = opt_str(data, "action")
+        if action == "transferred":
+            old, old_repo, new, new_repo = "issue", "repository", "changes.new_issue", "changes.new_repository"
+        elif action == "opened" and opt_obj(data, "changes.old_issue") is not None:
+            old, old_repo, new, new_repo = "changes.old_issue", "changes.old_repository", "issue", "repository"
+        else:
+            return Ignored(reason=f"issues {short(action)}: cardloop acts on issues transferred to another "
+                                  "repository (moves arrive as projects_v2_item)")
+        repo = req_str(data, f"{new_repo}.full_name")
+        was = f"{req_str(data, f'{old_repo}.full_name')}#{req_int(data, f'{old}.number')}"
+        return [event(
+            kind="edit", board=self.name, tenant=self._tenant(data), card_id=f"{repo}#{req_int(data, f'{new}.number')}",
+            delivery_id=self._delivery(headers), title=opt_str(data, f"{new}.title"),
+            body=opt_str(data, f"{new}.body"), url=opt_str(data, f"{new}.html_url"), repo=repo, repo_moved=True,
+            actor=opt_str(data, "sender.login"), board_uid=_node_id(data, f"{new}.node_id"), was=(was,),
         )]
 
     # -- workflow_run / check_suite --------------------------------------------------------------
@@ -477,6 +526,28 @@ class GitHubAdapter:
             delivery_id=delivery if len(cards) == 1 else f"{delivery}/{card}",
             stage=stage, url=url, repo=repo, branch=branch, actor=opt_str(data, "sender.login"), comment=note,
         ) for card in cards]
+
+
+def _node_id(data: dict[str, Any], path: str) -> str | None:
+    """An issue's or pull request's node id at `path`; None when absent or not one (the event is
+    then answered by its "<owner>/<repo>#<number>" alone, as before)."""
+    try:
+        value = lookup(data, path)
+    except WebhookError:   # a step on the way is not an object: nothing there
+        return None
+    return value if isinstance(value, str) and _NODE_ID.fullmatch(value) else None
+
+
+def _linked_content(data: dict[str, Any]) -> str | None:
+    """A project item payload's content_node_id when it says the item holds an issue or a pull
+    request (a draft's node id is no issue's); None, never an error, when it says anything else."""
+    try:
+        content_type = lookup(data, "projects_v2_item.content_type")
+    except WebhookError:
+        return None
+    if content_type not in ("Issue", "PullRequest"):
+        return None
+    return _node_id(data, "projects_v2_item.content_node_id")
 
 
 def _option_id(data: dict[str, Any], path: str) -> str | None:

@@ -5,14 +5,16 @@ another team or project, the issue is OPS-45 or OTHER-7 from then on, and the ne
 a card cardloop never saw. Started as a new card it would run with an empty history while the
 old card's history, notes, costs and running stage were orphaned. So each card also records its
 board's stable id (BoardEvent.board_uid: Linear's issue UUID, Jira's numeric issue id, Trello's
-long card id) and the names the board gave it since (store/aliases.py), and an event naming an
-id the store does not hold is led to the card that id belongs to:
+long card id, GitHub's issue node id) and the names the board gave it since (store/aliases.py),
+and an event naming an id the store does not hold is led to the card that id belongs to:
 
     1. a card stored under the event's own key is that card (its stable id recorded the first time)
     2. else a name recorded for a card of this tenant and board (a later delivery after a move)
     3. else the card the event's stable id was recorded for (the first delivery after a move)
     4. else a card under an id the delivery says the card had before (BoardEvent.was: Linear's
-       previousIdentifiers, Jira's `Key` changelog item), for cards stored before stable ids were
+       previousIdentifiers, Jira's `Key` changelog item, a GitHub issue transfer's old issue,
+       whose node id GitHub does not keep), for cards stored before stable ids were and for
+       moves that change the stable id too
     5. else nobody: the event's own key, as before (a new card, or "no card is known")
 
 The card keeps its first key: its store rows, ledger, notes and its Temporal workflow

@@ -492,6 +492,9 @@ def cmd_card_list(args: argparse.Namespace, config: Config) -> int:
                 raise InputError("on PostgreSQL `card list` needs --tenant (row-level security shows one tenant "
                                  "at a time)")
             rows = store.card_rows(args.tenant, args.board)
+            # A card moved on its board since (another team, project or repository) is listed by
+            # its first key, with the id the board shows now beside it, as `card show` says.
+            renamed = store.board_names(args.tenant, args.board) if rows else {}
             note = ""
             states: list[CardState | DescribedCard | None] = [None] * len(rows)
             if rows:
@@ -521,7 +524,10 @@ def cmd_card_list(args: argparse.Namespace, config: Config) -> int:
                 if args.status and status != args.status:
                     continue
                 cost = store.usage_totals(row["card"]).total.cost_usd
-                listed.append({"card": row["card"], "tenant": row["tenant"], "board": row["board"],
+                now_id = renamed.get(row["card"])
+                if now_id is not None and CardRef.for_board(row["tenant"], row["board"], now_id).key == row["card"]:
+                    now_id = None   # named back to the id its key was made of
+                listed.append({"card": row["card"], "board_id": now_id, "tenant": row["tenant"], "board": row["board"],
                                "stage": stage, "status": status,
                                "stage_runs": state.stage_runs if state else 0, "cost_usd": float(cost),
                                "updated_at": row["updated_at"].isoformat(timespec="seconds"),
@@ -544,7 +550,8 @@ def cmd_card_list(args: argparse.Namespace, config: Config) -> int:
         for c in listed:
             print(f"{c['card']:<{width}}  {c['stage']:<12} {c['status']:<8} {c['stage_runs']:>4} "
                   f"{'$' + format(c['cost_usd'], '.4f'):>9}  "
-                  + (f"[{c['gone'].partition(' ')[0]}] " if c["gone"] else "") + shorten(c["title"], 60))
+                  + (f"[{c['gone'].partition(' ')[0]}] " if c["gone"] else "")
+                  + (f"[now {c['board_id']}] " if c["board_id"] else "") + shorten(c["title"], 60))
         print(f"{len(listed)} card{'s' if len(listed) != 1 else ''}; `cardloop card show CARD` for one")
         return 0
 

@@ -97,3 +97,25 @@ def test_migration_12_on_a_database_that_holds_cards(db_url: str) -> None:
                 forced = conn.execute(text("SELECT relforcerowsecurity FROM pg_class WHERE relname = 'card_aliases' "
                                            "AND relnamespace = current_schema()::regnamespace")).scalar_one()
             assert forced is True
+
+
+def test_board_names_are_each_cards_newest_name_in_one_read(store: Store) -> None:
+    issue = "acme/github/octo-org:octo-repo#1"
+    store.upsert_card(ENG, _card(ENG))
+    store.remember_board_ids(ENG, uid=UUID, name="OPS-45")
+    store.remember_board_ids(ENG, name="WEB-7")
+    store.remember_board_ids(issue, uid="I_kwDOM0_enM6qMbTe", name="Codertocat:Hello-World#1")
+    store.remember_board_ids("acme/linear/ENG-9", uid="0b7e1a2c-uuid")      # a stable id is no name
+    store.remember_board_ids("globex/linear/ENG-123", name="GLX-1")
+    names = store.board_names("acme")
+    assert names == {ENG: "WEB-7", issue: "Codertocat/Hello-World#1"}   # as the board writes it
+    assert names[ENG] == store.board_name(ENG)
+    assert store.board_names("acme", "github") == {issue: "Codertocat/Hello-World#1"}
+    assert store.board_names("acme", "jira") == {}
+    assert store.board_names("globex") == {"globex/linear/ENG-123": "GLX-1"}
+    # Named back (OPS-45 again, its named_at renewed): that is the newest.
+    store.remember_board_ids(ENG, name="OPS-45")
+    assert store.board_names("acme", "linear") == {ENG: "OPS-45"} and store.board_name(ENG) == "OPS-45"
+    with pytest.raises(TenantScopeError):
+        store.for_tenant("acme").board_names("globex")
+    assert store.for_tenant("acme").board_names() == store.board_names("acme")

@@ -371,7 +371,7 @@ BOARDS: dict[str, tuple[Callable[[int], dict[str, Any]], bytes, Signer]] = {
     "linear": (_linear, b"linear-signature", linear_signature),
     "trello": (_trello, b"x-trello-webhook", trello_signature),
 }
-GITHUB_EVENTS = st.sampled_from([b"issue_comment", b"workflow_run", b"check_suite", b"ping", b"push", b"",
+GITHUB_EVENTS = st.sampled_from([b"issue_comment", b"issues", b"workflow_run", b"check_suite", b"ping", b"push", b"",
                                  b"\xff", b"issue_comment, ping"])
 JIRA_EVENTS = st.sampled_from(["jira:issue_updated", "comment_created", "jira:issue_deleted", "other"])
 LINEAR_EVENTS = st.sampled_from([("Issue", "update"), ("Issue", "remove"), ("Comment", "create"), ("X", "y")])

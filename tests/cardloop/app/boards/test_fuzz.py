@@ -22,6 +22,7 @@ SAMPLES: dict[str, list[tuple[str, str]]] = {   # board -> (GitHub event header,
                ("issue_comment", "github/issue_comment.created.json"),
                ("workflow_run", "github/workflow_run.completed.json"),
                ("check_suite", "github/check_suite.completed.json"),
+               ("issues", "github/issues.transferred.json"), ("issues", "github/issues.opened.transferred.json"),
                ("ping", "github/ping.json"), ("star", "github/star.created.json")],
     "linear": [("", "linear/issue_update_state.json"), ("", "linear/comment_create.json")],
     "jira": [("", "jira/issue_updated_status.json"), ("", "jira/comment_created.json")],
@@ -32,7 +33,7 @@ GENERIC = {"card_id": "OPS-7", "tenant": "ops", "to_column": "coding", "stage": 
            "delivery_id": "g-1", "title": "t", "body": "b", "url": "u", "repo": "a/b", "branch": "x", "actor": "me"}
 INTERESTING = ["edited", "created", "completed", "failure", "update", "create", "Issue", "Comment", "status",
                "updateCard", "commentCard", "jira:issue_updated", "comment_created", "single_select", "Status",
-               "Bot", "to", "from", "id", "name", "done", "coding"]
+               "Bot", "to", "from", "id", "name", "done", "coding", "transferred", "opened", "node_id"]
 
 scalars = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)
            | st.text(max_size=30) | st.sampled_from(INTERESTING) | st.text(min_size=190, max_size=400))
@@ -95,7 +96,8 @@ def fuzz_graphql(server: FakeGitHub) -> None:
             return {"__typename": "ProjectV2SingleSelectField", "name": "Status",
                     "options": [{"id": "opt-1", "name": "In Progress"}, {"id": "opt-2", "name": "Elsewhere"}]}
         return {"__typename": "ProjectV2Item", "fieldValues": {"nodes": []},
-                "content": {"__typename": "Issue", "number": 1, "title": "t", "body": None, "url": "https://x/1",
+                "content": {"__typename": "Issue", "id": "I_kwDOfuzz", "number": 1, "title": "t", "body": None,
+                            "url": "https://x/1",
                             "repository": {"nameWithOwner": "o/r"}}}
     server.default = answer
 

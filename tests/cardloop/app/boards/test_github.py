@@ -294,13 +294,15 @@ def test_query_declares_only_the_variables_it_uses() -> None:
 
 # -- issue_comment --------------------------------------------------------------------------------
 
+HELLO_WORLD_1 = "MDU6SXNzdWU0NDQ1MDAwNDE="   # the node id of Codertocat/Hello-World#1 in octokit's examples
+
 async def test_issue_comment_created(adapter: GitHubAdapter) -> None:
     result = await parse(adapter, "issue_comment", fixture_bytes("github/issue_comment.created.json"), "d-c")
     assert result == [BoardEvent(
         kind="comment", board="github", tenant="octo", card_id="Codertocat/Hello-World#1", delivery_id="d-c",
         title="Spelling error in the README file", url="https://github.com/Codertocat/Hello-World/issues/1",
         repo="Codertocat/Hello-World", actor="Codertocat",
-        comment="You are totally right! I'll get this fixed right away.")]
+        comment="You are totally right! I'll get this fixed right away.", board_uid=HELLO_WORLD_1)]
 
 
 async def test_issue_comment_ignored_cases(adapter: GitHubAdapter) -> None:
@@ -435,7 +437,7 @@ async def test_an_archived_or_deleted_item_is_an_archive_of_its_issues_card(adap
     body = fixture_bytes("github/projects_v2_item.archived.json")
     assert await parse(adapter, "projects_v2_item", body) == [BoardEvent(
         kind="archive", board="github", tenant="octo", card_id="Octocoders/payments#142", delivery_id="d-1",
-        actor="Codertocat", gone="archived")]
+        actor="Codertocat", gone="archived", board_uid=ARCHIVED_ISSUE)]
     # Looked up by what the item held: a deleted item's own node is gone.
     assert github_api.requests[-1]["variables"] == {"content": ARCHIVED_ISSUE}
     deleted = fixture_json("github/projects_v2_item.archived.json")
@@ -453,3 +455,81 @@ async def test_an_archived_draft_or_an_issue_github_no_longer_has_is_the_items_c
     # The issue itself was deleted: NOT_FOUND is an answer here, not GitHub failing.
     [event] = await parse(adapter, "projects_v2_item", fixture_bytes("github/projects_v2_item.archived.json"))
     assert event.card_id == ARCHIVED_ITEM
+
+
+# -- stable ids and issues transferred ------------------------------------------------------------
+
+async def test_a_linked_items_move_carries_its_contents_node_id(adapter: GitHubAdapter,
+                                                                github_api: FakeGitHub) -> None:
+    # GitHub's own answer names the content's node id: that is the card's stable id.
+    github_api.nodes = {FIELD: STATUS_FIELD, ITEM: item_node({**ISSUE, "id": "I_kwDOKm4p7M6qMdqX"})}
+    [event] = await parse(adapter, "projects_v2_item", moved())
+    assert (event.card_id, event.board_uid) == ("Octocoders/payments#142", "I_kwDOKm4p7M6qMdqX")
+    assert "... on Issue { id number" in github_api.requests[-1]["query"]
+    # Without it in the answer, the payload's content_node_id when the payload says it is an issue.
+    adapter.graphql.items = TTLCache(maxsize=8, ttl=60.0)   # forget the item: asked afresh
+    github_api.nodes[ITEM] = item_node(ISSUE)
+    data = fixture_json("github/projects_v2_item.edited.json")
+    data["projects_v2_item"].update(content_type="Issue", content_node_id="I_kwDOCG5vGM5La0aB")
+    data["changes"]["field_value"]["to"] = {"id": IN_PROGRESS}
+    [event] = await parse(adapter, "projects_v2_item", json.dumps(data).encode())
+    assert event.board_uid == "I_kwDOCG5vGM5La0aB"
+    # The real example holds a draft: its card is the item, and a draft's node id is no issue's.
+    adapter.graphql.items = TTLCache(maxsize=8, ttl=60.0)   # forget the item: asked afresh
+    github_api.nodes[ITEM] = item_node(DRAFT)
+    [event] = await parse(adapter, "projects_v2_item", moved())
+    assert (event.card_id, event.board_uid) == (ITEM, None)
+
+
+async def test_odd_node_ids_are_left_out_and_the_event_is_answered_as_before(adapter: GitHubAdapter) -> None:
+    data = fixture_json("github/issue_comment.created.json")
+    for odd in ({"not": "an id"}, "I_kw DO", "", 12, "x" * 301):
+        data["issue"]["node_id"] = odd
+        [event] = await parse(adapter, "issue_comment", json.dumps(data).encode())
+        assert (event.card_id, event.board_uid) == ("Codertocat/Hello-World#1", None), odd
+    del data["issue"]["node_id"]
+    [event] = await parse(adapter, "issue_comment", json.dumps(data).encode())
+    assert event.board_uid is None
+
+
+MOVED_TO = BoardEvent(
+    kind="edit", board="github", tenant=None, card_id="Codertocat/Hello-World#1", delivery_id="d-t",
+    title="Spelling error in the README file", body="It looks like you accidently spelled 'commit' with two 't's.",
+    url="https://github.com/Codertocat/Hello-World/issues/1", repo="Codertocat/Hello-World", repo_moved=True,
+    actor="Codertocat", board_uid=HELLO_WORLD_1, was=("octo-org/octo-repo#1",))
+
+
+async def test_an_issue_transferred_is_an_edit_naming_the_new_issue_and_the_old_one_as_its_former_id(
+        adapter: GitHubAdapter) -> None:
+    # octokit's real example: octo-org/octo-repo#1 moved to Codertocat/Hello-World#1.
+    assert await parse(adapter, "issues", fixture_bytes("github/issues.transferred.json"), "d-t") == [MOVED_TO]
+    # GitHub also tells it from the new repository: `opened` with the old issue in `changes`.
+    assert await parse(adapter, "issues", fixture_bytes("github/issues.opened.transferred.json"), "d-t") == [MOVED_TO]
+
+
+async def test_other_issue_actions_are_ignored_and_a_broken_transfer_is_400(adapter: GitHubAdapter) -> None:
+    opened = fixture_json("github/issues.opened.transferred.json")
+    del opened["changes"]   # an issue opened by a person: the board's move is what starts a card
+    assert await parse(adapter, "issues", json.dumps(opened).encode()) == Ignored(
+        reason="issues 'opened': cardloop acts on issues transferred to another repository (moves arrive as "
+               "projects_v2_item)")
+    closed = {**fixture_json("github/issues.transferred.json"), "action": "closed"}
+    assert isinstance(await parse(adapter, "issues", json.dumps(closed).encode()), Ignored)
+    transferred = fixture_json("github/issues.transferred.json")
+    del transferred["changes"]["new_repository"]
+    assert "missing changes.new_repository.full_name" in await fails(
+        adapter, "issues", json.dumps(transferred).encode(), 400)
+    transferred = fixture_json("github/issues.transferred.json")
+    transferred["changes"]["new_issue"]["number"] = "1"
+    assert "changes.new_issue.number must be an integer" in await fails(
+        adapter, "issues", json.dumps(transferred).encode(), 400)
+    # The new issue's node id is optional: without one the move is still told by the names.
+    transferred = fixture_json("github/issues.transferred.json")
+    transferred["changes"]["new_issue"]["node_id"] = None
+    [event] = await parse(adapter, "issues", json.dumps(transferred).encode())
+    assert (event.card_id, event.board_uid, event.was) == ("Codertocat/Hello-World#1", None, ("octo-org/octo-repo#1",))
+
+
+def test_the_transfer_is_timed_by_its_issues_updated_at(adapter: GitHubAdapter) -> None:
+    body = fixture_bytes("github/issues.transferred.json")
+    assert adapter.event_time(headers("issues"), body) == 1572043590.0   # 2019-10-25T22:46:30Z
