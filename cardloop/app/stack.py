@@ -220,10 +220,10 @@ async def run_api(config: Config) -> None:
                 in_use = port_open(config.api.port, config.api.host)
             except OSError:
                 in_use = False
-            raise DevStackError(f"the API could not start on {config.api.host}:{config.api.port}"
-                                + (f": {cause.strerror or cause}" if isinstance(cause, OSError) else "")
-                                + ("; the port is in use: set CARDLOOP_API_PORT to another one" if in_use else "")
-                                ) from err
+            # In use: that says it all (uvicorn's own text repeats the address as a tuple).
+            why = ("; the port is in use: set CARDLOOP_API_PORT to another one" if in_use
+                   else f": {cause.strerror or cause}" if isinstance(cause, OSError) else "")
+            raise DevStackError(f"the API could not start on {config.api.host}:{config.api.port}{why}") from err
     finally:
         await link.close()
         store.close()

@@ -114,7 +114,7 @@ def test_worker_and_api_serve_metrics_on_their_own_port_and_log_json(temporal_se
 
 
 
-@pytest.mark.parametrize("command", [["api", "--port", "0"], ["worker"]])
+@pytest.mark.parametrize("command", [["api", "--port", "free"], ["worker"]])
 def test_a_metrics_port_in_use_is_one_line_naming_the_setting(command: list[str], tmp_path: Path) -> None:
     import socket
 
@@ -125,6 +125,7 @@ def test_a_metrics_port_in_use_is_one_line_naming_the_setting(command: list[str]
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
+        command = [str(free_port()) if part == "free" else part for part in command]  # --port 0 is refused
         done = subprocess.run([str(CLI), *command], env={**env, "CARDLOOP_OBSERVABILITY__METRICS_PORT": str(port)},
                               capture_output=True, text=True, timeout=60)
     assert done.returncode == 1, done.stdout + done.stderr

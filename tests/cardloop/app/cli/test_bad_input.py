@@ -13,6 +13,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -257,8 +258,12 @@ def silent_temporal() -> Iterator[str]:
 def test_ctrl_c_while_temporal_does_not_answer_stops_at_once(tmp_path: Path, silent_temporal: str) -> None:
     # A guard, not a bug found: the SDK's connect waits 30 s for an answer; Ctrl-C must not.
     env = _env(tmp_path, {"CARDLOOP_TEMPORAL__ADDRESS": silent_temporal})
-    proc = subprocess.Popen([str(CLI), "card", "move", "X-1", "--to", "planning"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    # As from a terminal: a run started in the background by a shell without job control (a CI
+    # runner's `... &`) inherits SIGINT ignored, and Python then leaves it ignored in the child.
+    at_terminal = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                   "os.execv(sys.argv[1], sys.argv[1:])")
+    proc = subprocess.Popen([sys.executable, "-c", at_terminal, str(CLI), "card", "move", "X-1", "--to", "planning"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(2.5)  # past the imports, inside the connect
     assert proc.poll() is None, proc.communicate()
     sent = time.monotonic()
