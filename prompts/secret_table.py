@@ -113,13 +113,14 @@ _KEY_TAIL = (
     + ")"
 )
 # What `_GENERIC_KEY` accepts, one literal-first anchor per word (a literal start keeps the
-# scan a fast substring search): `key` only after `api`, `private` ...
-_KEY_PREFIXES = tuple(p + sep for p in ("api", "private", "access", "signing", "encryption",
-                                        "master", "auth", "shared", "subscription") for sep in ("", "_", "-", "."))
+# scan a fast substring search).
 _GENERIC_ANCHORS = (
     *(_key_anchor(w, _KEY_TAIL) for w in ("secret", "token", "pwd", "credential", "passwd",
                                           "password", "passphrase", "creds", "psk")),
-    _key_anchor("key", _KEY_TAIL, after=_KEY_PREFIXES),
+    # `key` as the last word of a longer identifier (`api_key`, `OPENAI_KEY`, `serviceKey`, an
+    # env file's `OPENAIKEY`), not alone (`key=`, `for key in`): `_key_strength` tells a credential's
+    # name (`private_key`) from a bare `*_KEY`, whose value must be token-shaped.
+    LazyPattern(rf"key(?<=[a-z0-9_.\-]key)(?!{_RUN}*?key){_RUN}*+(?={_KEY_TAIL})"),
     # `pass` as a word of its own (`DB_PASS`, `pass:`): the `pass` of `password`, `passwd` and
     # `passphrase` fails at once, their own anchors hit there (one tail check per key, not two).
     LazyPattern(f"pass(?!w|phrase){_last_word('pass')[4:]}{_RUN}*+(?={_KEY_TAIL})"),

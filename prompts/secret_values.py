@@ -169,11 +169,40 @@ def _key_strength(key: str) -> int:
         # word names a password (`bypass`, `passthrough` are words of their own), but also a step
         # ("first_pass", "allPass", prose's "pass `x=1`"): only a random-looking value goes.
         words = _words(key)
-        return 1 if words and words[-1].lower() == "pass" else 0
+        return 1 if words and (words[-1].lower() == "pass" or _bare_key(words)) else 0
     words = _words(key)
     if words and words[0].lower() == "existing":
         return 1  # a Helm chart's `existingSecret: app-db`: the name of a Secret that holds it
     return 2 if words and words[-1].lower() in _CREDENTIAL_NOUNS else 1
+
+
+def _bare_key(words: list[str]) -> bool:
+    """A key named only `*_KEY` (`OPENAI_KEY`, `STRIPE_KEY`, `serviceKey`, an env file's glued
+    `OPENAIKEY`): it names a credential as often as a sort, cache, partition or primary key, so
+    only a token-shaped value goes (`_token_shaped`). `KEY` alone and words ending in "key"
+    (`MONKEY`, `hockey`) name none: a glued one counts only in an all-caps name of a setting."""
+    if len(words) >= 2:
+        return words[-1].lower() == "key"
+    return len(words) == 1 and len(words[0]) > 4 and words[0].endswith("KEY") and words[0].isupper()
+
+
+def _is_bare_key(key: str) -> bool:
+    return not _GENERIC_KEY.search(key) and _bare_key(_words(key))
+
+
+# What a generated key is made of: base64 (also URL-safe) letters, no dot (`uploads/a.png`), no
+# colon (`user:123:profile`).
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9+/=_\-]{16,}")
+
+
+def _token_shaped(value: str) -> bool:
+    """Sixteen or more base64 characters that mix digits with both cases at a random's entropy,
+    or a random run of letters: a sort key's column (`created_at`), a hex digest or a GPG
+    fingerprint (one case), a UUID, a path, a timestamp or an f-string are no such run."""
+    if not _TOKEN_CHARS.fullmatch(value) or "//" in value:
+        return False
+    has_digit, _, has_upper, has_lower = _char_kinds(value)
+    return (has_digit and has_upper and has_lower and _looks_random(value)) or _has_random_run(value)
 
 
 # Keys repeat (`password`, `api_key`, `token`): remember the short ones.
@@ -419,6 +448,8 @@ def _assigned_value_ok(strength: int, key: str, value: str, *, quoted: bool, con
         return not (_is_code_name(value) and (separated or _mentions_credential(value)))
     if "://" in value or _is_code_name(value):
         return False  # token_url = "https://...", "secret_ref": "V1LocalObjectReference"
+    if _is_bare_key(key) and not _token_shaped(value):
+        return False  # `SORT_KEY=created_at`, `CACHE_KEY=a8f5f167f44f...`, `S3_KEY=uploads/a.png`
     return _looks_random(value)
 
 
