@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from cardloop.prompts.csv_credentials import csv_credentials
 from cardloop.prompts.key_format_rules import KEY_FORMAT_RULES
 from cardloop.prompts.kube_secret_data import secret_data_values
 from cardloop.prompts.kube_string_data import string_data_values
@@ -559,6 +560,16 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         LazyPattern(r"stringData"),
         keywords=_SECRET_KIND,
         finder=string_data_values,
+    ),
+    # Delimited text (prompts/csv_credentials.py): the credential columns of a CSV under its header
+    # (`username,password` then `bob,...`) and a `db_password,...` line; unquoted, no `=` or `:`.
+    RedactionRule(
+        "csv-credential",
+        LazyPattern(r"(?:password|secret|token|key)[,;\t]"),
+        keywords=tuple(w + d for w in ("passwd", "password", "pwd", "pass", "secret", "token", "phrase",
+                                       "credential", "credentials", "creds", "psk", "key")
+                       for d in (",", ";", "\t", "\r", "\n", "\"", "'")),
+        finder=csv_credentials,
     ),
     # A YAML value that starts on the line below its credential key: a block scalar (`password: |`,
     # `private_key: >-`, `token: |-`) loses every line of its text, as one span; a plain scalar

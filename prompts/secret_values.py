@@ -31,6 +31,7 @@ import math
 import re
 from collections import Counter
 
+from cardloop.prompts.locale_table import in_translation_table, is_natural_word
 from cardloop.prompts.redaction_rule import Validator
 
 
@@ -266,6 +267,9 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
         return False  # prose's "pass `strict_roots=False`": a quoted word after a space, no separator
     if tq is not None and strength < 2 and len(value.split()) > 1:
         return False  # `PASSWORD_HELP = """Use 12 characters or more."""`: prose, not a token
+    if (quoted and strength == 2 and is_natural_word(value)
+            and in_translation_table(text, m.start("secret"), m.end("secret"))):
+        return False  # `"password": "Passwort"` in a locale file among `"forgot": "Passwort vergessen?"`
     if m.group("ext"):
         return _value_going_on_ok(m, strength, key, quoted=connection or quoted, connection=connection)
     return _assigned_value_ok(strength, key, value, quoted=connection or quoted,
