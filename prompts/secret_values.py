@@ -487,12 +487,17 @@ _CASE_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 def _is_code_part(part: str) -> bool:
     """Random text drawn from letters, digits, `_` and `.` rarely has a code name's shape in every
     part: `UHpfxx056_` (one capital glued before a word), `_6PXEE` (a digit where a name starts),
-    `INMdBF648` and `_txHsE` (camel case of two-letter words, where names average three or more)."""
+    `INMdBF648` and `_txHsE` (camel case of two-letter words, where names average three or more),
+    `hqnYN875` (digits among both cases with no word of four letters: a name with a version or a
+    size holds a word, as `CoreV1Api`, `S3Spec`, `Point2D` and `Version24` do; none of 44,000
+    dotted names in the installed packages lacks one)."""
     if _CODE_PART.fullmatch(part) is None:
         return False
     if part.islower() or part.isupper() or not any(c.isalpha() for c in part):
         return True
     words = _CASE_WORD.findall(part)
+    if _DIGIT.search(part) and max(map(len, words)) < 4:
+        return False
     return sum(map(len, words)) / len(words) >= 2.5
 
 

@@ -125,6 +125,9 @@ BENIGN = [
     '      remember: Angemeldet bleiben\n',
     "const es = {\n  password: 'Contraseña',\n  forgot: '¿Olvidaste tu contraseña?',\n  submit: 'Iniciar sesión',\n};",
     '"password": "Mot de passe"\npassword: Passwort\nmsgid "Password"\nmsgstr "Passwort"\n',
+    # Attribute paths on a YAML line or in code, with versions in their names.
+    "password: settings.db.password\ntoken: config.secrets.token\napi_key: client.CoreV1Api\n"
+    "secret = cfg.S3Spec.Version24\npassword = geometry.Point2D.x509Cert",
 ]
 
 
@@ -195,3 +198,10 @@ def test_a_bare_key_goes_only_with_a_generated_value() -> None:
     for text in ("OPENAI_KEY=sk-your-key-here", "SORT_KEY=created_at_desc_2024", "KEY=" + token,
                  "MONKEY=" + "banana" * 3):
         assert redact(text) == text, text
+
+
+@pytest.mark.parametrize("value", ["ctrNL833.XTCQY.i9", "hqnYN875.qlInt.px", "aB3.cD4.eF5", "wg46mK.Tr9x.zQ"])
+def test_a_dotted_generated_password_is_no_attribute_path(value: str) -> None:
+    """A part that mixes digits with both cases and holds no word of four letters is no name."""
+    for text in (f"password: {value}", f"DB_PASSWORD={value}", f"db:\n  password: {value}\n"):
+        assert value not in redact(text), text
