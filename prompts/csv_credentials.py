@@ -83,14 +83,14 @@ def csv_credentials(text: str) -> tuple[list[tuple[int, int]], int]:
     """The spans of credential cells in `text`, and how many characters were read."""
     spans: list[tuple[int, int]] = []
     read = 0
-    done = -1  # lines starting at or before this were read already
+    done = -1  # the text up to here (a line's end) was read already: one line's hits read it once
     for hit in _FIELD_END_WORD.finditer(text):
-        start = text.rfind("\n", 0, hit.start()) + 1
-        if start <= done:
+        if hit.start() <= done:
             continue
         end = _line_end(text, hit.end())
-        done = start
-        if end - start > _MAX_LINE:
+        done = end
+        start = text.rfind("\n", max(0, hit.start() - _MAX_LINE - 1), hit.start()) + 1
+        if end - start > _MAX_LINE or (start == 0 and hit.start() > _MAX_LINE):
             continue
         line = text[start:end]
         delim = next((d for d in _DELIMITERS if d in line), None)
@@ -102,9 +102,9 @@ def csv_credentials(text: str) -> tuple[list[tuple[int, int]], int]:
         if len(cells) >= 2 and all(_LABEL.fullmatch(n) and _is_code_name(n.replace(" ", "_")) for n in names):
             columns = [i for i, n in enumerate(names) if _strength(n) == 2]
             if columns:
-                last_row, rows_read = _table_rows(text, end, delim, names, columns, spans)
+                last_row_end, rows_read = _table_rows(text, end, delim, names, columns, spans)
                 read += rows_read
-                done = max(done, last_row)
+                done = max(done, last_row_end)
             continue
         # `db_password,Xk9...`: a key and its value alone on a line.
         if len(cells) == 2 and _NAME.fullmatch(names[0]) and _strength(names[0]) == 2 \
@@ -116,7 +116,7 @@ def csv_credentials(text: str) -> tuple[list[tuple[int, int]], int]:
 def _table_rows(text: str, header_end: int, delim: str, names: list[str], columns: list[int],
                 spans: list[tuple[int, int]]) -> tuple[int, int]:
     """The rows below a header, each of its number of fields: their credential cells go to
-    `spans`. Returns where the last row starts (the header's end when none) and the characters
+    `spans`. Returns where the last row ends (the header's end when none) and the characters
     read; the line that ended the table is left to be read again (it may start a table)."""
     pos, read, last = header_end + 1, 0, header_end
     while pos < len(text):
@@ -131,5 +131,5 @@ def _table_rows(text: str, header_end: int, delim: str, names: list[str], column
             a, b = cells[i]
             if _literal_ok(names[i], text[a:b]):
                 spans.append((a, b))
-        last, pos = pos, end + 1
+        last, pos = end, end + 1
     return last, read
