@@ -106,8 +106,9 @@ def csv_credentials(text: str) -> tuple[list[tuple[int, int]], int]:
                 read += rows_read
                 done = max(done, last_row_end)
             continue
-        # `db_password,Xk9...`: a key and its value alone on a line.
-        if len(cells) == 2 and _NAME.fullmatch(names[0]) and _strength(names[0]) == 2 \
+        # `db_password,Xk9...`: a key and its value alone on a line (with a tab, a .properties line:
+        # `generic-assignment` has it).
+        if delim != "\t" and len(cells) == 2 and _NAME.fullmatch(names[0]) and _strength(names[0]) == 2 \
                 and not any(c.isspace() for c in names[1]) and len(names[1]) >= 8 and _random_value(names[1]):
             spans.append(cells[1])
     return spans, read

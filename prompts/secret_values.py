@@ -15,7 +15,9 @@ value-shape check decides (`_generic_value_ok`):
   `"refresh_token"`, `"serviceAccountToken"`);
 - under any other key that mentions a credential (`secret_name`, `token_type`,
   `password_hash`): only values that look random (letters and digits or mixed case, with
-  some entropy) and are neither names nor URLs.
+  some entropy) and are neither names nor URLs; under a key named only `*_KEY` (`OPENAI_KEY`,
+  `SORT_KEY`) only a token-shaped value (`_token_shaped`);
+- a quoted natural-language word among UI phrases is a translation (prompts/locale_table.py).
 Decided: `secret_name = "db-credentials"` is kept (the key names a reference, not a secret,
 and the value is word-shaped); `PASSWORD=CorrectHorseBattery` unquoted is kept too, because
 an unquoted digit-free identifier cannot be told apart from a variable reference in code
