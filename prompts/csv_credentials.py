@@ -16,7 +16,9 @@ as a header or a row at most once.
 
 from __future__ import annotations
 
+import heapq
 import re
+from collections.abc import Iterator
 
 from cardloop.prompts.secret_values import (
     _NAME,
@@ -29,9 +31,20 @@ from cardloop.prompts.secret_values import (
 )
 
 # A credential noun that ends a field: before a delimiter or the line's end (maybe after a quote).
-_FIELD_END_WORD = re.compile(
-    r"(?i:passw(?:or)?d|pwd|pass|secret|token|passphrase|credentials?|creds|psk|key)"
-    r"[\"']?[ \t]*(?=[,;\t]|\r?\n|\Z)")
+_FIELD_END = r"[\"']?[ \t]*(?=[,;\t]|\r?\n|\Z)"
+_NOUNS = (r"pass(?:w(?:or)?d|phrase)?", "pwd", "secret", "token", r"cred(?:s|entials?)", "psk", "key")
+_FIELD_END_WORD = re.compile("(?i:" + "|".join(_NOUNS) + ")" + _FIELD_END)
+# The same, one pattern per noun over the lowercased text: each starts with a literal, which `re`
+# finds by a fast search; one case-insensitive alternation tries every position of the text.
+_FIELD_END_WORDS = tuple(re.compile(n + _FIELD_END) for n in _NOUNS)
+
+
+def _hits(text: str) -> Iterator[re.Match[str]]:
+    """The credential nouns that end a field, in order of position in `text`."""
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a character whose lowercase is longer: positions would shift
+        return _FIELD_END_WORD.finditer(text)
+    return heapq.merge(*(p.finditer(lowered) for p in _FIELD_END_WORDS), key=lambda m: m.start())
 # A header's field: a name or a label of words.
 _LABEL = re.compile(r"[A-Za-z][\w .\-]{0,60}")
 _DELIMITERS = (",", ";", "\t")
@@ -84,7 +97,7 @@ def csv_credentials(text: str) -> tuple[list[tuple[int, int]], int]:
     spans: list[tuple[int, int]] = []
     read = 0
     done = -1  # the text up to here (a line's end) was read already: one line's hits read it once
-    for hit in _FIELD_END_WORD.finditer(text):
+    for hit in _hits(text):
         if hit.start() <= done:
             continue
         end = _line_end(text, hit.end())
