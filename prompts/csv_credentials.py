@@ -39,9 +39,11 @@ _FIELD_END_WORD = re.compile("(?i:" + "|".join(_NOUNS) + ")" + _FIELD_END)
 _FIELD_END_WORDS = tuple(re.compile(n + _FIELD_END) for n in _NOUNS)
 
 
-def _hits(text: str) -> Iterator[re.Match[str]]:
-    """The credential nouns that end a field, in order of position in `text`."""
-    lowered = text.lower()
+def _hits(text: str, lowered: str | None) -> Iterator[re.Match[str]]:
+    """The credential nouns that end a field, in order of position in `text` (`lowered`: its
+    same-length lowercase, when the caller has it)."""
+    if lowered is None:
+        lowered = text.lower()
     if len(lowered) != len(text):  # a character whose lowercase is longer: positions would shift
         return _FIELD_END_WORD.finditer(text)
     return heapq.merge(*(p.finditer(lowered) for p in _FIELD_END_WORDS), key=lambda m: m.start())
@@ -92,12 +94,12 @@ def _literal_ok(column: str, value: str) -> bool:
     return has_alpha and (has_digit or (has_upper and has_lower) or not value.isalnum())
 
 
-def csv_credentials(text: str) -> tuple[list[tuple[int, int]], int]:
+def csv_credentials(text: str, lowered: str | None = None) -> tuple[list[tuple[int, int]], int]:
     """The spans of credential cells in `text`, and how many characters were read."""
     spans: list[tuple[int, int]] = []
     read = 0
     done = -1  # the text up to here (a line's end) was read already: one line's hits read it once
-    for hit in _hits(text):
+    for hit in _hits(text, lowered):
         if hit.start() <= done:
             continue
         end = _line_end(text, hit.end())

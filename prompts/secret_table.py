@@ -552,14 +552,14 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         "kubernetes-secret-data",
         _SECRET_DATA_PAIR,
         keywords=_SECRET_KIND,
-        finder=lambda text: secret_data_values(text, compiled(_SECRET_DATA_PAIR), _secret_data_ok),
+        finder=lambda text, _lowered: secret_data_values(text, compiled(_SECRET_DATA_PAIR), _secret_data_ok),
     ),
     # Its `stringData`: plain text under any key (prompts/kube_string_data.py finds the values).
     RedactionRule(
         "kubernetes-secret-string-data",
         LazyPattern(r"stringData"),
         keywords=_SECRET_KIND,
-        finder=string_data_values,
+        finder=lambda text, _lowered: string_data_values(text),
     ),
     # Delimited text (prompts/csv_credentials.py): the credential columns of a CSV under its header
     # (`username,password` then `bob,...`) and a `db_password,...` line; unquoted, no `=` or `:`.

@@ -325,6 +325,6 @@ TOOL_RULES: tuple[RedactionRule, ...] = (
         "session-cookie",
         LazyPattern(r"(?i:(?:set-)?cookie)[ \t]*:"),
         keywords=("cookie", "-b "),
-        finder=session_cookies,
+        finder=lambda text, _lowered: session_cookies(text),
     ),
 )
