@@ -79,6 +79,20 @@ def _cells(text: str, start: int, end: int, delim: str) -> list[tuple[int, int]]
         pos = nxt + 1
 
 
+def _line_start(text: str, start: int) -> int:
+    """`start` itself when the line has no indentation: a header starts its line, as a file or a
+    tool writes it (code that looks like one, `yield before, orig_token`, is indented)."""
+    return start if start >= len(text) or text[start] not in " \t" else -1
+
+
+def _header_field(text: str, a: int, name: str) -> bool:
+    """A header's field is a name (`api_key`, `login_password`); a label of words (`"Login
+    Name"`, KeePass's) only in quotes, where code puts no names."""
+    if not _LABEL.fullmatch(name) or not _is_code_name(name.replace(" ", "_")):
+        return False
+    return " " not in name or (a > 0 and text[a - 1] in "\"'")
+
+
 def _random_value(value: str) -> bool:
     has_digit, _, has_upper, has_lower = _char_kinds(value)
     return (has_digit and has_upper and has_lower and _looks_random(value)) or _has_random_run(value)
@@ -114,7 +128,8 @@ def csv_credentials(text: str, lowered: str | None = None) -> tuple[list[tuple[i
         read += end - start
         cells = _cells(text, start, end, delim)
         names = [text[a:b] for a, b in cells]
-        if len(cells) >= 2 and all(_LABEL.fullmatch(n) and _is_code_name(n.replace(" ", "_")) for n in names):
+        if start == _line_start(text, start) and len(cells) >= 2 and all(
+                _header_field(text, a, n) for (a, _), n in zip(cells, names, strict=True)):
             columns = [i for i, n in enumerate(names) if _strength(n) == 2]
             if columns:
                 last_row_end, rows_read = _table_rows(text, end, delim, names, columns, spans)

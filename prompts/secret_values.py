@@ -167,6 +167,8 @@ def _mentions_credential(value: str) -> bool:
 def _key_strength(key: str) -> int:
     """0: the key names no credential (`monkey`, `keyboard`); 1: it mentions one
     (`secret_name`, `token_type`); 2: its last word is a credential noun (`DB_PASSWORD`)."""
+    if key.lower() in _PUBLIC_NONCE_KEYS:
+        return 0
     if not _GENERIC_KEY.search(key):
         # `DB_PASS`, `smtp.pass`, `ansible_ssh_pass`, openssl's `pass:`: "pass" as the key's last
         # word names a password (`bypass`, `passthrough` are words of their own), but also a step
@@ -177,6 +179,10 @@ def _key_strength(key: str) -> int:
     if words and words[0].lower() == "existing":
         return 1  # a Helm chart's `existingSecret: app-db`: the name of a Secret that holds it
     return 2 if words and words[-1].lower() in _CREDENTIAL_NOUNS else 1
+
+
+# Keys a protocol names for a random value that is public: WebSocket's handshake nonce.
+_PUBLIC_NONCE_KEYS = frozenset({"sec-websocket-key"})
 
 
 def _bare_key(words: list[str]) -> bool:

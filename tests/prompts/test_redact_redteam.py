@@ -112,6 +112,11 @@ BENIGN = [
     "ENV GPG_KEY 7169605F62C751356D054A26A821E680E5FA6305\nIDEMPOTENCY_KEY=550e8400-e29b-41d4-a716-446655440000",
     "S3_KEY=uploads/2024/05/Report-Q1.pdf\nCACHE_KEY=a8f5f167f44f4964e6c998dee827110c\nROUTING_KEY=orders.created.v2",
     "partition_key: tenant-42\nsort_key: 2024-01-01T00:00:00Z\nI18N_KEY=checkout.button.label",
+    # Found in installed packages while these were written: a WebSocket handshake's public nonce,
+    # and indented code whose lines split at commas as a CSV's would.
+    '"Sec-WebSocket-Key": "k9kFAUWNAMmf5OEMfTlOEA==",',
+    "    yield before, orig_token\n    yield var.identifier + '{', SYNTAX\n"
+    "    yield from self.tokenize(var.base, VARIABLE)",
     # A DSN placeholder; git's prompt with no answer.
     "SENTRY_DSN=https://examplePublicKey@o0.ingest.sentry.io/0\nhttps://git@github.com/acme/app.git/12",
     "fatal: could not read Password for 'https://github.com': terminal prompts disabled",
@@ -187,7 +192,9 @@ def test_a_csv_table_ends_where_its_rows_do() -> None:
     assert pw not in out
     # After the blank line a new header `name,Zq8...` is no header (a value is no name): kept.
     assert "name,Zq8wE3rT5yU7" in out
-    # The value of a quoted cell goes, its quotes stay.
+    # A quoted label of words is a header's field (KeePass's export); the value goes, its quotes stay.
+    out = redact(f'"Account","Login Name","Password"\n"Mail","bob","{pw}"')
+    assert pw not in out and '"Login Name"' in out
     assert redact(f'"user","password"\n"bob","{pw}"') == '"user","password"\n"bob","[REDACTED:csv-credential]"'
 
 
