@@ -94,6 +94,15 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     'password = """ left open': lambda n: cycle('password = """a token = \'\'\'b ', n),
     "db.password lines": lambda n: cycle("db.password s3cr3tV4lue9\n", n),
     "<input type=password value= open": lambda n: cycle('<input type="password" value="', n),
+    # Bare `*_KEY` keys, CSV tables and key,value lines, translation tables, Sentry DSNs and git's
+    # password prompt, each dense or left open.
+    "sort_key=... (bare *_KEY, rejected)": lambda n: cycle("sort_key=created_at ", n),
+    "csv header + rows": lambda n: cycle("username,password\nbob,Xk9pQ7vR2mT4\n", n),
+    "csv one line of key,": lambda n: cycle("api_key,", n),
+    "csv headers without rows": lambda n: cycle("id,token\n\n", n),
+    "locale table entries": lambda n: cycle('"password": "Passwort", "t": "Jetzt anmelden", ', n),
+    "sentry DSN keys open": lambda n: cycle("dsn https://" + "0f" * 16 + "@", n),
+    "Password for ' prompts": lambda n: cycle("Password for 'x': ", n),
 }
 
 

@@ -277,7 +277,7 @@ class Redactor:
         rule, text = self.rules[index], t.text
         if rule.finder is not None:
             if self._keywords_checked[index] or any(k in t.lowered for k in rule.keywords):
-                spans, read = rule.finder(text)
+                spans, read = rule.finder(text, t.lowered)
                 t.stats.searched += read
                 candidates.extend((start, -end, index) for start, end in spans if start < end)
             return

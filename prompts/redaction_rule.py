@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from cardloop.prompts.lazy_pattern import Pattern
 
 Validator = Callable[[re.Match[str]], bool]
-# Spans of secrets in a text, and how many characters finding them read.
-Finder = Callable[[str], tuple[list[tuple[int, int]], int]]
+# Spans of secrets in a text, and how many characters finding them read; called with the text
+# and its same-length lowercase, which the redactor has made already for its anchors.
+Finder = Callable[[str, str], tuple[list[tuple[int, int]], int]]
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from cardloop.prompts.csv_credentials import csv_credentials
 from cardloop.prompts.key_format_rules import KEY_FORMAT_RULES
 from cardloop.prompts.kube_secret_data import secret_data_values
 from cardloop.prompts.kube_string_data import string_data_values
@@ -113,13 +114,14 @@ _KEY_TAIL = (
     + ")"
 )
 # What `_GENERIC_KEY` accepts, one literal-first anchor per word (a literal start keeps the
-# scan a fast substring search): `key` only after `api`, `private` ...
-_KEY_PREFIXES = tuple(p + sep for p in ("api", "private", "access", "signing", "encryption",
-                                        "master", "auth", "shared", "subscription") for sep in ("", "_", "-", "."))
+# scan a fast substring search).
 _GENERIC_ANCHORS = (
     *(_key_anchor(w, _KEY_TAIL) for w in ("secret", "token", "pwd", "credential", "passwd",
                                           "password", "passphrase", "creds", "psk")),
-    _key_anchor("key", _KEY_TAIL, after=_KEY_PREFIXES),
+    # `key` as the last word of a longer identifier (`api_key`, `OPENAI_KEY`, `serviceKey`, an
+    # env file's `OPENAIKEY`), not alone (`key=`, `for key in`): `_key_strength` tells a credential's
+    # name (`private_key`) from a bare `*_KEY`, whose value must be token-shaped.
+    LazyPattern(rf"key(?<=[a-z0-9_.\-]key)(?!{_RUN}*?key){_RUN}*+(?={_KEY_TAIL})"),
     # `pass` as a word of its own (`DB_PASS`, `pass:`): the `pass` of `password`, `passwd` and
     # `passphrase` fails at once, their own anchors hit there (one tail check per key, not two).
     LazyPattern(f"pass(?!w|phrase){_last_word('pass')[4:]}{_RUN}*+(?={_KEY_TAIL})"),
@@ -550,14 +552,24 @@ DEFAULT_RULES: tuple[RedactionRule, ...] = (
         "kubernetes-secret-data",
         _SECRET_DATA_PAIR,
         keywords=_SECRET_KIND,
-        finder=lambda text: secret_data_values(text, compiled(_SECRET_DATA_PAIR), _secret_data_ok),
+        finder=lambda text, _lowered: secret_data_values(text, compiled(_SECRET_DATA_PAIR), _secret_data_ok),
     ),
     # Its `stringData`: plain text under any key (prompts/kube_string_data.py finds the values).
     RedactionRule(
         "kubernetes-secret-string-data",
         LazyPattern(r"stringData"),
         keywords=_SECRET_KIND,
-        finder=string_data_values,
+        finder=lambda text, _lowered: string_data_values(text),
+    ),
+    # Delimited text (prompts/csv_credentials.py): the credential columns of a CSV under its header
+    # (`username,password` then `bob,...`) and a `db_password,...` line; unquoted, no `=` or `:`.
+    RedactionRule(
+        "csv-credential",
+        LazyPattern(r"(?:password|secret|token|key)[,;\t]"),
+        keywords=tuple(w + d for w in ("passwd", "password", "pwd", "pass", "secret", "token", "phrase",
+                                       "credential", "credentials", "creds", "psk", "key")
+                       for d in (",", ";", "\t", "\r", "\n", "\"", "'")),
+        finder=csv_credentials,
     ),
     # A YAML value that starts on the line below its credential key: a block scalar (`password: |`,
     # `private_key: >-`, `token: |-`) loses every line of its text, as one span; a plain scalar

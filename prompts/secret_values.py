@@ -15,7 +15,9 @@ value-shape check decides (`_generic_value_ok`):
   `"refresh_token"`, `"serviceAccountToken"`);
 - under any other key that mentions a credential (`secret_name`, `token_type`,
   `password_hash`): only values that look random (letters and digits or mixed case, with
-  some entropy) and are neither names nor URLs.
+  some entropy) and are neither names nor URLs; under a key named only `*_KEY` (`OPENAI_KEY`,
+  `SORT_KEY`) only a token-shaped value (`_token_shaped`);
+- a quoted natural-language word among UI phrases is a translation (prompts/locale_table.py).
 Decided: `secret_name = "db-credentials"` is kept (the key names a reference, not a secret,
 and the value is word-shaped); `PASSWORD=CorrectHorseBattery` unquoted is kept too, because
 an unquoted digit-free identifier cannot be told apart from a variable reference in code
@@ -31,6 +33,7 @@ import math
 import re
 from collections import Counter
 
+from cardloop.prompts.locale_table import in_translation_table, is_natural_word
 from cardloop.prompts.redaction_rule import Validator
 
 
@@ -164,16 +167,51 @@ def _mentions_credential(value: str) -> bool:
 def _key_strength(key: str) -> int:
     """0: the key names no credential (`monkey`, `keyboard`); 1: it mentions one
     (`secret_name`, `token_type`); 2: its last word is a credential noun (`DB_PASSWORD`)."""
+    if key.lower() in _PUBLIC_NONCE_KEYS:
+        return 0
     if not _GENERIC_KEY.search(key):
         # `DB_PASS`, `smtp.pass`, `ansible_ssh_pass`, openssl's `pass:`: "pass" as the key's last
         # word names a password (`bypass`, `passthrough` are words of their own), but also a step
         # ("first_pass", "allPass", prose's "pass `x=1`"): only a random-looking value goes.
         words = _words(key)
-        return 1 if words and words[-1].lower() == "pass" else 0
+        return 1 if words and (words[-1].lower() == "pass" or _bare_key(words)) else 0
     words = _words(key)
     if words and words[0].lower() == "existing":
         return 1  # a Helm chart's `existingSecret: app-db`: the name of a Secret that holds it
     return 2 if words and words[-1].lower() in _CREDENTIAL_NOUNS else 1
+
+
+# Keys a protocol names for a random value that is public: WebSocket's handshake nonce.
+_PUBLIC_NONCE_KEYS = frozenset({"sec-websocket-key"})
+
+
+def _bare_key(words: list[str]) -> bool:
+    """A key named only `*_KEY` (`OPENAI_KEY`, `STRIPE_KEY`, `serviceKey`, an env file's glued
+    `OPENAIKEY`): it names a credential as often as a sort, cache, partition or primary key, so
+    only a token-shaped value goes (`_token_shaped`). `KEY` alone and words ending in "key"
+    (`MONKEY`, `hockey`) name none: a glued one counts only in an all-caps name of a setting."""
+    if len(words) >= 2:
+        return words[-1].lower() == "key"
+    return len(words) == 1 and len(words[0]) > 4 and words[0].endswith("KEY") and words[0].isupper()
+
+
+def _is_bare_key(key: str) -> bool:
+    return not _GENERIC_KEY.search(key) and _bare_key(_words(key))
+
+
+# What a generated key is made of: base64 (also URL-safe) letters, no dot (`uploads/a.png`), no
+# colon (`user:123:profile`).
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9+/=_\-]{16,}")
+
+
+def _token_shaped(value: str) -> bool:
+    """Sixteen or more base64 characters that mix digits with both cases at a random's entropy,
+    or a random run of letters: a sort key's column (`created_at`), a hex digest or a GPG
+    fingerprint (one case), a UUID, a path, a timestamp or an f-string are no such run."""
+    if not _TOKEN_CHARS.fullmatch(value) or "//" in value:
+        return False
+    has_digit, _, has_upper, has_lower = _char_kinds(value)
+    return (has_digit and has_upper and has_lower and _looks_random(value)) or _has_random_run(value)
 
 
 # Keys repeat (`password`, `api_key`, `token`): remember the short ones.
@@ -237,6 +275,9 @@ def _generic_value_ok(m: re.Match[str]) -> bool:
         return False  # prose's "pass `strict_roots=False`": a quoted word after a space, no separator
     if tq is not None and strength < 2 and len(value.split()) > 1:
         return False  # `PASSWORD_HELP = """Use 12 characters or more."""`: prose, not a token
+    if (quoted and strength == 2 and is_natural_word(value)
+            and in_translation_table(text, m.start("secret"), m.end("secret"))):
+        return False  # `"password": "Passwort"` in a locale file among `"forgot": "Passwort vergessen?"`
     if m.group("ext"):
         return _value_going_on_ok(m, strength, key, quoted=connection or quoted, connection=connection)
     return _assigned_value_ok(strength, key, value, quoted=connection or quoted,
@@ -419,6 +460,8 @@ def _assigned_value_ok(strength: int, key: str, value: str, *, quoted: bool, con
         return not (_is_code_name(value) and (separated or _mentions_credential(value)))
     if "://" in value or _is_code_name(value):
         return False  # token_url = "https://...", "secret_ref": "V1LocalObjectReference"
+    if _is_bare_key(key) and not _token_shaped(value):
+        return False  # `SORT_KEY=created_at`, `CACHE_KEY=a8f5f167f44f...`, `S3_KEY=uploads/a.png`
     return _looks_random(value)
 
 
@@ -452,12 +495,17 @@ _CASE_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 def _is_code_part(part: str) -> bool:
     """Random text drawn from letters, digits, `_` and `.` rarely has a code name's shape in every
     part: `UHpfxx056_` (one capital glued before a word), `_6PXEE` (a digit where a name starts),
-    `INMdBF648` and `_txHsE` (camel case of two-letter words, where names average three or more)."""
+    `INMdBF648` and `_txHsE` (camel case of two-letter words, where names average three or more),
+    `hqnYN875` (digits among both cases with no word of four letters: a name with a version or a
+    size holds a word, as `CoreV1Api`, `S3Spec`, `Point2D` and `Version24` do; none of 44,000
+    dotted names in the installed packages lacks one)."""
     if _CODE_PART.fullmatch(part) is None:
         return False
     if part.islower() or part.isupper() or not any(c.isalpha() for c in part):
         return True
     words = _CASE_WORD.findall(part)
+    if _DIGIT.search(part) and max(map(len, words)) < 4:
+        return False
     return sum(map(len, words)) / len(words) >= 2.5
 
 

@@ -296,6 +296,28 @@ TOOL_RULES: tuple[RedactionRule, ...] = (
                  LazyPattern(r"outlook\.office(?:365)?\.com/webhook/")),
         tail=r"[^\s\"'<>`]",
     ),
+    # A Sentry DSN: `https://<public key>[:<secret key>]@o123.ingest.sentry.io/456` (also self-hosted
+    # hosts): the key (32 hex digits) and the legacy secret go, the host and project stay. The key
+    # lets anyone send events to the project. A 32-hex user before a host and a numeric project
+    # path is that shape only.
+    RedactionRule(
+        "sentry-dsn",
+        LazyPattern(r"://(?P<secret>[0-9a-fA-F]{32}(?::[0-9a-fA-F]{32})?)@[A-Za-z0-9.\-]{1,253}(?::\d{1,5})?"
+                   r"/(?:[\w\-]{1,100}/){0,4}\d{1,20}(?![\w.\-])"),
+        group="secret",
+        keywords=("sentry", "dsn"),
+    ),
+    # Git's prompt for a password over HTTPS, answered on its line, as a log or a pasted terminal
+    # holds it: `Password for 'https://bob@github.com': <answer>`. As a command line's password: a
+    # word git goes on with (`...': terminal prompts disabled`) stays.
+    RedactionRule(
+        "git-password-prompt",
+        LazyPattern(r"(?i:password) for '[^'\r\n]{1,300}':[ \t]*(?P<secret>[^\s]{1,500})"),
+        group="secret",
+        validator=_command_password_ok,
+        keywords=("password for '",),
+        tail=r"[^\s]",
+    ),
     # A session cookie: `Cookie: sessionid=X; csrftoken=...`, `Set-Cookie: JSESSIONID=X; Path=/`,
     # `curl -b 'connect.sid=X'`: a cookie whose name holds a session or login word, with a
     # random-looking value, on a cookie header's line (`session_cookies`).
@@ -303,6 +325,6 @@ TOOL_RULES: tuple[RedactionRule, ...] = (
         "session-cookie",
         LazyPattern(r"(?i:(?:set-)?cookie)[ \t]*:"),
         keywords=("cookie", "-b "),
-        finder=session_cookies,
+        finder=lambda text, _lowered: session_cookies(text),
     ),
 )

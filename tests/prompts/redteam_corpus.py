@@ -79,6 +79,8 @@ _KINDS: dict[str, Callable[[random.Random], str]] = {
     "sas": lambda r: _rnd(r, 43, B64),
     "session": lambda r: _rnd(r, 32, HEX),
     "b64url": lambda r: _rnd(r, 43, ALNUM + "-_"),
+    "hex32": lambda r: _rnd(r, 32, HEX),
+    "sentry-legacy": lambda r: _rnd(r, 32, HEX) + ":" + _rnd(r, 32, HEX),
 }
 
 TEMPLATES: tuple[tuple[str, str, str], ...] = (
@@ -203,6 +205,22 @@ TEMPLATES: tuple[tuple[str, str, str], ...] = (
     ("jwk", '{{"kty":"oct","alg":"HS256","k":"{s}"}}', "b64url"),
     ("azure-apim", "Ocp-Apim-Subscription-Key: {s}", "hex"),
     ("markdown-table", "| Variable | Value |\n|---|---|\n| `DB_PASSWORD` | `{s}` |\n| DB_HOST | db |", "pw"),
+    # a key named only `*_KEY`, with a generated value
+    ("bare-key-env", "OPENAI_KEY={s}\nSORT_KEY=created_at\n", "tok"),
+    ("bare-key-env", "export STRIPE_KEY='{s}'", "tok"),
+    ("bare-key-yaml", "billing:\n  MY_SERVICE_KEY: {s}\n  region: eu\n", "tok"),
+    ("bare-key-code", "const client = new Client({{ serviceKey: \"{s}\", retries: 3 }});", "tok"),
+    # error reporting
+    ("sentry-dsn", "SENTRY_DSN=https://{s}@o450123.ingest.sentry.io/5501234", "hex32"),
+    ("sentry-dsn", 'sentry_sdk.init(dsn="https://{s}@sentry.acme.io/12", traces_sample_rate=0.2)', "sentry-legacy"),
+    # delimited text: a CSV of logins, a settings sheet saved as CSV
+    ("csv-credentials", "username,password,role\nbob,{s},admin\nalice,{s},viewer\n", "pw"),
+    ("csv-credentials", "id;name;api_token\n1;ci;{s}\n", "tok"),
+    ("csv-pair", "db_host,db.internal\ndb_password,{s}\n", "pw"),
+    # git's credential helper and its prompt answered in a log
+    ("git-credential", "$ git credential fill\nprotocol=https\nhost=github.com\nusername=bob\npassword={s}\n", "pw"),
+    ("git-prompt", "Username for 'https://github.com': bob\nPassword for 'https://bob@github.com': {s}\n"
+                   "remote: Enumerating objects: 5, done.", "pw"),
 )
 
 

@@ -106,6 +106,33 @@ BENIGN = [
     'x={clientSecret:{type:"string",minLength:0},tryItAuthBasicPassword:{type:"string"}};'
     'this.apiKey={name:n.name,in:n.in};y={withCredentials:{typeCaster:c,defaultValue:YT.withCredentials}}',
     "x-api-key: ${API_KEY}\nAuthorization: Bearer ${TOKEN}\nAuthorization: Bearer <token>",
+    # A key named `*_KEY` that is no credential, or a value no generator made.
+    'PRIMARY_KEY=id\nSORT_KEY=created_at\nKEY=value\nforeign_key: user_id\ncache_key = f"{prefix}:{user_id}"\n'
+    "MONKEY=banana\nsorted(rows, key=itemgetter(1))",
+    "ENV GPG_KEY 7169605F62C751356D054A26A821E680E5FA6305\nIDEMPOTENCY_KEY=550e8400-e29b-41d4-a716-446655440000",
+    "S3_KEY=uploads/2024/05/Report-Q1.pdf\nCACHE_KEY=a8f5f167f44f4964e6c998dee827110c\nROUTING_KEY=orders.created.v2",
+    "partition_key: tenant-42\nsort_key: 2024-01-01T00:00:00Z\nI18N_KEY=checkout.button.label",
+    # Found in installed packages while these were written: a WebSocket handshake's public nonce,
+    # and indented code whose lines split at commas as a CSV's would.
+    '"Sec-WebSocket-Key": "k9kFAUWNAMmf5OEMfTlOEA==",',
+    "    yield before, orig_token\n    yield var.identifier + '{', SYNTAX\n"
+    "    yield from self.tokenize(var.base, VARIABLE)",
+    # A DSN placeholder; git's prompt with no answer.
+    "SENTRY_DSN=https://examplePublicKey@o0.ingest.sentry.io/0\nhttps://git@github.com/acme/app.git/12",
+    "fatal: could not read Password for 'https://github.com': terminal prompts disabled",
+    # Delimited text that is no table of credentials.
+    "SELECT username, password\nFROM users, accounts\nfor key, value in d.items():\n    print(key, value)",
+    "id,name,password_hash\n1,bob,2b12abcdefghij\nusername,password\nbob,sunshine\ndb_password,changeme",
+    # Translation tables: a credential word translated is a label, not a secret.
+    '{"login": {"title": "Melden Sie sich an", "password": "Passwort", "forgot": "Passwort vergessen?",'
+    ' "submit": "Jetzt anmelden"}}',
+    'de:\n  sessions:\n    new:\n      title: Anmelden bei Ihrem Konto\n      password: "Kennwort"\n'
+    '      remember: Angemeldet bleiben\n',
+    "const es = {\n  password: 'Contraseña',\n  forgot: '¿Olvidaste tu contraseña?',\n  submit: 'Iniciar sesión',\n};",
+    '"password": "Mot de passe"\npassword: Passwort\nmsgid "Password"\nmsgstr "Passwort"\n',
+    # Attribute paths on a YAML line or in code, with versions in their names.
+    "password: settings.db.password\ntoken: config.secrets.token\napi_key: client.CoreV1Api\n"
+    "secret = cfg.S3Spec.Version24\npassword = geometry.Point2D.x509Cert",
 ]
 
 
@@ -140,3 +167,48 @@ def test_prompt_explain_shows_no_secret_of_the_corpus(tmp_path: Path) -> None:
             # JSON escapes a PEM line's `/` as nothing else: the secret as written must be gone.
             assert secret not in shown and json.dumps(secret)[1:-1] not in shown, s.family
     assert sum(h["count"] for h in json.loads(shown)["explain"]["redacted_in"]) >= len(corpus)
+
+
+def test_a_sentry_dsn_keeps_its_host_and_project() -> None:
+    key, secret = "0123456789abcdef" * 2, "fedcba9876543210" * 2
+    out = redact(f"dsn: https://{key}:{secret}@sentry.acme.io:9000/team/12\nSENTRY_DSN=https://{key}@o1.ingest.sentry.io/5")
+    assert key not in out and secret not in out
+    assert "@sentry.acme.io:9000/team/12" in out and "@o1.ingest.sentry.io/5" in out
+
+
+def test_a_dictionary_word_password_in_a_config_still_goes() -> None:
+    """Only a table of UI phrases makes a one-word value a translation: a config's neighbours
+    (hosts, users, ports) are no phrases, and a random value goes even in a locale table."""
+    assert "Sunshine" not in redact('{"host": "db.internal", "user": "admin", "password": "Sunshine", "port": 5432}')
+    assert "Xk9pQ7vR2mT4" not in redact('{"password": "Xk9pQ7vR2mT4", "forgot": "Passwort vergessen?", '
+                                        '"login": "Jetzt anmelden"}')
+    # One phrase nearby is not a table.
+    assert "Sunshine" not in redact('{"password": "Sunshine", "note": "rotate yearly"}')
+
+
+def test_a_csv_table_ends_where_its_rows_do() -> None:
+    pw = "Xk9pQ7vR2mT4"
+    out = redact(f"user,password\nbob,{pw}\n\nname,Zq8wE3rT5yU7\ndb_password,{pw}X")
+    assert pw not in out
+    # After the blank line a new header `name,Zq8...` is no header (a value is no name): kept.
+    assert "name,Zq8wE3rT5yU7" in out
+    # A quoted label of words is a header's field (KeePass's export); the value goes, its quotes stay.
+    out = redact(f'"Account","Login Name","Password"\n"Mail","bob","{pw}"')
+    assert pw not in out and '"Login Name"' in out
+    assert redact(f'"user","password"\n"bob","{pw}"') == '"user","password"\n"bob","[REDACTED:csv-credential]"'
+
+
+def test_a_bare_key_goes_only_with_a_generated_value() -> None:
+    token = "q8ZxT2mPvL9kW3nB7cD4"
+    for text in (f"OPENAI_KEY={token}", f"serviceKey: '{token}'", f"OPENAIKEY={token}", f"sort_key = \"{token}\""):
+        assert token not in redact(text), text
+    for text in ("OPENAI_KEY=sk-your-key-here", "SORT_KEY=created_at_desc_2024", "KEY=" + token,
+                 "MONKEY=" + "banana" * 3):
+        assert redact(text) == text, text
+
+
+@pytest.mark.parametrize("value", ["ctrNL833.XTCQY.i9", "hqnYN875.qlInt.px", "aB3.cD4.eF5", "wg46mK.Tr9x.zQ"])
+def test_a_dotted_generated_password_is_no_attribute_path(value: str) -> None:
+    """A part that mixes digits with both cases and holds no word of four letters is no name."""
+    for text in (f"password: {value}", f"DB_PASSWORD={value}", f"db:\n  password: {value}\n"):
+        assert value not in redact(text), text
