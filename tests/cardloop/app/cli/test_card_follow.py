@@ -211,7 +211,11 @@ async def test_follow_when_temporal_stops_answering_is_one_line_and_exit_2(stack
     out = await follower.finish()
     assert out.returncode == 2, out.stdout + out.stderr
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "stopped answering" in lines[0] and "the stage goes on" in lines[0], out.stderr
+    # Cut mid-poll: the server "stopped answering"; cut while a describe waits (a loaded machine):
+    # it "did not answer describe within 3 s". Either is one line and exit 2, never "failed".
+    assert len(lines) == 1, out.stderr
+    assert ("stopped answering" in lines[0] and "the stage goes on" in lines[0]) or (
+        "did not answer describe" in lines[0]), out.stderr
     assert "\x1b[" not in out.stderr and "Traceback" not in out.stderr  # no raw core log lines
     # The stage went on where Temporal runs, as the line says.
     state = await stack.wait_state(ref, lambda s: bool(s.history), timeout=90)
