@@ -32,7 +32,7 @@ lint: setup
 # less wall time than one process on a 2-core machine. `pytest` alone still runs serially.
 # Files go out heaviest first (tests/conftest.py), not by their number of tests.
 test: lint bytecode
-	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder
+	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15
 
 bench: setup
 	$(BIN)/python bench/assemble.py
