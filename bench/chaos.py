@@ -261,21 +261,20 @@ async def run(args: argparse.Namespace) -> dict:
 
 def _create_schema(url: str, schema: str) -> str:
     """A fresh schema in `url`'s database for the run's store; the store URL that uses it."""
-    engine = create_engine(normalize_url(url))
-    try:
-        with engine.begin() as conn:
-            conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    finally:
-        engine.dispose()
+    _run_sql(url, f"CREATE SCHEMA {schema}")
     return normalize_url(url).update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
         hide_password=False)
 
 
 def _drop_schema(url: str, schema: str) -> None:
+    _run_sql(url, f"DROP SCHEMA {schema} CASCADE")
+
+
+def _run_sql(url: str, statement: str) -> None:
     engine = create_engine(normalize_url(url))
     try:
         with engine.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+            conn.exec_driver_sql(statement)
     finally:
         engine.dispose()
 
