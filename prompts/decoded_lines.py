@@ -26,13 +26,16 @@ def line_views(text: str, escapes: Iterable[tuple[int, int, str]]) -> list[View]
                 views.append(("".join(parts), where))
             pos = text.rfind("\n", 0, start) + 1
             parts, where = [], []
+            # Once a line (an escape holds no line break, so the next escape on this line ends
+            # it too): looked up after every escape, it read the rest of the text each time,
+            # quadratic on one long line of escapes.
+            found = text.find("\n", start)
+            line_end = len(text) if found < 0 else found
         parts.append(text[pos:start])
         where.extend(range(pos, start))
         parts.append(char)
         where.append(start)
         pos = end
-        found = text.find("\n", pos)
-        line_end = len(text) if found < 0 else found
     if parts:
         parts.append(text[pos:line_end])
         where.extend(range(pos, line_end + 1))  # ... and the view's end

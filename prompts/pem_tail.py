@@ -33,11 +33,14 @@ def headless_keys(text: str) -> tuple[list[tuple[int, int]], int]:
     read = 0
     if "PRIVATE KEY" not in text:
         return spans, read
-    last_end = -1
+    line_end = -1  # where the line of the last END walked from ends
     for m in PEM_END.finditer(text):
-        if last_end >= 0 and "\n" not in text[last_end:m.start()]:
+        if m.start() < line_end:
             continue  # the line of the last END: walked already
-        last_end = m.end()
+        # Found once for the line (not by looking back from each END on it, which read the line
+        # again for every END on it: quadratic on a line of many END markers).
+        line_end = text.find("\n", m.end())
+        line_end = len(text) if line_end < 0 else line_end
         line_start = text.rfind("\n", 0, m.start()) + 1
         read += m.start() - line_start
         if "-----BEGIN" in text[line_start:m.start()]:
