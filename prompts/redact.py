@@ -238,11 +238,12 @@ class Redactor:
         # The tail of a PEM block cut above its BEGIN line is named (and counted) as the whole one.
         self._pem_tail = names.index("private-key") if "private-key" in names[:len(self.rules)] else None
 
-    def _literal_indexes(self, per_anchor: tuple[tuple[str, ...], ...] | None) -> tuple[tuple[int, ...], ...] | None:
-        """Each anchor's leading literals as the gates' indexes (None when one is not gated on)."""
+    def _literal_indexes(self, per_anchor: tuple[tuple[str, ...], ...] | None) -> tuple[frozenset[int], ...] | None:
+        """Each anchor's leading literals as the gates' indexes (None when one is not gated on);
+        as sets, so that a log line checks each anchor with one `isdisjoint`."""
         if per_anchor is None:
             return None
-        found = tuple(tuple(self._gates.lowered_index(lit) for lit in lits) for lits in per_anchor)
+        found = tuple(frozenset(self._gates.lowered_index(lit) for lit in lits) for lits in per_anchor)
         return None if any(k is None for lits in found for k in lits) else found  # type: ignore[return-value]
 
     def _compile(self, index: int) -> _Compiled:
@@ -257,7 +258,7 @@ class Redactor:
 
     def _candidates(self, rule: RedactionRule, pattern: re.Pattern[str], anchors: tuple[re.Pattern[str], ...],
                     t: _Text, *, keywords_checked: bool = False,
-                    literals: tuple[tuple[int, ...], ...] | None = None,
+                    literals: tuple[frozenset[int], ...] | None = None,
                     ) -> Iterable[tuple[re.Match[str] | None, int, int]]:
         """(match or None when skipped, identifier start, identifier end) in start order."""
         if rule.keywords and not keywords_checked and not any(k in t.lowered for k in rule.keywords):
@@ -267,7 +268,7 @@ class Redactor:
         starts: dict[int, int] = {}
         found = t.found
         for i, anchor in enumerate(anchors):
-            if literals is not None and found is not None and not any(lit in found for lit in literals[i]):
+            if literals is not None and found is not None and found.isdisjoint(literals[i]):
                 continue  # its literal is not in the text: no hit
             key = (anchor.pattern, anchor.flags)
             hits = t.hits.get(key)
@@ -352,13 +353,15 @@ class Redactor:
         if self._pem_tail is not None:  # a key whose BEGIN line the text does not hold
             spans, read = headless_keys(text)
             t.stats.searched += read
-            candidates.extend((start, -end, self._pem_tail) for start, end in spans)
+            if spans:
+                candidates.extend((start, -end, self._pem_tail) for start, end in spans)
         if self.catalog is not None:
             found, hit_count, searched = self.catalog.scan(text, t.lowered, keyword_hits)
-            t.stats.keyword_hits += hit_count
-            t.stats.searched += searched
-            offset = len(self.rules)
-            candidates.extend((start, -end, offset + index) for start, end, index in found)
+            if hit_count:
+                t.stats.keyword_hits += hit_count
+                t.stats.searched += searched
+                offset = len(self.rules)
+                candidates.extend((start, -end, offset + index) for start, end, index in found)
         if not candidates:
             return ()
         # Earliest, then longest, then first-listed rule names the span; anything that
