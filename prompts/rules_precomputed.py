@@ -344,7 +344,7 @@ LEADING_LITERALS = {
     ('webhook\\.office\\.com/webhookb2/', 32): ('webhook.office.com/webhookb2/',),
     ('outlook\\.office(?:365)?\\.com/webhook/', 32): ('outlook.office.com/webhook/', 'outlook.office365.com/webhook/'),
     ('://(?P<secret>[0-9a-fA-F]{32}(?::[0-9a-fA-F]{32})?)@[A-Za-z0-9.\\-]{1,253}(?::\\d{1,5})?/(?:[\\w\\-]{1,100}/){0,4}\\d{1,20}(?![\\w.\\-])', 32): ('://',),
-    ("(?i:password) for '[^'\\r\\n]{1,300}':[ \\t]*(?P<secret>[^\\s]{1,500})", 32): None,
+    ("(?i:password) for '[^'\\r\\n]{1,300}':(?:[ \\t]*\\r?\\n[ \\t]*(?=[^\\s]{1,500}+[ \\t]*(?:\\r?\\n|\\Z)))?[ \\t]*(?P<secret>[^\\s]{1,500})", 32): None,
     ('(?i:(?:set-)?cookie)[ \\t]*:', 32): None,
     ('(?i:convertto-securestring)[ \\t]+(?:-(?i:string)[ \\t]+)?(?P<q>[\\"\'])(?P<secret>[^\\"\'\\r\\n]{1,500})(?P=q)', 32): None,
     ('convertto-securestring(?=[ \\t])', 32): ('convertto-securestring',),
