@@ -104,11 +104,12 @@ class RuleGates:
 
     `keywords` (gitleaks' keywords, prompts/secret_rules.py) share the pass over a short text: a
     log line or a chat message used to be read by three automatons (our literals as written,
-    lowercased, and gitleaks' keywords), 40% of the time of a line that holds no secret. For such a
-    text one automaton of all three on the lowercased text lists every hit; a literal as written is
-    then checked where its lowercase form hit (the text and its lowercase form have the same
-    length). A long text keeps the separate passes: listing every hit of a frequent literal of
-    ours ("A", "<") would cost more than the windows of `_Side` (which list each once)."""
+    lowercased, and gitleaks' keywords), with their Python around them half the time of a line
+    that holds no secret. For such a text one automaton of all three on the lowercased text lists
+    every hit; a literal as written is then checked where its lowercase form hit (the text and its
+    lowercase form have the same length). A long text keeps the separate passes: listing every hit
+    of a frequent literal of ours (`<`, `key`: up to two hits per character) would hold a list of
+    hits as long as the text, where the windows of `_Side` list each literal once."""
 
     def __init__(self, gates: list[Gate | None], keywords: tuple[str, ...] = ()) -> None:
         self.always = frozenset(i for i, g in enumerate(gates) if g is None)
@@ -120,7 +121,6 @@ class RuleGates:
                     sides[gate.lowered].setdefault(lit, []).append(i)
         self._as_written = _Side(sides[False])
         self._lowered = _Side(sides[True])
-        self._keywords = keywords
         # The short texts' automaton: per pattern, what a hit of it means: the lowercased side's
         # literal index (or -1), the literals as written whose lowercase it is, with their rules'
         # indexes, and the keyword index (or -1).
