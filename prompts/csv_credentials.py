@@ -75,7 +75,7 @@ def _quoted_end(text: str, a: int, end: int, delim: str) -> int:
             pos = close + 2  # an escaped quote
             continue
         after = close + 1
-        while after < end and text[after] in " \t\r":
+        while after < end and text[after] in " \t\r" and text[after] != delim:
             after += 1
         return close if after == end or text[after] == delim else -1
 
@@ -86,7 +86,7 @@ def _cells(text: str, start: int, end: int, delim: str) -> list[tuple[int, int]]
     spans, pos = [], start
     while True:
         a = pos
-        while a < end and text[a] in " \t":
+        while a < end and text[a] in " \t" and text[a] != delim:  # (a tab may be the delimiter)
             a += 1
         close = _quoted_end(text, a, end, delim) if a < end and text[a] == '"' else -1
         nxt = text.find(delim, close if close >= 0 else pos, end)

@@ -245,3 +245,9 @@ def test_a_plain_word_goes_under_a_login_exports_password_column() -> None:
 ])
 def test_a_plain_word_stays_where_the_column_is_no_login_exports_password(text: str) -> None:
     assert redact(text) == text
+
+
+def test_a_tab_separated_table_keeps_its_empty_cells_before_a_quoted_one() -> None:
+    """A tab is the delimiter there, not a blank to skip: an empty cell stays a cell."""
+    out = redact('id\tuser\tpassword\n1\t\t"Xk9,pQ7;vR2"\n2\tbob\t"Zq8wE3rT5yU7"\t\n')
+    assert out == 'id\tuser\tpassword\n1\t\t"[REDACTED:csv-credential]"\n2\tbob\t"Zq8wE3rT5yU7"\t\n'
