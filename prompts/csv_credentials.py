@@ -6,9 +6,11 @@ its value (`db_password,Xk9...`, a spreadsheet of settings saved as CSV).
 A header is a line of two or more fields that are all names or labels (`api_key`, `User Name`); its
 columns whose last word is a credential noun (`password`, `token`, `secret`...) hold literals, each
 judged as a quoted assignment's value (8 characters at least, no placeholder, no code name such as
-`refresh_token`), on every following line with the header's number of fields (a blank line, prose
-or a row with a quoted delimiter ends the table). A lone `key,value` line asks more of its value, as
-nothing says it is a table: a random run, or digits among both cases at a random's entropy.
+`refresh_token`), on every following line with the header's number of fields (a blank line or
+prose ends the table; a field in double quotes may hold the delimiter, as RFC 4180 writes it). A
+cell that is a plain word goes only under a login export's password column (three fields or more,
+one of them a user's). A lone `key,value` line asks more of its value, as nothing says it is a
+table: a random run, or digits among both cases at a random's entropy.
 
 Linear: the text is searched once for a credential word that ends a field, and each line is read
 as a header or a row at most once.
@@ -60,20 +62,44 @@ def _line_end(text: str, pos: int) -> int:
     return len(text) if end < 0 else end
 
 
+def _quoted_end(text: str, a: int, end: int, delim: str) -> int:
+    """Where the field quoted by the `"` at `text[a]` closes (the closing quote's index), when
+    it closes on the line and only blanks stand between it and the delimiter or the line's end
+    (RFC 4180: inside, `""` is a quote, and the delimiter is a character of the value); else -1."""
+    pos = a + 1
+    while True:
+        close = text.find('"', pos, end)
+        if close < 0:
+            return -1
+        if close + 1 < end and text[close + 1] == '"':
+            pos = close + 2  # an escaped quote
+            continue
+        after = close + 1
+        while after < end and text[after] in " \t\r" and text[after] != delim:
+            after += 1
+        return close if after == end or text[after] == delim else -1
+
+
 def _cells(text: str, start: int, end: int, delim: str) -> list[tuple[int, int]]:
-    """Each field's span on the line `text[start:end]`, without surrounding blanks, quotes and `\\r`."""
+    """Each field's span on the line `text[start:end]`, without surrounding blanks, quotes and `\r`.
+    A field in double quotes may hold the delimiter (`bob,"p,4ss;W0rd",db1`: three fields)."""
     spans, pos = [], start
     while True:
-        nxt = text.find(delim, pos, end)
-        stop = end if nxt < 0 else nxt
-        a, b = pos, stop
-        while a < b and text[a] in " \t":
+        a = pos
+        while a < end and text[a] in " \t" and text[a] != delim:  # (a tab may be the delimiter)
             a += 1
-        while b > a and text[b - 1] in " \t\r":
-            b -= 1
-        if b - a >= 2 and text[a] == text[b - 1] and text[a] in "\"'":
-            a, b = a + 1, b - 1
-        spans.append((a, b))
+        close = _quoted_end(text, a, end, delim) if a < end and text[a] == '"' else -1
+        nxt = text.find(delim, close if close >= 0 else pos, end)
+        stop = end if nxt < 0 else nxt
+        if close >= 0:
+            spans.append((a + 1, close))
+        else:
+            b = stop
+            while b > a and text[b - 1] in " \t\r":
+                b -= 1
+            if b - a >= 2 and text[a] == text[b - 1] and text[a] in "\"'":
+                a, b = a + 1, b - 1
+            spans.append((a, b))
         if nxt < 0 or len(spans) > _MAX_FIELDS:
             return spans
         pos = nxt + 1
@@ -98,14 +124,30 @@ def _random_value(value: str) -> bool:
     return (has_digit and has_upper and has_lower and _looks_random(value)) or _has_random_run(value)
 
 
-def _literal_ok(column: str, value: str) -> bool:
+def _literal_ok(column: str, value: str, *, login_export: bool = False) -> bool:
     """A cell under a credential column: a literal (`_assigned_value_ok`) that is no plain word
     either (a digit, both cases or a symbol among letters): SQL's `SELECT username, password` then
-    `FROM users, accounts` has the header's shape, and `accounts` is a table."""
+    `FROM users, accounts` has the header's shape, and `accounts` is a table. Under a login
+    export's password column (`_login_export`) a plain word goes too: it is someone's password."""
     if not value or any(c.isspace() for c in value) or not _assigned_value_ok(2, column, value, quoted=True):
         return False
     has_digit, has_alpha, has_upper, has_lower = _char_kinds(value)
-    return has_alpha and (has_digit or (has_upper and has_lower) or not value.isalnum())
+    return has_alpha and (login_export or has_digit or (has_upper and has_lower) or not value.isalnum())
+
+
+# A login export's columns: a user's (`user`, `username`, `login`, `email`, `db_user`, `User Name`)
+# and a password's (`password`, `db_pass`, `passwd`, `pwd`, `passphrase`).
+_USER_COLUMN = re.compile(r"(?i:(?:.*[_ .\-])?(?:user(?:[_ .\-]?name)?|login(?:[_ .\-]?name)?|e-?mail|account))")
+_PASSWORD_COLUMN = re.compile(r"(?i:(?:.*[_ .\-])?(?:pass(?:w(?:or)?d|phrase)?|pwd))")
+
+
+def _login_export(names: list[str], column: int) -> bool:
+    """The column is clearly a password column: a password's name, in a header of three fields or
+    more that also names a user (`user,password,host`, a password manager's or a database's export).
+    Two fields alone (`username,password` then `bob,sunshine`) are as often a form's or a doc's
+    example; there a plain word stays."""
+    return (len(names) >= 3 and _PASSWORD_COLUMN.fullmatch(names[column]) is not None
+            and any(_USER_COLUMN.fullmatch(n) for i, n in enumerate(names) if i != column))
 
 
 def csv_credentials(text: str, lowered: str | None = None) -> tuple[list[tuple[int, int]], int]:
@@ -130,7 +172,7 @@ def csv_credentials(text: str, lowered: str | None = None) -> tuple[list[tuple[i
         names = [text[a:b] for a, b in cells]
         if start == _line_start(text, start) and len(cells) >= 2 and all(
                 _header_field(text, a, n) for (a, _), n in zip(cells, names, strict=True)):
-            columns = [i for i, n in enumerate(names) if _strength(n) == 2]
+            columns = [(i, _login_export(names, i)) for i, n in enumerate(names) if _strength(n) == 2]
             if columns:
                 last_row_end, rows_read = _table_rows(text, end, delim, names, columns, spans)
                 read += rows_read
@@ -144,7 +186,7 @@ def csv_credentials(text: str, lowered: str | None = None) -> tuple[list[tuple[i
     return spans, read
 
 
-def _table_rows(text: str, header_end: int, delim: str, names: list[str], columns: list[int],
+def _table_rows(text: str, header_end: int, delim: str, names: list[str], columns: list[tuple[int, bool]],
                 spans: list[tuple[int, int]]) -> tuple[int, int]:
     """The rows below a header, each of its number of fields: their credential cells go to
     `spans`. Returns where the last row ends (the header's end when none) and the characters
@@ -158,9 +200,9 @@ def _table_rows(text: str, header_end: int, delim: str, names: list[str], column
         read += end - pos + 1
         if len(cells) != len(names):
             break
-        for i in columns:
+        for i, login_export in columns:
             a, b = cells[i]
-            if _literal_ok(names[i], text[a:b]):
+            if _literal_ok(names[i], text[a:b], login_export=login_export):
                 spans.append((a, b))
         last, pos = end, end + 1
     return last, read

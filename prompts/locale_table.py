@@ -20,8 +20,11 @@ _WINDOW = 400
 _MIN_PHRASES = 2
 # An entry whose value is a phrase: at a line's start or after `,` / `{`, a key (maybe quoted), `:`,
 # then two words of letters apart by spaces (`forgot: Passwort vergessen?`, `"title": "Mot de passe"`).
+# Blanks may stand before a closing quote: the redactor reads JSON inside a JSON string
+# (`{\"forgot\": \"Passwort vergessen?\"}`, a tool result or a stored prompt) with each escaping
+# backslash as a space (prompts/redact.py, `_unescaped_same_length`), so `"forgot "` ends its key.
 _PHRASE_ENTRY = re.compile(
-    r"(?:^|[,{])[ \t]*[\"']?[A-Za-z_][\w.\-]{0,80}[\"']?[ \t]*:[ \t]*[\"']?"
+    r"(?:^|[,{])[ \t]*[\"']?[A-Za-z_][\w.\-]{0,80}(?:[ \t]*[\"'])?[ \t]*:[ \t]*[\"']?"
     "[\u00bf\u00a1\u00ab\u201e\u201c]?"  # a sentence's opening mark: `¿Olvidaste tu contraseña?`
     r"[^\W\d_]{2,}[ \t]+[^\W\d_]{2,}",
     re.MULTILINE,

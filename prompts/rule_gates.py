@@ -94,11 +94,24 @@ class _Side:
         return found
 
 
+# A keyword hit handed on to another scanner: (keyword index, start, end), as ahocorasick_rs lists it.
+Hit = tuple[int, int, int]
+
+
 class RuleGates:
     """The rules (by index) that can match a text: the ungated ones, and those one of whose
-    leading literals occurs in it; in rule order."""
+    leading literals occurs in it; in rule order.
 
-    def __init__(self, gates: list[Gate | None]) -> None:
+    `keywords` (gitleaks' keywords, prompts/secret_rules.py) share the pass over a short text: a
+    log line or a chat message used to be read by three automatons (our literals as written,
+    lowercased, and gitleaks' keywords), with their Python around them half the time of a line
+    that holds no secret. For such a text one automaton of all three on the lowercased text lists
+    every hit; a literal as written is then checked where its lowercase form hit (the text and its
+    lowercase form have the same length). A long text keeps the separate passes: listing every hit
+    of a frequent literal of ours (`<`, `key`: up to two hits per character) would hold a list of
+    hits as long as the text, where the windows of `_Side` list each literal once."""
+
+    def __init__(self, gates: list[Gate | None], keywords: tuple[str, ...] = ()) -> None:
         self.always = frozenset(i for i, g in enumerate(gates) if g is None)
         self.count = len(gates)
         sides: dict[bool, dict[str, list[int]]] = {False: {}, True: {}}
@@ -108,20 +121,61 @@ class RuleGates:
                     sides[gate.lowered].setdefault(lit, []).append(i)
         self._as_written = _Side(sides[False])
         self._lowered = _Side(sides[True])
+        # The short texts' automaton: per pattern, what a hit of it means: the lowercased side's
+        # literal index (or -1), the literals as written whose lowercase it is, with their rules'
+        # indexes, and the keyword index (or -1).
+        roles: dict[str, tuple[int, list[tuple[str, tuple[int, ...]]], int]] = {}
+        for k, lit in enumerate(self._lowered.literals):
+            roles[lit] = (k, [], -1)
+        for lit, users in zip(self._as_written.literals, self._as_written.users, strict=True):
+            low = lit.lower()
+            k, written, ki = roles.get(low, (-1, [], -1))
+            roles[low] = (k, [*written, (lit, users)], ki)
+        for ki, word in enumerate(keywords):
+            k, written, _ = roles.get(word, (-1, [], -1))
+            roles[word] = (k, written, ki)
+        self._roles = tuple((k, tuple(written), ki) for k, written, ki in roles.values())
+        self._short = ahocorasick_rs.AhoCorasick(list(roles)) if roles else None
 
     def open_rules(self, text: str, lowered: str) -> list[int]:
         return self.open_rules_and_literals(text, lowered)[0]
 
-    def open_rules_and_literals(self, text: str, lowered: str) -> tuple[list[int], set[int] | None]:
-        """The open rules, and the indexes (`lowered_index`) of the lowercased side's literals that
+    def open_rules_and_literals(self, text: str, lowered: str,
+                                ) -> tuple[list[int], set[int] | None, list[Hit] | None]:
+        """The open rules; the indexes (`lowered_index`) of the lowercased side's literals that
         occur in `lowered`: an anchored rule runs only those of its anchors whose leading literal
-        is among them (a rule of eight tools' names opened by one scanned the text eight times)."""
+        is among them (a rule of eight tools' names opened by one scanned the text eight times);
+        and for a short text every hit of `keywords` in `lowered` (None: not looked for)."""
         if len(self.always) == self.count:
-            return list(range(self.count)), None
+            return list(range(self.count)), None, None
+        if len(lowered) <= _AUTOMATON_MAX_CHARS and self._short is not None:
+            try:
+                hits = self._short.find_matches_as_indexes(lowered, overlapping=True)
+            except UnicodeEncodeError:  # a lone surrogate: the separate passes take it
+                pass
+            else:
+                return self._from_hits(text, hits)
         rules = set(self.always)
         self._as_written.open_rules(text, rules)
         found = self._lowered.open_rules(lowered, rules)
-        return sorted(rules), found
+        return sorted(rules), found, None
+
+    def _from_hits(self, text: str, hits: list[Hit]) -> tuple[list[int], set[int], list[Hit]]:
+        rules = set(self.always)
+        found: set[int] = set()
+        keyword_hits: list[Hit] = []
+        roles, users = self._roles, self._lowered.users
+        for k, start, end in hits:
+            lit, written, ki = roles[k]
+            if lit >= 0 and lit not in found:
+                found.add(lit)
+                rules.update(users[lit])
+            for literal, literal_users in written:
+                if text.startswith(literal, start):
+                    rules.update(literal_users)
+            if ki >= 0:
+                keyword_hits.append((ki, start, end))
+        return sorted(rules), found, keyword_hits
 
     def lowered_index(self, literal: str) -> int | None:
         """The index `open_rules_and_literals` reports `literal` (of the lowercased side) by."""
@@ -156,31 +210,71 @@ def parse_leading_literals(pattern: Pattern) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(found)) if found else None
 
 
+# The most alternatives a leading literal is spelled out into (`A(?:KIA|SIA|...)`, `gh[pousr]_`),
+# and the most characters of a class spelled out: past them the literal stops where it is.
+_MAX_SPELLED = 16
+_MAX_CLASS = 8
+
+
 def _alternatives(items: list[tuple[Any, Any]]) -> list[str] | None:
+    found = _spelled(items)
+    return found[0] if found else None
+
+
+def _spelled(items: list[tuple[Any, Any]]) -> tuple[list[str], bool] | None:
+    """The literals the matches of `items` start with (each non-empty), and whether they are the
+    whole of every match (so what follows the group may be appended); None when a match may
+    start with anything else."""
     if len(items) == 1 and items[0][0] is sre_constants.BRANCH:
         out: list[str] = []
+        complete = True
         for branch in items[0][1][1]:
             found = _sequence(list(branch))
-            if not found:
+            if found is None or not all(found[0]):
                 return None
-            out += found
-        return out
-    return _sequence(items)
+            out += found[0]
+            complete = complete and found[1]
+        return out, complete
+    found = _sequence(items)
+    return found if found is not None and all(found[0]) else None
 
 
-def _sequence(items: list[tuple[Any, Any]]) -> list[str] | None:
-    literal: list[str] = []
+def _choices(op: Any, av: Any) -> tuple[list[str], bool] | None:
+    """What one item of a sequence may read, spelled out: its strings and whether they are the
+    whole item; None when it is no short choice of literals."""
+    if op is sre_constants.LITERAL:
+        return [chr(av)], True
+    if op is sre_constants.IN:
+        if any(kind is not sre_constants.LITERAL for kind, _ in av) or len(av) > _MAX_CLASS:
+            return None  # a range, a negation, a category, or too many to spell out
+        return [chr(c) for _, c in av], True
+    if op is sre_constants.BRANCH:
+        return _spelled([(op, av)])
+    if op is sre_constants.SUBPATTERN:
+        _group, add_flags, _del_flags, sub = av
+        if add_flags & re.IGNORECASE:
+            return None
+        return _spelled(list(sub))
+    if op is sre_constants.MAX_REPEAT or op is sre_constants.MIN_REPEAT:
+        low, high, sub = av
+        found = _sequence(list(sub))
+        if low == 0 and high == 1 and found is not None and found[1]:
+            return ["", *found[0]], True  # `s?`: absent, or there whole
+    return None
+
+
+def _sequence(items: list[tuple[Any, Any]]) -> tuple[list[str], bool] | None:
+    """The literals the matches of a sequence start with: the product of its items' choices up to
+    the first item that is none (or would spell out too many); None when the first is none."""
+    prefixes = [""]
     for op, av in items:
-        if op is sre_constants.LITERAL:
-            literal.append(chr(av))
-            continue
-        if op is sre_constants.SUBPATTERN and not literal:
-            _group, add_flags, _del_flags, sub = av
-            if add_flags & re.IGNORECASE:
-                return None
-            return _alternatives(list(sub))  # a group first: its alternatives' literals
-        break
-    return ["".join(literal)] if literal else None
+        found = _choices(op, av)
+        if found is None or len(prefixes) * len(found[0]) > _MAX_SPELLED:
+            return (prefixes, False) if any(prefixes) else None
+        prefixes = [p + c for p in prefixes for c in found[0]]
+        if not found[1]:
+            return prefixes, False
+    return prefixes, True
 
 
 def anchor_literals(rule: RedactionRule) -> tuple[tuple[str, ...], ...] | None:

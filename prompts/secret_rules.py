@@ -193,6 +193,7 @@ class GitleaksScanner:
         self.rules = rules
         keywords = sorted({k for r in rules for k in r.keywords})
         self._keywords = keywords
+        self.keywords = tuple(keywords)
         index = {k: i for i, k in enumerate(keywords)}
         # keyword index -> ((rule index, anchored), ...)
         users: list[list[tuple[int, bool]]] = [[] for _ in keywords]
@@ -202,14 +203,18 @@ class GitleaksScanner:
         self._users = tuple(tuple(u) for u in users)
         self._ac = ahocorasick_rs.AhoCorasick(keywords) if keywords else None
 
-    def scan(self, text: str, lowered: str) -> tuple[list[tuple[int, int, int]], int, int]:
-        """(candidates, keyword hits, characters matched or searched)."""
+    def scan(self, text: str, lowered: str, hits: list[tuple[int, int, int]] | None = None,
+             ) -> tuple[list[tuple[int, int, int]], int, int]:
+        """(candidates, keyword hits, characters matched or searched). `hits`: every hit of
+        `keywords` in `lowered` (index, start, end), when another pass listed them already
+        (prompts/rule_gates.py does for a short text)."""
         if self._ac is None or not text:
             return [], 0, 0
-        try:
-            hits = self._ac.find_matches_as_indexes(lowered, overlapping=True)
-        except UnicodeEncodeError:  # lone surrogates: same length, no keyword inside them
-            hits = self._ac.find_matches_as_indexes(_SURROGATE.sub("\ufffd", lowered), overlapping=True)
+        if hits is None:
+            try:
+                hits = self._ac.find_matches_as_indexes(lowered, overlapping=True)
+            except UnicodeEncodeError:  # lone surrogates: same length, no keyword inside them
+                hits = self._ac.find_matches_as_indexes(_SURROGATE.sub("\ufffd", lowered), overlapping=True)
         if not hits:
             return [], 0, 0
         # Positions by keyword first (one append per hit), then handed to the keyword's rules a

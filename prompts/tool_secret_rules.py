@@ -308,11 +308,15 @@ TOOL_RULES: tuple[RedactionRule, ...] = (
         keywords=("sentry", "dsn"),
     ),
     # Git's prompt for a password over HTTPS, answered on its line, as a log or a pasted terminal
-    # holds it: `Password for 'https://bob@github.com': <answer>`. As a command line's password: a
-    # word git goes on with (`...': terminal prompts disabled`) stays.
+    # holds it: `Password for 'https://bob@github.com': <answer>`, or on the line below when the
+    # answer was typed or piped after a newline (an `expect` script's log, a terminal that echoes):
+    # then that line is the answer alone. As a command line's password: a word git goes on with
+    # (`...': terminal prompts disabled`) stays, and so does a next line of words (`fatal: ...`).
     RedactionRule(
         "git-password-prompt",
-        LazyPattern(r"(?i:password) for '[^'\r\n]{1,300}':[ \t]*(?P<secret>[^\s]{1,500})"),
+        LazyPattern(r"(?i:password) for '[^'\r\n]{1,300}':"
+                    r"(?:[ \t]*\r?\n[ \t]*(?=[^\s]{1,500}+[ \t]*(?:\r?\n|\Z)))?"
+                    r"[ \t]*(?P<secret>[^\s]{1,500})"),
         group="secret",
         validator=_command_password_ok,
         keywords=("password for '",),

@@ -72,3 +72,34 @@ def test_a_credential_key_and_its_value_in_json_inside_json_are_redacted(key: st
         inner = json.loads(inner)["outer"]  # still JSON at every depth: no backslash was taken
     assert PASSWORD not in out and AWS_SECRET[:20] not in out and PASSWORD[:8] not in out
     assert json.loads(inner)[key].startswith(value.split()[0] if " " in value else "[REDACTED:")
+
+
+LOCALE = {"login": {"title": "Melden Sie sich an", "password": "Passwort", "forgot": "Passwort vergessen?",
+                    "submit": "Jetzt anmelden"}}
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_a_translation_table_in_json_inside_json_keeps_its_credential_words(depth: int) -> None:
+    """A locale file quoted in a JSON string (a tool result, a stored prompt): its `\\"password\\":
+    \\"Passwort\\"` is a label among UI phrases, as it is unescaped."""
+    doc = json.dumps(LOCALE)
+    for _ in range(depth):
+        doc = json.dumps({"content": doc})
+    assert redact(doc) == doc
+
+
+@pytest.mark.parametrize("value", ["Xk9pQ7vR2mT4wq", "Sunshine"])
+@pytest.mark.parametrize("depth", [1, 2])
+def test_a_password_in_json_inside_json_still_goes_beside_phrases_or_config(value: str, depth: int) -> None:
+    """A random value goes even among UI phrases; a dictionary word goes in a config's map."""
+    docs = [{"password": value, "title": "Melden Sie sich an", "forgot": "Passwort vergessen?"},
+            {"password": value, "host": "db.internal", "user": "admin"}]
+    for inner in docs:
+        if value == "Sunshine" and "title" in inner:
+            continue  # a natural word among phrases is a translation: the trade-off of locale_table.py
+        doc = json.dumps(inner)
+        for _ in range(depth):
+            doc = json.dumps({"content": doc})
+        out = redact(doc)
+        assert value not in out
+        assert json.loads(out)  # still JSON

@@ -212,3 +212,42 @@ def test_a_dotted_generated_password_is_no_attribute_path(value: str) -> None:
     """A part that mixes digits with both cases and holds no word of four letters is no name."""
     for text in (f"password: {value}", f"DB_PASSWORD={value}", f"db:\n  password: {value}\n"):
         assert value not in redact(text), text
+
+
+@pytest.mark.parametrize(("row", "value"), [
+    ('bob,"p,4ss;W0rd",db1', "p,4ss;W0rd"),  # the delimiter inside a quoted cell
+    ('bob,"Xk9,pQ7""vR2",db1', 'Xk9,pQ7""vR2'),  # and an escaped quote
+    ('"bob" , "p,4ss;W0rd" ,"db1"', "p,4ss;W0rd"),  # blanks around quoted cells
+])
+def test_a_quoted_cell_holding_the_delimiter_is_one_cell_of_its_column(row: str, value: str) -> None:
+    out = redact(f"user,password,host\n{row}\nalice,Zq8wE3rT5yU7,db2\n")
+    assert value not in out and "Zq8wE3rT5yU7" not in out
+    assert "db1" in out and "db2" in out and "[REDACTED:csv-credential]" in out
+
+
+def test_a_semicolon_table_with_a_quoted_semicolon_loses_the_whole_value() -> None:
+    out = redact('user;password;host\nbob;"p;4ss;W0rd";db1\n')
+    assert out == 'user;password;host\nbob;"[REDACTED:csv-credential]";db1\n'
+
+
+def test_a_plain_word_goes_under_a_login_exports_password_column() -> None:
+    out = redact("user,password,host\nbob,sunshine,db1\nalice,\"moonlight\",db2\n")
+    assert "sunshine" not in out and "moonlight" not in out and "bob" in out and "db2" in out
+    out = redact("email;db_password;url\nbob@acme.io;correcthorse;https://db.acme.io\n")
+    assert "correcthorse" not in out
+
+
+@pytest.mark.parametrize("text", [
+    "username,password\nbob,sunshine\n",  # two fields: a form's or a doc's example
+    "name,token,role\nbob,sessions,admin\n",  # no password's column, no user's
+    "id,password_hash,created\n1,sunshine,2024-01-01\n",  # a hash's column
+    'user,password,host\nbob,"unclosed,sunshine,db1\n',  # a quote that never closes: no row
+])
+def test_a_plain_word_stays_where_the_column_is_no_login_exports_password(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_a_tab_separated_table_keeps_its_empty_cells_before_a_quoted_one() -> None:
+    """A tab is the delimiter there, not a blank to skip: an empty cell stays a cell."""
+    out = redact('id\tuser\tpassword\n1\t\t"Xk9,pQ7;vR2"\n2\tbob\t"Zq8wE3rT5yU7"\t\n')
+    assert out == 'id\tuser\tpassword\n1\t\t"[REDACTED:csv-credential]"\n2\tbob\t"Zq8wE3rT5yU7"\t\n'

@@ -129,3 +129,25 @@ def test_a_password_in_more_tools_syntaxes_is_redacted(text: str, rule: str) -> 
         "net-user-options", "config-names", "encoded-header", "clients-references"])
 def test_references_prompts_and_words_in_more_tools_stay(text: str) -> None:
     assert redact(text) == text
+
+
+@pytest.mark.parametrize("text", [
+    f"Username for 'https://github.com': bob\nPassword for 'https://bob@github.com': \n{PW}\n",
+    f"Password for 'https://bob@github.com':\r\n  {PW}  \r\nremote: Enumerating objects: 5, done.",
+    f"Password for 'https://bob@github.com': {PW}\n",
+])
+def test_a_git_prompts_answer_goes_on_its_line_or_the_next(text: str) -> None:
+    """An answer echoed after the prompt's newline (an `expect` log) is the line below, alone."""
+    out = redact(text)
+    assert PW not in out
+    assert "[REDACTED:git-password-prompt]" in out and "Password for 'https://bob@github.com':" in out
+
+
+@pytest.mark.parametrize("text", [
+    "Password for 'https://bob@github.com': \nfatal: Authentication failed for 'https://github.com/acme/app/'\n",
+    "Password for 'https://bob@github.com': \n$GIT_PASSWORD\n",
+    "Password for 'https://bob@github.com': \n\nremote: Invalid username or password.\n",
+    "fatal: could not read Password for 'https://github.com': terminal prompts disabled\n",
+])
+def test_what_follows_a_git_prompt_that_is_no_answer_stays(text: str) -> None:
+    assert redact(text) == text

@@ -64,15 +64,32 @@ def test_a_line_without_any_literal_runs_no_rule_of_ours() -> None:
 @pytest.mark.parametrize(("pattern", "expected"), [
     (r"sk-ant-[a-z]+", ("sk-ant-",)),
     (r"xa|yb", ("xa", "yb")),
-    (r"ghp_x|gho_y", ("gh",)),  # `re` factors a common prefix out of the alternatives
-    (r"(?:AKIA|ASIA)[A-Z0-9]{16}", ("A",)),
-    (r"[?&]token=", None),  # a class first
+    # `re` factors a common prefix out of the alternatives; they are spelled out again.
+    (r"ghp_x|gho_y", ("ghp_x", "gho_y")),
+    (r"(?:AKIA|ASIA)[A-Z0-9]{16}", ("AKIA", "ASIA")),  # a group of literals, then a range: it stops
+    (r"A(?:KIA|3T[A-Z0-9])", ("AKIA", "A3T")),  # an alternative cut short ends them all
+    (r"x(?:ox[abp]|app)-", ("xoxa-", "xoxb-", "xoxp-", "xapp-")),  # a short class is spelled out
+    (r"https?://h", ("http://h", "https://h")),  # an optional literal: both
+    (r"[?&]token=", ("?token=", "&token=")),
+    (r"[a-z]token=", None),  # a range first
+    (r"[^?]token=", None),  # a negated class first
+    (r"a?[xy]", ("x", "y", "ax", "ay")),
+    (r"a?[^x]", None),  # an empty prefix where a class follows
+    (r"[abcdefghij]x", None),  # more than _MAX_CLASS characters
+    (r"xy|[ab][cd]", ("xy", "ac", "ad", "bc", "bd")),
     (r"(?<![a-z])key", None),  # a lookbehind first
     (r"(?i:secret)=", None),  # case-insensitive letters
-    (r"abc|[xy]", None),  # one alternative without a literal
+    (r"abc|[x-z]", None),  # one alternative without a literal
 ])
 def test_leading_literals(pattern: str, expected: tuple[str, ...] | None) -> None:
     assert leading_literals(re.compile(pattern)) == expected
+
+
+def test_spelling_out_stops_before_more_than_max_spelled_literals() -> None:
+    # Four classes of two make 16 literals; a fifth would make 32: they stop at four characters.
+    found = leading_literals(re.compile(r"[ab][cd][ef][gh][ij]"))
+    assert found is not None and len(found) == 16 and {len(lit) for lit in found} == {4}
+    assert "aceg" in found and "bdfh" in found
 
 
 def test_a_case_insensitive_rule_is_never_gated() -> None:
@@ -144,3 +161,28 @@ def test_long_benign_and_secret_texts_are_found_the_same_with_and_without_gates(
     secrets = "\n".join(s.text for s in samples(seed=5, per_family=2))
     assert len(secrets) > 65536 + 4096, len(secrets)  # past the first window
     assert DEFAULT_REDACTOR.find(secrets) == UNGATED.find(secrets)
+
+
+def test_a_short_texts_single_pass_checks_literals_as_written_in_their_case() -> None:
+    """One automaton on the lowercased text finds `akia` in both; only `AKIA` opens the AWS rules."""
+    names = DEFAULT_REDACTOR._names
+    for text, opened in (("id AKIA" + "Z" * 16, True), ("id akia" + "z" * 16, False)):
+        rules, _found, _hits = DEFAULT_REDACTOR._gates.open_rules_and_literals(text, text.lower())
+        assert ("aws-access-key-id" in [names[i] for i in rules]) is opened
+
+
+def test_a_short_texts_keyword_hits_are_those_gitleaks_own_pass_finds() -> None:
+    """The hits the gates hand to the gitleaks scanner equal the ones its own automaton lists,
+    and so do the secrets it finds from them."""
+    catalog = DEFAULT_REDACTOR.catalog
+    assert catalog is not None
+    texts = [s.text for s in samples(seed=4, per_family=1)] + [s.text for s in redteam_samples(seed=6)]
+    short = [t for t in texts if len(t) <= 4096]
+    assert len(short) > 100
+    for text in short:
+        lowered = text.lower()
+        _rules, _found, hits = DEFAULT_REDACTOR._gates.open_rules_and_literals(text, lowered)
+        assert hits is not None
+        own = catalog._ac.find_matches_as_indexes(lowered, overlapping=True)  # type: ignore[union-attr]
+        assert sorted(hits) == sorted(own)
+        assert catalog.scan(text, lowered, hits) == catalog.scan(text, lowered)
