@@ -122,13 +122,20 @@ def stack_overrides() -> dict[str, str]:
 
 
 @pytest.fixture
-async def stack(temporal_server: TemporalDevServer, tmp_path: Path, request: pytest.FixtureRequest,
+def stack_db_url(tmp_path: Path) -> str:
+    """The stack's store: a SQLite file of the test's own; a module overrides this fixture to run
+    its stack tests on PostgreSQL (tests/cardloop/app/api/test_api_fuzz_postgres.py)."""
+    return f"sqlite:///{tmp_path / 'store.sqlite'}"
+
+
+@pytest.fixture
+async def stack(temporal_server: TemporalDevServer, stack_db_url: str, request: pytest.FixtureRequest,
                 stack_overrides: dict[str, str]) -> AsyncIterator[Stack]:
     marker = request.node.get_closest_marker("stack_env")
     env = {**(marker.kwargs if marker else {}), **stack_overrides}
     task_queue = f"test-{uuid.uuid4().hex[:8]}"
     config = make_config(temporal_server.address, task_queue, **env)
-    store = Store.open(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    store = Store.open(stack_db_url)
     model = ScriptedModel(load_transcript(TRANSCRIPT)).start()
     runtime = ActivityDeps.build(config, store, base_urls={name: model.url for name in config.profiles})
     timeout = request.node.get_closest_marker("model_timeout")

@@ -20,10 +20,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sqlite3
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -31,11 +29,13 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import Engine, create_engine, text
 
 from cardloop.app.api.app import create_app
 from cardloop.app.api.services import Services
 from cardloop.app.boards.adapters import build_adapters
 from cardloop.contracts.payloads import CardRef
+from cardloop.store.engine import normalize_url
 from tests.cardloop.app.api.fuzz_kit import (
     MORE_VALUES,
     WRONG_TYPES,
@@ -88,20 +88,21 @@ class AsSent:
 class Api:
     """The whole app on the stack, reached in-process; `stored()` counts what requests store."""
 
-    def __init__(self, client: httpx.AsyncClient, shim: AsSent, db: Path, tokens: Tokens) -> None:
-        self.client, self.shim, self.db, self.tokens = client, shim, db, tokens
+    def __init__(self, client: httpx.AsyncClient, shim: AsSent, db_url: str, tokens: Tokens) -> None:
+        self.client, self.shim, self.tokens = client, shim, tokens
         self.statuses: Counter[int] = Counter()  # every answer's status, to show the run reached each outcome
-        self._counts: sqlite3.Connection | None = None
+        # Counted apart from the app's store, as its owner: on PostgreSQL the app's connections
+        # see their tenant's rows only (row-level security), a refusal must store nothing at all.
+        self._counts: Engine = create_engine(normalize_url(db_url), pool_size=1)
+        self._count_all = text("SELECT " + ", ".join(f"({sql})" for sql in STORED.values()))
 
     def stored(self) -> dict[str, int]:
-        if self._counts is None:  # one connection, one statement: it runs twice per request
-            self._counts = sqlite3.connect(self.db, check_same_thread=False)
-        row = self._counts.execute("SELECT " + ", ".join(f"({sql})" for sql in STORED.values())).fetchone()
+        with self._counts.connect() as conn:  # one statement: it runs twice per request
+            row = conn.execute(self._count_all).one()
         return dict(zip(STORED, row, strict=True))
 
     def close(self) -> None:
-        if self._counts is not None:
-            self._counts.close()
+        self._counts.dispose()
 
     async def send(self, probe: Probe) -> httpx.Response:
         self.shim.raw = probe.path
@@ -121,7 +122,7 @@ async def _pieces(body: bytes, size: int = 16_384) -> AsyncIterator[bytes]:
 
 
 @pytest.fixture
-async def api(stack: Stack, tmp_path: Path) -> AsyncIterator[Api]:
+async def api(stack: Stack, stack_db_url: str) -> AsyncIterator[Api]:
     tokens = Tokens(tenant=stack.store.create_api_token("acme", "fuzz").token,
                     other=stack.store.create_api_token("globex", "fuzz").token, admin=ADMIN)
     # A card of the tenant's for the card routes to find (its id is among the drawn segments).
@@ -133,7 +134,7 @@ async def api(stack: Stack, tmp_path: Path) -> AsyncIterator[Api]:
         shim = AsSent(create_app(svc))
         transport = httpx.ASGITransport(app=shim, raise_app_exceptions=False)
         async with httpx.AsyncClient(transport=transport, base_url="http://cardloop", timeout=60) as client:
-            api = Api(client, shim, tmp_path / "store.sqlite", tokens)
+            api = Api(client, shim, stack_db_url, tokens)
             yield api
             api.close()
 
