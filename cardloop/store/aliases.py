@@ -13,15 +13,18 @@ under the tenant's prefix)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, and_, or_, select
+from pydantic import ValidationError
+from sqlalchemy import Connection, and_, or_, select, update
 
+from cardloop.contracts.payloads import card_key_id
 from cardloop.prompts.card import Card
 from cardloop.store import schema as s
-from cardloop.store.base import StoreBase, check_text
+from cardloop.store.base import StoreBase, StoreError, check_text
 from cardloop.store.values import check_tenant
 
 MAX_BOARD_UID = 300
@@ -38,14 +41,18 @@ class BoardIds:
 
 @dataclass(frozen=True)
 class AliasMatch:
-    """The cards a board's name and stable id lead to (None: none)."""
+    """The cards a board's name and stable id lead to (None: none), and the newest name recorded
+    for the card a delivery reaches by its own key or by name (card_and_ids; None: none recorded),
+    so that a card named back to an id it had before is told so (its board writes follow)."""
 
     by_name: str | None
     by_uid: str | None
+    newest: str | None = None
 
 
 class CardAliasesMixin(StoreBase):
     card_fields: Callable[[str], Any]   # CardsMixin's, in the Store
+    set_gone: Callable[[str, str | None], bool]   # CardsMixin's too
 
     def remember_board_ids(self, card_key: str, *, uid: str | None = None, name: str | None = None) -> None:
         """Record the card's stable board id (the first one recorded stays: a uid never moves to
@@ -76,16 +83,21 @@ class CardAliasesMixin(StoreBase):
             return _match(conn, tenant, board, name, uid)
 
     def card_and_ids(self, card_key: str, *, uid: str | None = None) -> tuple[Card | None, AliasMatch]:
-        """In one read: the card stored under `card_key` (its fields, or None) and the cards its
-        board's `uid` and, when it is not stored, its card id as a later name lead to. What a
-        webhook delivery asks on every event (boards/identity.py)."""
+        """In one read: the card stored under `card_key` (its fields, or None), the cards its
+        board's `uid` and its card id as a recorded name lead to, and the newest name of the card
+        the delivery reaches (by name, else the stored one). What a webhook delivery asks on
+        every event (boards/identity.py)."""
         tenant = self._card_tenant(card_key)
         board, card_id = card_key.split("/", 2)[1:]
         with self._db.read(tenant) as conn:
             fields = conn.execute(select(s.cards.c.fields).where(
                 s.cards.c.card_key == card_key, s.cards.c.tenant == tenant)).scalar_one_or_none()
-            name = card_id if fields is None else None
-            match = _match(conn, tenant, board, name, uid) if name or uid else AliasMatch(None, None)
+            # The card id as a recorded name too when the card is stored: a name recorded for
+            # another card means the board gave that id to it since (identity.py, merge_card).
+            match = _match(conn, tenant, board, card_id, uid)
+            reached = match.by_name or (card_key if fields is not None else None)
+            if reached is not None:
+                match = AliasMatch(match.by_name, match.by_uid, _newest_name(conn, tenant, reached))
         return (None if fields is None else Card.model_validate_json(fields)), match
 
     def board_ids(self, card_key: str) -> BoardIds:
@@ -122,6 +134,62 @@ class CardAliasesMixin(StoreBase):
             rows = conn.execute(query.order_by(a.named_at, a.value)).all()
         return {row.card_key: _as_board_writes(row.value) for row in rows}   # the newest name last, so it stays
 
+    def rename_repository(self, tenant: str, board: str, old: str, new: str) -> list[str]:
+        """A repository of `tenant`'s `board` renamed or moved to another owner ("owner/name"
+        `old` is `new` now): every card the board names under `old` now ("old#12", by its key or
+        its newest name) is named "new#12" from now on, so deliveries naming the new name reach
+        it and its board writes go there; and every card whose repository is `old` works in
+        `new` (its URL follows). One transaction, within the tenant (row-level security holds it
+        on PostgreSQL). The keys of the cards it changed, in key order."""
+        tenant = self._tenant(check_tenant(tenant))
+        for name, value in (("old repository", old), ("new repository", new)):
+            check_text(name, value, MAX_BOARD_UID, required=True)
+            if not _REPO.fullmatch(value):
+                raise StoreError(f"{name} {value!r}: expected owner/name")
+        # GitHub names are case-insensitive: "Acme/API" and "acme/api" are one repository.
+        numbered = re.compile(re.escape(old) + r"#(\d+)", re.IGNORECASE)
+        a, c = s.card_aliases.c, s.cards.c
+        changed: set[str] = set()
+        with self._db.write(tenant) as conn:
+            cards = conn.execute(select(c.card_key, c.fields).where(c.tenant == tenant, c.board == board)).all()
+            newest = {row.card_key: row.value for row in conn.execute(
+                select(a.card_key, a.value).where(a.tenant == tenant, a.board == board, a.kind == "name")
+                .order_by(a.named_at, a.value)).all()}   # the newest name last, so it stays
+            now = self.clock()
+            for row in cards:
+                shown = _as_board_writes(newest.get(row.card_key) or row.card_key.split("/", 2)[2])
+                if (found := numbered.fullmatch(shown)) is not None:
+                    # The name moves to this card even when another card had it before: the
+                    # board says whose it is now (a repository renamed onto a name freed earlier).
+                    conn.execute(self._upsert(s.card_aliases, ("tenant", "board", "kind", "value"),
+                                              ("card_key", "named_at")),
+                                 {"tenant": tenant, "board": board, "card_key": row.card_key, "kind": "name",
+                                  "value": card_key_id(f"{new}#{found.group(1)}"), "named_at": now})
+                    changed.add(row.card_key)
+                card = Card.model_validate_json(row.fields)
+                if card.repo is not None and card.repo.casefold() == old.casefold():
+                    moved = _in_repository(card, old, new)
+                    conn.execute(update(s.cards).where(c.tenant == tenant, c.card_key == row.card_key).values(
+                        repo=moved.repo, fields=moved.model_dump_json(exclude={"history", "context"})))
+                    changed.add(row.card_key)
+        return sorted(changed)
+
+    def merge_card(self, duplicate: str, into: str, note: str) -> None:
+        """`duplicate` is the card `into` under a name its board gave it before cardloop knew
+        (a GitHub issue's project move that arrived before its transfer): its card id is recorded
+        as `into`'s newest name (so every later delivery naming it, the one stored under it
+        included, reaches `into`, and board writes go to it), and `duplicate` is marked gone with
+        `note` (card show and card list say so). Its rows (history, ledger) stay where they are."""
+        tenant = self._card_tenant(duplicate)
+        board, card_id = duplicate.split("/", 2)[1:]
+        if self._card_tenant(into) != tenant or into.split("/", 2)[1] != board or into == duplicate:
+            raise StoreError(f"card {duplicate!r} cannot be merged into {into!r}: another tenant, board or itself")
+        with self._db.write(tenant) as conn:
+            conn.execute(self._upsert(s.card_aliases, ("tenant", "board", "kind", "value"), ("card_key", "named_at")),
+                         {"tenant": tenant, "board": board, "card_key": into, "kind": "name", "value": card_id,
+                          "named_at": self.clock()})
+        self.set_gone(duplicate, note)
+
     def stored_card_key(self, card_key: str) -> str | None:
         """The key of the stored card `card_key` names: itself, or the card of its tenant and board
         that its card id was recorded for as a later name or as the stable id; None when neither is
@@ -133,9 +201,31 @@ class CardAliasesMixin(StoreBase):
         return match.by_name or match.by_uid
 
 
+_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+")
+
+
+def _in_repository(card: Card, old: str, new: str) -> Card:
+    """The card working in `new` instead of `old`: its repository, and its URL when it is a page
+    of `old` ("https://github.com/<old>/issues/4")."""
+    fields: dict[str, Any] = {"repo": new}
+    if card.url is not None:
+        fields["url"] = re.sub(r"(?i)(?<=://)([^/]+/)" + re.escape(old) + r"(?=/|\Z)", lambda m: m.group(1) + new,
+                               card.url, count=1)
+    try:
+        return Card.model_validate(card.model_dump() | fields)
+    except ValidationError:   # a URL the new name makes too long: the old one redirects
+        return Card.model_validate(card.model_dump() | {"repo": new})
+
+
 def _as_board_writes(encoded: str) -> str:
     """A key's card id as its board writes it: ':' is '/', '%3A' is ':' (CardRef's encoding undone)."""
     return encoded.replace(":", "/").replace("%3A", ":")
+
+
+def _newest_name(conn: Connection, tenant: str, card_key: str) -> str | None:
+    a = s.card_aliases.c
+    return conn.execute(select(a.value).where(a.tenant == tenant, a.card_key == card_key, a.kind == "name")
+                        .order_by(a.named_at.desc(), a.value.desc()).limit(1)).scalar_one_or_none()
 
 
 def _match(conn: Connection, tenant: str, board: str, name: str | None, uid: str | None) -> AliasMatch:

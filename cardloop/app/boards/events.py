@@ -18,7 +18,8 @@ class BoardEvent(BaseModel):
     board's failure_stage). kind "edit": the card was renamed or its description edited, nothing
     else: its `title`, `body` or `url` replace the stored card's. kind "archive": the card was
     archived or deleted on the board (`gone` says which): its running stage is cancelled, its work
-    kept, and nothing starts. A `comment` on a move or build
+    kept, and nothing starts. kind "repository" (GitHub): the repository `was[0]` ("owner/name")
+    is `repo` now; `card_id` is the repository's new name, no card's. A `comment` on a move or build
     failure is what the board says about it (which run failed, where): it joins the history, from
     the board, before the move.
 
@@ -29,7 +30,7 @@ class BoardEvent(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: Literal["transition", "comment", "build_failed", "edit", "archive"]
+    kind: Literal["transition", "comment", "build_failed", "edit", "archive", "repository"]
     board: Literal["github", "linear", "jira", "trello", "generic"]
     tenant: str | None = None
     card_id: str = Field(min_length=1, max_length=200)

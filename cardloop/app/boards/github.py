@@ -14,6 +14,9 @@ sender's: it is WebhookError(502), so the delivery shows as failed and can be re
     issues              transferred edit: the issue moved to another repository (changes.new_issue,
                         opened      changes.new_repository; `opened` with changes.old_issue is the
                                     same move told from the new repository)
+    repository          renamed     repository: the cards the board names under the old name
+                        transferred (changes.repository.name.from, changes.owner.from) are named
+                                    under the new one, and their repository follows
     workflow_run        completed   build_failed per linked PR when the conclusion is a failure
     check_suite         completed   build_failed per linked PR when the conclusion is a failure
     ping, others        -           Ignored
@@ -73,6 +76,8 @@ CACHE_TTL_SECONDS = 300.0
 _EVENT_TIME = {"projects_v2_item": "projects_v2_item.updated_at", "issue_comment": "comment.updated_at",
                "issues": "issue.updated_at", "workflow_run": "workflow_run.updated_at",
                "check_suite": "check_suite.updated_at"}
+# GitHub's owner and repository names: letters, digits, '-', and (repositories) '_' and '.'.
+_FULL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9_.-]{1,100}")
 _API_REPO = re.compile(r"/repos/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/?\Z")
 # A global node id: "I_kwDOKm4p7M6qMdqX", or the older base64 form "MDU6SXNzdWU0NDQ1MDAwNDE=".
 _NODE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_+/=-]{0,299}")
@@ -333,6 +338,7 @@ class GitHubAdapter:
             "issues": self._issues,
             "workflow_run": self._workflow_run,
             "check_suite": self._check_suite,
+            "repository": self._repository,
         }.get(kind)
         if handler is None:
             return Ignored(reason=f"GitHub event {short(kind)} is not one cardloop acts on")
@@ -472,6 +478,36 @@ class GitHubAdapter:
             body=opt_str(data, f"{new}.body"), url=opt_str(data, f"{new}.html_url"), repo=repo, repo_moved=True,
             actor=opt_str(data, "sender.login"), board_uid=_node_id(data, f"{new}.node_id"), was=(was,),
         )]
+
+    # -- repository ------------------------------------------------------------------------------
+
+    async def _repository(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:
+        """A repository renamed (changes.repository.name.from) or moved to another owner
+        (changes.owner.from.organization or .user): `repository.full_name` is its name now. One
+        event for the whole repository: the route names its cards anew (store.rename_repository)."""
+        action = opt_str(data, "action")
+        new = req_str(data, "repository.full_name")
+        if not _FULL_NAME.fullmatch(new):
+            raise bad(f"repository.full_name {short(new)} is not owner/name")
+        owner, name = new.split("/")
+        if action == "renamed":
+            old = f"{owner}/{req_str(data, 'changes.repository.name.from')}"
+        elif action == "transferred":
+            former = opt_str(data, "changes.owner.from.organization.login") \
+                or opt_str(data, "changes.owner.from.user.login")
+            if former is None:
+                raise bad("changes.owner.from names neither an organization nor a user (its login)")
+            old = f"{former}/{name}"
+        else:
+            return Ignored(reason=f"repository {short(action)}: cardloop acts on repositories renamed or "
+                                  "transferred to another owner")
+        if not _FULL_NAME.fullmatch(old):
+            raise bad(f"the repository's former name {short(old)} is not owner/name")
+        if old == new:
+            return Ignored(reason=f"repository {new} kept its name")
+        return [event(kind="repository", board=self.name, tenant=self._tenant(data), card_id=new,
+                      delivery_id=self._delivery(headers), repo=new, was=(old,),
+                      actor=opt_str(data, "sender.login"))]
 
     # -- workflow_run / check_suite --------------------------------------------------------------
 

@@ -44,24 +44,40 @@ class Resolved:
     ref: CardRef
     stored: Card | None = None
     renamed: str | None = None
+    merged: CardRef | None = None   # a card created for this one under its new id, merged into it now
 
 
 def resolve_card(store: Store, event: BoardEvent, own: CardRef) -> Resolved:
     """The card `event` (whose own key is `own`) is about; records what it learnt on the way."""
     uid = event.board_uid
     stored, match = store.card_and_ids(own.key, uid=uid)
+    if match.by_name not in (None, own.key) or (stored is None and match.by_name is not None):
+        # A name recorded for a card: a later delivery after a move, or the id was given to
+        # another card than the one stored under it (a repository renamed onto a freed name, a
+        # duplicate merged into the card it is): the recorded name wins.
+        key = match.by_name
+        assert key is not None
+        # An older name of the card given to it again (OPS-7 -> OPS-8 -> OPS-7) is its newest now.
+        named_back = own.card_id if match.newest != own.card_id else None
+        if (uid is not None and match.by_uid is None) or named_back:
+            store.remember_board_ids(key, uid=uid if match.by_uid is None else None, name=named_back)
+        return Resolved(CardRef.parse(key), store.card_fields(key))
     if stored is not None:
-        if uid is not None and match.by_uid is None:
-            store.remember_board_ids(own.key, uid=uid)
-        elif match.by_uid not in (None, own.key):
+        if event.was and match.by_uid in (None, own.key):
+            # Told of a move only now, a card created under the new id meanwhile (GitHub: a
+            # project move naming the transferred issue before the `transferred` delivery).
+            older = _by_former_id(store, event, own)
+            if older is not None and older != own.key:
+                return _merged(store, event, own, older)
+        # Named back to the id its key was made of after a later name: that id is the board's again.
+        named_back = own.card_id if match.newest not in (None, own.card_id) else None
+        if (uid is not None and match.by_uid is None) or named_back:
+            store.remember_board_ids(own.key, uid=uid if match.by_uid is None else None, name=named_back)
+        if match.by_uid not in (None, own.key):
             # The board gives this name to another issue than the card's: the name the people see
             # wins (it is what they moved), and the stable id stays with the card it was recorded for.
             log.warning("%s id %s of %s was recorded for %s", event.board, uid, own.key, match.by_uid)
         return Resolved(own, stored)
-    if match.by_name is not None:
-        if uid is not None and match.by_uid is None:
-            store.remember_board_ids(match.by_name, uid=uid)
-        return Resolved(CardRef.parse(match.by_name), store.card_fields(match.by_name))
     key = match.by_uid or _by_former_id(store, event, own)
     if key is None:
         return Resolved(own)
@@ -70,6 +86,16 @@ def resolve_card(store: Store, event: BoardEvent, own: CardRef) -> Resolved:
     return Resolved(CardRef.parse(key), store.card_fields(key),
                     f"{event.card_id} is the card {key} under a new id on {event.board}: its history and its "
                     "workflow go on")
+
+
+def _merged(store: Store, event: BoardEvent, own: CardRef, older: str) -> Resolved:
+    """`own` was created for the card `older` under its new id before the delivery saying so:
+    to be merged into `older`, which goes on (the route stops `own`'s run, then records the merge:
+    store.merge_card, so a delivery that fails on the way is redelivered and merges again)."""
+    log.info("%s card %s merged into %s, renamed on the board", event.board, own.key, older)
+    return Resolved(CardRef.parse(older), store.card_fields(older),
+                    f"{event.card_id} is the card {older} under a new id on {event.board}: its history and its "
+                    f"workflow go on; {own.key}, created for it meanwhile, was merged into it", merged=own)
 
 
 def _by_former_id(store: Store, event: BoardEvent, own: CardRef) -> str | None:
