@@ -201,3 +201,69 @@ async def test_a_failed_run_naming_the_renamed_repository_reaches_the_pull_reque
             ref.key, "Codertocat/Hello-Docs#2", "accepted", "error_fixing"), failed
         assert failed["workflow_id"] == ref.workflow_id
     await stack.cards.wait_for(ref, lambda s: any(r.stage == "error_fixing" for r in s.history), timeout=60)
+
+
+@pytest.mark.stack_env(**ENV, CARDLOOP_GITHUB_TOKEN="ghp_" + "T" * 36)
+async def test_a_move_naming_the_new_issue_before_the_transfer_is_merged_into_the_card(
+        stack: Stack, github: tuple[FakeGitHub, Config]) -> None:
+    fake, config = github
+    clock = Clock(0)
+    dup = "default/github/Codertocat:Hello-World#1"
+    async with webhook_client(stack, config=config, clock=clock) as api:
+        fake.nodes[ITEM] = item_node(issue("octo-org/octo-repo", OLD_NODE), status="Todo")
+        stack.model.inject(delay=30.0)
+        first = await send(api, clock, "projects_v2_item", project_move("2019-10-25T22:40:00Z"),
+                           "2019-10-25T22:40:00Z", "gh-move-1")
+        assert (first["card"], first["status"], first["stage"]) == (OLD, "accepted", "planning"), first
+        ref, run_id = await planning_running(stack, OLD)
+        await stack.cards.say(ref, "Keep the README's tone.", author="Priya", delivery_id="say-1")
+        history = await in_history(stack, OLD, "Keep the README's tone.")
+
+        # Transferred; GitHub's move of the project item, which holds the new issue now, arrives
+        # before the transfer delivery: nothing links the new issue to the card yet, so a card is
+        # created for it and its stage starts.
+        fake.nodes[ITEM] = item_node(issue("Codertocat/Hello-World", NEW_NODE), status="Todo")
+        stack.model.inject(delay=30.0)
+        early = await send(api, clock, "projects_v2_item", project_move("2019-10-25T22:47:00Z", to=None),
+                           "2019-10-25T22:47:00Z", "gh-move-2")
+        assert (early["card"], early["status"], early["stage"]) == (dup, "accepted", "planning"), early
+        dup_ref, _ = await planning_running(stack, dup)
+
+        # The transfer delivery links the two: the new card is merged into the card, whose run goes on.
+        moved = await send(api, clock, "issues", fixture_json("github/issues.transferred.json"),
+                           "2019-10-25T22:46:30Z", "gh-t-1")
+        assert (moved["kind"], moved["card"], moved["board_card"], moved["merged"], moved["status"]) == (
+            "edit", OLD, "Codertocat/Hello-World#1", dup, "accepted"), moved
+        assert f"{dup}, created for it meanwhile, was merged into it" in moved["renamed"]
+        # The duplicate's stage was cancelled (its history and ledger stay under its key) and it says so.
+        dup_state = await stack.wait_state(dup_ref, lambda s: s.status == "idle" and bool(s.history))
+        assert [(r.stage, r.outcome) for r in dup_state.history] == [("planning", "cancelled")]
+        gone = stack.store.card_gone(dup)
+        assert gone is not None and gone[0] == f"merged into {OLD} (the same card under a new id on github)"
+        # The card took the duplicate's move (to the stage it runs): the same run goes on, nothing ran twice.
+        state = await stack.wait_state(ref, lambda s: s.status == "running")
+        assert (state.stage, state.stage_runs) == ("planning", 1)
+        handle = stack.client.get_workflow_handle(ref.workflow_id)
+        assert (await handle.describe()).run_id == run_id
+        card = stack.store.card_fields(OLD)
+        assert card is not None and card.repo == "Codertocat/Hello-World"
+        assert stack.store.board_name(OLD) == "Codertocat/Hello-World#1"   # board writes go to the new issue
+
+        # Redelivered, the transfer is a duplicate; the new issue's comment and moves reach the card,
+        # though a card is stored under the new issue's key.
+        again = await send(api, clock, "issues", fixture_json("github/issues.transferred.json"),
+                           "2019-10-25T22:46:30Z", "gh-t-1-again")
+        assert (again["card"], again["status"]) == (OLD, "duplicate"), again
+        said = await send(api, clock, "issue_comment", fixture_json("github/issue_comment.created.json"),
+                          "2019-05-15T15:20:21Z", "gh-c-1")
+        assert (said["card"], said["board_card"], said["status"]) == (OLD, "Codertocat/Hello-World#1", "accepted")
+        await in_history(stack, OLD, COMMENT)
+        assert [m.content for m in stack.store.messages(OLD)][:len(history)] == history
+        assert COMMENT not in [m.content for m in stack.store.messages(dup)]
+        fake.nodes[ITEM] = item_node(issue("Codertocat/Hello-World", NEW_NODE), status="Done")
+        done = await send(api, clock, "projects_v2_item", project_move("2019-10-25T22:50:00Z", to=None),
+                          "2019-10-25T22:50:00Z", "gh-move-3")
+        assert (done["card"], done["status"], done["stage"]) == (OLD, "accepted", "done"), done
+        await stack.wait_state(ref, lambda s: s.stage == "done")
+    dup_after = await stack.cards.state(dup_ref)
+    assert dup_after is not None and dup_after.stage_runs == 1   # the duplicate never ran again
