@@ -8,8 +8,17 @@ board's stable id (BoardEvent.board_uid: Linear's issue UUID, Jira's numeric iss
 long card id, GitHub's issue node id) and the names the board gave it since (store/aliases.py),
 and an event naming an id the store does not hold is led to the card that id belongs to:
 
-    1. a card stored under the event's own key is that card (its stable id recorded the first time)
-    2. else a name recorded for a card of this tenant and board (a later delivery after a move)
+    1. a name recorded for a card of this tenant and board (a later delivery after a move). This
+       wins over a card stored under the event's own key when the name was recorded for another
+       card: the board gave that id to it since (a repository renamed onto a freed name,
+       store.rename_repository; a duplicate merged into the card it is, below)
+    2. else a card stored under the event's own key is that card (its stable id recorded the
+       first time). When the delivery also says the card had another id before (`was`) and that
+       id leads to another stored card, this one was created for that card under its new id
+       before the delivery saying so arrived (GitHub sends a project move naming a transferred
+       issue before, or without waiting for, the `transferred` delivery): it is merged into the
+       older card (`Resolved.merged`; the route cancels its run, carries its newest move over
+       and records the merge, store.merge_card), and the older card goes on
     3. else the card the event's stable id was recorded for (the first delivery after a move)
     4. else a card under an id the delivery says the card had before (BoardEvent.was: Linear's
        previousIdentifiers, Jira's `Key` changelog item, a GitHub issue transfer's old issue,
@@ -19,7 +28,10 @@ and an event naming an id the store does not hold is led to the card that id bel
 
 The card keeps its first key: its store rows, ledger, notes and its Temporal workflow
 (`card/<key>`, whose committed histories replay unchanged) stay where they are; the new name
-is recorded beside it. Every lookup is within the event's verified tenant and its board.
+is recorded beside it. A card named back to an id it had before (its first, or an older later
+one) has that id recorded as its newest name again, so its board writes go there (a CI run's
+delivery excepted: it names the repository as it was when the run started). Every lookup is
+within the event's verified tenant and its board.
 """
 
 from __future__ import annotations
@@ -58,7 +70,7 @@ def resolve_card(store: Store, event: BoardEvent, own: CardRef) -> Resolved:
         key = match.by_name
         assert key is not None
         # An older name of the card given to it again (OPS-7 -> OPS-8 -> OPS-7) is its newest now.
-        named_back = own.card_id if match.newest != own.card_id else None
+        named_back = own.card_id if match.newest != own.card_id and _names_it_now(event) else None
         if (uid is not None and match.by_uid is None) or named_back:
             store.remember_board_ids(key, uid=uid if match.by_uid is None else None, name=named_back)
         return Resolved(CardRef.parse(key), store.card_fields(key))
@@ -70,7 +82,7 @@ def resolve_card(store: Store, event: BoardEvent, own: CardRef) -> Resolved:
             if older is not None and older != own.key:
                 return _merged(store, event, own, older)
         # Named back to the id its key was made of after a later name: that id is the board's again.
-        named_back = own.card_id if match.newest not in (None, own.card_id) else None
+        named_back = own.card_id if match.newest not in (None, own.card_id) and _names_it_now(event) else None
         if (uid is not None and match.by_uid is None) or named_back:
             store.remember_board_ids(own.key, uid=uid if match.by_uid is None else None, name=named_back)
         if match.by_uid not in (None, own.key):
@@ -86,6 +98,13 @@ def resolve_card(store: Store, event: BoardEvent, own: CardRef) -> Resolved:
     return Resolved(CardRef.parse(key), store.card_fields(key),
                     f"{event.card_id} is the card {key} under a new id on {event.board}: its history and its "
                     "workflow go on")
+
+
+def _names_it_now(event: BoardEvent) -> bool:
+    """Whether the delivery names the card as the board shows it now. A CI run names the
+    repository as it was when the run started (a run queued before a rename arrives after it):
+    it reaches the card by an older name but does not make that name the board's again."""
+    return event.kind != "build_failed"
 
 
 def _merged(store: Store, event: BoardEvent, own: CardRef, older: str) -> Resolved:
