@@ -48,24 +48,30 @@ class AliasMatch:
     by_name: str | None
     by_uid: str | None
     newest: str | None = None
+    by_item: str | None = None   # the card the board's item (a GitHub project item) was recorded for
 
 
 class CardAliasesMixin(StoreBase):
     card_fields: Callable[[str], Any]   # CardsMixin's, in the Store
     set_gone: Callable[[str, str | None], bool]   # CardsMixin's too
 
-    def remember_board_ids(self, card_key: str, *, uid: str | None = None, name: str | None = None) -> None:
+    def remember_board_ids(self, card_key: str, *, uid: str | None = None, name: str | None = None,
+                           item: str | None = None) -> None:
         """Record the card's stable board id (the first one recorded stays: a uid never moves to
-        another card, and a card never takes a second) and a name the board now gives it (its
-        `named_at` renewed, so the newest name is the board's current one). The name is a key's
-        card id part (CardRef.card_id)."""
+        another card, and a card never takes a second), a name the board now gives it (its
+        `named_at` renewed, so the newest name is the board's current one) and a board item that
+        holds it (a GitHub project item: an item stays with the first card it was recorded for;
+        a card may be in several). The name is a key's card id part (CardRef.card_id)."""
         tenant = self._card_tenant(card_key)
         board = card_key.split("/", 2)[1]
         check_text("uid", uid, MAX_BOARD_UID)
         check_text("name", name, MAX_BOARD_UID)
+        check_text("item", item, MAX_BOARD_UID)
         base = {"tenant": tenant, "board": board, "card_key": card_key}
         with self._db.write(tenant) as conn:
             a = s.card_aliases.c
+            if item is not None:
+                self._insert_new(conn, s.card_board_items, base | {"item": item, "seen_at": self.clock()})
             if uid is not None and conn.execute(select(a.value).where(
                     a.tenant == tenant, a.card_key == card_key, a.kind == "uid")).first() is None:
                 self._insert_new(conn, s.card_aliases, base | {"kind": "uid", "value": uid, "named_at": self.clock()})
@@ -82,9 +88,10 @@ class CardAliasesMixin(StoreBase):
         with self._db.read(tenant) as conn:
             return _match(conn, tenant, board, name, uid)
 
-    def card_and_ids(self, card_key: str, *, uid: str | None = None) -> tuple[Card | None, AliasMatch]:
+    def card_and_ids(self, card_key: str, *, uid: str | None = None,
+                     item: str | None = None) -> tuple[Card | None, AliasMatch]:
         """In one read: the card stored under `card_key` (its fields, or None), the cards its
-        board's `uid` and its card id as a recorded name lead to, and the newest name of the card
+        board's `uid`, its board `item` and its card id as a recorded name lead to, and the newest name of the card
         the delivery reaches (by name, else the stored one). What a webhook delivery asks on
         every event (boards/identity.py)."""
         tenant = self._card_tenant(card_key)
@@ -96,8 +103,11 @@ class CardAliasesMixin(StoreBase):
             # another card means the board gave that id to it since (identity.py, merge_card).
             match = _match(conn, tenant, board, card_id, uid)
             reached = match.by_name or (card_key if fields is not None else None)
-            if reached is not None:
-                match = AliasMatch(match.by_name, match.by_uid, _newest_name(conn, tenant, reached))
+            newest = _newest_name(conn, tenant, reached) if reached is not None else None
+            by_item = conn.execute(select(s.card_board_items.c.card_key).where(
+                s.card_board_items.c.tenant == tenant, s.card_board_items.c.board == board,
+                s.card_board_items.c.item == item)).scalar_one_or_none() if item else None
+            match = AliasMatch(match.by_name, match.by_uid, newest, by_item)
         return (None if fields is None else Card.model_validate_json(fields)), match
 
     def board_ids(self, card_key: str) -> BoardIds:

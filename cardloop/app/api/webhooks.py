@@ -178,8 +178,9 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
             return {**base, "status": "ignored", "reason": f"no card is known for {event.card_id} yet: move it first"}
         card, dropped = new_card(event, ref)
         await run_in_threadpool(svc.cards.import_card, card)
-        if event.board_uid is not None:   # what leads the card's later ids on its board back to it
-            await run_in_threadpool(svc.store.remember_board_ids, ref.key, uid=event.board_uid)
+        if event.board_uid is not None or event.board_item is not None:   # what leads its later ids back to it
+            await run_in_threadpool(svc.store.remember_board_ids, ref.key, uid=event.board_uid,
+                                    item=event.board_item)
         notes += dropped
     elif stored is not None and event.kind != "build_failed":
         # A rename or an edited description on the board reaches the card before the event does.

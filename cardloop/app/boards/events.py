@@ -57,6 +57,10 @@ class BoardEvent(BaseModel):
     # (boards/identity.py).
     board_uid: str | None = Field(default=None, max_length=300)
     was: tuple[str, ...] = ()
+    # The board's item that holds the card (a GitHub Projects v2 item's node id), which keeps its
+    # id when its issue is transferred (a new issue, number and node id): a move of the item
+    # reaches the card the item held before the transfer's own delivery says so (boards/identity.py).
+    board_item: str | None = Field(default=None, max_length=300)
     # The issue itself moved to `repo` (a GitHub issue transferred to another repository): the
     # card's repository follows it, where otherwise a card's repository is only ever filled in.
     repo_moved: bool = False

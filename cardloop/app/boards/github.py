@@ -31,7 +31,16 @@ every transfer recorded elsewhere); what links the two is the `issues` transferr
 which names both: its event names the new issue and says the old one was its former id (`was`),
 so the card records "<new repo>#<number>" as its later name (boards/identity.py) and its
 repository follows the issue (repo_moved). Comments, project moves and CI runs naming the new
-issue then reach the card by that name.
+issue then reach the card by that name. A project item keeps its node id through the transfer
+(BoardEvent.board_item, recorded beside the card at each move): a move of the item naming the new
+issue reaches the card even before the transfer's delivery (or without it). A card created under
+the new issue all the same (the issue moved on another project's item first) is merged into the
+card when the transfer's delivery arrives (boards/identity.py).
+
+A repository renamed or moved to another owner (`repository` renamed or transferred) renames the
+cards the board names under it (store.rename_repository): a CI run names a pull request by its
+repository's name alone, with no node id, so without it a failed run after a rename would find
+no card until some other delivery taught cardloop the new name.
 """
 
 from __future__ import annotations
@@ -405,6 +414,7 @@ class GitHubAdapter:
         linked = item.content_type in ("Issue", "PullRequest") and item.repo and item.number is not None
         return [event(
             board_uid=(item.node_id or _linked_content(data)) if linked else None,
+            board_item=item_id if linked and _NODE_ID.fullmatch(item_id) else None,
             kind="transition", board=self.name, tenant=self._tenant(data),
             card_id=f"{item.repo}#{item.number}" if linked else item_id,
             delivery_id=delivery, from_column=from_column, to_column=to_column,
@@ -427,8 +437,10 @@ class GitHubAdapter:
             found = await self.graphql.content(req_str(data, "projects_v2_item.content_node_id"))
             if found is not None:
                 card_id = f"{found[0]}#{found[1]}"
+        held = card_id != item_id and _NODE_ID.fullmatch(item_id) is not None   # an issue's or PR's card
         return [event(kind="archive", board=self.name, tenant=self._tenant(data), card_id=card_id,
                       delivery_id=delivery, actor=opt_str(data, "sender.login"), board_uid=uid,
+                      board_item=item_id if held else None,
                       gone="archived" if action == "archived" else "deleted")]
 
     # -- issue_comment ---------------------------------------------------------------------------

@@ -19,7 +19,9 @@ and an event naming an id the store does not hold is led to the card that id bel
        issue before, or without waiting for, the `transferred` delivery): it is merged into the
        older card (`Resolved.merged`; the route cancels its run, carries its newest move over
        and records the merge, store.merge_card), and the older card goes on
-    3. else the card the event's stable id was recorded for (the first delivery after a move)
+    3. else the card the event's stable id was recorded for (the first delivery after a move),
+       else the card the event's board item was recorded for (a GitHub project item, which keeps
+       its id when its issue is transferred and gets a new node id: BoardEvent.board_item)
     4. else a card under an id the delivery says the card had before (BoardEvent.was: Linear's
        previousIdentifiers, Jira's `Key` changelog item, a GitHub issue transfer's old issue,
        whose node id GitHub does not keep), for cards stored before stable ids were and for
@@ -61,8 +63,11 @@ class Resolved:
 
 def resolve_card(store: Store, event: BoardEvent, own: CardRef) -> Resolved:
     """The card `event` (whose own key is `own`) is about; records what it learnt on the way."""
-    uid = event.board_uid
-    stored, match = store.card_and_ids(own.key, uid=uid)
+    uid, item = event.board_uid, event.board_item
+    stored, match = store.card_and_ids(own.key, uid=uid, item=item)
+    # What this delivery teaches about the card it reaches: its stable id and its board item,
+    # each only when recorded for no card yet (the first card keeps them).
+    learnt = {"uid": uid if match.by_uid is None else None, "item": item if match.by_item is None else None}
     if match.by_name not in (None, own.key) or (stored is None and match.by_name is not None):
         # A name recorded for a card: a later delivery after a move, or the id was given to
         # another card than the one stored under it (a repository renamed onto a freed name, a
@@ -71,8 +76,7 @@ def resolve_card(store: Store, event: BoardEvent, own: CardRef) -> Resolved:
         assert key is not None
         # An older name of the card given to it again (OPS-7 -> OPS-8 -> OPS-7) is its newest now.
         named_back = own.card_id if match.newest != own.card_id and _names_it_now(event) else None
-        if (uid is not None and match.by_uid is None) or named_back:
-            store.remember_board_ids(key, uid=uid if match.by_uid is None else None, name=named_back)
+        _remember(store, key, name=named_back, **learnt)
         return Resolved(CardRef.parse(key), store.card_fields(key))
     if stored is not None:
         if event.was and match.by_uid in (None, own.key):
@@ -80,24 +84,29 @@ def resolve_card(store: Store, event: BoardEvent, own: CardRef) -> Resolved:
             # project move naming the transferred issue before the `transferred` delivery).
             older = _by_former_id(store, event, own)
             if older is not None and older != own.key:
-                return _merged(store, event, own, older)
+                return _merged(event, own, older, store)
         # Named back to the id its key was made of after a later name: that id is the board's again.
         named_back = own.card_id if match.newest not in (None, own.card_id) and _names_it_now(event) else None
-        if (uid is not None and match.by_uid is None) or named_back:
-            store.remember_board_ids(own.key, uid=uid if match.by_uid is None else None, name=named_back)
+        _remember(store, own.key, name=named_back, **learnt)
         if match.by_uid not in (None, own.key):
             # The board gives this name to another issue than the card's: the name the people see
             # wins (it is what they moved), and the stable id stays with the card it was recorded for.
             log.warning("%s id %s of %s was recorded for %s", event.board, uid, own.key, match.by_uid)
         return Resolved(own, stored)
-    key = match.by_uid or _by_former_id(store, event, own)
+    key = match.by_uid or match.by_item or _by_former_id(store, event, own)
     if key is None:
-        return Resolved(own)
-    store.remember_board_ids(key, uid=uid, name=own.card_id)
+        return Resolved(own)   # a card the route creates records the delivery's ids itself
+    store.remember_board_ids(key, name=own.card_id, **learnt)
     log.info("%s card %s is %s, renamed on the board", event.board, event.card_id, key)
     return Resolved(CardRef.parse(key), store.card_fields(key),
                     f"{event.card_id} is the card {key} under a new id on {event.board}: its history and its "
                     "workflow go on")
+
+
+def _remember(store: Store, key: str, *, name: str | None, uid: str | None, item: str | None) -> None:
+    """Record what the delivery taught about the card `key`, in one write, or nothing."""
+    if name is not None or uid is not None or item is not None:
+        store.remember_board_ids(key, uid=uid, name=name, item=item)
 
 
 def _names_it_now(event: BoardEvent) -> bool:
@@ -107,7 +116,7 @@ def _names_it_now(event: BoardEvent) -> bool:
     return event.kind != "build_failed"
 
 
-def _merged(store: Store, event: BoardEvent, own: CardRef, older: str) -> Resolved:
+def _merged(event: BoardEvent, own: CardRef, older: str, store: Store) -> Resolved:
     """`own` was created for the card `older` under its new id before the delivery saying so:
     to be merged into `older`, which goes on (the route stops `own`'s run, then records the merge:
     store.merge_card, so a delivery that fails on the way is redelivered and merges again)."""

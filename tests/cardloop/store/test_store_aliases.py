@@ -82,7 +82,7 @@ def test_migration_12_on_a_database_that_holds_cards(db_url: str) -> None:
         store_migrations.migrate(old._db, MIGRATIONS[:11])
         old.upsert_card(ENG, _card(ENG))
         old.append_message(ENG, Message(role="user", content="keep this history"), dedup_key="d0")
-        assert store_migrations.migrate(old._db) == [12]
+        assert store_migrations.migrate(old._db) == list(range(12, len(MIGRATIONS) + 1))
     finally:
         old.close()
     with Store.open(db_url) as store:
@@ -194,3 +194,43 @@ def test_a_card_named_back_says_so_in_its_newest_name(store: Store) -> None:
     assert store.card_and_ids(ENG)[1].newest == "ENG-123" and store.board_name(ENG) == "ENG-123"
     assert store.card_and_ids("acme/linear/OPS-45")[1] == store.card_and_ids("acme/linear/OPS-45")[1].__class__(
         ENG, None, "ENG-123")
+
+
+def test_a_board_item_leads_to_the_first_card_it_was_recorded_for(store: Store) -> None:
+    issue, other = "acme/github/octo-org:octo-repo#1", "acme/github/octo-org:octo-repo#2"
+    store.upsert_card(issue, _gh(issue, "octo-org/octo-repo"))
+    store.remember_board_ids(issue, uid="I_old", item="PVTI_a")
+    store.remember_board_ids(issue, item="PVTI_b")      # the issue is on a second project too
+    store.remember_board_ids(other, item="PVTI_a")      # the item is #1's: nothing changes
+    # The transferred issue's own key is stored nowhere; its item leads to the card.
+    stored, match = store.card_and_ids("acme/github/Codertocat:Hello-World#1", uid="I_new", item="PVTI_a")
+    assert stored is None and (match.by_name, match.by_uid, match.by_item) == (None, None, issue)
+    assert store.card_and_ids("acme/github/x:y#3", item="PVTI_b")[1].by_item == issue
+    assert store.card_and_ids("globex/github/x:y#3", item="PVTI_a")[1].by_item is None   # another tenant's
+    assert store.card_and_ids("acme/jira/X-3", item="PVTI_a")[1].by_item is None          # another board's
+    with pytest.raises(StoreError, match="item"):
+        store.remember_board_ids(issue, item="x" * 301)
+    with pytest.raises(TenantScopeError):
+        store.for_tenant("globex").remember_board_ids(issue, item="PVTI_c")
+
+
+def test_migration_13_on_a_database_that_holds_aliases(db_url: str) -> None:
+    old = Store(db_url)
+    try:
+        store_migrations.migrate(old._db, MIGRATIONS[:12])
+        old.upsert_card(ENG, _card(ENG))
+        old.remember_board_ids(ENG, uid=UUID, name="OPS-45")
+        assert store_migrations.migrate(old._db) == [13]
+    finally:
+        old.close()
+    with Store.open(db_url) as store:
+        assert store.schema_version() == 13 == len(MIGRATIONS)
+        assert store.stored_card_key("acme/linear/OPS-45") == ENG   # what migration 12 held is kept
+        store.remember_board_ids(ENG, item="item-1")
+        assert store.card_and_ids("acme/linear/OPS-46", item="item-1")[1].by_item == ENG
+        if store.dialect == "postgresql":
+            with store.engine.connect() as conn:
+                forced = conn.execute(text("SELECT relforcerowsecurity FROM pg_class WHERE relname = "
+                                           "'card_board_items' AND relnamespace = current_schema()::regnamespace"
+                                           )).scalar_one()
+            assert forced is True
