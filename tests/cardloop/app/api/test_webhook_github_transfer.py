@@ -30,6 +30,7 @@ pytestmark = pytest.mark.timeout(240)
 OLD = "default/github/octo-org:octo-repo#1"          # the card, keyed by the issue before the transfer
 OLD_NODE = "MDExOlB1bGxSZXF1ZXN0MzMyNzAzOTcz"        # the transferred example's issue.node_id
 NEW_NODE = "MDU6SXNzdWU0NDQ1MDAwNDE="                # changes.new_issue.node_id (and the comment's issue)
+OTHER_ITEM = "PVTI_lADOAWcTxs07G84AVqZz"           # an item of another project
 COMMENT = "You are totally right! I'll get this fixed right away."   # GitHub's real issue_comment example
 
 
@@ -219,13 +220,14 @@ async def test_a_move_naming_the_new_issue_before_the_transfer_is_merged_into_th
         await stack.cards.say(ref, "Keep the README's tone.", author="Priya", delivery_id="say-1")
         history = await in_history(stack, OLD, "Keep the README's tone.")
 
-        # Transferred; GitHub's move of the project item, which holds the new issue now, arrives
-        # before the transfer delivery: nothing links the new issue to the card yet, so a card is
-        # created for it and its stage starts.
-        fake.nodes[ITEM] = item_node(issue("Codertocat/Hello-World", NEW_NODE), status="Todo")
+        # Transferred; the new issue, added to another project, is moved there before the transfer
+        # delivery arrives: neither its node id nor that project's item leads to the card yet, so
+        # a card is created for it and its stage starts.
+        fake.nodes[OTHER_ITEM] = item_node(issue("Codertocat/Hello-World", NEW_NODE), status="Todo")
         stack.model.inject(delay=30.0)
-        early = await send(api, clock, "projects_v2_item", project_move("2019-10-25T22:47:00Z", to=None),
-                           "2019-10-25T22:47:00Z", "gh-move-2")
+        other = project_move("2019-10-25T22:47:00Z", to=None)
+        other["projects_v2_item"]["node_id"] = OTHER_ITEM
+        early = await send(api, clock, "projects_v2_item", other, "2019-10-25T22:47:00Z", "gh-move-2")
         assert (early["card"], early["status"], early["stage"]) == (dup, "accepted", "planning"), early
         dup_ref, _ = await planning_running(stack, dup)
 
@@ -267,3 +269,40 @@ async def test_a_move_naming_the_new_issue_before_the_transfer_is_merged_into_th
         await stack.wait_state(ref, lambda s: s.stage == "done")
     dup_after = await stack.cards.state(dup_ref)
     assert dup_after is not None and dup_after.stage_runs == 1   # the duplicate never ran again
+
+
+@pytest.mark.stack_env(**ENV, CARDLOOP_GITHUB_TOKEN="ghp_" + "T" * 36)
+async def test_a_move_of_the_project_item_before_the_transfer_delivery_reaches_the_card(
+        stack: Stack, github: tuple[FakeGitHub, Config]) -> None:
+    fake, config = github
+    clock = Clock(0)
+    async with webhook_client(stack, config=config, clock=clock) as api:
+        fake.nodes[ITEM] = item_node(issue("octo-org/octo-repo", OLD_NODE), status="Todo")
+        stack.model.inject(delay=30.0)
+        first = await send(api, clock, "projects_v2_item", project_move("2019-10-25T22:40:00Z"),
+                           "2019-10-25T22:40:00Z", "gh-move-1")
+        assert (first["card"], first["status"], first["stage"]) == (OLD, "accepted", "planning"), first
+        ref, run_id = await planning_running(stack, OLD)
+
+        # Transferred; the project item, which holds the new issue now (a new number and node id),
+        # is moved before the transfer delivery arrives: the item leads the move to the card.
+        fake.nodes[ITEM] = item_node(issue("Codertocat/Hello-World", NEW_NODE), status="Todo")
+        early = await send(api, clock, "projects_v2_item", project_move("2019-10-25T22:47:00Z", to=None),
+                           "2019-10-25T22:47:00Z", "gh-move-2")
+        assert (early["card"], early["board_card"], early["status"], early["stage"]) == (
+            OLD, "Codertocat/Hello-World#1", "accepted", "planning"), early
+        assert "Codertocat/Hello-World#1 is the card default/github/octo-org:octo-repo#1" in early["renamed"]
+        assert stack.store.card_fields("default/github/Codertocat:Hello-World#1") is None
+        assert stack.store.board_name(OLD) == "Codertocat/Hello-World#1"
+        state = await stack.wait_state(ref, lambda s: s.status == "running")
+        assert (state.stage, state.stage_runs) == ("planning", 1)   # the move to its running stage: it goes on
+        assert (await stack.client.get_workflow_handle(ref.workflow_id).describe()).run_id == run_id
+
+        # The transfer delivery then only moves the card's repository with its issue.
+        moved = await send(api, clock, "issues", fixture_json("github/issues.transferred.json"),
+                           "2019-10-25T22:46:30Z", "gh-t-1")
+        assert (moved["kind"], moved["card"], moved["status"]) == ("edit", OLD, "accepted"), moved
+        assert "merged" not in moved
+        card = stack.store.card_fields(OLD)
+        assert card is not None and card.repo == "Codertocat/Hello-World"
+    assert not any("Hello-World" in wf for wf in await workflow_ids(stack))
