@@ -148,9 +148,10 @@ class CardAliasesMixin(StoreBase):
         """A repository of `tenant`'s `board` renamed or moved to another owner ("owner/name"
         `old` is `new` now): every card the board names under `old` now ("old#12", by its key or
         its newest name) is named "new#12" from now on, so deliveries naming the new name reach
-        it and its board writes go there; and every card whose repository is `old` works in
-        `new` (its URL follows). One transaction, within the tenant (row-level security holds it
-        on PostgreSQL). The keys of the cards it changed, in key order."""
+        it and its board writes go there; and every card of the tenant (on any board) whose
+        repository is `old` works in `new` (its URL follows when it is a page of `old`). One
+        transaction, within the tenant (row-level security holds it on PostgreSQL). The keys of
+        the cards it changed, in key order."""
         tenant = self._tenant(check_tenant(tenant))
         for name, value in (("old repository", old), ("new repository", new)):
             check_text(name, value, MAX_BOARD_UID, required=True)
@@ -161,14 +162,15 @@ class CardAliasesMixin(StoreBase):
         a, c = s.card_aliases.c, s.cards.c
         changed: set[str] = set()
         with self._db.write(tenant) as conn:
-            cards = conn.execute(select(c.card_key, c.fields).where(c.tenant == tenant, c.board == board)).all()
+            # Every board's cards of the tenant: a Linear or Jira card may work in the repository too.
+            cards = conn.execute(select(c.card_key, c.board, c.fields).where(c.tenant == tenant)).all()
             newest = {row.card_key: row.value for row in conn.execute(
                 select(a.card_key, a.value).where(a.tenant == tenant, a.board == board, a.kind == "name")
                 .order_by(a.named_at, a.value)).all()}   # the newest name last, so it stays
             now = self.clock()
             for row in cards:
                 shown = _as_board_writes(newest.get(row.card_key) or row.card_key.split("/", 2)[2])
-                if (found := numbered.fullmatch(shown)) is not None:
+                if row.board == board and (found := numbered.fullmatch(shown)) is not None:
                     # The name moves to this card even when another card had it before: the
                     # board says whose it is now (a repository renamed onto a name freed earlier).
                     conn.execute(self._upsert(s.card_aliases, ("tenant", "board", "kind", "value"),
@@ -178,7 +180,7 @@ class CardAliasesMixin(StoreBase):
                     changed.add(row.card_key)
                 card = Card.model_validate_json(row.fields)
                 if card.repo is not None and card.repo.casefold() == old.casefold():
-                    moved = _in_repository(card, old, new)
+                    moved = _in_repository(card, old, new, url=row.board == board)   # another board's URL is its own
                     conn.execute(update(s.cards).where(c.tenant == tenant, c.card_key == row.card_key).values(
                         repo=moved.repo, fields=moved.model_dump_json(exclude={"history", "context"})))
                     changed.add(row.card_key)
@@ -214,11 +216,11 @@ class CardAliasesMixin(StoreBase):
 _REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+")
 
 
-def _in_repository(card: Card, old: str, new: str) -> Card:
-    """The card working in `new` instead of `old`: its repository, and its URL when it is a page
-    of `old` ("https://github.com/<old>/issues/4")."""
+def _in_repository(card: Card, old: str, new: str, *, url: bool) -> Card:
+    """The card working in `new` instead of `old`: its repository, and (`url`: a card of the
+    repository's board) its URL when it is a page of `old` ("https://github.com/<old>/issues/4")."""
     fields: dict[str, Any] = {"repo": new}
-    if card.url is not None:
+    if url and card.url is not None:
         fields["url"] = re.sub(r"(?i)(?<=://)([^/]+/)" + re.escape(old) + r"(?=/|\Z)", lambda m: m.group(1) + new,
                                card.url, count=1)
     try:

@@ -138,8 +138,15 @@ def test_a_renamed_repository_renames_its_cards_of_that_tenant_only(store: Store
     # Tenant globex holds a card under the very same name: another tenant's rename never touches it.
     theirs = "globex/github/acme:api#4"
     store.upsert_card(theirs, _gh(theirs, "acme/api"))
+    # A Linear card of acme that works in the repository: its repository follows, its name is Linear's.
+    linear = "acme/linear/ENG-9"
+    store.upsert_card(linear, _gh(linear, "acme/api", "https://linear.app/acme/api/ENG-9"))
     renamed = store.rename_repository("acme", "github", "acme/api", "acme/core")
-    assert renamed == sorted([issue, pull, moved])
+    assert renamed == sorted([issue, pull, moved, linear])
+    assert store.board_name(linear) == "ENG-9"
+    linear_card = store.card_fields(linear)
+    assert linear_card is not None and linear_card.repo == "acme/core"
+    assert linear_card.url == "https://linear.app/acme/api/ENG-9"   # Linear's page, not the repository's
     assert [store.board_name(k) for k in (issue, pull, moved, other)] == [
         "acme/core#4", "acme/core#7", "acme/core#9", "acme/web#1"]
     assert store.card_for_board_ids("acme", "github", name="acme:core#4").by_name == issue
@@ -148,7 +155,8 @@ def test_a_renamed_repository_renames_its_cards_of_that_tenant_only(store: Store
     assert store.board_name(theirs) == "acme/api#4" and store.card_fields(theirs).repo == "acme/api"  # type: ignore[union-attr]
     assert store.card_for_board_ids("globex", "github", name="acme:core#4").by_name is None
     # Renamed again, its owner too (transferred; case differs from what the cards say): they follow.
-    assert store.rename_repository("acme", "github", "ACME/Core", "acme-labs/core") == sorted([issue, pull, moved])
+    assert store.rename_repository("acme", "github", "ACME/Core", "acme-labs/core") == sorted(
+        [issue, pull, moved, linear])
     assert store.board_name(issue) == "acme-labs/core#4"
     # A scoped store cannot rename another tenant's repository; bad names say what is wrong.
     with pytest.raises(TenantScopeError):
