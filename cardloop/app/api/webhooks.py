@@ -16,6 +16,7 @@ loop, so one slow database call cannot stall every other request the API is serv
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import time
 from collections.abc import Iterable
@@ -240,15 +241,22 @@ async def _repository(svc: Services, event: BoardEvent, key: str, own: CardRef) 
 async def _merge(svc: Services, event: BoardEvent, key: str, duplicate: CardRef, into: CardRef) -> None:
     """`duplicate` was created for the card `into` under its new id before the delivery linking
     the two arrived (boards/identity.py): its running stage is cancelled (its history and ledger
-    rows stay under its key), the newest board move it took goes to `into` when `into` took none
-    as new (a move to the stage `into` runs leaves that run going: nothing runs twice), and only
-    then is it merged, so a failure on the way is redelivered and done again, each step once
-    (the cancel and the move carry ids of this delivery)."""
+    rows stay under its key), what people said on it joins `into`'s history, the newest board
+    move it took goes to `into` when `into` took none as new (a move to the stage `into` runs
+    leaves that run going: nothing runs twice), and only then is it merged, so a failure on the
+    way is redelivered and done again, each step once (each carries an id of this delivery)."""
     assert svc.cards is not None
     reason = f"merged into {into.key}: the same {event.board} card under its new id {event.card_id}"
     with contextlib.suppress(RejectedError):   # raised when no stage ran on it: nothing to stop
         await svc.cards.stop(duplicate, actor=event.board, reason=reason, update_id=f"merged/{key}",
                              timeout=svc.config.temporal.rpc_timeout * 3)
+    # What people (and the board) said on it joins the card's history, each once whatever the
+    # redeliveries (the id is the message's own); the agent's turns on it stay under its key.
+    for message in await run_in_threadpool(svc.store.messages, duplicate.key):
+        if message.role == "user" and message.author is not None and message.content.strip():
+            said = hashlib.sha256(f"{message.author}\0{message.content}".encode()).hexdigest()[:24]
+            await svc.cards.say(into, message.content, author=message.author,
+                                delivery_id=f"merged/{duplicate.key}/{said}")
     moves = await run_in_threadpool(_newest_moves, svc.store, duplicate.key, into.key)
     if moves[0] is not None and (moves[1] is None or float(moves[0]["at"]) > float(moves[1]["at"])):
         stage = svc.config.board(event.board).stage_for(moves[0]["column"])

@@ -230,6 +230,12 @@ async def test_a_move_naming_the_new_issue_before_the_transfer_is_merged_into_th
         early = await send(api, clock, "projects_v2_item", other, "2019-10-25T22:47:00Z", "gh-move-2")
         assert (early["card"], early["status"], early["stage"]) == (dup, "accepted", "planning"), early
         dup_ref, _ = await planning_running(stack, dup)
+        # Someone comments on the new issue meanwhile: the comment joins the new card's history.
+        early_comment = fixture_json("github/issue_comment.created.json")
+        early_comment["comment"]["body"] = "Said before the transfer was known."
+        before = await send(api, clock, "issue_comment", early_comment, "2019-05-15T15:20:21Z", "gh-c-0")
+        assert (before["card"], before["status"]) == (dup, "accepted"), before
+        await in_history(stack, dup, "Said before the transfer was known.")
 
         # The transfer delivery links the two: the new card is merged into the card, whose run goes on.
         moved = await send(api, clock, "issues", fixture_json("github/issues.transferred.json"),
@@ -242,6 +248,7 @@ async def test_a_move_naming_the_new_issue_before_the_transfer_is_merged_into_th
         assert [(r.stage, r.outcome) for r in dup_state.history] == [("planning", "cancelled")]
         gone = stack.store.card_gone(dup)
         assert gone is not None and gone[0] == f"merged into {OLD} (the same card under a new id on github)"
+        await in_history(stack, OLD, "Said before the transfer was known.")
         # The card took the duplicate's move (to the stage it runs): the same run goes on, nothing ran twice.
         state = await stack.wait_state(ref, lambda s: s.status == "running")
         assert (state.stage, state.stage_runs) == ("planning", 1)
@@ -262,6 +269,8 @@ async def test_a_move_naming_the_new_issue_before_the_transfer_is_merged_into_th
         await in_history(stack, OLD, COMMENT)
         assert [m.content for m in stack.store.messages(OLD)][:len(history)] == history
         assert COMMENT not in [m.content for m in stack.store.messages(dup)]
+        # What was said on the duplicate joined the card's history once, at the merge.
+        assert [m.content for m in stack.store.messages(OLD)].count("Said before the transfer was known.") == 1
         fake.nodes[ITEM] = item_node(issue("Codertocat/Hello-World", NEW_NODE), status="Done")
         done = await send(api, clock, "projects_v2_item", project_move("2019-10-25T22:50:00Z", to=None),
                           "2019-10-25T22:50:00Z", "gh-move-3")
