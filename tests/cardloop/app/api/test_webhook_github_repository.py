@@ -20,6 +20,7 @@ from cardloop.contracts.payloads import CardRef, CardState
 from tests.cardloop.app.api.test_webhook_board_ids import one, workflow_ids
 from tests.cardloop.app.api.webhook_kit import ENV, Clock, at, hub_signature, webhook_client
 from tests.cardloop.app.boards.conftest import fixture_json
+from tests.cardloop.app.boards.github_payloads import repository_event
 from tests.cardloop.integrations.board_clients.fake_boards import Board, board_env, serving
 from tests.stack import Stack, small_card
 
@@ -38,23 +39,6 @@ def github_board() -> Iterator[Board]:
 @pytest.fixture
 def stack_overrides(github_board: Board) -> dict[str, str]:
     return board_env("github", github_board)
-
-
-def repository_event(action: str, old: str, new: str) -> dict[str, Any]:
-    """GitHub's `repository` delivery, its objects (repository, organization, sender) GitHub's own
-    from the recorded issue_comment example, named `new`; `changes` as GitHub's renamed and
-    transferred payloads carry them."""
-    base = fixture_json("github/issue_comment.created.json")
-    repo = json.loads(json.dumps(base["repository"]).replace("Codertocat/Hello-World", new))
-    owner, name = new.split("/")
-    repo.update(name=name, full_name=new)
-    repo["owner"]["login"] = owner
-    if action == "renamed":
-        changes: dict[str, Any] = {"repository": {"name": {"from": old.split("/")[1]}}}
-    else:
-        changes = {"owner": {"from": {"organization": {**base["organization"], "login": old.split("/")[0]}}}}
-    return {"action": action, "changes": changes, "repository": repo,
-            "organization": {**base["organization"], "login": owner}, "sender": base["sender"]}
 
 
 def failed_run(repo: str, number: int) -> dict[str, Any]:
