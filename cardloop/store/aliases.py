@@ -13,13 +13,14 @@ under the tenant's prefix)."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import Connection, and_, or_, select, update
+from sqlalchemy import CompoundSelect, Connection, and_, bindparam, literal_column, or_, select, union_all, update
 
 from cardloop.contracts.payloads import card_key_id
 from cardloop.prompts.card import Card
@@ -95,19 +96,11 @@ class CardAliasesMixin(StoreBase):
         the delivery reaches (by name, else the stored one). What a webhook delivery asks on
         every event (boards/identity.py)."""
         tenant = self._card_tenant(card_key)
-        board, card_id = card_key.split("/", 2)[1:]
+        board = card_key.split("/", 2)[1]
         with self._db.read(tenant) as conn:
             fields = conn.execute(select(s.cards.c.fields).where(
                 s.cards.c.card_key == card_key, s.cards.c.tenant == tenant)).scalar_one_or_none()
-            # The card id as a recorded name too when the card is stored: a name recorded for
-            # another card means the board gave that id to it since (identity.py, merge_card).
-            match = _match(conn, tenant, board, card_id, uid)
-            reached = match.by_name or (card_key if fields is not None else None)
-            newest = _newest_name(conn, tenant, reached) if reached is not None else None
-            by_item = conn.execute(select(s.card_board_items.c.card_key).where(
-                s.card_board_items.c.tenant == tenant, s.card_board_items.c.board == board,
-                s.card_board_items.c.item == item)).scalar_one_or_none() if item else None
-            match = AliasMatch(match.by_name, match.by_uid, newest, by_item)
+            match = _ids(conn, tenant, board, card_key, uid, item, stored=fields is not None)
         return (None if fields is None else Card.model_validate_json(fields)), match
 
     def board_ids(self, card_key: str) -> BoardIds:
@@ -234,10 +227,43 @@ def _as_board_writes(encoded: str) -> str:
     return encoded.replace(":", "/").replace("%3A", ":")
 
 
-def _newest_name(conn: Connection, tenant: str, card_key: str) -> str | None:
-    a = s.card_aliases.c
-    return conn.execute(select(a.value).where(a.tenant == tenant, a.card_key == card_key, a.kind == "name")
-                        .order_by(a.named_at.desc(), a.value.desc()).limit(1)).scalar_one_or_none()
+def _ids(conn: Connection, tenant: str, board: str, card_key: str, uid: str | None, item: str | None, *,
+         stored: bool) -> AliasMatch:
+    """card_and_ids' one statement past the card's own row (every delivery asks it): the cards the
+    key's card id as a name, `uid` and `item` lead to, and the names of the card stored under the
+    key and of the card its id as a name leads to, for the newest of the one reached. The card
+    id is looked up as a name even when the card is stored: a name recorded for another card
+    means the board gave that id to it since (identity.py, merge_card)."""
+    params = {"tenant": tenant, "board": board, "card_key": card_key, "card_id": card_key.split("/", 2)[2],
+              "uid": uid, "item": item}
+    rows = conn.execute(_ids_statement(bool(uid), bool(item)), params).all()
+    found = {row.kind: row.card_key for row in rows if row.tag == "id"}
+    by_name = found.get("name")
+    target = by_name or (card_key if stored else None)
+    names = sorted((row.named_at, row.value) for row in rows if row.tag == "named" and row.card_key == target)
+    by_item = next((row.card_key for row in rows if row.tag == "item"), None)
+    return AliasMatch(by_name, found.get("uid"), names[-1][1] if names else None, by_item)
+
+
+@functools.cache
+def _ids_statement(with_uid: bool, with_item: bool) -> CompoundSelect:
+    """Built once per shape, run with parameters: building the expression each delivery cost
+    more than running it."""
+    a, b, named = s.card_aliases.c, s.card_board_items.c, s.card_aliases.alias("named").c
+    tenant, board, card_id = bindparam("tenant"), bindparam("board"), bindparam("card_id")
+    wanted = [and_(a.kind == "name", a.value == card_id)]
+    if with_uid:
+        wanted.append(and_(a.kind == "uid", a.value == bindparam("uid")))
+    reached = or_(a.card_key == bindparam("card_key"), a.card_key.in_(select(named.card_key).where(
+        named.tenant == tenant, named.board == board, named.kind == "name", named.value == card_id)))
+    parts = [select(literal_column("'id'").label("tag"), a.kind, a.card_key, a.value, a.named_at)
+             .where(a.tenant == tenant, a.board == board, or_(*wanted)),
+             select(literal_column("'named'").label("tag"), a.kind, a.card_key, a.value, a.named_at)
+             .where(a.tenant == tenant, a.kind == "name", reached)]
+    if with_item:
+        parts.append(select(literal_column("'item'").label("tag"), literal_column("'item'"), b.card_key, b.item,
+                            b.seen_at).where(b.tenant == tenant, b.board == board, b.item == bindparam("item")))
+    return union_all(*parts)
 
 
 def _match(conn: Connection, tenant: str, board: str, name: str | None, uid: str | None) -> AliasMatch:
