@@ -15,8 +15,6 @@ loop, so one slow database call cannot stall every other request the API is serv
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import time
 from collections.abc import Iterable
@@ -31,10 +29,11 @@ from temporalio.service import RPCError
 from cardloop.app.api.limits import BodyTooLarge
 from cardloop.app.api.logsafe import safe_logger
 from cardloop.app.api.services import Services, services
+from cardloop.app.api.webhook_ids import merge_duplicate, repository_renamed
 from cardloop.app.boards.echo import own_echo, remember_actor, remember_move
 from cardloop.app.boards.events import BoardEvent, Ignored, WebhookError
 from cardloop.app.boards.identity import resolve_card
-from cardloop.app.boards.order import MOVE_AT, newer_move_applied, remember_move_time
+from cardloop.app.boards.order import newer_move_applied, remember_move_time
 from cardloop.app.boards.payload import field_problems
 from cardloop.app.boards.replay import check_window, delivery_key
 from cardloop.app.boards.tenancy import board_secrets, claim_matches, verified_tenant
@@ -129,7 +128,7 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
     if svc.cards is None:
         raise ConfigError("Temporal is not configured for this API")
     if event.kind == "repository":
-        return await _repository(svc, event, key, own)
+        return await repository_renamed(svc, event, key, own)
     # The card the board's id leads to: a card whose board id changed (moved to another team or
     # project) keeps its key, its history and its workflow (boards/identity.py).
     resolved = await run_in_threadpool(resolve_card, svc.store, event, own)
@@ -155,7 +154,7 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
         return {**base, "status": "duplicate"}
     if resolved.merged is not None:
         base["merged"] = resolved.merged.key
-        await _merge(svc, event, key, resolved.merged, ref)
+        await merge_duplicate(svc, event, key, resolved.merged, ref)
     stored = resolved.stored   # read once, by resolve_card
     known = stored is not None
     echo = await run_in_threadpool(own_echo, svc.config, svc.store, event, ref.key, time.time()) if known else None
@@ -217,65 +216,6 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
     first = await run_in_threadpool(svc.store.record_delivery, ref.tenant, event.board, key)
     return {**base, "status": "accepted" if first else "duplicate", "stage": stage, "workflow_id": ref.workflow_id,
             **({"note": "; ".join(notes)} if notes else {})}
-
-
-async def _repository(svc: Services, event: BoardEvent, key: str, own: CardRef) -> dict[str, Any]:
-    """A repository renamed or moved to another owner (GitHub's `repository` renamed or
-    transferred: `was` the old "owner/name", `repo` the new): the cards of the delivery's tenant
-    (never another's: the store's rename is scoped to it) that the board names under the old
-    name are named under the new one, and cards working in it work in the new one. Nothing
-    reaches Temporal: every stage turn and board write reads the store."""
-    base = {"kind": event.kind, "delivery_id": event.delivery_id, "dedup_key": key, "repository": event.repo,
-            "was": event.was[0]}
-    if await run_in_threadpool(svc.store.delivery_seen, own.tenant, event.board, key):
-        return {**base, "status": "duplicate"}
-    assert event.repo is not None
-    cards = await run_in_threadpool(svc.store.rename_repository, own.tenant, event.board, event.was[0], event.repo)
-    first = await run_in_threadpool(svc.store.record_delivery, own.tenant, event.board, key)
-    if not cards:
-        return {**base, "status": "ignored", "reason": f"no card of tenant {own.tenant} is in {event.was[0]}"}
-    log.info("%s repository %s is %s now: %d card(s) follow", event.board, event.was[0], event.repo, len(cards))
-    return {**base, "status": "accepted" if first else "duplicate", "cards": cards}
-
-
-async def _merge(svc: Services, event: BoardEvent, key: str, duplicate: CardRef, into: CardRef) -> None:
-    """`duplicate` was created for the card `into` under its new id before the delivery linking
-    the two arrived (boards/identity.py): its running stage is cancelled (its history and ledger
-    rows stay under its key), what people said on it joins `into`'s history, the newest board
-    move it took goes to `into` when `into` took none as new (a move to the stage `into` runs
-    leaves that run going: nothing runs twice), and only then is it merged, so a failure on the
-    way is redelivered and done again, each step once (each carries an id of this delivery)."""
-    assert svc.cards is not None
-    reason = f"merged into {into.key}: the same {event.board} card under its new id {event.card_id}"
-    with contextlib.suppress(RejectedError):   # raised when no stage ran on it: nothing to stop
-        await svc.cards.stop(duplicate, actor=event.board, reason=reason, update_id=f"merged/{key}",
-                             timeout=svc.config.temporal.rpc_timeout * 3)
-    # What people (and the board) said on it joins the card's history, each once whatever the
-    # redeliveries (the id is the message's own); the agent's turns on it stay under its key.
-    for message in await run_in_threadpool(svc.store.messages, duplicate.key):
-        if message.role == "user" and message.author is not None and message.content.strip():
-            said = hashlib.sha256(f"{message.author}\0{message.content}".encode()).hexdigest()[:24]
-            await svc.cards.say(into, message.content, author=message.author,
-                                delivery_id=f"merged/{duplicate.key}/{said}")
-    moves = await run_in_threadpool(_newest_moves, svc.store, duplicate.key, into.key)
-    if moves[0] is not None and (moves[1] is None or float(moves[0]["at"]) > float(moves[1]["at"])):
-        stage = svc.config.board(event.board).stage_for(moves[0]["column"])
-        if stage is not None:
-            await svc.cards.move(into, stage, delivery_id=f"{key}/merged", actor=event.board,
-                                 reason=f"{event.board}: the move {duplicate.key} took -> {moves[0]['column']}")
-            await run_in_threadpool(svc.store.record_effect, into.key, f"{MOVE_AT}/{key}/merged", MOVE_AT,
-                                    json.dumps(moves[0]))
-    await run_in_threadpool(svc.store.merge_card, duplicate.key, into.key,
-                            f"merged into {into.key} (the same card under a new id on {event.board})")
-
-
-def _newest_moves(store: Any, *keys: str) -> list[dict[str, Any] | None]:
-    """The newest board move (event time, column) each card took, or None."""
-    found: list[dict[str, Any] | None] = []
-    for card_key in keys:
-        applied = [json.loads(result) for result in store.effect_results(card_key, MOVE_AT)]
-        found.append(max(applied, key=lambda seen: float(seen["at"])) if applied else None)
-    return found
 
 
 async def _archive(svc: Services, event: BoardEvent, ref: CardRef, key: str, base: dict[str, Any]) -> dict[str, Any]:
