@@ -16,6 +16,7 @@ from cardloop.app.api.logsafe import safe_logger
 from cardloop.app.api.services import Services
 from cardloop.app.boards.events import BoardEvent
 from cardloop.app.boards.order import MOVE_AT
+from cardloop.app.cards import NoWorkerAnswered
 from cardloop.contracts.errors import RejectedError
 from cardloop.contracts.payloads import CardRef
 from cardloop.store import Store
@@ -42,14 +43,28 @@ async def repository_renamed(svc: Services, event: BoardEvent, key: str, own: Ca
     return {**base, "status": "accepted" if first else "duplicate", "cards": cards}
 
 
-async def merge_duplicate(svc: Services, event: BoardEvent, key: str, duplicate: CardRef, into: CardRef) -> None:
+async def merge_duplicate(svc: Services, event: BoardEvent, key: str, duplicate: CardRef,
+                          into: CardRef) -> str | None:
     """`duplicate` was created for the card `into` under its new id before the delivery linking
     the two arrived (boards/identity.py): its running stage is cancelled (its history and ledger
     rows stay under its key), what people said on it joins `into`'s history, the newest board
     move it took goes to `into` when `into` took none as new (a move to the stage `into` runs
     leaves that run going: nothing runs twice), and only then is it merged, so a failure on the
-    way is redelivered and done again, each step once (each carries an id of this delivery)."""
+    way is redelivered and done again, each step once (each carries an id of this delivery).
+
+    None once merged; why not, when `duplicate` already finished a stage run (its work, a pull
+    request perhaps, is its own: merging would cut it off from the card people follow). It then
+    stays a card of its own, nothing of either card changes, and the answer says so."""
     assert svc.cards is not None
+    try:
+        state = await svc.cards.state(duplicate, timeout=svc.config.temporal.rpc_timeout * 3)
+    except NoWorkerAnswered as err:   # the route answers 503: the board redelivers, the merge is tried again
+        raise RuntimeError(f"{duplicate.key} cannot be merged into {into.key} yet: {err}") from None
+    if state is not None and state.history:
+        runs = ", ".join(f"{r.stage} (run {r.run}) {r.outcome}" for r in state.history[-3:])
+        return (f"{duplicate.key}, created for {event.card_id} before this delivery said it is the card "
+                f"{into.key}, has finished stage runs of its own ({runs}): it is not merged and stays a card "
+                f"of its own; {into.key} keeps its name on {event.board}")
     reason = f"merged into {into.key}: the same {event.board} card under its new id {event.card_id}"
     with contextlib.suppress(RejectedError):   # raised when no stage ran on it: nothing to stop
         await svc.cards.stop(duplicate, actor=event.board, reason=reason, update_id=f"merged/{key}",
@@ -71,6 +86,7 @@ async def merge_duplicate(svc: Services, event: BoardEvent, key: str, duplicate:
                                     json.dumps(moves[0]))
     await run_in_threadpool(svc.store.merge_card, duplicate.key, into.key,
                             f"merged into {into.key} (the same card under a new id on {event.board})")
+    return None
 
 
 def _newest_moves(store: Store, *keys: str) -> list[dict[str, Any] | None]:

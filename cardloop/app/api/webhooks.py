@@ -132,11 +132,22 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
     # The card the board's id leads to: a card whose board id changed (moved to another team or
     # project) keeps its key, its history and its workflow (boards/identity.py).
     resolved = await run_in_threadpool(resolve_card, svc.store, event, own)
+    if resolved.merged is not None:
+        # Before the dedup check: a merge that failed half way is done again when redelivered (a
+        # merged card's deliveries no longer come here), and one declined is declined again.
+        declined = await merge_duplicate(svc, event, key, resolved.merged, resolved.ref)
+        if declined is not None:   # the card created under the new id did work of its own: it stays
+            log.warning("%s delivery %s: %s", event.board, event.delivery_id, declined)
+            first = await run_in_threadpool(svc.store.record_delivery, own.tenant, event.board, key)
+            return {"card": resolved.merged.key, "kind": event.kind, "delivery_id": event.delivery_id,
+                    "dedup_key": key, "status": "ignored" if first else "duplicate", "reason": declined}
     ref = resolved.ref
     base = {"card": ref.key, "kind": event.kind, "delivery_id": event.delivery_id, "dedup_key": key,
             **({"board_card": event.card_id} if ref != own else {})}
     if resolved.renamed:
         base["renamed"] = resolved.renamed
+    if resolved.merged is not None:
+        base["merged"] = resolved.merged.key
     if event.kind in ("transition", "build_failed") and event.stage is None:
         reason = (f"column {event.to_column!r} is not mapped to a stage in boards.{event.board}.columns"
                   if event.kind == "transition" else f"boards.{event.board}.failure_stage is off")
@@ -152,9 +163,6 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
     if await run_in_threadpool(svc.store.delivery_seen, ref.tenant, event.board, key):
         log.info("duplicate %s delivery %s (%s) for %s", event.board, event.delivery_id, key, ref.key)
         return {**base, "status": "duplicate"}
-    if resolved.merged is not None:
-        base["merged"] = resolved.merged.key
-        await merge_duplicate(svc, event, key, resolved.merged, ref)
     stored = resolved.stored   # read once, by resolve_card
     known = stored is not None
     echo = await run_in_threadpool(own_echo, svc.config, svc.store, event, ref.key, time.time()) if known else None

@@ -315,3 +315,38 @@ async def test_a_move_of_the_project_item_before_the_transfer_delivery_reaches_t
         card = stack.store.card_fields(OLD)
         assert card is not None and card.repo == "Codertocat/Hello-World"
     assert not any("Hello-World" in wf for wf in await workflow_ids(stack))
+
+
+@pytest.mark.stack_env(**ENV, CARDLOOP_GITHUB_TOKEN="ghp_" + "T" * 36, CARDLOOP_STAGES__PLANNING__AUTO_ADVANCE="false")
+async def test_a_card_created_early_that_finished_a_stage_run_is_not_merged(
+        stack: Stack, github: tuple[FakeGitHub, Config]) -> None:
+    fake, config = github
+    clock = Clock(0)
+    dup = "default/github/Codertocat:Hello-World#1"
+    async with webhook_client(stack, config=config, clock=clock) as api:
+        fake.nodes[ITEM] = item_node(issue("octo-org/octo-repo", OLD_NODE), status="Done")
+        first = await send(api, clock, "projects_v2_item", project_move("2019-10-25T22:40:00Z", to=None),
+                           "2019-10-25T22:40:00Z", "gh-move-1")
+        assert (first["card"], first["stage"]) == (OLD, "done"), first
+        # The new issue is moved on another project's item and its planning runs to its end there.
+        fake.nodes[OTHER_ITEM] = item_node(issue("Codertocat/Hello-World", NEW_NODE), status="Todo")
+        other = project_move("2019-10-25T22:47:00Z", to=None)
+        other["projects_v2_item"]["node_id"] = OTHER_ITEM
+        early = await send(api, clock, "projects_v2_item", other, "2019-10-25T22:47:00Z", "gh-move-2")
+        assert (early["card"], early["stage"]) == (dup, "planning"), early
+        dup_ref = CardRef.parse(dup)
+        await stack.wait_state(dup_ref, lambda s: s.status == "idle" and bool(s.history))
+
+        # The transfer delivery finds it with work of its own: not merged, and the answer says why.
+        moved = await send(api, clock, "issues", fixture_json("github/issues.transferred.json"),
+                           "2019-10-25T22:46:30Z", "gh-t-1")
+        assert (moved["card"], moved["status"]) == (dup, "ignored"), moved
+        assert moved["reason"].startswith(f"{dup}, created for Codertocat/Hello-World#1 before this delivery said "
+                                          f"it is the card {OLD}, has finished stage runs of its own (planning "
+                                          "(run 1) completed): it is not merged"), moved["reason"]
+        assert stack.store.card_gone(dup) is None and stack.store.board_ids(OLD).names == ()
+        state = await stack.cards.state(dup_ref)
+        assert state is not None and [(r.stage, r.outcome) for r in state.history] == [("planning", "completed")]
+        again = await send(api, clock, "issues", fixture_json("github/issues.transferred.json"),
+                           "2019-10-25T22:46:30Z", "gh-t-1-again")
+        assert (again["card"], again["status"]) == (dup, "duplicate"), again
