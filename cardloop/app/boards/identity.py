@@ -17,8 +17,10 @@ and an event naming an id the store does not hold is led to the card that id bel
        id leads to another stored card, this one was created for that card under its new id
        before the delivery saying so arrived (GitHub sends a project move naming a transferred
        issue before, or without waiting for, the `transferred` delivery): it is merged into the
-       older card (`Resolved.merged`; the route cancels its run, carries its newest move over
-       and records the merge, store.merge_card), and the older card goes on
+       older card (`Resolved.merged`; the route cancels its run, carries what people said on it
+       and its newest move over and records the merge, store.merge_card; app/api/webhook_ids.py),
+       and the older card goes on. One that already finished a stage run is not merged (its work
+       is its own): the route says so and both stay as they are
     3. else the card the event's stable id was recorded for (the first delivery after a move),
        else the card the event's board item was recorded for (a GitHub project item, which keeps
        its id when its issue is transferred and gets a new node id: BoardEvent.board_item)
