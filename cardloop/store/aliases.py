@@ -20,7 +20,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import CompoundSelect, Connection, and_, bindparam, literal_column, or_, select, union_all, update
+from sqlalchemy import (
+    CompoundSelect,
+    Connection,
+    and_,
+    bindparam,
+    func,
+    literal_column,
+    or_,
+    select,
+    union_all,
+    update,
+)
 
 from cardloop.contracts.payloads import card_key_id
 from cardloop.prompts.card import Card
@@ -153,30 +164,34 @@ class CardAliasesMixin(StoreBase):
         # GitHub names are case-insensitive: "Acme/API" and "acme/api" are one repository.
         numbered = re.compile(re.escape(old) + r"#(\d+)", re.IGNORECASE)
         a, c = s.card_aliases.c, s.cards.c
-        changed: set[str] = set()
         with self._db.write(tenant) as conn:
-            # Every board's cards of the tenant: a Linear or Jira card may work in the repository too.
-            cards = conn.execute(select(c.card_key, c.board, c.fields).where(c.tenant == tenant)).all()
+            keys = conn.execute(select(c.card_key).where(c.tenant == tenant, c.board == board)).scalars().all()
             newest = {row.card_key: row.value for row in conn.execute(
                 select(a.card_key, a.value).where(a.tenant == tenant, a.board == board, a.kind == "name")
                 .order_by(a.named_at, a.value)).all()}   # the newest name last, so it stays
-            now = self.clock()
-            for row in cards:
-                shown = _as_board_writes(newest.get(row.card_key) or row.card_key.split("/", 2)[2])
-                if row.board == board and (found := numbered.fullmatch(shown)) is not None:
-                    # The name moves to this card even when another card had it before: the
-                    # board says whose it is now (a repository renamed onto a name freed earlier).
-                    conn.execute(self._upsert(s.card_aliases, ("tenant", "board", "kind", "value"),
-                                              ("card_key", "named_at")),
-                                 {"tenant": tenant, "board": board, "card_key": row.card_key, "kind": "name",
+            now, names = self.clock(), []
+            for key in keys:
+                found = numbered.fullmatch(_as_board_writes(newest.get(key) or key.split("/", 2)[2]))
+                if found is not None:
+                    names.append({"tenant": tenant, "board": board, "card_key": key, "kind": "name",
                                   "value": card_key_id(f"{new}#{found.group(1)}"), "named_at": now})
-                    changed.add(row.card_key)
-                card = Card.model_validate_json(row.fields)
-                if card.repo is not None and card.repo.casefold() == old.casefold():
-                    moved = _in_repository(card, old, new, url=row.board == board)   # another board's URL is its own
-                    conn.execute(update(s.cards).where(c.tenant == tenant, c.card_key == row.card_key).values(
-                        repo=moved.repo, fields=moved.model_dump_json(exclude={"history", "context"})))
-                    changed.add(row.card_key)
+            if names:
+                # The name moves to the card even when another card had it before: the board says
+                # whose it is now (a repository renamed onto a name freed earlier).
+                conn.execute(self._upsert(s.card_aliases, ("tenant", "board", "kind", "value"),
+                                          ("card_key", "named_at")), names)
+            # Every board's cards of the tenant that work in it: a Linear or Jira card may too.
+            moved = []
+            for row in conn.execute(select(c.card_key, c.board, c.fields).where(
+                    c.tenant == tenant, func.lower(c.repo) == old.lower())).all():
+                card = _in_repository(Card.model_validate_json(row.fields), old, new,
+                                      url=row.board == board)   # another board's URL is its own
+                moved.append({"key": row.card_key, "new_repo": card.repo,
+                              "new_fields": card.model_dump_json(exclude={"history", "context"})})
+            if moved:
+                conn.execute(update(s.cards).where(c.tenant == tenant, c.card_key == bindparam("key")).values(
+                    repo=bindparam("new_repo"), fields=bindparam("new_fields")), moved)
+        changed = {row["card_key"] for row in names} | {row["key"] for row in moved}
         return sorted(changed)
 
     def merge_card(self, duplicate: str, into: str, note: str) -> None:
