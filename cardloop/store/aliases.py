@@ -7,9 +7,13 @@ to another repository (acme/api#4 -> acme/web#9). The card keeps the key it was 
 Linear's issue UUID, Jira's numeric issue id, Trello's long card id, GitHub's issue or pull
 request node id) and every name the board gave it since ("name", in the key's card id encoding)
 lead a delivery, `card show`
-or an API call that names it by them to that key. Rows are keyed by tenant and board: nothing
-here leads across tenants or boards (PostgreSQL's row-level security also holds the card key
-under the tenant's prefix)."""
+or an API call that names it by them to that key. A GitHub project item's node id, which the
+item keeps when its issue is transferred, leads to the card too (table card_board_items). A
+repository renamed or moved to another owner renames every card the board names under it
+(rename_repository), and a card created under a new name before the delivery saying whose name
+it is gets merged into that card (merge_card). Rows are keyed by tenant and board: nothing here
+leads across tenants or boards (PostgreSQL's row-level security also holds the card key under
+the tenant's prefix)."""
 
 from __future__ import annotations
 
@@ -103,9 +107,9 @@ class CardAliasesMixin(StoreBase):
     def card_and_ids(self, card_key: str, *, uid: str | None = None,
                      item: str | None = None) -> tuple[Card | None, AliasMatch]:
         """In one read: the card stored under `card_key` (its fields, or None), the cards its
-        board's `uid`, its board `item` and its card id as a recorded name lead to, and the newest name of the card
-        the delivery reaches (by name, else the stored one). What a webhook delivery asks on
-        every event (boards/identity.py)."""
+        board's `uid`, its board `item` and its card id as a recorded name lead to, and the
+        newest name of the card the delivery reaches (by name, else the stored one). What a
+        webhook delivery asks on every event (boards/identity.py)."""
         tenant = self._card_tenant(card_key)
         board = card_key.split("/", 2)[1]
         with self._db.read(tenant) as conn:
