@@ -498,21 +498,21 @@ class GitHubAdapter:
         (changes.owner.from.organization or .user): `repository.full_name` is its name now. One
         event for the whole repository: the route names its cards anew (store.rename_repository)."""
         action = opt_str(data, "action")
+        if action not in ("renamed", "transferred"):
+            return Ignored(reason=f"repository {short(action)}: cardloop acts on repositories renamed or "
+                                  "transferred to another owner")
         new = req_str(data, "repository.full_name")
         if not _FULL_NAME.fullmatch(new):
             raise bad(f"repository.full_name {short(new)} is not owner/name")
         owner, name = new.split("/")
         if action == "renamed":
             old = f"{owner}/{req_str(data, 'changes.repository.name.from')}"
-        elif action == "transferred":
+        else:
             former = opt_str(data, "changes.owner.from.organization.login") \
                 or opt_str(data, "changes.owner.from.user.login")
             if former is None:
                 raise bad("changes.owner.from names neither an organization nor a user (its login)")
             old = f"{former}/{name}"
-        else:
-            return Ignored(reason=f"repository {short(action)}: cardloop acts on repositories renamed or "
-                                  "transferred to another owner")
         if not _FULL_NAME.fullmatch(old):
             raise bad(f"the repository's former name {short(old)} is not owner/name")
         if old == new:
