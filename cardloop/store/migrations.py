@@ -287,13 +287,21 @@ def _grant_to_app_roles(conn: Connection, table: str, privileges: str) -> None:
 
 
 def _card_aliases_row_level_security(conn: Connection) -> None:
+    _card_keyed_row_level_security(conn, "card_aliases")
+
+
+def _card_board_items_row_level_security(conn: Connection) -> None:
+    _card_keyed_row_level_security(conn, "card_board_items")
+
+
+def _card_keyed_row_level_security(conn: Connection, table: str) -> None:
     if conn.dialect.name != "postgresql":
         return
-    conn.exec_driver_sql("ALTER TABLE card_aliases ENABLE ROW LEVEL SECURITY")
-    conn.exec_driver_sql("ALTER TABLE card_aliases FORCE ROW LEVEL SECURITY")
+    conn.exec_driver_sql(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
+    conn.exec_driver_sql(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
     # As on the card tables: the tenant's scope, and the card it leads to under the tenant's prefix.
-    conn.exec_driver_sql(card_key_policy("card_aliases"))
-    _grant_to_app_roles(conn, "card_aliases", "SELECT, INSERT, UPDATE")
+    conn.exec_driver_sql(card_key_policy(table))
+    _grant_to_app_roles(conn, table, "SELECT, INSERT, UPDATE")
 
 
 _V12 = (
@@ -309,6 +317,20 @@ _V12 = (
     )""",
     "CREATE INDEX ix_card_aliases_card ON card_aliases (tenant, card_key)",
     _card_aliases_row_level_security,
+)
+
+# Additive: a new table (nothing existing changes), its own row-level security on PostgreSQL.
+_V13 = (
+    """CREATE TABLE card_board_items (
+        tenant VARCHAR(100) NOT NULL,
+        board VARCHAR(100) NOT NULL,
+        item VARCHAR(300) NOT NULL,
+        card_key VARCHAR(500) NOT NULL,
+        seen_at {timestamp} NOT NULL DEFAULT CURRENT_TIMESTAMP,
+        CONSTRAINT pk_card_board_items PRIMARY KEY (tenant, board, item)
+    )""",
+    "CREATE INDEX ix_card_board_items_card ON card_board_items (tenant, card_key)",
+    _card_board_items_row_level_security,
 )
 
 
@@ -341,6 +363,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     )),
     Migration(12, "a card's stable board id and the names it had on its board (moved to another team or project)",
               _V12),
+    Migration(13, "the board items that held a card (a GitHub project item keeps its id when its issue is "
+                  "transferred)", _V13),
 )
 
 _SCHEMA_TABLE_DDL = """CREATE TABLE IF NOT EXISTS cardloop_schema (
@@ -429,6 +453,7 @@ _APP_GRANTS: tuple[tuple[str, str], ...] = (
     ("research_buffers", "SELECT, INSERT"),
     ("research_chunks", "SELECT, INSERT"),
     ("card_aliases", "SELECT, INSERT, UPDATE"),
+    ("card_board_items", "SELECT, INSERT, UPDATE"),
 )
 
 

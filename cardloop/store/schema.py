@@ -147,6 +147,23 @@ card_aliases = Table(
     Index("ix_card_aliases_card", "tenant", "card_key"),
 )
 
+# Migration 13: the board items that held a card's issue (a GitHub Projects v2 item's node id).
+# A project item keeps its node id when its issue is transferred to another repository, which
+# gives the issue a new number and node id: a move of the item that arrives before (or without)
+# the transfer's own delivery reaches the card the item held. The first card an item is recorded
+# for keeps it; keyed by tenant and board first, as card_aliases.
+card_board_items = Table(
+    "card_board_items",
+    metadata,
+    Column("tenant", String(100), nullable=False),
+    Column("board", String(100), nullable=False),
+    Column("item", String(300), nullable=False),
+    Column("card_key", String(500), nullable=False),
+    Column("seen_at", UTCDateTime, nullable=False, server_default=_now()),
+    PrimaryKeyConstraint("tenant", "board", "item", name="pk_card_board_items"),
+    Index("ix_card_board_items_card", "tenant", "card_key"),
+)
+
 # One row per card, locked by every append and context put: it hands out message seqs and
 # context positions, so concurrent writers to one card queue on it instead of colliding.
 card_counters = Table(
@@ -406,5 +423,6 @@ RLS_TABLES: tuple[str, ...] = (
     "research_buffers",
     "research_chunks",
     "card_aliases",
+    "card_board_items",
 )
 TOKEN_LOOKUP_FUNCTION = "cardloop_token_tenant"

@@ -45,7 +45,8 @@ TENANT_KEYS: dict[str, tuple[tuple[str, ...], dict[str, tuple[str, ...]]]] = {
 }
 # Tables whose card_key must start with "<tenant>/" (checked by their row-level security policy).
 CARD_KEYED: tuple[str, ...] = ("cards", "card_counters", "messages", "context_items", "summaries", "llm_usage")
-# (card_aliases, migration 12, gets the same policy as it is created: migrations.py.)
+# (card_aliases, migration 12, and card_board_items, migration 13, get the same policy as they are
+# created: migrations.py.)
 
 _OWN_PREFIX = "left(card_key, length(tenant) + 1) = tenant || '/'"
 _SCOPED = "tenant = current_setting('cardloop.tenant', true)"

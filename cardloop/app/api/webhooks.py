@@ -29,6 +29,7 @@ from temporalio.service import RPCError
 from cardloop.app.api.limits import BodyTooLarge
 from cardloop.app.api.logsafe import safe_logger
 from cardloop.app.api.services import Services, services
+from cardloop.app.api.webhook_ids import merge_duplicate, repository_renamed
 from cardloop.app.boards.echo import own_echo, remember_actor, remember_move
 from cardloop.app.boards.events import BoardEvent, Ignored, WebhookError
 from cardloop.app.boards.identity import resolve_card
@@ -126,14 +127,27 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
     own = card_ref(event)
     if svc.cards is None:
         raise ConfigError("Temporal is not configured for this API")
+    if event.kind == "repository":
+        return await repository_renamed(svc, event, key, own)
     # The card the board's id leads to: a card whose board id changed (moved to another team or
     # project) keeps its key, its history and its workflow (boards/identity.py).
     resolved = await run_in_threadpool(resolve_card, svc.store, event, own)
+    if resolved.merged is not None:
+        # Before the dedup check: a merge that failed half way is done again when redelivered (a
+        # merged card's deliveries no longer come here), and one declined is declined again.
+        declined = await merge_duplicate(svc, event, key, resolved.merged, resolved.ref)
+        if declined is not None:   # the card created under the new id did work of its own: it stays
+            log.warning("%s delivery %s: %s", event.board, event.delivery_id, declined)
+            first = await run_in_threadpool(svc.store.record_delivery, own.tenant, event.board, key)
+            return {"card": resolved.merged.key, "kind": event.kind, "delivery_id": event.delivery_id,
+                    "dedup_key": key, "status": "ignored" if first else "duplicate", "reason": declined}
     ref = resolved.ref
     base = {"card": ref.key, "kind": event.kind, "delivery_id": event.delivery_id, "dedup_key": key,
             **({"board_card": event.card_id} if ref != own else {})}
     if resolved.renamed:
         base["renamed"] = resolved.renamed
+    if resolved.merged is not None:
+        base["merged"] = resolved.merged.key
     if event.kind in ("transition", "build_failed") and event.stage is None:
         reason = (f"column {event.to_column!r} is not mapped to a stage in boards.{event.board}.columns"
                   if event.kind == "transition" else f"boards.{event.board}.failure_stage is off")
@@ -172,8 +186,9 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
             return {**base, "status": "ignored", "reason": f"no card is known for {event.card_id} yet: move it first"}
         card, dropped = new_card(event, ref)
         await run_in_threadpool(svc.cards.import_card, card)
-        if event.board_uid is not None:   # what leads the card's later ids on its board back to it
-            await run_in_threadpool(svc.store.remember_board_ids, ref.key, uid=event.board_uid)
+        if event.board_uid is not None or event.board_item is not None:   # what leads its later ids back to it
+            await run_in_threadpool(svc.store.remember_board_ids, ref.key, uid=event.board_uid,
+                                    item=event.board_item)
         notes += dropped
     elif stored is not None and event.kind != "build_failed":
         # A rename or an edited description on the board reaches the card before the event does.

@@ -18,7 +18,8 @@ class BoardEvent(BaseModel):
     board's failure_stage). kind "edit": the card was renamed or its description edited, nothing
     else: its `title`, `body` or `url` replace the stored card's. kind "archive": the card was
     archived or deleted on the board (`gone` says which): its running stage is cancelled, its work
-    kept, and nothing starts. A `comment` on a move or build
+    kept, and nothing starts. kind "repository" (GitHub): the repository `was[0]` ("owner/name")
+    is `repo` now; `card_id` is the repository's new name, no card's. A `comment` on a move or build
     failure is what the board says about it (which run failed, where): it joins the history, from
     the board, before the move.
 
@@ -29,7 +30,7 @@ class BoardEvent(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: Literal["transition", "comment", "build_failed", "edit", "archive"]
+    kind: Literal["transition", "comment", "build_failed", "edit", "archive", "repository"]
     board: Literal["github", "linear", "jira", "trello", "generic"]
     tenant: str | None = None
     card_id: str = Field(min_length=1, max_length=200)
@@ -56,6 +57,10 @@ class BoardEvent(BaseModel):
     # (boards/identity.py).
     board_uid: str | None = Field(default=None, max_length=300)
     was: tuple[str, ...] = ()
+    # The board's item that holds the card (a GitHub Projects v2 item's node id), which keeps its
+    # id when its issue is transferred (a new issue, number and node id): a move of the item
+    # reaches the card the item held before the transfer's own delivery says so (boards/identity.py).
+    board_item: str | None = Field(default=None, max_length=300)
     # The issue itself moved to `repo` (a GitHub issue transferred to another repository): the
     # card's repository follows it, where otherwise a card's repository is only ever filled in.
     repo_moved: bool = False

@@ -14,6 +14,9 @@ sender's: it is WebhookError(502), so the delivery shows as failed and can be re
     issues              transferred edit: the issue moved to another repository (changes.new_issue,
                         opened      changes.new_repository; `opened` with changes.old_issue is the
                                     same move told from the new repository)
+    repository          renamed     repository: the cards the board names under the old name
+                        transferred (changes.repository.name.from, changes.owner.from) are named
+                                    under the new one, and their repository follows
     workflow_run        completed   build_failed per linked PR when the conclusion is a failure
     check_suite         completed   build_failed per linked PR when the conclusion is a failure
     ping, others        -           Ignored
@@ -28,7 +31,16 @@ every transfer recorded elsewhere); what links the two is the `issues` transferr
 which names both: its event names the new issue and says the old one was its former id (`was`),
 so the card records "<new repo>#<number>" as its later name (boards/identity.py) and its
 repository follows the issue (repo_moved). Comments, project moves and CI runs naming the new
-issue then reach the card by that name.
+issue then reach the card by that name. A project item keeps its node id through the transfer
+(BoardEvent.board_item, recorded beside the card at each move): a move of the item naming the new
+issue reaches the card even before the transfer's delivery (or without it). A card created under
+the new issue all the same (the issue moved on another project's item first) is merged into the
+card when the transfer's delivery arrives (boards/identity.py).
+
+A repository renamed or moved to another owner (`repository` renamed or transferred) renames the
+cards the board names under it (store.rename_repository): a CI run names a pull request by its
+repository's name alone, with no node id, so without it a failed run after a rename would find
+no card until some other delivery taught cardloop the new name.
 """
 
 from __future__ import annotations
@@ -73,6 +85,8 @@ CACHE_TTL_SECONDS = 300.0
 _EVENT_TIME = {"projects_v2_item": "projects_v2_item.updated_at", "issue_comment": "comment.updated_at",
                "issues": "issue.updated_at", "workflow_run": "workflow_run.updated_at",
                "check_suite": "check_suite.updated_at"}
+# GitHub's owner and repository names: letters, digits, '-', and (repositories) '_' and '.'.
+_FULL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9_.-]{1,100}")
 _API_REPO = re.compile(r"/repos/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/?\Z")
 # A global node id: "I_kwDOKm4p7M6qMdqX", or the older base64 form "MDU6SXNzdWU0NDQ1MDAwNDE=".
 _NODE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_+/=-]{0,299}")
@@ -333,6 +347,7 @@ class GitHubAdapter:
             "issues": self._issues,
             "workflow_run": self._workflow_run,
             "check_suite": self._check_suite,
+            "repository": self._repository,
         }.get(kind)
         if handler is None:
             return Ignored(reason=f"GitHub event {short(kind)} is not one cardloop acts on")
@@ -399,6 +414,7 @@ class GitHubAdapter:
         linked = item.content_type in ("Issue", "PullRequest") and item.repo and item.number is not None
         return [event(
             board_uid=(item.node_id or _linked_content(data)) if linked else None,
+            board_item=item_id if linked and _NODE_ID.fullmatch(item_id) else None,
             kind="transition", board=self.name, tenant=self._tenant(data),
             card_id=f"{item.repo}#{item.number}" if linked else item_id,
             delivery_id=delivery, from_column=from_column, to_column=to_column,
@@ -421,8 +437,10 @@ class GitHubAdapter:
             found = await self.graphql.content(req_str(data, "projects_v2_item.content_node_id"))
             if found is not None:
                 card_id = f"{found[0]}#{found[1]}"
+        held = card_id != item_id and _NODE_ID.fullmatch(item_id) is not None   # an issue's or PR's card
         return [event(kind="archive", board=self.name, tenant=self._tenant(data), card_id=card_id,
                       delivery_id=delivery, actor=opt_str(data, "sender.login"), board_uid=uid,
+                      board_item=item_id if held else None,
                       gone="archived" if action == "archived" else "deleted")]
 
     # -- issue_comment ---------------------------------------------------------------------------
@@ -472,6 +490,36 @@ class GitHubAdapter:
             body=opt_str(data, f"{new}.body"), url=opt_str(data, f"{new}.html_url"), repo=repo, repo_moved=True,
             actor=opt_str(data, "sender.login"), board_uid=_node_id(data, f"{new}.node_id"), was=(was,),
         )]
+
+    # -- repository ------------------------------------------------------------------------------
+
+    async def _repository(self, headers: Mapping[str, str], data: dict[str, Any]) -> list[BoardEvent] | Ignored:
+        """A repository renamed (changes.repository.name.from) or moved to another owner
+        (changes.owner.from.organization or .user): `repository.full_name` is its name now. One
+        event for the whole repository: the route names its cards anew (store.rename_repository)."""
+        action = opt_str(data, "action")
+        if action not in ("renamed", "transferred"):
+            return Ignored(reason=f"repository {short(action)}: cardloop acts on repositories renamed or "
+                                  "transferred to another owner")
+        new = req_str(data, "repository.full_name")
+        if not _FULL_NAME.fullmatch(new):
+            raise bad(f"repository.full_name {short(new)} is not owner/name")
+        owner, name = new.split("/")
+        if action == "renamed":
+            old = f"{owner}/{req_str(data, 'changes.repository.name.from')}"
+        else:
+            former = opt_str(data, "changes.owner.from.organization.login") \
+                or opt_str(data, "changes.owner.from.user.login")
+            if former is None:
+                raise bad("changes.owner.from names neither an organization nor a user (its login)")
+            old = f"{former}/{name}"
+        if not _FULL_NAME.fullmatch(old):
+            raise bad(f"the repository's former name {short(old)} is not owner/name")
+        if old == new:
+            return Ignored(reason=f"repository {new} kept its name")
+        return [event(kind="repository", board=self.name, tenant=self._tenant(data), card_id=new,
+                      delivery_id=self._delivery(headers), repo=new, was=(old,),
+                      actor=opt_str(data, "sender.login"))]
 
     # -- workflow_run / check_suite --------------------------------------------------------------
 

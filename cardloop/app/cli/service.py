@@ -366,8 +366,12 @@ def cmd_card_show(args: argparse.Namespace, config: Config) -> int:
             return 0
         print_(f"card {ref.key}: {card.title}")
         if ids.names:   # moved to another team or project on its board: it answers to those ids too
-            print_(f"  on {ref.board} now {store.board_name(ref.key)} (the card keeps its first key; "
-                   f"{', '.join(ids.names)} reach it too)")
+            now_id = store.board_name(ref.key)
+            later = [n for n in ids.names if n != ref.card_id]   # named back to its first id: not a later one
+            if ids.names[-1] == ref.card_id:
+                print_(f"  on {ref.board} {now_id} again ({', '.join(later)} reach it too)")
+            else:
+                print_(f"  on {ref.board} now {now_id} (the card keeps its first key; {', '.join(later)} reach it too)")
         if offline:
             print_(f"  note: {offline}: the stage runs as the card's last closed run saved them (a run in "
                    "progress is not among them)")

@@ -312,7 +312,8 @@ def _fill(store: Store) -> dict[str, str]:
                                             created_at=earlier + timedelta(hours=4)),
                                 EffectiveLimits(tenant=Limits(tokens_per_day=100))) is None
         store.record_delivery(tenant, "board", "delivery-1")
-        store.remember_board_ids(key, uid="shared-uid", name="RENAMED-1")   # the same ids in both tenants
+        store.remember_board_ids(key, uid="shared-uid", name="RENAMED-1",   # the same ids in both tenants
+                                 item="PVTI_shared")
         log = f"{tenant} research log"
         store.put_buffer(key, "build.log", store.put_blob(tenant, log, "research"),
                          [ChunkSpan(first_line=1, last_line=1, start=0, end=len(log), tokens=4)],
@@ -380,6 +381,8 @@ def test_row_level_security_binds_the_application_role(cluster: Cluster) -> None
             "VALUES ('acme', 'github', 'name', 'X-1', 'globex/github/OPS-7')",
             "INSERT INTO card_aliases (tenant, board, kind, value, card_key) "
             "VALUES ('globex', 'github', 'name', 'X-1', 'globex/github/OPS-7')",
+            "INSERT INTO card_board_items (tenant, board, item, card_key) "
+            "VALUES ('acme', 'github', 'PVTI_x', 'globex/github/OPS-7')",
             # Moving an own row to the other tenant is refused too (WITH CHECK).
             "UPDATE cards SET tenant = 'globex' WHERE tenant = 'acme'",
         )

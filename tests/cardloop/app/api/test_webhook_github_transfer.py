@@ -30,6 +30,7 @@ pytestmark = pytest.mark.timeout(240)
 OLD = "default/github/octo-org:octo-repo#1"          # the card, keyed by the issue before the transfer
 OLD_NODE = "MDExOlB1bGxSZXF1ZXN0MzMyNzAzOTcz"        # the transferred example's issue.node_id
 NEW_NODE = "MDU6SXNzdWU0NDQ1MDAwNDE="                # changes.new_issue.node_id (and the comment's issue)
+OTHER_ITEM = "PVTI_lADOAWcTxs07G84AVqZz"           # an item of another project
 COMMENT = "You are totally right! I'll get this fixed right away."   # GitHub's real issue_comment example
 
 
@@ -201,3 +202,151 @@ async def test_a_failed_run_naming_the_renamed_repository_reaches_the_pull_reque
             ref.key, "Codertocat/Hello-Docs#2", "accepted", "error_fixing"), failed
         assert failed["workflow_id"] == ref.workflow_id
     await stack.cards.wait_for(ref, lambda s: any(r.stage == "error_fixing" for r in s.history), timeout=60)
+
+
+@pytest.mark.stack_env(**ENV, CARDLOOP_GITHUB_TOKEN="ghp_" + "T" * 36)
+async def test_a_move_naming_the_new_issue_before_the_transfer_is_merged_into_the_card(
+        stack: Stack, github: tuple[FakeGitHub, Config]) -> None:
+    fake, config = github
+    clock = Clock(0)
+    dup = "default/github/Codertocat:Hello-World#1"
+    async with webhook_client(stack, config=config, clock=clock) as api:
+        fake.nodes[ITEM] = item_node(issue("octo-org/octo-repo", OLD_NODE), status="Todo")
+        stack.model.inject(delay=30.0)
+        first = await send(api, clock, "projects_v2_item", project_move("2019-10-25T22:40:00Z"),
+                           "2019-10-25T22:40:00Z", "gh-move-1")
+        assert (first["card"], first["status"], first["stage"]) == (OLD, "accepted", "planning"), first
+        ref, run_id = await planning_running(stack, OLD)
+        await stack.cards.say(ref, "Keep the README's tone.", author="Priya", delivery_id="say-1")
+        history = await in_history(stack, OLD, "Keep the README's tone.")
+
+        # Transferred; the new issue, added to another project, is moved there before the transfer
+        # delivery arrives: neither its node id nor that project's item leads to the card yet, so
+        # a card is created for it and its stage starts.
+        fake.nodes[OTHER_ITEM] = item_node(issue("Codertocat/Hello-World", NEW_NODE), status="Todo")
+        stack.model.inject(delay=30.0)
+        other = project_move("2019-10-25T22:47:00Z", to=None)
+        other["projects_v2_item"]["node_id"] = OTHER_ITEM
+        early = await send(api, clock, "projects_v2_item", other, "2019-10-25T22:47:00Z", "gh-move-2")
+        assert (early["card"], early["status"], early["stage"]) == (dup, "accepted", "planning"), early
+        dup_ref, _ = await planning_running(stack, dup)
+        # Someone comments on the new issue meanwhile: the comment joins the new card's history.
+        early_comment = fixture_json("github/issue_comment.created.json")
+        early_comment["comment"]["body"] = "Said before the transfer was known."
+        before = await send(api, clock, "issue_comment", early_comment, "2019-05-15T15:20:21Z", "gh-c-0")
+        assert (before["card"], before["status"]) == (dup, "accepted"), before
+        await in_history(stack, dup, "Said before the transfer was known.")
+
+        # The transfer delivery links the two: the new card is merged into the card, whose run goes on.
+        moved = await send(api, clock, "issues", fixture_json("github/issues.transferred.json"),
+                           "2019-10-25T22:46:30Z", "gh-t-1")
+        assert (moved["kind"], moved["card"], moved["board_card"], moved["merged"], moved["status"]) == (
+            "edit", OLD, "Codertocat/Hello-World#1", dup, "accepted"), moved
+        assert f"{dup}, created for it meanwhile, was merged into it" in moved["renamed"]
+        # The duplicate's stage was cancelled (its history and ledger stay under its key) and it says so.
+        dup_state = await stack.wait_state(dup_ref, lambda s: s.status == "idle" and bool(s.history))
+        assert [(r.stage, r.outcome) for r in dup_state.history] == [("planning", "cancelled")]
+        gone = stack.store.card_gone(dup)
+        assert gone is not None and gone[0] == f"merged into {OLD} (the same card under a new id on github)"
+        await in_history(stack, OLD, "Said before the transfer was known.")
+        # The card took the duplicate's move (to the stage it runs): the same run goes on, nothing ran twice.
+        state = await stack.wait_state(ref, lambda s: s.status == "running")
+        assert (state.stage, state.stage_runs) == ("planning", 1)
+        handle = stack.client.get_workflow_handle(ref.workflow_id)
+        assert (await handle.describe()).run_id == run_id
+        card = stack.store.card_fields(OLD)
+        assert card is not None and card.repo == "Codertocat/Hello-World"
+        assert stack.store.board_name(OLD) == "Codertocat/Hello-World#1"   # board writes go to the new issue
+
+        # Redelivered, the transfer is a duplicate; the new issue's comment and moves reach the card,
+        # though a card is stored under the new issue's key.
+        again = await send(api, clock, "issues", fixture_json("github/issues.transferred.json"),
+                           "2019-10-25T22:46:30Z", "gh-t-1-again")
+        assert (again["card"], again["status"]) == (OLD, "duplicate"), again
+        said = await send(api, clock, "issue_comment", fixture_json("github/issue_comment.created.json"),
+                          "2019-05-15T15:20:21Z", "gh-c-1")
+        assert (said["card"], said["board_card"], said["status"]) == (OLD, "Codertocat/Hello-World#1", "accepted")
+        await in_history(stack, OLD, COMMENT)
+        assert [m.content for m in stack.store.messages(OLD)][:len(history)] == history
+        assert COMMENT not in [m.content for m in stack.store.messages(dup)]
+        # What was said on the duplicate joined the card's history once, at the merge.
+        assert [m.content for m in stack.store.messages(OLD)].count("Said before the transfer was known.") == 1
+        fake.nodes[ITEM] = item_node(issue("Codertocat/Hello-World", NEW_NODE), status="Done")
+        done = await send(api, clock, "projects_v2_item", project_move("2019-10-25T22:50:00Z", to=None),
+                          "2019-10-25T22:50:00Z", "gh-move-3")
+        assert (done["card"], done["status"], done["stage"]) == (OLD, "accepted", "done"), done
+        await stack.wait_state(ref, lambda s: s.stage == "done")
+    dup_after = await stack.cards.state(dup_ref)
+    assert dup_after is not None and dup_after.stage_runs == 1   # the duplicate never ran again
+
+
+@pytest.mark.stack_env(**ENV, CARDLOOP_GITHUB_TOKEN="ghp_" + "T" * 36)
+async def test_a_move_of_the_project_item_before_the_transfer_delivery_reaches_the_card(
+        stack: Stack, github: tuple[FakeGitHub, Config]) -> None:
+    fake, config = github
+    clock = Clock(0)
+    async with webhook_client(stack, config=config, clock=clock) as api:
+        fake.nodes[ITEM] = item_node(issue("octo-org/octo-repo", OLD_NODE), status="Todo")
+        stack.model.inject(delay=30.0)
+        first = await send(api, clock, "projects_v2_item", project_move("2019-10-25T22:40:00Z"),
+                           "2019-10-25T22:40:00Z", "gh-move-1")
+        assert (first["card"], first["status"], first["stage"]) == (OLD, "accepted", "planning"), first
+        ref, run_id = await planning_running(stack, OLD)
+
+        # Transferred; the project item, which holds the new issue now (a new number and node id),
+        # is moved before the transfer delivery arrives: the item leads the move to the card.
+        fake.nodes[ITEM] = item_node(issue("Codertocat/Hello-World", NEW_NODE), status="Todo")
+        early = await send(api, clock, "projects_v2_item", project_move("2019-10-25T22:47:00Z", to=None),
+                           "2019-10-25T22:47:00Z", "gh-move-2")
+        assert (early["card"], early["board_card"], early["status"], early["stage"]) == (
+            OLD, "Codertocat/Hello-World#1", "accepted", "planning"), early
+        assert "Codertocat/Hello-World#1 is the card default/github/octo-org:octo-repo#1" in early["renamed"]
+        assert stack.store.card_fields("default/github/Codertocat:Hello-World#1") is None
+        assert stack.store.board_name(OLD) == "Codertocat/Hello-World#1"
+        state = await stack.wait_state(ref, lambda s: s.status == "running")
+        assert (state.stage, state.stage_runs) == ("planning", 1)   # the move to its running stage: it goes on
+        assert (await stack.client.get_workflow_handle(ref.workflow_id).describe()).run_id == run_id
+
+        # The transfer delivery then only moves the card's repository with its issue.
+        moved = await send(api, clock, "issues", fixture_json("github/issues.transferred.json"),
+                           "2019-10-25T22:46:30Z", "gh-t-1")
+        assert (moved["kind"], moved["card"], moved["status"]) == ("edit", OLD, "accepted"), moved
+        assert "merged" not in moved
+        card = stack.store.card_fields(OLD)
+        assert card is not None and card.repo == "Codertocat/Hello-World"
+    assert not any("Hello-World" in wf for wf in await workflow_ids(stack))
+
+
+@pytest.mark.stack_env(**ENV, CARDLOOP_GITHUB_TOKEN="ghp_" + "T" * 36, CARDLOOP_STAGES__PLANNING__AUTO_ADVANCE="false")
+async def test_a_card_created_early_that_finished_a_stage_run_is_not_merged(
+        stack: Stack, github: tuple[FakeGitHub, Config]) -> None:
+    fake, config = github
+    clock = Clock(0)
+    dup = "default/github/Codertocat:Hello-World#1"
+    async with webhook_client(stack, config=config, clock=clock) as api:
+        fake.nodes[ITEM] = item_node(issue("octo-org/octo-repo", OLD_NODE), status="Done")
+        first = await send(api, clock, "projects_v2_item", project_move("2019-10-25T22:40:00Z", to=None),
+                           "2019-10-25T22:40:00Z", "gh-move-1")
+        assert (first["card"], first["stage"]) == (OLD, "done"), first
+        # The new issue is moved on another project's item and its planning runs to its end there.
+        fake.nodes[OTHER_ITEM] = item_node(issue("Codertocat/Hello-World", NEW_NODE), status="Todo")
+        other = project_move("2019-10-25T22:47:00Z", to=None)
+        other["projects_v2_item"]["node_id"] = OTHER_ITEM
+        early = await send(api, clock, "projects_v2_item", other, "2019-10-25T22:47:00Z", "gh-move-2")
+        assert (early["card"], early["stage"]) == (dup, "planning"), early
+        dup_ref = CardRef.parse(dup)
+        await stack.wait_state(dup_ref, lambda s: s.status == "idle" and bool(s.history))
+
+        # The transfer delivery finds it with work of its own: not merged, and the answer says why.
+        moved = await send(api, clock, "issues", fixture_json("github/issues.transferred.json"),
+                           "2019-10-25T22:46:30Z", "gh-t-1")
+        assert (moved["card"], moved["status"]) == (dup, "ignored"), moved
+        assert moved["reason"].startswith(f"{dup}, created for Codertocat/Hello-World#1 before this delivery said "
+                                          f"it is the card {OLD}, has finished stage runs of its own (planning "
+                                          "(run 1) completed): it is not merged"), moved["reason"]
+        assert stack.store.card_gone(dup) is None and stack.store.board_ids(OLD).names == ()
+        state = await stack.cards.state(dup_ref)
+        assert state is not None and [(r.stage, r.outcome) for r in state.history] == [("planning", "completed")]
+        again = await send(api, clock, "issues", fixture_json("github/issues.transferred.json"),
+                           "2019-10-25T22:46:30Z", "gh-t-1-again")
+        assert (again["card"], again["status"]) == (dup, "duplicate"), again

@@ -48,3 +48,21 @@ def moved(to: str | None = IN_PROGRESS, frm: str | None = TODO, **extra: Any) ->
     change["to"] = {"id": to, "color": "YELLOW"} if to else None
     change.update(extra)
     return json.dumps(data).encode()
+
+
+def repository_event(action: str, old: str, new: str) -> dict[str, Any]:
+    """GitHub's `repository` delivery (`renamed` or `transferred`) of the repository `old` named
+    `new` now: its objects (repository, organization, sender) GitHub's own from the recorded
+    issue_comment example, renamed; `changes` as GitHub's renamed (changes.repository.name.from)
+    and transferred (changes.owner.from.organization) payloads carry them."""
+    base = fixture_json("github/issue_comment.created.json")
+    repo = json.loads(json.dumps(base["repository"]).replace("Codertocat/Hello-World", new))
+    owner, name = new.split("/")
+    repo.update(name=name, full_name=new)
+    repo["owner"]["login"] = owner
+    if action == "renamed":
+        changes: dict[str, Any] = {"repository": {"name": {"from": old.split("/")[1]}}}
+    else:
+        changes = {"owner": {"from": {"organization": {**base["organization"], "login": old.split("/")[0]}}}}
+    return {"action": action, "changes": changes, "repository": repo,
+            "organization": {**base["organization"], "login": owner}, "sender": base["sender"]}

@@ -16,6 +16,7 @@ from cardloop.app.boards.adapters import build_adapters
 from cardloop.app.boards.events import BoardEvent, Ignored, WebhookError
 
 from .conftest import FakeGitHub, fixture_json, make_config
+from .github_payloads import repository_event
 
 SAMPLES: dict[str, list[tuple[str, str]]] = {   # board -> (GitHub event header, fixture)
     "github": [("projects_v2_item", "github/projects_v2_item.edited.json"),
@@ -23,7 +24,8 @@ SAMPLES: dict[str, list[tuple[str, str]]] = {   # board -> (GitHub event header,
                ("workflow_run", "github/workflow_run.completed.json"),
                ("check_suite", "github/check_suite.completed.json"),
                ("issues", "github/issues.transferred.json"), ("issues", "github/issues.opened.transferred.json"),
-               ("ping", "github/ping.json"), ("star", "github/star.created.json")],
+               ("ping", "github/ping.json"), ("star", "github/star.created.json"),
+               ("repository", "renamed"), ("repository", "transferred")],   # built by repository_event
     "linear": [("", "linear/issue_update_state.json"), ("", "linear/comment_create.json")],
     "jira": [("", "jira/issue_updated_status.json"), ("", "jira/comment_created.json")],
     "trello": [("", "trello/update_card_move.json"), ("", "trello/comment_card.json")],
@@ -60,7 +62,7 @@ def mutated(draw: st.DrawFn, board: str) -> tuple[dict[str, str], bytes]:
         event, data = "", {k: v for k, v in GENERIC.items() if draw(st.booleans())}
     else:
         event, name = draw(st.sampled_from(SAMPLES[board]))
-        data = fixture_json(name)
+        data = repository_event(name, "acme/old", "acme/new") if event == "repository" else fixture_json(name)
         if event in ("workflow_run", "check_suite") and draw(st.booleans()):
             data[event]["conclusion"] = "failure"
         if event == "projects_v2_item" and draw(st.booleans()):

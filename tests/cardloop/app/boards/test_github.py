@@ -103,7 +103,7 @@ async def test_option_ids_resolve_to_names_and_an_issue_to_its_card_id(
         kind="transition", board="github", tenant="octo", card_id="Octocoders/payments#142", delivery_id="d-7",
         from_column="Todo", to_column="In Progress", stage="coding", title="Retry failed payouts with backoff",
         body="Payouts failing with a 5xx are dropped.", url="https://github.com/Octocoders/payments/issues/142",
-        repo="Octocoders/payments", branch=None, actor="wolfy1339")]
+        repo="Octocoders/payments", branch=None, actor="wolfy1339", board_item=ITEM)]   # the item leads to the card too
 
 
 async def test_pull_request_item_carries_its_branch(adapter: GitHubAdapter, github_api: FakeGitHub) -> None:
@@ -437,7 +437,7 @@ async def test_an_archived_or_deleted_item_is_an_archive_of_its_issues_card(adap
     body = fixture_bytes("github/projects_v2_item.archived.json")
     assert await parse(adapter, "projects_v2_item", body) == [BoardEvent(
         kind="archive", board="github", tenant="octo", card_id="Octocoders/payments#142", delivery_id="d-1",
-        actor="Codertocat", gone="archived", board_uid=ARCHIVED_ISSUE)]
+        actor="Codertocat", gone="archived", board_uid=ARCHIVED_ISSUE, board_item=ARCHIVED_ITEM)]
     # Looked up by what the item held: a deleted item's own node is gone.
     assert github_api.requests[-1]["variables"] == {"content": ARCHIVED_ISSUE}
     deleted = fixture_json("github/projects_v2_item.archived.json")

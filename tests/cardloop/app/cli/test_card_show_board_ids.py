@@ -40,3 +40,15 @@ async def test_card_show_and_say_by_the_boards_new_id(stack: Stack, tmp_path: Pa
     for missing in ("acme/linear/OPS-10", "globex/linear/OPS-9", "acme/jira/OPS-9"):
         refused = await cardloop(env, "card", "show", missing)
         assert refused.returncode == 2 and "is not known to the store" in refused.stderr, (missing, refused.stderr)
+
+
+async def test_card_show_of_a_card_named_back_to_its_first_id(stack: Stack, tmp_path: Path) -> None:
+    env = cli_env(stack, tmp_path)
+    ref = stack.cards.import_card(small_card("ENG-6", board="linear", branch="card/ENG-6"))
+    stack.store.remember_board_ids(ref.key, name="OPS-9")
+    stack.store.remember_board_ids(ref.key, name="ENG-6")   # moved back to its first team
+    shown = await cardloop(env, "card", "show", "acme/linear/OPS-9")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert shown.stdout.startswith("card acme/linear/ENG-6: "), shown.stdout
+    assert "on linear ENG-6 again (OPS-9 reach it too)" in shown.stdout, shown.stdout
+    assert "now" not in shown.stdout.splitlines()[1], shown.stdout
