@@ -4,7 +4,6 @@ and a store on SQLite and PostgreSQL, the Temporal dev server and a whole stack 
 from __future__ import annotations
 
 import asyncio
-import secrets
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from cardloop.app.scripted_model import ScriptedModel, load_transcript
 from cardloop.app.worker import build_worker
 from cardloop.prompts.tokens import TokenCounter
 from cardloop.store import Store
-from tests.postgres import PG_URL, in_ci, schema_url
+from tests.postgres import PG_URL, fresh_schema, in_ci
 from tests.repos import make_payments_repo
 from tests.stack import TRANSCRIPT, Stack, make_config, terminate_running
 
@@ -81,15 +80,8 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path}/store.sqlite"
         return
-    admin: Engine = request.getfixturevalue("postgres_admin")
-    schema = f"t_{secrets.token_hex(6)}"
-    with admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    try:
-        yield schema_url(schema)
-    finally:
-        with admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+    with fresh_schema(request.getfixturevalue("postgres_admin")) as url:
+        yield url
 
 
 @pytest.fixture

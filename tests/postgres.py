@@ -26,6 +26,19 @@ def schema_url(schema: str, user: str | None = None) -> str:
     return url.render_as_string(hide_password=False)
 
 
+@contextmanager
+def fresh_schema(admin: Engine, prefix: str = "t") -> Iterator[str]:
+    """A new schema's store URL (PG_URL with it on the search path); the schema is dropped after."""
+    schema = f"{prefix}_{secrets.token_hex(6)}"
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
+    try:
+        yield schema_url(schema)
+    finally:
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+
+
 def drop_roles(admin: Engine, *roles: str) -> None:
     for role in roles:
         with admin.begin() as conn:

@@ -6,7 +6,6 @@ runs here too; the deeper local pass (CARDLOOP_FUZZ_EXAMPLES) applies to both.""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 
 import pytest
@@ -22,18 +21,12 @@ from tests.cardloop.app.api.test_api_fuzz import (  # noqa: F401  (collected her
     test_tenant_routes_refuse_bad_input_and_store_nothing,
     test_webhooks_refuse_bad_deliveries_in_their_shape_and_never_apply_twice,
 )
-from tests.postgres import schema_url
+from tests.postgres import fresh_schema
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(300)]
 
 
 @pytest.fixture
 def stack_db_url(postgres_admin: Engine) -> Iterator[str]:
-    schema = f"fuzz_{secrets.token_hex(6)}"
-    with postgres_admin.begin() as conn:
-        conn.exec_driver_sql(f"CREATE SCHEMA {schema}")
-    try:
-        yield schema_url(schema)
-    finally:
-        with postgres_admin.begin() as conn:
-            conn.exec_driver_sql(f"DROP SCHEMA {schema} CASCADE")
+    with fresh_schema(postgres_admin, "fuzz") as url:
+        yield url
