@@ -24,6 +24,10 @@ _PATH = re.compile(
     r"(?<![\w@.+-])((?:[A-Za-z]:)?/?(?:[\w@.+-]+/)*[\w@+-][\w@.+-]*\.[A-Za-z][A-Za-z0-9]{0,9})"
     r"(?:(?::|#L|\(|\", line )(\d{1,7}))?"
 )
+# Where _paths tries _PATH: what may begin one, after no path character. A chain: path
+# characters with single slashes between, no drive, no leading "/".
+_PATH_START = re.compile(r"(?<![\w@.+-])[\w@.+/-]")
+_PATH_CHAIN = re.compile(r"[\w@.+-]+(?:/[\w@.+-]+)*")
 # `app.webhooks.retry` or `app.webhooks.retry.compute_backoff`: at least two dotted parts.
 _MODULE = re.compile(r"(?<![\w./-])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?![\w/(-])")
 # Installed libraries and toolchains: a frame there is not in the repository even when its
@@ -157,6 +161,26 @@ def _node_ids(text: str) -> Iterator[re.Match[str]]:
             pos = start.start()
 
 
+def _paths(text: str) -> Iterator[re.Match[str]]:
+    """_PATH.finditer(text), in linear time. finditer tried each segment of "a/a/a/..." to the
+    chain's end (8,000 characters: 1 s). A match at a segment of a chain means one at the
+    chain's start (its segments go first), so when that start fails, the rest of the chain is
+    skipped, but for a last letter before ":" (a drive, "a/C:/x.py")."""
+    pos = 0
+    while (start := _PATH_START.search(text, pos)) is not None:
+        s = start.start()
+        m = _PATH.match(text, s)
+        if m:
+            yield m
+            pos = m.end()
+            continue
+        pos = s + 1
+        if text[s] != "/" and text[s + 1:s + 2] != ":":
+            end = _PATH_CHAIN.match(text, s).end()  # type: ignore[union-attr]
+            drive = text[end:end + 1] == ":" and end - 2 > s and text[end - 2] == "/"
+            pos = max(pos, end - 1 if drive else end)
+
+
 def find_mentions(texts: Sequence[str], resolver: PathResolver) -> list[Mention]:
     """Files named in `texts` (oldest first), most recently mentioned first."""
     found: dict[str, Mention] = {}
@@ -184,7 +208,7 @@ def find_mentions(texts: Sequence[str], resolver: PathResolver) -> list[Mention]
         for m in _node_ids(text):
             name = m.group(2).rsplit("::", 1)[-1].split("[", 1)[0]
             note(resolve(m.group(1)), m.start(), None, name)
-        for m in _PATH.finditer(text):
+        for m in _paths(text):
             line = int(m.group(2)) if m.group(2) else None
             note(resolve(m.group(1)), m.start(), line, None)
         for m in _MODULE.finditer(text):
@@ -199,7 +223,7 @@ def unresolved_paths(texts: Sequence[str], resolver: PathResolver, limit: int = 
     """Path-looking mentions with a directory that match no file (for the notes)."""
     out: list[str] = []
     for text in reversed(texts):
-        for m in _PATH.finditer(text):
+        for m in _paths(text):
             raw = m.group(1)
             if "/" in raw.strip("/") and not _FOREIGN.search(raw) and not raw.startswith(("http", "//")) \
                     and not resolver.resolve(raw) and raw not in out:
