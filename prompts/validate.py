@@ -406,13 +406,17 @@ def _violations(text: str) -> list[ValidationIssue]:
                 if len(snippet) > 80:
                     snippet = snippet[:77] + "..."
                 found[key] = ValidationIssue(p.category, f"{p.label}: {snippet!r}", start, end)
-    # Within a category, a span inside a longer one says nothing new.
+    # Within a category, a span inside a longer one says nothing new. In this order every kept
+    # span starts at or before the current one, so it lies inside one exactly when a kept span
+    # of its category reaches as far: the farthest end per category says it, where comparing
+    # with every kept span was quadratic (16,000 characters of "DAN " took 1.1 s).
     issues = sorted(found.values(), key=lambda i: (i.start, -i.end, i.category))
     kept: list[ValidationIssue] = []
+    reach: dict[str, int] = {}
     for issue in issues:
-        if not any(k.category == issue.category and k.start <= issue.start
-                   and issue.end <= k.end for k in kept):
+        if reach.get(issue.category, -1) < issue.end:
             kept.append(issue)
+            reach[issue.category] = issue.end
     return sorted(kept, key=lambda i: (i.start, i.end, i.category))
 
 

@@ -11,7 +11,7 @@ from cardloop.prompts.scrub import Scrubber
 from cardloop.prompts.settings import HistorySettings
 from cardloop.prompts.tokens import TokenCounter
 from tests.prompts.fake_secrets import ANTHROPIC
-from tests.prompts.helpers import chat, tool_exchange
+from tests.prompts.helpers import chat, cpu_best, tool_exchange
 
 
 def fitter(counter: TokenCounter) -> HistoryFitter:
@@ -214,3 +214,43 @@ def test_a_message_with_nothing_to_redact_is_not_copied() -> None:
     secret = Message(role="user", author="dev", id="m2", content=f"key {ANTHROPIC}")
     redacted = scrubber.scrub_message(secret)
     assert ANTHROPIC not in redacted.content and secret.content.endswith(ANTHROPIC)
+
+
+# --- adversarial sizes: linear, not quadratic --------------------------------------------------
+
+
+def test_blank_lines_cost_pinned_facts_about_what_other_lines_cost() -> None:
+    """`^\\s*` in the command pattern crossed newlines: each line start of a run of blank lines
+    walked to the run's end (8,000 newlines took 2.8 s, 16,000 took 9.7 s)."""
+    from cardloop.prompts.history import extract_pinned_facts
+
+    def facts(text: str) -> object:
+        return extract_pinned_facts((Message(role="user", content=text),), (text,))
+
+    blank, plain = "\n" * 8_000, "x\n" * 4_000
+    # Same length: linear, about the same time; before, several hundred times more.
+    assert cpu_best(facts, blank) <= 10 * max(cpu_best(facts, plain), 0.001)
+    # Still found across blank lines and indentation, as before.
+    assert facts("\n\n  \n  $ pytest -q tests\n")["commands"] == ["pytest -q tests"]  # type: ignore[index]
+
+
+def test_pinned_facts_shrink_with_few_counts() -> None:
+    """Dropping one fact and recounting the whole block each time was quadratic: 2,000 paths
+    took 11.6 s. The block after k drops is known without making them one at a time."""
+    from cardloop.prompts.history import render_pinned
+
+    counted: list[int] = []
+    tokens = TokenCounter()
+
+    def count(text: str) -> int:
+        counted.append(len(text))
+        return tokens.count(text)
+
+    facts = {"errors": [f"E{i}: failed" for i in range(50)],
+             "files": [f"src/m{i}/f{i}.py" for i in range(2_000)], "commands": ["pytest -q"]}
+    block = render_pinned(facts, 0, 5, 500, count)
+    assert tokens.count(block) <= 500 < tokens.count(render_pinned(facts, 0, 5, 10_000, tokens.count))
+    # The newest facts stay, the oldest of the longest list go first.
+    assert "src/m1999/f1999.py" in block and "src/m0/f0.py" not in block and "- pytest -q" in block
+    # A bisection: about log2(2,051) counts, each at most the whole block.
+    assert len(counted) <= 16 and sum(counted) <= 16 * counted[0]

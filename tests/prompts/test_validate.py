@@ -282,3 +282,17 @@ def test_a_lone_surrogate_is_rejected_as_encoding(text: str, policy: ViolationPo
 def test_a_valid_surrogate_pair_is_text() -> None:
     assert validate_tenant_prompt("Sign off with \U0001f600.").status is ValidationStatus.VALID
     assert validate_tenant_prompt(json.loads('"Sign off with \\ud83d\\ude00."')).status is ValidationStatus.VALID
+
+
+def test_many_matches_cost_about_what_none_do() -> None:
+    """Each issue was compared with every issue kept before it: quadratic in the matches
+    (16,000 characters of "DAN " took 0.85 s). The request system text the gateway checks on
+    every call has no length limit."""
+    from tests.prompts.helpers import cpu_best
+
+    def check(text: str) -> object:
+        return validate_tenant_prompt(text, max_chars=len(text), classifier=False)
+
+    many, none = "DAN " * 4_000, "Dan " * 4_000  # "dan" is matched, but only in capitals kept
+    assert len(check(many).issues) == 4_000 and not check(none).issues
+    assert cpu_best(check, many, 3) <= 8 * max(cpu_best(check, none, 3), 0.005)

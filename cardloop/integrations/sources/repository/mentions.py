@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from cardloop.integrations.sources.ranking import BM25Index, merge_queries, term_counts
@@ -17,11 +17,17 @@ from cardloop.prompts.card import Card
 _PY_FRAME = re.compile(r'File "([^"\n]+)", line (\d+)(?:, in ([\w<>.]+))?')
 # `tests/test_retry.py::test_backoff[slow]` or `tests/test_retry.py::TestRetry::test_backoff`
 _NODE_ID = re.compile(r"((?:[\w.@+-]+/)*[\w.@+-]+\.py)((?:::[\w.-]+)+)")
+# Where _node_ids tries _NODE_ID: a path character after none, or after "/" with none before it.
+_NODE_START = re.compile(r"(?<![\w.@+-])(?<![\w.@+-]/)[\w.@+-]")
 # A path with an extension, optionally followed by a line: `a/b.go:42`, `a/b.ts(42,7)`, `#L42`.
 _PATH = re.compile(
     r"(?<![\w@.+-])((?:[A-Za-z]:)?/?(?:[\w@.+-]+/)*[\w@+-][\w@.+-]*\.[A-Za-z][A-Za-z0-9]{0,9})"
     r"(?:(?::|#L|\(|\", line )(\d{1,7}))?"
 )
+# Where _paths tries _PATH: what may begin one, after no path character. A chain: path
+# characters with single slashes between, no drive, no leading "/".
+_PATH_START = re.compile(r"(?<![\w@.+-])[\w@.+/-]")
+_PATH_CHAIN = re.compile(r"[\w@.+-]+(?:/[\w@.+-]+)*")
 # `app.webhooks.retry` or `app.webhooks.retry.compute_backoff`: at least two dotted parts.
 _MODULE = re.compile(r"(?<![\w./-])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?![\w/(-])")
 # Installed libraries and toolchains: a frame there is not in the repository even when its
@@ -134,6 +140,47 @@ def card_texts(card: Card) -> list[str]:
     return texts
 
 
+def _node_ids(text: str) -> Iterator[re.Match[str]]:
+    """_NODE_ID.finditer(text), in linear time. finditer tried every position, and _NODE_ID has
+    nothing to anchor it: each one of a long run of path characters (a base64 blob, a minified
+    bundle) was matched to the run's end (100,000 characters of "a": 92 s). A match at a position
+    after a path character, or after "x/", means one a character or "x/" earlier, so after a
+    failed try the next that can match is the next start of a run (_NODE_START)."""
+    pos = 0
+    while pos < len(text):
+        m = _NODE_ID.match(text, pos)
+        if m:
+            yield m
+            pos = m.end()
+        elif text[pos] == "/":  # "x/" before pos+1 may be a match's end, not a failed try
+            pos += 1
+        else:
+            start = _NODE_START.search(text, pos + 1)
+            if start is None:
+                return
+            pos = start.start()
+
+
+def _paths(text: str) -> Iterator[re.Match[str]]:
+    """_PATH.finditer(text), in linear time. finditer tried each segment of "a/a/a/..." to the
+    chain's end (8,000 characters: 1 s). A match at a segment of a chain means one at the
+    chain's start (its segments go first), so when that start fails, the rest of the chain is
+    skipped, but for a last letter before ":" (a drive, "a/C:/x.py")."""
+    pos = 0
+    while (start := _PATH_START.search(text, pos)) is not None:
+        s = start.start()
+        m = _PATH.match(text, s)
+        if m:
+            yield m
+            pos = m.end()
+            continue
+        pos = s + 1
+        if text[s] != "/" and text[s + 1:s + 2] != ":":
+            end = _PATH_CHAIN.match(text, s).end()  # type: ignore[union-attr]
+            drive = text[end:end + 1] == ":" and end - 2 > s and text[end - 2] == "/"
+            pos = max(pos, end - 1 if drive else end)
+
+
 def find_mentions(texts: Sequence[str], resolver: PathResolver) -> list[Mention]:
     """Files named in `texts` (oldest first), most recently mentioned first."""
     found: dict[str, Mention] = {}
@@ -158,10 +205,10 @@ def find_mentions(texts: Sequence[str], resolver: PathResolver) -> list[Mention]
         for m in _PY_FRAME.finditer(text):
             func = m.group(3)
             note(resolve(m.group(1)), m.start(), int(m.group(2)), func if func and func[0] != "<" else None)
-        for m in _NODE_ID.finditer(text):
+        for m in _node_ids(text):
             name = m.group(2).rsplit("::", 1)[-1].split("[", 1)[0]
             note(resolve(m.group(1)), m.start(), None, name)
-        for m in _PATH.finditer(text):
+        for m in _paths(text):
             line = int(m.group(2)) if m.group(2) else None
             note(resolve(m.group(1)), m.start(), line, None)
         for m in _MODULE.finditer(text):
@@ -176,7 +223,7 @@ def unresolved_paths(texts: Sequence[str], resolver: PathResolver, limit: int = 
     """Path-looking mentions with a directory that match no file (for the notes)."""
     out: list[str] = []
     for text in reversed(texts):
-        for m in _PATH.finditer(text):
+        for m in _paths(text):
             raw = m.group(1)
             if "/" in raw.strip("/") and not _FOREIGN.search(raw) and not raw.startswith(("http", "//")) \
                     and not resolver.resolve(raw) and raw not in out:

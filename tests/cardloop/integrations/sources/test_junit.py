@@ -388,3 +388,43 @@ def test_a_long_assertion_diff_shows_what_differs_not_only_its_last_lines() -> N
         if len(later) <= 6:
             block = _failure_block(1, t, 12)
             assert all(f"| {lines[k][:200]}" in block for k in later), t.name
+
+
+# --- where a test failed, on adversarial failure texts: linear, not quadratic ----------------
+
+
+def _cpu_best(fn, arg: str, reps: int = 3) -> float:  # type: ignore[no-untyped-def]
+    import time
+
+    best = float("inf")
+    for _ in range(reps):
+        t = time.process_time()
+        fn(arg)
+        best = min(best, time.process_time() - t)
+    return best
+
+
+@pytest.mark.parametrize("family", ["blank lines", "') in ' on one line"])
+def test_failure_texts_cost_failed_at_in_about_their_length(family: str) -> None:
+    """`^\\s*` walked every line start of a run of blank lines to its end (8,000 newlines:
+    2.4 s), and each ") in " of a .NET-looking line was tried to the line's end (16,000
+    characters: 0.57 s)."""
+    from cardloop.integrations.sources.junit_where import failed_at_in
+
+    text = "\n" * 16_000 if family == "blank lines" else "  at A.b(" + ") in " * 3_200
+    plain = "x\n" * 8_000 if family == "blank lines" else "  at A.b(" + "x in " * 3_200
+    assert len(text) == len(plain)
+    took = _cpu_best(lambda t: failed_at_in(t, "A"), text)
+    # Same length: linear, about the same time; before, hundreds of times more.
+    assert took <= 10 * max(_cpu_best(lambda t: failed_at_in(t, "A"), plain), 0.002)
+
+
+def test_frames_after_blank_lines_are_still_found() -> None:
+    from cardloop.integrations.sources.junit_where import failed_at_in
+
+    assert failed_at_in("boom\n\n  \n    at Ns.FooTests.Bar() in C:\\src\\FooTests.cs:line 27\n", "Ns") \
+        == "C:\\src\\FooTests.cs:27"
+    assert failed_at_in("Error\n\n\n\tat com.acme.FooTest.bar(FooTest.java:17)", "com.acme.FooTest") \
+        == "com/acme/FooTest.java:17"
+    assert failed_at_in("\n\n   x_test.go:6: bad\n", "") == "x_test.go:6"
+    assert failed_at_in("\n\n    at Object.<anonymous> (src/a.test.js:3:9)\n", "") == "src/a.test.js:3"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import fcntl
 import os
+import random
 import subprocess
 import threading
 import time
@@ -633,3 +634,47 @@ def test_the_token_is_never_on_the_command_line(tmp_path: Path, counter: TokenCo
     assert keys["credential.helper"] == ""
     assert source.checkouts.scrub(f"fatal: unable to access 'https://x-access-token:{TOKEN}@github.com/a/b.git/'") == (
         "fatal: unable to access 'https://***@github.com/a/b.git/'")
+
+
+# --- mentions on adversarial texts: linear, not quadratic -------------------------------------
+
+
+def _cpu_best(fn, arg: object, reps: int = 3) -> float:  # type: ignore[no-untyped-def]
+    best = float("inf")
+    for _ in range(reps):
+        t = time.process_time()
+        fn(arg)
+        best = min(best, time.process_time() - t)
+    return best
+
+
+@pytest.mark.parametrize("family", ["one run", "base64", "segments"])
+def test_a_long_run_of_path_characters_costs_mentions_about_its_length(family: str) -> None:
+    """_NODE_ID has nothing to anchor it: finditer matched from each position of a run of path
+    characters to the run's end (16,000 characters of "a": 2.4 s; 16,000 of base64: 1.2 s);
+    _PATH from each segment of "a/a/a/..." to the chain's end (16,000 characters: 3.8 s)."""
+    from cardloop.integrations.sources.repository.mentions import PathResolver, find_mentions
+
+    rng = random.Random(7)
+    size = 12_000
+    text = {"one run": "a" * size, "segments": "a/" * (size // 2),
+            "base64": base64.b64encode(rng.randbytes(size * 3 // 4)).decode()}[family]
+    plain = ("lorem ipsum " * size)[:size]
+    resolver = PathResolver(["tests/test_x.py"])
+    took = _cpu_best(lambda t: find_mentions([t], resolver), text)
+    # Same length: linear, about the same time; before, hundreds of times more.
+    assert took <= 10 * max(_cpu_best(lambda t: find_mentions([t], resolver), plain), 0.002)
+    found = find_mentions([text + " tests/test_x.py::test_y"], resolver)
+    assert [(m.path, m.names) for m in found] == [("tests/test_x.py", ["test_y"])]
+
+
+def test_node_ids_and_paths_are_found_as_finditer_finds_them() -> None:
+    from cardloop.integrations.sources.repository.mentions import _NODE_ID, _PATH, _node_ids, _paths
+
+    for text in ("a.py::t/b.py::u", "x//tests/a.py::T::t[1] and c/d.py::e", "a.py::t@b.py::u", "/a/b.py::c"):
+        assert [m.span() for m in _node_ids(text)] == [m.span() for m in _NODE_ID.finditer(text)]
+    rng = random.Random(3)
+    for _ in range(3_000):  # the shapes the skips reason about: chains, drives, "//", line suffixes
+        text = "".join(rng.choice(["a", "/", "//", "C:", ":", ".py", ".", "-", " ", "(", ":12", "#L3"])
+                       for _ in range(rng.randint(0, 16)))
+        assert [(m.span(), m.groups()) for m in _paths(text)] == [(m.span(), m.groups()) for m in _PATH.finditer(text)]
