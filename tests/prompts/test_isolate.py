@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cardloop.prompts.isolate import RESERVED_TAGS, SAFE_LT, neutralize, untrusted_frame, wrap_untrusted
+from tests.prompts.helpers import cpu_best
 
 # "<", optional invisible gap and "/", then a reserved name: what must never survive.
 _LIVE_TAG = re.compile(
@@ -164,3 +165,13 @@ def test_neutralize_is_idempotent_and_only_swaps_brackets(text: str) -> None:
     for a, b in zip(text, once, strict=True):
         assert a == b or (b == SAFE_LT and a in "<\uff1c\ufe64")
     assert not _LIVE_TAG.search(once)
+
+
+@pytest.mark.parametrize("gap", [" ", "\u200b", " \t\n"])
+def test_a_long_gap_after_a_lt_costs_about_its_length(gap: str) -> None:
+    # Before: the two gaps around the optional slash backtracked over each other, quadratic in
+    # the gap's length: "<" and 25,000 spaces took 100 s, so a card body or log could stall a worker.
+    long_gap = "<" + gap * (40_000 // len(gap))
+    plain = "a" * len(long_gap)  # the same length, one regex scan and no "<"
+    assert cpu_best(neutralize, long_gap) <= 50 * max(cpu_best(neutralize, "<" + plain), 0.001)
+    assert neutralize(long_gap + "card>") == SAFE_LT + long_gap[1:] + "card>"
