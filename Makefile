@@ -28,11 +28,12 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check .
 
-# Two worker processes, each test file on one of them (module fixtures start once): about 40%
-# less wall time than one process on a 2-core machine. `pytest` alone still runs serially.
+# Three worker processes on two cores, each test file on one of them (module fixtures start once):
+# the stack tests spend most of their time waiting on Temporal, subprocesses and timers (with two
+# workers a full run kept 1.4 of the 2 cores busy). `pytest` alone still runs serially.
 # Files go out heaviest first (tests/conftest.py), not by their number of tests.
 test: lint bytecode
-	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15
+	$(BIN)/pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=15
 
 bench: setup
 	$(BIN)/python bench/assemble.py
