@@ -15,6 +15,7 @@ from cardloop.integrations.sources.junit import FailedTest, JUnitReport, parse_j
 from cardloop.prompts.stages import Stage
 from cardloop.prompts.tokens import TokenCounter
 from tests.cardloop.integrations.sources.fake_github import REPO, FakeGitHub, card, req, seed_tests
+from tests.prompts.helpers import cpu_best
 
 FIXTURES = Path(__file__).parent / "fixtures" / "junit"
 
@@ -393,17 +394,6 @@ def test_a_long_assertion_diff_shows_what_differs_not_only_its_last_lines() -> N
 # --- where a test failed, on adversarial failure texts: linear, not quadratic ----------------
 
 
-def _cpu_best(fn, arg: str, reps: int = 3) -> float:  # type: ignore[no-untyped-def]
-    import time
-
-    best = float("inf")
-    for _ in range(reps):
-        t = time.process_time()
-        fn(arg)
-        best = min(best, time.process_time() - t)
-    return best
-
-
 @pytest.mark.parametrize("family", ["blank lines", "') in ' on one line"])
 def test_failure_texts_cost_failed_at_in_about_their_length(family: str) -> None:
     """`^\\s*` walked every line start of a run of blank lines to its end (8,000 newlines:
@@ -414,9 +404,9 @@ def test_failure_texts_cost_failed_at_in_about_their_length(family: str) -> None
     text = "\n" * 16_000 if family == "blank lines" else "  at A.b(" + ") in " * 3_200
     plain = "x\n" * 8_000 if family == "blank lines" else "  at A.b(" + "x in " * 3_200
     assert len(text) == len(plain)
-    took = _cpu_best(lambda t: failed_at_in(t, "A"), text)
+    took = cpu_best(lambda t: failed_at_in(t, "A"), text, reps=3)
     # Same length: linear, about the same time; before, hundreds of times more.
-    assert took <= 10 * max(_cpu_best(lambda t: failed_at_in(t, "A"), plain), 0.002)
+    assert took <= 10 * max(cpu_best(lambda t: failed_at_in(t, "A"), plain, reps=3), 0.002)
 
 
 def test_frames_after_blank_lines_are_still_found() -> None:

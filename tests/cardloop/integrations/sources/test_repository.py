@@ -31,6 +31,7 @@ from cardloop.integrations.upstream import UpstreamError
 from cardloop.prompts.card import Card, ContextItem, ContextKind, Message, ToolCall
 from cardloop.prompts.stages import Stage
 from cardloop.prompts.tokens import TokenCounter
+from tests.prompts.helpers import cpu_best
 
 REPO = "acme/payments"
 TOKEN = "ghs_S3cretT0kenValue0123456789abcdef"
@@ -639,15 +640,6 @@ def test_the_token_is_never_on_the_command_line(tmp_path: Path, counter: TokenCo
 # --- mentions on adversarial texts: linear, not quadratic -------------------------------------
 
 
-def _cpu_best(fn, arg: object, reps: int = 3) -> float:  # type: ignore[no-untyped-def]
-    best = float("inf")
-    for _ in range(reps):
-        t = time.process_time()
-        fn(arg)
-        best = min(best, time.process_time() - t)
-    return best
-
-
 @pytest.mark.parametrize("family", ["one run", "base64", "segments"])
 def test_a_long_run_of_path_characters_costs_mentions_about_its_length(family: str) -> None:
     """_NODE_ID has nothing to anchor it: finditer matched from each position of a run of path
@@ -661,9 +653,9 @@ def test_a_long_run_of_path_characters_costs_mentions_about_its_length(family: s
             "base64": base64.b64encode(rng.randbytes(size * 3 // 4)).decode()}[family]
     plain = ("lorem ipsum " * size)[:size]
     resolver = PathResolver(["tests/test_x.py"])
-    took = _cpu_best(lambda t: find_mentions([t], resolver), text)
+    took = cpu_best(lambda t: find_mentions([t], resolver), text, reps=3)
     # Same length: linear, about the same time; before, hundreds of times more.
-    assert took <= 10 * max(_cpu_best(lambda t: find_mentions([t], resolver), plain), 0.002)
+    assert took <= 10 * max(cpu_best(lambda t: find_mentions([t], resolver), plain, reps=3), 0.002)
     found = find_mentions([text + " tests/test_x.py::test_y"], resolver)
     assert [(m.path, m.names) for m in found] == [("tests/test_x.py", ["test_y"])]
 
