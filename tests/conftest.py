@@ -24,7 +24,7 @@ from cardloop.prompts.tokens import TokenCounter
 from cardloop.store import Store
 from tests.postgres import PG_URL, fresh_schema, in_ci
 from tests.repos import make_payments_repo
-from tests.stack import TRANSCRIPT, Stack, make_config, terminate_running
+from tests.stack import NO_OUR_PYTEST_PLUGINS, TRANSCRIPT, Stack, make_config, terminate_running
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_CARD = ROOT / "examples" / "card.json"
@@ -43,6 +43,10 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if name.startswith("CARDLOOP_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("CARDLOOP_PATHS__PROMPT_OVERRIDES", str(tmp_path / "no-overrides"))
+    # The sample repository's tests run without our own pytest plugins (tests/stack.py says why).
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    for name, value in NO_OUR_PYTEST_PLUGINS.items():
+        monkeypatch.setenv(name, value)
 
 
 @pytest.fixture

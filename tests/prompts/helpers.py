@@ -82,5 +82,21 @@ def cpu_best(fn: Callable[[Any], object], arg: object, reps: int = 5) -> float:
     return best
 
 
-__all__ = ["T0", "TenantPrompt", "TokenBudget", "assemble", "assembler", "card", "chat", "cpu_best", "item",
+def cpu_pair(fn: Callable[[Any], object], a: object, b: object, reps: int = 5) -> tuple[float, float]:
+    """The least CPU time of fn(a) and of fn(b), the calls taken in turn: a busy spell of the
+    machine (other test workers, Temporal servers) then slows both sides of a ratio, not one."""
+    best_a = best_b = float("inf")
+    for _ in range(reps):
+        for arg, slot in ((a, 0), (b, 1)):
+            t = time.process_time()
+            fn(arg)
+            took = time.process_time() - t
+            if slot == 0:
+                best_a = min(best_a, took)
+            else:
+                best_b = min(best_b, took)
+    return best_a, best_b
+
+
+__all__ = ["T0", "TenantPrompt", "TokenBudget", "assemble", "assembler", "card", "chat", "cpu_best", "cpu_pair", "item",
            "settings", "tool_exchange", "total_of"]
