@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cardloop.app.devserver import free_port
 from tests.conftest import ROOT
-from tests.stack import NO_SOURCES
+from tests.stack import NO_OUR_PYTEST_PLUGINS, NO_SOURCES
 
 CLI = Path(sys.executable).parent / "cardloop"
 
@@ -26,7 +26,7 @@ def isolated_env(tmp_path: Path) -> tuple[dict[str, str], dict[str, int]]:
     env.update({"HOME": str(tmp_path), "CARDLOOP_DEV__DATA_DIR": str(tmp_path / "data"),
                 "CARDLOOP_DEV__TEMPORAL_PORT": str(ports["temporal"]), "CARDLOOP_DEV__UI_PORT": str(ports["ui"]),
                 "CARDLOOP_API_PORT": str(ports["api"]), "CARDLOOP_PATHS__PROMPT_OVERRIDES": "/nonexistent",
-                **NO_SOURCES})
+                **NO_SOURCES, **NO_OUR_PYTEST_PLUGINS})
     return env, ports
 
 
