@@ -63,8 +63,9 @@ NO_BOARD_WRITES = {f"CARDLOOP_BOARDS__{board.upper()}__WRITE_TOKEN_ENV": '""'
 # load our own dev plugins (hypothesis, xdist, asyncio, anyio, timeout): 1.9 s a run instead of
 # 0.36 s on a slow machine, and the suite runs them often. The sample repository needs none;
 # tests/conftest.py sets the variable for every test, the sandbox's allow-list passes it on.
-NO_OUR_PYTEST_PLUGINS = {"CARDLOOP_WORKSPACE__SANDBOX__ENV_ALLOW": json.dumps(
-    [*SandboxConfig().env_allow, "PYTEST_DISABLE_PLUGIN_AUTOLOAD"])}
+# Tests that build a Sandbox themselves pass SAMPLE_REPO_ENV_ALLOW.
+SAMPLE_REPO_ENV_ALLOW = (*SandboxConfig().env_allow, "PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+NO_OUR_PYTEST_PLUGINS = {"CARDLOOP_WORKSPACE__SANDBOX__ENV_ALLOW": json.dumps(list(SAMPLE_REPO_ENV_ALLOW))}
 
 
 def make_config(server_address: str, task_queue: str, **env: str) -> Config:

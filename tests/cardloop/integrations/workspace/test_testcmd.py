@@ -6,10 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from cardloop.integrations.workspace import Sandbox, detect_test_command, repository_test_command, run_tests
+from cardloop.integrations.workspace import (
+    Sandbox,
+    SandboxLimits,
+    detect_test_command,
+    repository_test_command,
+    run_tests,
+)
 from cardloop.integrations.workspace.manager import WorkspaceManager
 from cardloop.integrations.workspace.testcmd import PYTEST
 from tests.cardloop.integrations.workspace.conftest import make_card
+from tests.stack import SAMPLE_REPO_ENV_ALLOW
 
 
 @pytest.mark.parametrize(("files", "command"), [
@@ -43,10 +50,10 @@ def test_the_sample_repository_fails_then_passes(manager: WorkspaceManager) -> N
     ws = manager.open(make_card())
     command, why = detect_test_command(ws.path) or ("", "")
     assert why == "detected: pyproject.toml [tool.pytest]"
-    before = run_tests(command, Sandbox(), ws.path, ws.home)
+    before = run_tests(command, Sandbox(SandboxLimits(env_allow=SAMPLE_REPO_ENV_ALLOW)), ws.path, ws.home)
     assert not before.passed and before.exit_code == 1
     assert "test_backoff_schedule_caps_at_max_delay" in before.output and "1 failed, 3 passed" in before.output
     retry = ws.path / "app" / "webhooks" / "retry.py"
     retry.write_text(retry.read_text().replace("        return raw\n", "        return min(raw, self.max_delay)\n"))
-    after = run_tests(command, Sandbox(), ws.path, ws.home)
+    after = run_tests(command, Sandbox(SandboxLimits(env_allow=SAMPLE_REPO_ENV_ALLOW)), ws.path, ws.home)
     assert after.passed and "4 passed" in after.output

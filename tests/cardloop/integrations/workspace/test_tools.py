@@ -14,6 +14,7 @@ from cardloop.integrations.workspace.manager import Workspace, WorkspaceManager
 from cardloop.integrations.workspace.tools import READ_ONLY, TOOLS, Toolbox, ToolContext
 from cardloop.prompts.stages import Stage
 from tests.cardloop.integrations.workspace.conftest import make_card
+from tests.stack import SAMPLE_REPO_ENV_ALLOW
 
 ALL = tuple(TOOLS)
 RETRY = "app/webhooks/retry.py"
@@ -26,7 +27,8 @@ def ws(manager: WorkspaceManager) -> Workspace:
 
 @pytest.fixture
 def box(ws: Workspace) -> Toolbox:
-    return Toolbox(ToolContext(ws.path, ws.home, Sandbox(SandboxLimits(timeout=60))), ALL)
+    sandbox = Sandbox(SandboxLimits(timeout=60, env_allow=SAMPLE_REPO_ENV_ALLOW))
+    return Toolbox(ToolContext(ws.path, ws.home, sandbox), ALL)
 
 
 def test_read_file_whole_and_by_line_range(box: Toolbox) -> None:
