@@ -1,4 +1,5 @@
-"""`cardloop config show` / `config check` as a user runs them (issue 12 item 7)."""
+"""`cardloop config show` / `config check` as a user runs them (issue 12 item 7): in this process
+(inproc.py says why), `config show` as the installed script."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.cardloop.app.cli.inproc import run_cli
 from tests.cardloop.app.cli.procs import CLI
 from tests.conftest import BUNDLED_CONFIG, ROOT
 
@@ -21,16 +23,24 @@ SECRET_VALUES = {
 }
 
 
-def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """The command with exactly `env` over the machine's environment less its cardloop and model variables."""
+def clean_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` over the machine's environment less its cardloop and model variables."""
     base = {k: v for k, v in os.environ.items()
             if not k.startswith(("CARDLOOP_", "ANTHROPIC_", "OPENAI_", "GEMINI_", "TEMPORAL_")) and k != "DATABASE_URL"}
-    return subprocess.run([str(CLI), *args], capture_output=True, text=True, cwd=ROOT, env={**base, **env},
+    return {**base, **env}
+
+
+def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return run_cli(args, env=clean_env(env))
+
+
+def run_script(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CLI), *args], capture_output=True, text=True, cwd=ROOT, env=clean_env(env),
                           timeout=60)
 
 
 def test_show_names_the_store_in_use_and_every_secret_without_a_value() -> None:
-    out = run("config", "show", env=SECRET_VALUES)
+    out = run_script("config", "show", env=SECRET_VALUES)
     assert out.returncode == 0, out.stderr
     for value in SECRET_VALUES.values():
         assert value not in out.stdout

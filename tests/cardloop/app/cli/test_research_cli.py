@@ -15,6 +15,7 @@ import pytest
 from cardloop.app.cli.research import read_artifacts
 from cardloop.app.devserver import TemporalDevServer
 from cardloop.app.scripted_model import ScriptedModel
+from tests.cardloop.app.cli.inproc import run_cli
 from tests.cardloop.app.cli.procs import CLI
 from tests.research_log import ROOT_CAUSES, generate_log
 
@@ -89,7 +90,8 @@ def test_bad_input_is_one_line_and_exit_2(env: dict[str, str], log_file: Path, t
     (tmp_path / "empty.log").write_text("")
     (tmp_path / "image.log").write_bytes(b"\xff\xfe" + bytes(range(128, 256)) * 8)  # no NUL, not UTF-8 either
     args = [a.format(log=log_file, empty=tmp_path / "empty.log", binary=tmp_path / "image.log") for a in args]
-    done = cardloop({k: v for k, v in {**env, **extra_env}.items() if v}, *args, timeout=60)
+    # Refused before any Temporal client starts: in this process (inproc.py says why).
+    done = run_cli(["research", *args], env={k: v for k, v in {**env, **extra_env}.items() if v}, cwd=Path.cwd())
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert message in done.stderr and "Traceback" not in done.stderr
     assert done.stdout == ""

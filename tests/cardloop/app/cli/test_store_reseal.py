@@ -15,17 +15,22 @@ from sqlalchemy import Engine
 from cardloop.contracts.keyring import KeyRing
 from cardloop.store import Store, StoreError
 from cardloop.store.sealing import sealed_key_id
+from tests.cardloop.app.cli.inproc import run_cli
 from tests.conftest import ROOT
 from tests.postgres import deployment, schema_url
 
 CLI = Path(sys.executable).parent / "cardloop"
 
 
-def reseal(url: str, ring: KeyRing | None, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def reseal(url: str, ring: KeyRing | None, home: Path, *args: str,
+           script: bool = False) -> subprocess.CompletedProcess[str]:
+    """In this process (inproc.py says why), or with SCRIPT as the installed script in a process of its own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CARDLOOP_")}
     env |= {"DATABASE_URL": url, "HOME": str(home), "CARDLOOP_DEV__DATA_DIR": str(home / "data")}
     if ring is not None:
         env["CARDLOOP_CODEC_KEYS"] = ring.to_text()
+    if not script:
+        return run_cli(["store", "reseal", *args], env=env)
     return subprocess.run([str(CLI), "store", "reseal", *args], capture_output=True, text=True, cwd=ROOT, env=env,
                           timeout=120)
 
@@ -50,7 +55,7 @@ def test_a_rotation_ends_with_every_blob_under_the_new_key(tmp_path: Path) -> No
     assert set(key_ids(db).values()) == {None, "k1"}
 
     rotated = KeyRing(new.keys + old.keys)  # new key first, the old one kept
-    out = reseal(url, rotated, tmp_path, "--batch", "3")  # several transactions per tenant
+    out = reseal(url, rotated, tmp_path, "--batch", "3", script=True)  # several transactions per tenant
     assert out.returncode == 0, out.stderr
     assert "acme: 8 blob(s) sealed under k2 (7 under k1, 1 in plain text), 0 already under it, 0 unreadable" \
         in out.stdout

@@ -12,27 +12,37 @@ import pytest
 from sqlalchemy import text
 
 from cardloop.store import Store
+from tests.cardloop.app.cli.inproc import run_cli
 from tests.conftest import ROOT
 
 CLI = Path(sys.executable).parent / "cardloop"
 
 
+def tenant_env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'store.sqlite'}", "HOME": str(tmp_path)}
+
+
 def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'store.sqlite'}", "HOME": str(tmp_path)}
-    return subprocess.run([str(CLI), "tenant", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+    """In this process (inproc.py says why); test_set_show_versions_rollback runs the installed script."""
+    return run_cli(["tenant", *args], env=tenant_env(tmp_path))
+
+
+def run_script(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CLI), "tenant", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=tenant_env(tmp_path), timeout=60)
 
 
 def test_set_show_versions_rollback(tmp_path: Path) -> None:
     first = tmp_path / "v1.txt"
     first.write_text("Prefer small pull requests. Explain every migration.")
-    out = run(tmp_path, "set-prompt", "acme", str(first), "--language", "German", "--tone", "formality=formal")
+    out = run_script(tmp_path, "set-prompt", "acme", str(first), "--language", "German", "--tone", "formality=formal")
     assert out.returncode == 0, out.stderr
     assert "version 1" in out.stdout and "# Core guardrails" in out.stdout
     assert "Answer in this language: German." in out.stdout
     second = tmp_path / "v2.txt"
     second.write_text("Be brief.")
     assert run(tmp_path, "set-prompt", "acme", str(second), "--mode", "replace_behavior").returncode == 0
-    versions = run(tmp_path, "versions", "acme")
+    versions = run_script(tmp_path, "versions", "acme")
     assert "v1" in versions.stdout and "v2" in versions.stdout
     out = run(tmp_path, "rollback", "acme", "1")
     assert out.returncode == 0 and "version 3" in out.stdout and "restored from 1" in out.stdout

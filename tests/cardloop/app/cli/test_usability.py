@@ -1,5 +1,6 @@
 """What a new user reaches for first (issue 12, "Missing, that users expect"): --version, help text
-on every option, the configured ports in `dev --help`. Real processes of the installed script."""
+on every option, the configured ports in `dev --help`. --version from the installed script, the
+help texts in this process (inproc.py says why)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,26 @@ import os
 import subprocess
 import tomllib
 
+from tests.cardloop.app.cli.inproc import run_cli
 from tests.cardloop.app.cli.procs import CLI
 from tests.conftest import ROOT
 
 
+def clean_env(env: dict[str, str] | None) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if not k.startswith("CARDLOOP_")}, **(env or {})}
+
+
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("CARDLOOP_")}
-    return subprocess.run([str(CLI), *args], capture_output=True, text=True, cwd=ROOT, env={**base, **(env or {})},
+    return run_cli(args, env=clean_env(env))
+
+
+def run_script(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CLI), *args], capture_output=True, text=True, cwd=ROOT, env=clean_env(env),
                           timeout=60)
 
 
 def test_version_prints_the_installed_version() -> None:
-    out = run("--version")
+    out = run_script("--version")  # the version the installed package's metadata holds
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"cardloop {version} (Python ")
