@@ -33,8 +33,15 @@ def _alive_with(marker: str) -> list[int]:
 
 def _sleeping(marker: str) -> list[int]:
     """PIDs of `sleep <marker>` processes themselves (not the shells or workers naming them)."""
-    return [pid for pid in _alive_with(f"sleep {marker}")
-            if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", marker.encode()]]
+    found = []
+    for pid in _alive_with(f"sleep {marker}"):
+        try:  # it may have ended since it was listed (the kill this test waits for): not sleeping
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:2]
+        except OSError:
+            continue
+        if argv == [b"sleep", marker.encode()]:
+            found.append(pid)
+    return found
 
 
 @pytest.fixture
