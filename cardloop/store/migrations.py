@@ -2,7 +2,8 @@
 
 A migration is frozen once released; the tables in schema.py move on. Each migration runs in
 its own transaction together with the insert of its version into `cardloop_schema`, so it is
-applied completely or not at all; concurrent openers wait on a lock and apply each version once.
+applied completely or not at all (a new store gets all of them in one transaction); concurrent
+openers wait on a lock and apply each version once.
 """
 
 from __future__ import annotations
@@ -391,6 +392,16 @@ def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS) -> list[
     known = len(migrations)
     with db.write() as conn:
         applied = _lock_and_read_versions(conn, db, known)
+        if not applied:
+            # A new store: every migration in this one transaction, all or nothing. A lock and
+            # a read of the versions per migration were a third of the statements that opening
+            # a new store ran (about 150, 55 ms on SQLite), and no release is half-applied.
+            for migration in migrations:
+                _apply(conn, migration)
+    if not applied:
+        for migration in migrations:
+            log.info("store %s: applied migration %d (%s)", db.masked_url, migration.version, migration.description)
+        return [m.version for m in migrations]
     done: list[int] = []
     for migration in migrations:
         if migration.version in applied:
@@ -399,11 +410,15 @@ def migrate(db: Database, migrations: Sequence[Migration] = MIGRATIONS) -> list[
             applied = _lock_and_read_versions(conn, db, known)
             if migration.version in applied:
                 continue
-            migration.apply(conn)
-            conn.execute(schema_versions.insert().values(version=migration.version, description=migration.description))
+            _apply(conn, migration)
         log.info("store %s: applied migration %d (%s)", db.masked_url, migration.version, migration.description)
         done.append(migration.version)
     return done
+
+
+def _apply(conn: Connection, migration: Migration) -> None:
+    migration.apply(conn)
+    conn.execute(schema_versions.insert().values(version=migration.version, description=migration.description))
 
 
 def schema_version(conn: Connection) -> int:
