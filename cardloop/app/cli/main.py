@@ -394,6 +394,22 @@ def _flush_stdout() -> None:
         _drop_stdout()
 
 
+def exit_code(argv: Sequence[str] | None = None) -> int:
+    """main()'s exit code on every path, as the console script exits with it (tests that run a
+    command in their own process use this too, tests/cardloop/app/cli/inproc.py)."""
+    try:
+        return main(argv)
+    except KeyboardInterrupt:  # Ctrl-C before a command took over the signals: nothing to stop yet
+        return 130
+    except SystemExit as exc:  # argparse's usage errors (its message is printed already)
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # a bug: its traceback, then the same exit as every other path
+        traceback.print_exc()
+        return 1
+
+
 def run() -> None:
     """The console script. Once a Temporal client has run, exit without interpreter
     finalization, on every path (a result, an error, an exception nobody expected):
@@ -408,17 +424,7 @@ def run() -> None:
     in flight. Everything the command owns is closed before main returns; the streams are
     flushed here."""
     startup_gc.pause()
-    try:
-        code = main()
-    except KeyboardInterrupt:  # Ctrl-C before a command took over the signals: nothing to stop yet
-        code = 130
-    except SystemExit as exc:  # argparse's usage errors (its message is printed already)
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if isinstance(exc.code, str):
-            print(exc.code, file=sys.stderr)
-    except BaseException:  # a bug: its traceback, then the same exit as every other path
-        traceback.print_exc()
-        code = 1
+    code = exit_code()
     _flush_stdout()  # here, where a reader that went away can still be told from a failure
     if "temporalio.bridge.temporal_sdk_bridge" not in sys.modules:
         sys.exit(code)

@@ -24,7 +24,6 @@ import os
 import signal
 import subprocess
 import sys
-import traceback
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -72,17 +71,7 @@ def run_cli(args: Sequence[str], *, env: Mapping[str, str], cwd: Path | str = RO
 
 def _main_as_console_script(argv: list[str]) -> int:
     """cardloop.app.cli.main.run() without its pause of the collector and its exit."""
-    try:
-        code = cli_main.main(argv)
-    except KeyboardInterrupt:
-        code = 130
-    except SystemExit as exc:  # argparse's usage errors (its message is printed already)
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if isinstance(exc.code, str):
-            print(exc.code, file=sys.stderr)
-    except BaseException:  # a bug: its traceback, then exit 1, as the console script does
-        traceback.print_exc()
-        code = 1
+    code = cli_main.exit_code(argv)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
