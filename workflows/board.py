@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from cardloop.contracts import names
     from cardloop.contracts.payloads import BoardCommentInput, BoardMoveInput, BoardWrite, CardState, StageRun
     from cardloop.workflows import policies
+    from cardloop.workflows.local_gate import LocalGate
 
 
 def is_dry_run(write: BoardWrite) -> bool:
@@ -28,20 +29,27 @@ def is_dry_run(write: BoardWrite) -> bool:
     return bool(write.skipped) and bool(write.would)
 
 
-async def _comment(inp: BoardCommentInput, summary: str, *, local: bool = False) -> BoardWrite:
+async def _write(activity: str, inp: BoardCommentInput | BoardMoveInput, summary: str, *, local: bool,
+                 gate: LocalGate | None) -> BoardWrite:
+    """One write; with a `gate` (the card's board lane), never beside the loop's local activity."""
     if local:
-        return await _settled_local(workflow.execute_local_activity(
-            names.BOARD_COMMENT, inp, result_type=BoardWrite, **policies.LOCAL, summary=summary))
-    return await _settled(workflow.execute_activity(names.BOARD_COMMENT, inp, result_type=BoardWrite,
+        def call() -> Awaitable[BoardWrite]:
+            return _settled_local(workflow.execute_local_activity(
+                activity, inp, result_type=BoardWrite, **policies.LOCAL, summary=summary))
+        return await (gate.local("lane", call) if gate is not None else call())
+    if gate is not None:
+        await gate.turn("lane")
+    return await _settled(workflow.execute_activity(activity, inp, result_type=BoardWrite,
                                                     **policies.BOARD, summary=summary))
 
 
-async def _move(inp: BoardMoveInput, summary: str, *, local: bool = False) -> BoardWrite:
-    if local:
-        return await _settled_local(workflow.execute_local_activity(
-            names.BOARD_MOVE, inp, result_type=BoardWrite, **policies.LOCAL, summary=summary))
-    return await _settled(workflow.execute_activity(names.BOARD_MOVE, inp, result_type=BoardWrite,
-                                                    **policies.BOARD, summary=summary))
+async def _comment(inp: BoardCommentInput, summary: str, *, local: bool = False,
+                   gate: LocalGate | None = None) -> BoardWrite:
+    return await _write(names.BOARD_COMMENT, inp, summary, local=local, gate=gate)
+
+
+async def _move(inp: BoardMoveInput, summary: str, *, local: bool = False, gate: LocalGate | None = None) -> BoardWrite:
+    return await _write(names.BOARD_MOVE, inp, summary, local=local, gate=gate)
 
 
 async def _settled_local(write: Awaitable[BoardWrite]) -> BoardWrite:
@@ -67,26 +75,27 @@ async def _settled(write: Awaitable[BoardWrite]) -> BoardWrite:
         return BoardWrite(failed=f"gave up after retries: {getattr(cause, 'message', None) or cause}"[:1_000])
 
 
-async def started(card_key: str, stage: str, run: int) -> BoardWrite:
+async def started(card_key: str, stage: str, run: int, gate: LocalGate | None = None) -> BoardWrite:
     return await _comment(BoardCommentInput(card_key=card_key, key=f"{card_key}/{run}/started", kind="started",
-                                            stage=stage, run=run), f"board: {stage} run {run} started")
+                                            stage=stage, run=run), f"board: {stage} run {run} started", gate=gate)
 
 
-async def opening(card_key: str, stage: str, run: int, was_blocked: bool) -> tuple[bool, str, bool]:
+async def opening(card_key: str, stage: str, run: int, was_blocked: bool,
+                  gate: LocalGate | None = None) -> tuple[bool, str, bool]:
     """The started comment and, for a blocked card running again, its unblocking: (whether the
     run's end is written too (written, or a dry run), the line for the card's details, whether
     the started comment was a dry run)."""
-    first = await started(card_key, stage, run)
+    first = await started(card_key, stage, run, gate)
     on_board, line = not first.skipped or bool(first.would), first.line()
     if on_board and was_blocked:
-        line += "; " + (await resumed(card_key, stage, run)).line()
+        line += "; " + (await resumed(card_key, stage, run, gate)).line()
     return on_board, line, is_dry_run(first)
 
 
-async def resumed(card_key: str, stage: str, run: int) -> BoardWrite:
+async def resumed(card_key: str, stage: str, run: int, gate: LocalGate | None = None) -> BoardWrite:
     """A blocked card runs again: out of the blocked column (into `stage`'s) or its label removed."""
     return await _move(BoardMoveInput(card_key=card_key, key=f"{card_key}/{run}/unblock", stage=stage, unblock=True),
-                       f"board: {stage} runs again, no longer blocked")
+                       f"board: {stage} runs again, no longer blocked", gate=gate)
 
 
 def retry_words(card_key: str, state: CardState, stage: str) -> str:
@@ -99,20 +108,20 @@ def retry_words(card_key: str, state: CardState, stage: str) -> str:
 
 
 async def ended(card_key: str, state: CardState, result: StageRun, next_stage: str, *,
-                local: bool = False) -> list[BoardWrite]:
+                local: bool = False, gate: LocalGate | None = None) -> list[BoardWrite]:
     """The outcome comment, then the move (auto-advance) or the blocked column/label; `local`:
-    as local activities (the run's start was a dry run)."""
+    as local activities (the run's start was a dry run); `gate`: the card's (local_gate.py)."""
     run = result.run
     said = await _comment(BoardCommentInput(
         card_key=card_key, key=f"{card_key}/{run}/{result.stage}", kind="outcome", stage=result.stage, run=run,
         outcome=result.outcome, reason=result.reason[:8_000], pull_request=result.pull_request,
         next_stage=next_stage, retry=retry_words(card_key, state, result.stage) if result.outcome == "failed" else ""),
-        f"board: {result.stage} run {run} {result.outcome}", local=local)
+        f"board: {result.stage} run {run} {result.outcome}", local=local, gate=gate)
     writes = [said]
     if state.status == "blocked":
         writes.append(await _move(BoardMoveInput(card_key=card_key, key=f"{card_key}/{run}/blocked", blocked=True),
-                                  "board: blocked", local=local))
+                                  "board: blocked", local=local, gate=gate))
     elif next_stage:
         writes.append(await _move(BoardMoveInput(card_key=card_key, key=f"{card_key}/{run}/move", stage=next_stage),
-                                  f"board: to {next_stage}", local=local))
+                                  f"board: to {next_stage}", local=local, gate=gate))
     return writes

@@ -15,7 +15,9 @@ card_inbox.py, the board lane in card_lane.py, the state and the operator's view
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError
@@ -37,6 +39,9 @@ with workflow.unsafe.imports_passed_through():
     from cardloop.workflows.card_inbox import CardInbox
     from cardloop.workflows.card_view import search_attributes
     from cardloop.workflows.stage import StageWorkflow
+
+T = TypeVar("T")
+
 
 def _card_cancelled() -> bool:
     """True once someone asked Temporal to cancel this card workflow (its main task)."""
@@ -104,15 +109,21 @@ class CardWorkflow(CardInbox):
         self.state.auto_retry = None
         self.transition(transitions.auto_retry_transition(plan))
 
+    async def _local(self, call: Callable[[], Awaitable[T]]) -> T:
+        """The loop's local activity: alone, on runs with versions.LOCAL_ACTIVITIES_ALONE."""
+        if versions.patched(versions.LOCAL_ACTIVITIES_ALONE):
+            return await self._gate.local("loop", call)
+        return await call()
+
     async def _load_state(self, start: CardStart) -> None:
         """The state carried by continue-as-new, or the one the card's last run closed with
         (the store holds it: the next run starts only after the last one closed)."""
         if start.state is not None:
             self.state = start.state
         elif workflow.info().continued_run_id is None and versions.patched(versions.STATE_IN_STORE):
-            saved = await workflow.execute_local_activity(
+            saved = await self._local(lambda: workflow.execute_local_activity(
                 names.LOAD_STATE, start.ref.key, result_type=SavedState, **policies.LOCAL,
-                summary="the card's state when its last run closed")
+                summary="the card's state when its last run closed"))
             if saved.state is not None:
                 self.state = saved.state
         self.loaded = True
@@ -133,9 +144,10 @@ class CardWorkflow(CardInbox):
         if versions.patched(versions.STATE_IN_STORE):
             save = SaveStateInput(card_key=self.card_key, state=self.state)
             summary = "keep the card's state for its next run"
-            if versions.patched(versions.STATE_SAVED_LOCALLY):
-                # In the task that closes the run: the run ends one workflow task sooner. A move
-                # arriving meanwhile still wins: Temporal refuses to complete a run over a new event.
+            locally = versions.patched(versions.STATE_SAVED_LOCALLY)
+            if locally and not versions.patched(versions.STATE_SAVED_BY_ACTIVITY):
+                # Runs recorded so: in the task that closes the run (one workflow task sooner). A
+                # move arriving meanwhile won, except when a query cut the task (versions.py).
                 await workflow.execute_local_activity(names.SAVE_STATE, save, **policies.STORE_LOCAL, summary=summary)
             else:
                 await workflow.execute_activity(names.SAVE_STATE, save, **policies.STORE, summary=summary)
@@ -144,9 +156,9 @@ class CardWorkflow(CardInbox):
     async def _run_stage(self, start: CardStart, target: Transition) -> None:
         stage = target.to
         # The worker's config.toml decides; the answer is recorded, so replays see the same one.
-        settings = await workflow.execute_local_activity(
+        settings = await self._local(lambda: workflow.execute_local_activity(
             names.STAGE_SETTINGS, stage, result_type=StageSettings, **policies.LOCAL,
-            summary=f"settings of stage {stage}")
+            summary=f"settings of stage {stage}"))
         self.state.stage_runs += 1
         self.state.auto_retry = None  # whatever runs now replaces a planned retry
         run = self.state.stage_runs

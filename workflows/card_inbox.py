@@ -4,6 +4,8 @@ there is nothing to do) and the state query. A repeated delivery id is applied o
 
 from __future__ import annotations
 
+import asyncio
+
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
@@ -20,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
         Transition,
         delivery_key,
     )
-    from cardloop.workflows import policies, transitions
+    from cardloop.workflows import policies, transitions, versions
     from cardloop.workflows.card_lane import CardBoardLane
 
 
@@ -45,9 +47,22 @@ class CardInbox(CardBoardLane):
         and a continue-as-new carries the new title (histories recorded before this signal
         existed hold none of it, so they replay unchanged)."""
         self.title, self.url = t.title, t.url
-        workflow.upsert_memo({"title": t.title, "url": t.url or ""})
+        memo = {"title": t.title, "url": t.url or ""}
+        if versions.patched(versions.LOCAL_ACTIVITIES_ALONE) and self._gate.busy_for("signal"):
+            # A local activity is in flight: the memo follows the code after it (local_gate.py).
+            if self._memo_due is None:
+                self._memo_task = asyncio.ensure_future(self._memo_when_alone())
+            self._memo_due = memo
+        else:
+            workflow.upsert_memo(memo)
         if self.loaded:
             self._details()
+
+    async def _memo_when_alone(self) -> None:
+        await self._gate.turn("signal")
+        if self._memo_due is not None:
+            workflow.upsert_memo(self._memo_due)
+            self._memo_due = None
 
     @workflow.signal(name=names.SIGNAL_STAGE_PROGRESS)
     def stage_progress(self, progress: StageProgress) -> None:

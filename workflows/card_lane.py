@@ -13,6 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from cardloop.contracts.payloads import CardStart, CardState, StageRun
     from cardloop.workflows import board, versions
     from cardloop.workflows.card_view import CardView
+    from cardloop.workflows.local_gate import LocalGate
 
 
 class CardBoardLane(CardView):
@@ -35,8 +36,12 @@ class CardBoardLane(CardView):
         if self._lane_busy:
             await workflow.wait_condition(lambda: not self._lane_busy)
 
+    def _lane_gate(self) -> LocalGate | None:
+        return self._gate if versions.patched(versions.LOCAL_ACTIVITIES_ALONE) else None
+
     async def _open_on_board(self, stage: str, run: int, was_blocked: bool) -> None:
-        on_board, self.state.board, dry_run = await board.opening(self.card_key, stage, run, was_blocked)
+        on_board, self.state.board, dry_run = await board.opening(self.card_key, stage, run, was_blocked,
+                                                                  self._lane_gate())
         self._opened[run] = (on_board, dry_run)
         self._details()
 
@@ -44,7 +49,7 @@ class CardBoardLane(CardView):
         on_board, dry_run = self._opened.pop(result.run, (False, False))
         if on_board and result.outcome != "cancelled":
             local = dry_run and versions.patched(versions.BOARD_DRY_RUN_LOCAL)
-            writes = await board.ended(self.card_key, state, result, next_stage, local=local)
+            writes = await board.ended(self.card_key, state, result, next_stage, local=local, gate=self._lane_gate())
             said = writes[0]
             if start.ref.board == "github" and said.target:
                 history = self.state.history

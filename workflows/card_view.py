@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
         Transition,
     )
     from cardloop.workflows import transitions, versions
+    from cardloop.workflows.local_gate import LocalGate
 
 CARD_ID = SearchAttributeKey.for_keyword(names.SA_CARD_ID)
 CARD_STAGE = SearchAttributeKey.for_keyword(names.SA_CARD_STAGE)
@@ -64,6 +65,10 @@ class CardView:
         self._lane_used = False
         self._lane_task: asyncio.Future[None] | None = None
         self._opened: dict[int, tuple[bool, bool]] = {}
+        # Who is inside a local activity (versions.LOCAL_ACTIVITIES_ALONE; local_gate.py says why).
+        self._gate = LocalGate()
+        self._memo_due: dict[str, str] | None = None
+        self._memo_task: asyncio.Future[None] | None = None
 
     def _not_running(self) -> str:
         st = self.state

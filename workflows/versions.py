@@ -101,6 +101,15 @@ SUMMARY_FAILED_IN_RUN_COST = "summary-failed-in-run-cost"
 # counted the turns' uncached input and output only, and a budget they did not reach then must
 # not end them on replay.
 TOKEN_BUDGET_COUNTS_ALL = "token-budget-counts-all-tokens"
+# A card's loop, its board lane and its signal handlers schedule nothing while another of them
+# is inside a local activity, and local activities run one at a time (workflows/local_gate.py:
+# a query meeting a local activity's end made the lane's board write and the loop's upsert
+# swap places between the live run and its replay). Runs recorded before replay without waiting.
+LOCAL_ACTIVITIES_ALONE = "local-activities-run-alone"
+# The closing state is saved by a scheduled activity again: after a local one, the run decided
+# to close reading moves and comments that, under the same race, a replay had not seen yet.
+# Runs recorded with STATE_SAVED_LOCALLY (and without this) replay saving it locally.
+STATE_SAVED_BY_ACTIVITY = "card-state-saved-by-activity"
 
 # Each generation, oldest first: its gate (recorded at a run's start) and the patches it adds; a
 # run with a generation's gate has that generation's patches and every older one's. A run
@@ -118,6 +127,7 @@ GENERATIONS: tuple[tuple[str, frozenset[str]], ...] = (
     # 4 never left the branch that made it before its summary patch joined it: one gate for both.
     ("patches-decided-at-start-4", frozenset({RESEARCH_FAILED_IN_RUN_COST, SUMMARY_FAILED_IN_RUN_COST})),
     ("patches-decided-at-start-5", frozenset({TOKEN_BUDGET_COUNTS_ALL})),
+    ("patches-decided-at-start-6", frozenset({LOCAL_ACTIVITIES_ALONE, STATE_SAVED_BY_ACTIVITY})),
 )
 # Patches only runs recorded before their successor ask for.
 SUPERSEDED = frozenset({BOARD_WRITES})
