@@ -81,11 +81,19 @@ class CardInbox(CardBoardLane):
         self.transition(transitions.retry_transition(run, actor=req.actor))
         return run.stage
 
+    def _refuse_while_busy(self) -> None:
+        # A refused update leaves no trace in the history: the caller gets the reason (and
+        # CardService asks again when it says "try again in a moment").
+        if not self.loaded:
+            raise ValueError(f"the card's workflow is starting; {names.TRY_AGAIN}")
+        if self._gate.holder is not None:
+            # An update accepted while a local activity ends under a query would answer before the
+            # code after the activity in the live run and after it on replay (local_gate.py).
+            raise ValueError(f"the card is between two steps; {names.TRY_AGAIN}")
+
     @retry.validator
     def _retry_allowed(self, req: RetryRequest) -> None:
-        # A refused update leaves no trace in the history: the caller gets the reason.
-        if not self.loaded:
-            raise ValueError("the card's workflow is starting; try again in a moment")
+        self._refuse_while_busy()
         if transitions.failed_run(self.state, moves_queued=bool(self.pending)) is None:
             raise ValueError(f"nothing to retry: {self._not_failed()}")
 
@@ -101,8 +109,7 @@ class CardInbox(CardBoardLane):
 
     @cancel_stage.validator
     def _cancel_allowed(self, req: CancelRequest) -> None:
-        if not self.loaded:
-            raise ValueError("the card's workflow is starting; try again in a moment")
+        self._refuse_while_busy()
         if self.state.status != "running":
             raise ValueError(f"nothing to cancel: {self._not_running()}")
 

@@ -73,6 +73,7 @@ class NoWorkerAnswered(Exception):
 # A retry needs a worker to answer (the card workflow checks that the card failed): a CLI
 # user waits longer than a board would.
 RETRY_TIMEOUT = 30.0
+BUSY_RETRY_SECONDS = 5.0  # how long an update refused with names.TRY_AGAIN is asked again
 _STALE_WAIT = re.compile(r", next in [^,)]+")
 
 
@@ -180,6 +181,19 @@ class CardService:
 
     async def _update(self, ref: CardRef, what: str, name: str, arg: Any, result_type: type, timeout: float,
                       update_id: str | None = None) -> Any:
+        """The update's answer; one refused for a moment only (names.TRY_AGAIN: the run is starting,
+        or between two steps for milliseconds) is asked again for up to BUSY_RETRY_SECONDS."""
+        give_up = asyncio.get_running_loop().time() + BUSY_RETRY_SECONDS
+        while True:
+            try:
+                return await self._update_once(ref, what, name, arg, result_type, timeout, update_id)
+            except RejectedError as err:
+                if not str(err).endswith(names.TRY_AGAIN) or asyncio.get_running_loop().time() > give_up:
+                    raise
+            await asyncio.sleep(0.1)
+
+    async def _update_once(self, ref: CardRef, what: str, name: str, arg: Any, result_type: type, timeout: float,
+                           update_id: str | None) -> Any:
         handle = self.client.get_workflow_handle(ref.workflow_id)
         try:
             if update_id is not None:

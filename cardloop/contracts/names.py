@@ -65,6 +65,9 @@ SIGNAL_RETITLE = "retitle"  # the card was renamed on its board: the memo follow
 UPDATE_RETRY = "retry"  # run the card's failed stage again; refused unless the last run failed
 UPDATE_CANCEL = "cancel_stage"  # stop the running stage, its work kept; refused unless one runs
 QUERY_STATE = "state"
+# How a card workflow's update validator ends a refusal that passes by itself (the run is starting,
+# or between two steps): CardService asks again for a few seconds before it says so.
+TRY_AGAIN = "try again in a moment"
 QUERY_PROGRESS = "progress"
 
 # --- search attributes (registered on the namespace; the operator's queries use them) --------

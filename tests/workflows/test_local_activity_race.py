@@ -154,3 +154,4 @@ async def test_a_board_write_ending_with_a_cut_local_activity_replays(
         # Every card replayed, but none met the race (a loaded machine shifts its timing: about
         # two cards in three meet it on an idle one): say so rather than pass as if tested.
         pytest.skip(f"no card of {n + 1} met the race in {time.monotonic() - began:.0f} s; each replayed")
+

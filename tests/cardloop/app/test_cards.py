@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import time
+import uuid
+from datetime import datetime, timedelta
 
 import pytest
+from temporalio import workflow
+from temporalio.worker import Worker
 
+from cardloop.app.cards import BUSY_RETRY_SECONDS
+from cardloop.contracts import names
+from cardloop.contracts.errors import RejectedError
+from cardloop.contracts.payloads import CardRef, RetryRequest
 from cardloop.prompts.card import Card
 from tests.stack import Stack
 
@@ -59,3 +68,49 @@ async def test_a_card_whose_run_closed_before_it_ran_has_no_state(stack: Stack) 
     handle = await cards.move(ref, "planning", delivery_id="never-1")
     await idle.get_workflow_handle(handle.id).terminate("closed before any worker took it")
     assert await cards.state(ref) is None
+
+
+@workflow.defn(name="BusyCard", sandboxed=False)
+class BusyCard:
+    """A card workflow's update surface that refuses like a busy card for its first second."""
+
+    def __init__(self) -> None:
+        self.refusals_until: datetime | None = None
+
+    @workflow.run
+    async def run(self, busy_seconds: float) -> None:
+        self.refusals_until = workflow.now() + timedelta(seconds=busy_seconds)
+        await workflow.wait_condition(lambda: False)
+
+    @workflow.update(name=names.UPDATE_RETRY)
+    def retry(self, req: RetryRequest) -> str:
+        return "planning"
+
+    @retry.validator
+    def _busy(self, req: RetryRequest) -> None:
+        if self.refusals_until is None or workflow.now() < self.refusals_until:
+            raise ValueError(f"the card is between two steps; {names.TRY_AGAIN}")
+        if req.actor == "nobody":
+            raise ValueError("nothing to retry: its last stage run completed")
+
+
+@pytest.mark.parametrize("busy", [1.0, 30.0])
+async def test_an_update_refused_for_a_moment_is_asked_again(stack: Stack, busy: float) -> None:
+    """A refusal ending in "try again in a moment" (a card between two steps, or starting) is asked
+    again for a few seconds; one that lasts longer, and any other refusal, reaches the user."""
+    ref = CardRef(tenant="acme", board="generic", card_id=f"PAY-BUSY-{int(busy)}")
+    stack.cards.import_card(Card(id=ref.card_id, tenant="acme", board="generic", title="Busy"))
+    queue = f"busy-{uuid.uuid4().hex[:8]}"
+    async with Worker(stack.client, task_queue=queue, workflows=[BusyCard]):
+        await stack.client.start_workflow("BusyCard", busy, id=ref.workflow_id, task_queue=queue)
+        began = time.monotonic()
+        if busy < BUSY_RETRY_SECONDS:
+            assert await stack.cards.retry(ref, actor="maria") == "planning"
+            assert time.monotonic() - began >= busy * 0.8  # it was refused, then asked again
+            with pytest.raises(RejectedError, match="nothing to retry"):
+                await stack.cards.retry(ref, actor="nobody")  # not a passing refusal: no second ask
+        else:
+            with pytest.raises(RejectedError, match=names.TRY_AGAIN):
+                await stack.cards.retry(ref, actor="maria")
+            assert BUSY_RETRY_SECONDS <= time.monotonic() - began < BUSY_RETRY_SECONDS + 5
+        await stack.client.get_workflow_handle(ref.workflow_id).terminate("test over")
