@@ -111,7 +111,7 @@ class CardWorkflow(CardInbox):
 
     async def _local(self, call: Callable[[], Awaitable[T]]) -> T:
         """The loop's local activity: alone, on runs with versions.LOCAL_ACTIVITIES_ALONE."""
-        if versions.patched(versions.LOCAL_ACTIVITIES_ALONE):
+        if versions.decided(versions.LOCAL_ACTIVITIES_ALONE):
             return await self._gate.local("loop", call)
         return await call()
 
@@ -145,7 +145,7 @@ class CardWorkflow(CardInbox):
             save = SaveStateInput(card_key=self.card_key, state=self.state)
             summary = "keep the card's state for its next run"
             locally = versions.patched(versions.STATE_SAVED_LOCALLY)
-            if locally and not versions.patched(versions.STATE_SAVED_BY_ACTIVITY):
+            if locally and not versions.decided(versions.STATE_SAVED_BY_ACTIVITY):
                 # Runs recorded so: in the task that closes the run (one workflow task sooner). A
                 # move arriving meanwhile won, except when a query cut the task (versions.py).
                 await workflow.execute_local_activity(names.SAVE_STATE, save, **policies.STORE_LOCAL, summary=summary)

@@ -48,7 +48,7 @@ class CardInbox(CardBoardLane):
         existed hold none of it, so they replay unchanged)."""
         self.title, self.url = t.title, t.url
         memo = {"title": t.title, "url": t.url or ""}
-        if versions.patched(versions.LOCAL_ACTIVITIES_ALONE) and self._gate.busy_for("signal"):
+        if versions.decided(versions.LOCAL_ACTIVITIES_ALONE) and self._gate.busy_for("signal"):
             # A local activity is in flight: the memo follows the code after it (local_gate.py).
             if self._memo_due is None:
                 self._memo_task = asyncio.ensure_future(self._memo_when_alone())

@@ -37,7 +37,7 @@ class CardBoardLane(CardView):
             await workflow.wait_condition(lambda: not self._lane_busy)
 
     def _lane_gate(self) -> LocalGate | None:
-        return self._gate if versions.patched(versions.LOCAL_ACTIVITIES_ALONE) else None
+        return self._gate if versions.decided(versions.LOCAL_ACTIVITIES_ALONE) else None
 
     async def _open_on_board(self, stage: str, run: int, was_blocked: bool) -> None:
         on_board, self.state.board, dry_run = await board.opening(self.card_key, stage, run, was_blocked,

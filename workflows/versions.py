@@ -104,11 +104,13 @@ TOKEN_BUDGET_COUNTS_ALL = "token-budget-counts-all-tokens"
 # A card's loop, its board lane and its signal handlers schedule nothing while another of them
 # is inside a local activity, and local activities run one at a time (workflows/local_gate.py:
 # a query meeting a local activity's end made the lane's board write and the loop's upsert
-# swap places between the live run and its replay). Runs recorded before replay without waiting.
+# swap places between the live run and its replay). Asked with `decided`: runs of earlier
+# generations, recorded or still running, go on without waiting.
 LOCAL_ACTIVITIES_ALONE = "local-activities-run-alone"
 # The closing state is saved by a scheduled activity again: after a local one, the run decided
 # to close reading moves and comments that, under the same race, a replay had not seen yet.
-# Runs recorded with STATE_SAVED_LOCALLY (and without this) replay saving it locally.
+# Runs recorded with STATE_SAVED_LOCALLY (and without this) replay saving it locally; asked with
+# `decided` too.
 STATE_SAVED_BY_ACTIVITY = "card-state-saved-by-activity"
 
 # Each generation, oldest first: its gate (recorded at a run's start) and the patches it adds; a
@@ -147,6 +149,13 @@ def decide_at_start() -> None:
             on = frozenset().union(*(patches for _, patches in GENERATIONS[:newest + 1]))
             break
     setattr(workflow.instance(), _DECIDED, on)
+
+
+def decided(patch_id: str) -> bool:
+    """True when this run decided `patch_id` at its start (it records the generation that has it).
+    A run of an older generation gets False without a marker: its behaviour never changes mid-run,
+    and no first `workflow.patched` call can land right after a local activity (see above)."""
+    return patch_id in getattr(workflow.instance(), _DECIDED, frozenset())
 
 
 def patched(patch_id: str) -> bool:

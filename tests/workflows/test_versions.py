@@ -132,7 +132,7 @@ def patch_violations(source: str, name: str = "<source>") -> list[str]:
             owner = ast.unparse(node.func.value)
             if owner == "workflow" and node.func.attr in ("patched", "deprecate_patch"):
                 found.append(f"{name}:{node.lineno} calls workflow.{node.func.attr} (use versions.patched)")
-            elif owner == "versions" and node.func.attr == "patched":
+            elif owner == "versions" and node.func.attr in ("patched", "decided"):
                 arg = node.args[0] if node.args else None
                 patch = getattr(versions, arg.attr, None) if isinstance(arg, ast.Attribute) else None
                 known = set().union(*(ids for _, ids in versions.GENERATIONS), versions.SUPERSEDED)
