@@ -21,7 +21,9 @@ with it off, and ask `workflow.patched` at each site as they always did.
 
 A later change adds a generation of its own (a new gate id and the patch ids it introduces) to
 GENERATIONS instead of a bare `workflow.patched` call; tests/workflows/test_determinism_guard.py
-refuses `workflow.patched` anywhere else.
+refuses `workflow.patched` anywhere else. `patched` lets a running run of an older generation take
+up a newer patch (Temporal's own marker, where it is first asked); `decided` does not: the run
+keeps its behaviour to its end, which is what a patch asked next to a local activity needs.
 """
 
 from __future__ import annotations
