@@ -11,7 +11,7 @@ refusal and retries that ran out all end as a line in the card's state and detai
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
@@ -29,27 +29,35 @@ def is_dry_run(write: BoardWrite) -> bool:
     return bool(write.skipped) and bool(write.would)
 
 
-async def _write(activity: str, inp: BoardCommentInput | BoardMoveInput, summary: str, *, local: bool,
-                 gate: LocalGate | None) -> BoardWrite:
+async def _gated(gate: LocalGate | None, local: bool, call: Callable[[], Awaitable[BoardWrite]]) -> BoardWrite:
     """One write; with a `gate` (the card's board lane), never beside the loop's local activity."""
+    if gate is None:
+        return await call()
     if local:
-        def call() -> Awaitable[BoardWrite]:
-            return _settled_local(workflow.execute_local_activity(
-                activity, inp, result_type=BoardWrite, **policies.LOCAL, summary=summary))
-        return await (gate.local("lane", call) if gate is not None else call())
-    if gate is not None:
-        await gate.turn("lane")
-    return await _settled(workflow.execute_activity(activity, inp, result_type=BoardWrite,
-                                                    **policies.BOARD, summary=summary))
+        return await gate.local("lane", call)
+    await gate.turn("lane")
+    return await call()
 
 
 async def _comment(inp: BoardCommentInput, summary: str, *, local: bool = False,
                    gate: LocalGate | None = None) -> BoardWrite:
-    return await _write(names.BOARD_COMMENT, inp, summary, local=local, gate=gate)
+    def call() -> Awaitable[BoardWrite]:
+        if local:
+            return _settled_local(workflow.execute_local_activity(
+                names.BOARD_COMMENT, inp, result_type=BoardWrite, **policies.LOCAL, summary=summary))
+        return _settled(workflow.execute_activity(names.BOARD_COMMENT, inp, result_type=BoardWrite,
+                                                  **policies.BOARD, summary=summary))
+    return await _gated(gate, local, call)
 
 
 async def _move(inp: BoardMoveInput, summary: str, *, local: bool = False, gate: LocalGate | None = None) -> BoardWrite:
-    return await _write(names.BOARD_MOVE, inp, summary, local=local, gate=gate)
+    def call() -> Awaitable[BoardWrite]:
+        if local:
+            return _settled_local(workflow.execute_local_activity(
+                names.BOARD_MOVE, inp, result_type=BoardWrite, **policies.LOCAL, summary=summary))
+        return _settled(workflow.execute_activity(names.BOARD_MOVE, inp, result_type=BoardWrite,
+                                                  **policies.BOARD, summary=summary))
+    return await _gated(gate, local, call)
 
 
 async def _settled_local(write: Awaitable[BoardWrite]) -> BoardWrite:
