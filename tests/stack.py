@@ -3,6 +3,7 @@ a real SQLite store and the scripted Anthropic server on loopback (fixtures in t
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -92,7 +93,7 @@ def make_config(server_address: str, task_queue: str, **env: str) -> Config:
 async def replay_all(client: Client, handle: WorkflowHandle, name: str | None = None) -> None:
     """Replay the card workflow and every stage it ran; optionally record them under tests/."""
     replayer = Replayer(workflows=list(WORKFLOWS), data_converter=pydantic_data_converter)
-    histories = [await handle.fetch_history()]
+    histories = [await _with_a_task(handle)]
     cuts: list[WorkflowHistory] = []
     state = await handle.query("state", result_type=CardState)
     for run in state.history:
@@ -121,6 +122,20 @@ async def replay_all(client: Client, handle: WorkflowHandle, name: str | None = 
         for i, history in enumerate(histories):
             record = {"workflow_id": history.workflow_id, "history": portable(json.loads(history.to_json()))}
             (HISTORIES / f"{name}-{i}.json").write_text(json.dumps(record, indent=1))
+
+
+async def _with_a_task(handle: WorkflowHandle, timeout: float = 30.0) -> WorkflowHistory:
+    """The run's history once a workflow task completed in it: the Replayer waits forever on a
+    history of its started event alone (a run that just continued as new, on a busy machine)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        history = await handle.fetch_history()
+        if any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED for e in history.events):
+            return history
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{handle.id}: no workflow task completed in {timeout:.0f} s\n"
+                                 f"{event_listing(history)}")
+        await asyncio.sleep(0.2)
 
 
 async def _each(histories: list[WorkflowHistory]) -> AsyncIterator[WorkflowHistory]:
