@@ -31,7 +31,7 @@ def stack_overrides(remote: Remote, tmp_path: Path) -> dict[str, str]:
     return agent_env(remote, tmp_path)
 
 
-def sleeping() -> list[int]:
+def sleeping(seconds: str = MARKER) -> list[int]:
     """PIDs of the agent's `sleep MARKER` (the command itself, not a shell naming it)."""
     found = []
     for entry in Path("/proc").iterdir():
@@ -40,7 +40,7 @@ def sleeping() -> list[int]:
                 argv = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if argv[:2] == [b"sleep", MARKER.encode()]:
+            if argv[:2] == [b"sleep", seconds.encode()]:
                 found.append(int(entry.name))
     return found
 
@@ -82,18 +82,23 @@ async def test_a_command_that_ends_while_the_cancel_is_on_its_way_still_ends_the
     """The cancel reaches a tool call with its next heartbeat; a command that ends before that
     completes the call normally. The run must still end cancelled there, with the turn
     committed, not go on to its next turn."""
+    two = f"2.{uuid.uuid4().int % 997:03d}"  # about 2 s, and a command line of its own
     stack.model.transcript = {"coding": [
         [{"type": "tool_use", "name": "write_file", "input": {"path": "NOTES.md", "content": "notes\n"}},
-         {"type": "tool_use", "name": "run_command", "input": {"command": f"sleep 2 && echo {MARKER}"}}],
+         {"type": "tool_use", "name": "run_command", "input": {"command": f"sleep {two} && echo {MARKER}"}}],
         [{"type": "tool_use", "name": "write_file", "input": {"path": "NEXT.md", "content": "next turn\n"}}],
     ]}
     stack.model.reset()
     ref = stack.cards.import_card(small_card("CANCEL-RACE", branch="card/CANCEL-RACE"))
     await stack.cards.move(ref, "coding", delivery_id="c")
     deadline = time.monotonic() + 90
-    while not any(m.role == "tool" for m in stack.store.messages(ref.key)):  # NOTES.md is written
-        assert time.monotonic() < deadline, "the first tool call never ran"
+    # The command runs, so its tool call has started and sent its first heartbeat: the cancel comes
+    # with the next one (throttled to seconds), after the command ended. (Cancelled as soon as the
+    # first tool answered, a loaded machine could start the command after the cancel: killed.)
+    while not sleeping(two):
+        assert time.monotonic() < deadline, "the command never ran"
         await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
     run = await stack.cards.cancel(ref, actor="priya")
     assert run.outcome == "cancelled" and run.iterations == 1, run
     answers = [m.content for m in stack.store.messages(ref.key) if m.role == "tool"]
