@@ -11,7 +11,7 @@ refusal and retries that ran out all end as a line in the card's state and detai
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
@@ -29,8 +29,16 @@ def is_dry_run(write: BoardWrite) -> bool:
     return bool(write.skipped) and bool(write.would)
 
 
-async def _gated(gate: LocalGate | None, local: bool, call: Callable[[], Awaitable[BoardWrite]]) -> BoardWrite:
-    """One write; with a `gate` (the card's board lane), never beside the loop's local activity."""
+async def _write(activity: str, inp: BoardCommentInput | BoardMoveInput, summary: str, *, local: bool,
+                 gate: LocalGate | None) -> BoardWrite:
+    """One write (`activity` is names.BOARD_COMMENT or names.BOARD_MOVE); with a `gate` (the
+    card's board lane), never beside the loop's local activity."""
+    def call() -> Awaitable[BoardWrite]:
+        if local:
+            return _settled_local(workflow.execute_local_activity(
+                activity, inp, result_type=BoardWrite, **policies.LOCAL, summary=summary))
+        return _settled(workflow.execute_activity(activity, inp, result_type=BoardWrite,
+                                                  **policies.BOARD, summary=summary))
     if gate is None:
         return await call()
     if local:
@@ -41,23 +49,11 @@ async def _gated(gate: LocalGate | None, local: bool, call: Callable[[], Awaitab
 
 async def _comment(inp: BoardCommentInput, summary: str, *, local: bool = False,
                    gate: LocalGate | None = None) -> BoardWrite:
-    def call() -> Awaitable[BoardWrite]:
-        if local:
-            return _settled_local(workflow.execute_local_activity(
-                names.BOARD_COMMENT, inp, result_type=BoardWrite, **policies.LOCAL, summary=summary))
-        return _settled(workflow.execute_activity(names.BOARD_COMMENT, inp, result_type=BoardWrite,
-                                                  **policies.BOARD, summary=summary))
-    return await _gated(gate, local, call)
+    return await _write(names.BOARD_COMMENT, inp, summary, local=local, gate=gate)
 
 
 async def _move(inp: BoardMoveInput, summary: str, *, local: bool = False, gate: LocalGate | None = None) -> BoardWrite:
-    def call() -> Awaitable[BoardWrite]:
-        if local:
-            return _settled_local(workflow.execute_local_activity(
-                names.BOARD_MOVE, inp, result_type=BoardWrite, **policies.LOCAL, summary=summary))
-        return _settled(workflow.execute_activity(names.BOARD_MOVE, inp, result_type=BoardWrite,
-                                                  **policies.BOARD, summary=summary))
-    return await _gated(gate, local, call)
+    return await _write(names.BOARD_MOVE, inp, summary, local=local, gate=gate)
 
 
 async def _settled_local(write: Awaitable[BoardWrite]) -> BoardWrite:

@@ -15,9 +15,10 @@ from tests.conftest import ROOT
 
 CALLS = {"execute_activity", "execute_local_activity", "start_activity", "start_local_activity"}
 # Workflow helpers that call an activity given as their first argument (workflows/workspace.py:
-# the workspace's activities run on the worker that holds it). Calls of these count as activity
-# calls; their own execute_activity is the only place a name may arrive in a variable.
-FORWARDERS = {"_on_worker"}
+# the workspace's activities run on the worker that holds it; workflows/board.py: one board write,
+# remote or local). Calls of these count as activity calls; their own execute_activity is the
+# only place a name may arrive in a variable.
+FORWARDERS = {"_on_worker", "_write"}
 
 
 def _called_by_workflows() -> set[str]:
@@ -27,8 +28,10 @@ def _called_by_workflows() -> set[str]:
         forwarded = {id(n) for f in ast.walk(tree) if isinstance(f, ast.AsyncFunctionDef) and f.name in FORWARDERS
                      for n in ast.walk(f)}
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                    ((node.func.attr in CALLS and id(node) not in forwarded) or node.func.attr in FORWARDERS):
+            called_name = node.func.attr if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                else node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) else None
+            if called_name is not None and \
+                    ((called_name in CALLS and id(node) not in forwarded) or called_name in FORWARDERS):
                 first = node.args[0]
                 # A literal name here would be a second spelling of the contract.
                 assert isinstance(first, ast.Attribute) and isinstance(first.value, ast.Name) \
