@@ -14,6 +14,7 @@ from typing import Any
 
 from temporalio.client import (
     Client,
+    WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
@@ -73,6 +74,8 @@ class NoWorkerAnswered(Exception):
 # A retry needs a worker to answer (the card workflow checks that the card failed): a CLI
 # user waits longer than a board would.
 RETRY_TIMEOUT = 30.0
+# Temporal's failure for an update accepted by a run that closed before answering it.
+_CLOSED_FIRST = "Workflow completed before the Update completed"
 BUSY_RETRY_SECONDS = 5.0  # how long an update refused with names.TRY_AGAIN is asked again
 _STALE_WAIT = re.compile(r", next in [^,)]+")
 
@@ -204,19 +207,35 @@ class CardService:
                 name, arg, result_type=result_type), timeout=timeout)
         except WorkflowUpdateFailedError as err:
             reason = getattr(err.cause, "message", None) or str(err.cause or err)
+            if _CLOSED_FIRST in reason:  # Temporal's, not the card's: accepted, then the run closed
+                raise RejectedError(f"card {ref.key}: nothing to {what}: it has no running workflow "
+                                    f"({await self._closed_how(handle, ref)})") from None
             raise RejectedError(f"card {ref.key}: {reason}") from None
         except RPCError as err:
             if err.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION):
                 if await asyncio.to_thread(self.store.card_fields, ref.key) is None:
                     # A typo in the key, as `card show` and `card say` say it: bad input, not a refusal.
                     raise InputError(f"card {ref.key!r} is not known to the store {self.store.url}") from None
+                if "aborted by closing" in err.message:  # it arrived as the run's last task ran
+                    why = await self._closed_how(handle, ref)
                 # "workflow not found for ID: ..." says nothing a user can act on; "already completed" does.
-                why = "move the card to a stage to start one" if "not found" in err.message else err.message
+                elif "not found" in err.message:
+                    why = "move the card to a stage to start one"
+                else:
+                    why = err.message
                 raise RejectedError(f"card {ref.key}: nothing to {what}: it has no running workflow ({why})") from None
             raise
         except TemporalUnavailable as err:
             raise TemporalUnavailable(f"{err} (is a worker running on task queue "
                                       f"{self.config.temporal.task_queue}?)", err.reason) from None
+
+    async def _closed_how(self, handle: WorkflowHandle, ref: CardRef) -> str:
+        """How the card's run closed when an update it had accepted, or was about to, was dropped
+        (not applied). One that continued as new raises TRY_AGAIN: the update is asked of the new run."""
+        status = (await self.link.call("describe", lambda _: handle.describe())).status
+        if status == WorkflowExecutionStatus.RUNNING:
+            raise RejectedError(f"card {ref.key}: its run continued as new; {names.TRY_AGAIN}")
+        return f"workflow execution already {status.name.lower().replace('_', ' ') if status else 'closed'}"
 
     async def retrying(self, ref: CardRef, state: CardState) -> str | None:
         """While the running stage's model call waits for its next attempt: why, in words

@@ -114,3 +114,60 @@ async def test_an_update_refused_for_a_moment_is_asked_again(stack: Stack, busy:
                 await stack.cards.retry(ref, actor="maria")
             assert BUSY_RETRY_SECONDS <= time.monotonic() - began < BUSY_RETRY_SECONDS + 5
         await stack.client.get_workflow_handle(ref.workflow_id).terminate("test over")
+
+
+
+
+@workflow.defn(name="ClosingCard", sandboxed=False)
+class ClosingCard:
+    """A card workflow that closes (completes, or continues as new) with a retry unanswered, which
+    Temporal then drops: "closing" gets it while its last task runs (it completes on a signal and
+    blocks that task for a second), "accepted" and "continue" accept it first. The run continued
+    as new answers."""
+
+    def __init__(self) -> None:
+        self.asked = False
+        self.closing = False
+        self.answering = False
+
+    @workflow.run
+    async def run(self, then: str) -> None:
+        self.answering = then == "answer"
+        await workflow.wait_condition(lambda: (self.asked or self.closing) and not self.answering)
+        if then == "closing":
+            time.sleep(1.0)  # the update arrives meanwhile, before the run completes
+        if then == "continue":
+            workflow.continue_as_new("answer")
+
+    @workflow.signal(name="close")
+    def close(self) -> None:
+        self.closing = True
+
+    @workflow.update(name=names.UPDATE_RETRY)
+    async def retry(self, req: RetryRequest) -> str:
+        self.asked = True
+        await workflow.wait_condition(lambda: self.answering)
+        return "planning"
+
+
+@pytest.mark.parametrize("then", ["closing", "accepted", "continue"])
+async def test_an_update_dropped_by_the_run_closing_says_so_or_reaches_the_next_run(stack: Stack, then: str) -> None:
+    """A retry that meets the card's run closing is dropped by Temporal, not applied. On a card that
+    finished, the user reads how it closed, as for a card already closed (not Temporal's wording
+    about updates); on a run that continued as new, it is asked again of the new run."""
+    ref = CardRef(tenant="acme", board="generic", card_id=f"PAY-CLOSING-{then}")
+    stack.cards.import_card(Card(id=ref.card_id, tenant="acme", board="generic", title="Closing"))
+    queue = f"closing-{uuid.uuid4().hex[:8]}"
+    async with Worker(stack.client, task_queue=queue, workflows=[ClosingCard]):
+        handle = await stack.client.start_workflow("ClosingCard", then, id=ref.workflow_id, task_queue=queue)
+        if then == "continue":
+            assert await stack.cards.retry(ref, actor="maria") == "planning"
+            assert (await handle.describe()).run_id != handle.result_run_id  # answered by the next run
+            await stack.client.get_workflow_handle(ref.workflow_id).terminate("test over")
+            return
+        if then == "closing":
+            await handle.signal("close")
+            await asyncio.sleep(0.3)
+        with pytest.raises(RejectedError, match=r"nothing to retry: it has no running workflow "
+                                                r"\(workflow execution already completed\)$"):
+            await stack.cards.retry(ref, actor="maria")
