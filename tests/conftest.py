@@ -165,3 +165,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         return next((i for i, prefix in enumerate(HEAVY_FIRST) if item.nodeid.startswith(prefix)), len(HEAVY_FIRST))
     items.sort(key=rank)  # stable: each file's tests stay together and in order
+
+
+# CARDLOOP_TEST_CPU=FILE: each test's CPU (its process and the children it waited for, so not
+# the session's Temporal server) and wall seconds, one line each, to see where a run's time goes.
+_CPU_LOG = __import__("os").environ.get("CARDLOOP_TEST_CPU")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    if not _CPU_LOG:
+        yield
+        return
+    import resource
+    import time
+
+    def cpu() -> float:
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    began, wall = cpu(), time.monotonic()
+    yield
+    with open(_CPU_LOG, "a") as log:
+        log.write(f"{cpu() - began:.3f} {time.monotonic() - wall:.3f} {item.nodeid}\n")
