@@ -13,6 +13,8 @@ from cardloop.prompts.card import Message
 from tests.stack import Stack, replay_all, small_card
 
 pytestmark = pytest.mark.timeout(180)
+# The overload schedule's waits (5 s, then 10 s) are not what these tests are about.
+QUICK_RETRIES = {"CARDLOOP_RETRY__OVERLOAD_INITIAL": "0.2s", "CARDLOOP_RETRY__OVERLOAD_MAX_INTERVAL": "0.4s"}
 
 
 async def test_card_crosses_every_stage_to_done(stack: Stack) -> None:
@@ -95,6 +97,7 @@ async def test_comment_joins_the_history_and_unblocks_a_blocked_card(stack: Stac
     assert [r.outcome for r in state.history][:2] == ["blocked", "completed"]
     await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "blocked-then-comment")
 
+@pytest.mark.stack_env(**QUICK_RETRIES)
 async def test_provider_529_then_success_retries_without_duplicates(stack: Stack) -> None:
     stack.model.inject(status=529, times=2)
     ref = stack.cards.import_card(small_card("PAY-5"))
@@ -141,6 +144,7 @@ async def test_long_history_is_summarized_once_and_cached(stack: Stack) -> None:
     assert state.history[0].outcome == "completed"
     await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id), "history-summarized")
 
+@pytest.mark.stack_env(**QUICK_RETRIES)
 async def test_summarizer_failure_falls_back_to_truncation_and_is_recorded(stack: Stack) -> None:
     history = [Message(role="user" if i % 2 == 0 else "assistant",
                        content=f"Message {i}: " + "details about retries and backoff " * 60)

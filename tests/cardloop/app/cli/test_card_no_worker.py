@@ -41,7 +41,9 @@ async def test_show_and_list_fall_back_to_search_attributes_when_no_worker_answe
     worker = build_worker(client, runtime)
     task = asyncio.create_task(worker.run())
     try:
-        model.inject(delay=30.0)  # planning's first model call holds: the stage is running
+        # Planning's first model call holds, so the stage is running when the worker stops; the
+        # stop waits for that call (its thread cannot be cut), so the hold is not longer than needed.
+        model.inject(delay=8.0)
         ref = cards.import_card(small_card("NOWORK-1"))
         await cards.move(ref, "planning", delivery_id="p")
         await stack.wait_state(ref, lambda s: s.status == "running" and s.stage == "planning", timeout=60)
