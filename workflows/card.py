@@ -217,13 +217,16 @@ class CardWorkflow(CardInbox):
             # the stage, which returned normally ("cancelled"), so nothing raised here. A cancel
             # of the card is not a move: end the card instead of running the next stage.
             raise asyncio.CancelledError("the card workflow was cancelled")
+        # A stop that reached the run as it ended on its own still stops the card: what the user
+        # (or the board, archiving the card) asked for is that nothing runs on by itself.
+        held = self.stop is not None and versions.decided(versions.STOP_HOLDS_THE_CARD)
         if self.stop is not None:
             if result.outcome == "cancelled" and not self.pending:
                 # A recorded history's request has no reason: it replays the same words.
                 result = result.model_copy(update={"reason": self.stop.reason or (
                     f"cancelled by {self.stop.actor or 'someone'} (card cancel); its work is kept")})
             self.stop = None
-        self._record(start, result, settings)
+        self._record(start, result, settings, held=held)
         if lane:
             # What the end writes say is decided now (the state as this run left it, the move
             # auto-advance queued); the lane writes it once the run's opening is on the board.
@@ -235,8 +238,10 @@ class CardWorkflow(CardInbox):
             await self._board_ended(start, result, dry_run=dry_run)
         self.state.board_told = run
 
-    def _record(self, start: CardStart, result: StageRun, settings: StageSettings) -> None:
-        self.state, auto = transitions.record_run(self.state, result, settings, moves_queued=bool(self.pending),
+    def _record(self, start: CardStart, result: StageRun, settings: StageSettings, *, held: bool = False) -> None:
+        """`held`: the run was asked to stop; whatever its outcome, nothing follows by itself."""
+        self.state, auto = transitions.record_run(self.state, result, settings,
+                                                  moves_queued=bool(self.pending) or held,
                                                   keep_runs=policies.MAX_STAGE_RUNS_KEPT)
         if self.state.status == "blocked":
             self._set_stage(start, result.stage, "blocked")
@@ -244,7 +249,7 @@ class CardWorkflow(CardInbox):
             self._publish([])
         if auto is not None:
             self.pending.append(auto)
-        elif not self.pending:
+        elif not self.pending and not held:
             self.state.auto_retry = transitions.plan_auto_retry(self.state, result, settings, workflow.now())
         self._details()
 

@@ -115,6 +115,11 @@ LOCAL_ACTIVITIES_ALONE = "local-activities-run-alone"
 # `decided` too.
 STATE_SAVED_BY_ACTIVITY = "card-state-saved-by-activity"
 
+# A `card cancel` (or a card archived on its board) that reached a stage run as it ended on its own
+# (completed, failed, blocked) holds the card: no auto-advance and no automatic retry follow, the
+# card waits for its next move as a cancelled one does. Runs recorded before advanced.
+STOP_HOLDS_THE_CARD = "card-stop-holds-the-card"
+
 # Each generation, oldest first: its gate (recorded at a run's start) and the patches it adds; a
 # run with a generation's gate has that generation's patches and every older one's. A run
 # records one gate, its newest. BOARD_WRITES is in none: runs with BOARD_ALONGSIDE never ask for it.
@@ -132,6 +137,7 @@ GENERATIONS: tuple[tuple[str, frozenset[str]], ...] = (
     ("patches-decided-at-start-4", frozenset({RESEARCH_FAILED_IN_RUN_COST, SUMMARY_FAILED_IN_RUN_COST})),
     ("patches-decided-at-start-5", frozenset({TOKEN_BUDGET_COUNTS_ALL})),
     ("patches-decided-at-start-6", frozenset({LOCAL_ACTIVITIES_ALONE, STATE_SAVED_BY_ACTIVITY})),
+    ("patches-decided-at-start-7", frozenset({STOP_HOLDS_THE_CARD})),
 )
 # Patches only runs recorded before their successor ask for.
 SUPERSEDED = frozenset({BOARD_WRITES})

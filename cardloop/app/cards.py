@@ -18,6 +18,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
 from temporalio.service import RPCError, RPCStatusCode
@@ -228,6 +229,13 @@ class CardService:
         except TemporalUnavailable as err:
             raise TemporalUnavailable(f"{err} (is a worker running on task queue "
                                       f"{self.config.temporal.task_queue}?)", err.reason) from None
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            # Temporal took the request, no worker answered it in time (the update is not applied
+            # unless one takes it up later): one line and exit 2 / a 503, as for an unreachable server.
+            raise TemporalUnavailable(
+                f"card {ref.key}: no worker answered the {what} in time; is a worker running on task queue "
+                f"{self.config.temporal.task_queue}? (`card show` says whether it was applied)",
+                "no worker answered") from None
 
     async def _closed_how(self, handle: WorkflowHandle, ref: CardRef) -> str:
         """How the card's run closed when an update it had accepted, or was about to, was dropped

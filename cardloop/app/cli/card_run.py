@@ -43,7 +43,8 @@ async def watch(svc: CardService, ref: CardRef, args: argparse.Namespace, before
 def cancelled_line(svc: CardService, ref: CardRef, run: StageRun) -> str:
     """What stopped and what stayed: a cancel must never look like lost work."""
     if run.outcome != "cancelled":  # it ended on its own before the cancel reached it
-        return f"card {ref.key}: {run.stage} run {run.run} had already ended {run.outcome}: {run.reason}"
+        return (f"card {ref.key}: {run.stage} run {run.run} had already ended {run.outcome}: {run.reason}; "
+                f"nothing runs on by itself: the card waits for its next move")
     messages = len(svc.store.messages(ref.key))
     # This run's calls only (its turns' and its research's keys start with its workflow id), not
     # every run of the stage's: the summarizer's, shared by the card's runs, are not counted.

@@ -172,3 +172,19 @@ async def test_an_update_dropped_by_the_run_closing_says_so_or_reaches_the_next_
         with pytest.raises(RejectedError, match=r"nothing to retry: it has no running workflow "
                                                 r"\(workflow execution already completed\)$"):
             await stack.cards.retry(ref, actor="maria")
+
+
+async def test_an_update_no_worker_takes_is_one_line_naming_the_task_queue(stack: Stack) -> None:
+    """The card's workflow exists but no worker polls its queue (all stopped, or stuck): the
+    update times out inside Temporal's client; the user reads one line saying so (exit 2 / 503)."""
+    from cardloop.app.temporal import TemporalUnavailable
+
+    ref = CardRef(tenant="acme", board="generic", card_id="PAY-NO-WORKER")
+    stack.cards.import_card(Card(id=ref.card_id, tenant="acme", board="generic", title="Nobody polls"))
+    await stack.client.start_workflow("BusyCard", 0.0, id=ref.workflow_id, task_queue=f"nobody-{uuid.uuid4().hex[:8]}")
+    began = time.monotonic()
+    with pytest.raises(TemporalUnavailable, match=r"no worker answered the retry in time; is a worker running on "
+                                                  r"task queue test-\w+\?"):
+        await stack.cards.retry(ref, actor="maria", timeout=3.0)
+    assert time.monotonic() - began < 10
+    await stack.client.get_workflow_handle(ref.workflow_id).terminate("test over")
