@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 
 from temporalio.service import RPCError
 
-from cardloop.app.cards import CardService
+from cardloop.app.cards import QUERY_TIMEOUT, CardService, NoWorkerAnswered
 from cardloop.contracts import names
 from cardloop.contracts.errors import CardloopError
 from cardloop.contracts.payloads import CardRef, CardState, StageProgress, StageRun, tokens_spent
@@ -174,8 +174,15 @@ async def follow(svc: CardService, ref: CardRef, stage: str, run: int, *, out: C
     deadline = None if timeout is None else loop.time() + timeout
     shown_messages, turn, retry = messages_from, 0, ""
     missed: set[str] = set()
+    waiting_for_worker = False
     while True:
-        state = await svc.state(ref)
+        try:  # bounded, so --timeout holds while no worker answers (the move waits in Temporal)
+            state = await svc.state(ref, timeout=QUERY_TIMEOUT if deadline is None
+                                    else max(1.0, min(QUERY_TIMEOUT, deadline - loop.time())))
+        except NoWorkerAnswered as err:
+            if not waiting_for_worker:
+                out(f"  … {err}; waiting for one (the card takes the move up when a worker runs)")
+            waiting_for_worker, state = True, None
         ended = next((r for r in reversed(state.history) if r.run == run), None) if state else None
         if verbose:
             fresh = _this_run_on(svc.store.keyed_messages(ref.key, start=shown_messages), ref, run)

@@ -257,7 +257,7 @@ def cmd_card_move(args: argparse.Namespace, config: Config) -> int:
         # Where the card stands before the move tells which stage run the move leads to, and
         # whether a delivery id given again was applied already (the card would ignore it).
         looking = watching or args.delivery_id
-        before = await svc.state(ref) if looking else None
+        before = await _state_before(svc, ref, "move") if looking else None
         if looking and before is None and (saved := svc.store.workflow_state(ref.key)):
             from cardloop.contracts.payloads import CardState
 
@@ -280,9 +280,24 @@ def cmd_card_move(args: argparse.Namespace, config: Config) -> int:
     return _card_command(args, config, action)
 
 
+async def _state_before(svc: CardService, ref: CardRef, what: str) -> CardState | None:
+    """The card's state before a move or comment is sent, or None when no worker answers: the
+    signal is sent anyway (Temporal keeps it for the next worker, and the card's workflow applies
+    a delivery id once), so a stopped worker never makes a move or comment lost."""
+    from cardloop.app.cards import QUERY_TIMEOUT, NoWorkerAnswered
+
+    try:
+        return await svc.state(ref, timeout=QUERY_TIMEOUT)
+    except NoWorkerAnswered as err:
+        print(f"note: {err}; the {what} is sent anyway: the card takes it up when a worker runs",
+              file=sys.stderr, flush=True)
+        return None
+
+
 def cmd_card_say(args: argparse.Namespace, config: Config) -> int:
     async def action(svc: CardService, ref: CardRef) -> int:
-        if args.delivery_id and (state := await svc.state(ref)) is not None and state.has_seen(args.delivery_id):
+        if args.delivery_id and (state := await _state_before(svc, ref, "comment")) is not None \
+                and state.has_seen(args.delivery_id):
             print(f"card {ref.key}: delivery {args.delivery_id!r} was applied already, so this comment is not "
                   "added again (a delivery id is applied once)")
             return 0

@@ -84,3 +84,51 @@ async def test_show_and_list_fall_back_to_search_attributes_when_no_worker_answe
             await asyncio.gather(task, return_exceptions=True)
         model.stop()
         store.close()
+
+
+async def test_a_move_and_a_comment_sent_while_no_worker_runs_are_taken_up_by_the_next(
+        temporal_server: TemporalDevServer, tmp_path: Path) -> None:
+    """`card move --wait` and `card say --delivery-id` look at the card first (was the delivery
+    applied already? which run will the move lead to?); with no worker to answer they used to fail
+    after the query's 30 s and send nothing. Now they say no worker answered, send anyway, and
+    `--timeout` holds; the next worker takes both up, each once."""
+    task_queue = f"noworker-{time.monotonic_ns() % 10**8}"
+    config = make_config(temporal_server.address, task_queue)
+    store = Store.open(f"sqlite:///{tmp_path / 'store.sqlite'}")
+    model = ScriptedModel(load_transcript(TRANSCRIPT)).start()
+    runtime = ActivityDeps.build(config, store, base_urls={name: model.url for name in config.profiles})
+    client = await Client.connect(temporal_server.address, data_converter=pydantic_data_converter)
+    cards = CardService(client, store, config)
+    stack = Stack(client, store, model, config, runtime, cards, task_queue)
+    task: asyncio.Task[None] | None = None
+    try:
+        ref = cards.import_card(small_card("NOWORK-2"))
+        env = cli_env(stack, tmp_path)
+        began = time.monotonic()
+        moved = await cardloop(env, "card", "move", ref.key, "--to", "planning", "--wait", "--timeout", "4",
+                               "--delivery-id", "m-1")
+        assert moved.returncode == 124, (moved.returncode, moved.stdout, moved.stderr)  # stopped waiting, as asked
+        assert time.monotonic() - began < 25  # not the query's 30 s
+        # The card had no workflow yet: the move starts it; the wait says why nothing happens.
+        assert "no worker answered the state query" in moved.stdout and "waiting for one" in moved.stdout
+        assert "Traceback" not in moved.stderr + moved.stdout
+        said = await cardloop(env, "card", "say", ref.key, "a word while no worker runs", "--delivery-id", "c-1")
+        assert said.returncode == 0 and "comment sent" in said.stdout, said.stderr
+        assert "no worker answered the state query" in said.stderr and "the comment is sent anyway" in said.stderr
+        again = await cardloop(env, "card", "say", ref.key, "a word while no worker runs", "--delivery-id", "c-1")
+        assert again.returncode == 0, again.stderr  # sent again: the card applies the delivery id once
+
+        worker = build_worker(client, runtime)
+        task = asyncio.create_task(worker.run())
+        state = await stack.wait_state(ref, lambda s: bool(s.history) and s.status != "running", timeout=90)
+        assert [r.stage for r in state.history][:1] == ["planning"]
+        assert "m-1" in state.seen_deliveries and "c-1" in state.seen_deliveries
+        words = [m for m in store.messages(ref.key) if m.content == "a word while no worker runs"]
+        assert len(words) == 1
+    finally:
+        await terminate_running(client, task_queue)
+        if task is not None:
+            await worker.shutdown()
+            await asyncio.gather(task, return_exceptions=True)
+        model.stop()
+        store.close()
