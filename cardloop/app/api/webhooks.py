@@ -155,6 +155,11 @@ async def _apply(svc: Services, event: BoardEvent, key: str, moving: set[str],
         if event.kind == "transition":
             # The card left cardloop's column all the same: a move back into it is someone's.
             await run_in_threadpool(remember_move, svc.config, svc.store, event, ref.key)
+            if resolved.stored is not None:
+                # And the board's newest move put it there: a late delivery of an older move to a
+                # mapped column must not take it back and run that stage (boards/order.py).
+                when = event.at if event.at is not None else at
+                await run_in_threadpool(remember_move_time, svc.store, event, ref.key, when, key)
         return {**base, "status": "ignored", "reason": reason}
     if event.kind == "comment" and not (event.comment or "").strip():
         # A comment with no text (whitespace, an image the board sent no text for) asks nothing:

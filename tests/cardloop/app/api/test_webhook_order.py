@@ -54,6 +54,34 @@ async def test_a_generic_move_older_than_the_one_applied_is_ignored(stack: Stack
 
 
 @pytest.mark.stack_env(**ENV)
+async def test_a_late_older_move_does_not_take_back_a_card_parked_in_an_unmapped_column(stack: Stack) -> None:
+    """A person parks the card in a column cardloop does not map (Backlog): that move is ignored by
+    cardloop, yet it is where the board's newest move put the card; a late delivery of an older
+    move to a mapped column (review) must not start a run. Found by a tester; before, it did."""
+    async with webhook_client(stack, clock=Clock(NOW)) as api:
+        first = await post(api, "generic", {"card_id": "ORD-2", "to_column": "done", "delivery_id": "p-1",
+                                            "timestamp": NOW - 20, "title": "Parked"})
+        assert first["status"] == "accepted", first
+        handle = stack.client.get_workflow_handle("card/default/generic/ORD-2")
+        await handle.result()
+        parked = await post(api, "generic", {"card_id": "ORD-2", "to_column": "Backlog", "delivery_id": "p-3",
+                                             "timestamp": NOW - 5})
+        assert parked["status"] == "ignored" and "is not mapped" in str(parked["reason"]), parked
+        closed = await handle.describe()
+        late = await post(api, "generic", {"card_id": "ORD-2", "to_column": "review", "delivery_id": "p-2",
+                                           "timestamp": NOW - 10})
+        assert late["status"] == "ignored", late
+        assert "(to 'Backlog' at " in str(late["reason"]) and "the card stays where the newest move put it" in str(
+            late["reason"])
+        latest = await handle.describe()
+        assert (latest.run_id, latest.status) == (closed.run_id, closed.status)  # nothing started
+        # A later move to a mapped column is applied as ever.
+        again = await post(api, "generic", {"card_id": "ORD-2", "to_column": "done", "delivery_id": "p-4",
+                                            "timestamp": NOW - 1})
+        assert again["status"] == "accepted", again
+
+
+@pytest.mark.stack_env(**ENV)
 async def test_a_jira_retry_of_an_old_move_after_a_newer_one_is_ignored(stack: Stack) -> None:
     """Jira retries a delivery answered 5xx by itself: the retry of "In Progress" arrives after
     the person's next move, to Done, was applied."""
