@@ -119,6 +119,9 @@ STATE_SAVED_BY_ACTIVITY = "card-state-saved-by-activity"
 # (completed, failed, blocked) holds the card: no auto-advance and no automatic retry follow, the
 # card waits for its next move as a cancelled one does. Runs recorded before advanced.
 STOP_HOLDS_THE_CARD = "card-stop-holds-the-card"
+# A card's run reopened by a move or a comment after its last run closed shows the stage it stands
+# on (CardStage), not the "new" its start was given. Runs recorded before published the status only.
+REOPENED_SHOWS_ITS_STAGE = "reopened-card-shows-its-stage"
 
 # Each generation, oldest first: its gate (recorded at a run's start) and the patches it adds; a
 # run with a generation's gate has that generation's patches and every older one's. A run
@@ -137,7 +140,7 @@ GENERATIONS: tuple[tuple[str, frozenset[str]], ...] = (
     ("patches-decided-at-start-4", frozenset({RESEARCH_FAILED_IN_RUN_COST, SUMMARY_FAILED_IN_RUN_COST})),
     ("patches-decided-at-start-5", frozenset({TOKEN_BUDGET_COUNTS_ALL})),
     ("patches-decided-at-start-6", frozenset({LOCAL_ACTIVITIES_ALONE, STATE_SAVED_BY_ACTIVITY})),
-    ("patches-decided-at-start-7", frozenset({STOP_HOLDS_THE_CARD})),
+    ("patches-decided-at-start-7", frozenset({STOP_HOLDS_THE_CARD, REOPENED_SHOWS_ITS_STAGE})),
 )
 # Patches only runs recorded before their successor ask for.
 SUPERSEDED = frozenset({BOARD_WRITES})

@@ -230,3 +230,26 @@ async def test_replies_cut_at_the_output_limit_are_said_to_the_model_and_in_the_
     history = stack.store.get_card(ref.key).history
     assert [(m.role, m.author) for m in history[-2:]] == [("assistant", None), ("user", "cardloop")]
     await replay_all(stack.client, stack.client.get_workflow_handle(ref.workflow_id))
+
+
+async def test_a_comment_on_a_done_card_keeps_its_stage_in_temporal(stack: Stack) -> None:
+    """The run a comment reopens on a done card said CardStage "new" (its start's value) until it
+    closed again: `card list` without a worker and the UI's `CardStage = 'done'` lost the card."""
+    from cardloop.workflows.card_view import CARD_STAGE, CARD_STATUS
+
+    ref = stack.cards.import_card(small_card("PAY-STAGE"))
+    await stack.cards.move(ref, "testing", delivery_id="t")
+    await stack.wait_state(ref, lambda s: s.status == "done", timeout=90)
+    handle = stack.client.get_workflow_handle(ref.workflow_id)
+    await handle.result()
+    first = (await handle.describe()).run_id
+    await stack.cards.say(ref, "one more thing", delivery_id="c-1")
+    for _ in range(200):
+        described = await handle.describe()
+        if described.run_id != first and described.status == WorkflowExecutionStatus.COMPLETED:
+            break
+        await asyncio.sleep(0.1)
+    assert described.run_id != first and described.status == WorkflowExecutionStatus.COMPLETED
+    attrs = described.typed_search_attributes
+    assert (attrs.get(CARD_STAGE), attrs.get(CARD_STATUS)) == ("done", "done")
+    await replay_all(stack.client, handle, "comment-on-done-keeps-stage")
