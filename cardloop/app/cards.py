@@ -77,6 +77,9 @@ class NoWorkerAnswered(Exception):
 RETRY_TIMEOUT = 30.0
 # Temporal's failure for an update accepted by a run that closed before answering it.
 _CLOSED_FIRST = "Workflow completed before the Update completed"
+_CLOSED_WORDS = {WorkflowExecutionStatus.COMPLETED: "completed", WorkflowExecutionStatus.FAILED: "failed",
+                 WorkflowExecutionStatus.CANCELED: "was cancelled",
+                 WorkflowExecutionStatus.TERMINATED: "was terminated", WorkflowExecutionStatus.TIMED_OUT: "timed out"}
 BUSY_RETRY_SECONDS = 5.0  # how long an update refused with names.TRY_AGAIN is asked again
 _STALE_WAIT = re.compile(r", next in [^,)]+")
 
@@ -217,9 +220,11 @@ class CardService:
                 if await asyncio.to_thread(self.store.card_fields, ref.key) is None:
                     # A typo in the key, as `card show` and `card say` say it: bad input, not a refusal.
                     raise InputError(f"card {ref.key!r} is not known to the store {self.store.url}") from None
-                if "aborted by closing" in err.message:  # it arrived as the run's last task ran
+                # "aborted by closing": it arrived as the run's last task ran; "workflow execution
+                # already completed": Temporal's words for a closed run, said in the card's.
+                if "aborted by closing" in err.message or "already" in err.message:
                     why = await self._closed_how(handle, ref)
-                # "workflow not found for ID: ..." says nothing a user can act on; "already completed" does.
+                # "workflow not found for ID: ..." says nothing a user can act on.
                 elif "not found" in err.message:
                     why = "move the card to a stage to start one"
                 else:
@@ -243,7 +248,8 @@ class CardService:
         status = (await self.link.call("describe", lambda _: handle.describe())).status
         if status == WorkflowExecutionStatus.RUNNING:
             raise RejectedError(f"card {ref.key}: its run continued as new; {names.TRY_AGAIN}")
-        return f"workflow execution already {status.name.lower().replace('_', ' ') if status else 'closed'}"
+        how = _CLOSED_WORDS.get(status, "closed") if status is not None else "closed"
+        return f"its last run {how}; move the card to a stage to start one"
 
     async def retrying(self, ref: CardRef, state: CardState) -> str | None:
         """While the running stage's model call waits for its next attempt: why, in words

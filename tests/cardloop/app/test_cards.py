@@ -170,7 +170,7 @@ async def test_an_update_dropped_by_the_run_closing_says_so_or_reaches_the_next_
             await handle.signal("close")
             await asyncio.sleep(0.3)
         with pytest.raises(RejectedError, match=r"nothing to retry: it has no running workflow "
-                                                r"\(workflow execution already completed\)$"):
+                                                r"\(its last run completed; move the card to a stage to start one\)$"):
             await stack.cards.retry(ref, actor="maria")
 
 
