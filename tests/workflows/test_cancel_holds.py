@@ -68,7 +68,8 @@ async def test_a_cancel_meeting_the_stage_end_still_stops_the_card(stack: Stack)
         assert (state.stage, state.status, state.stage_runs) == (run.stage, "idle", run.run), (
             f"{ref.card_id}: the cancel answered {run.stage} run {run.run} {answer}, yet the card went on: "
             f"{[(r.stage, r.outcome) for r in state.history]}")
-        assert state.history[-1] == run
+        last = state.history[-1]  # the board lane may add its comment's id to the record later
+        assert (last.stage, last.run, last.outcome) == (run.stage, run.run, run.outcome)
     assert seen["cancelled"] >= 1, seen  # the sweep starts before the answer: some were cut
     for ref, answer, _ in answers:
         if answer not in ("cancelled", "refused"):  # the race this test is about, when it was met
