@@ -82,7 +82,11 @@ async def test_a_command_that_ends_while_the_cancel_is_on_its_way_still_ends_the
     """The cancel reaches a tool call with its next heartbeat; a command that ends before that
     completes the call normally. The run must still end cancelled there, with the turn
     committed, not go on to its next turn."""
-    two = f"2.{uuid.uuid4().int % 997:03d}"  # about 2 s, and a command line of its own
+    # 1.5-2 s, and a command line of its own. The tool call's first heartbeat, which brings the
+    # cancel, comes 3 s after the call began (activities/heartbeat.py); a command of up to 3 s ran
+    # into it when the sandbox took a while to start it on a loaded machine (one CI run), and was
+    # killed. The cancel is sent about half a second into the command.
+    two = f"1.{500 + uuid.uuid4().int % 499:03d}"
     stack.model.transcript = {"coding": [
         [{"type": "tool_use", "name": "write_file", "input": {"path": "NOTES.md", "content": "notes\n"}},
          {"type": "tool_use", "name": "run_command", "input": {"command": f"sleep {two} && echo {MARKER}"}}],
