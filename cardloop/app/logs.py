@@ -22,6 +22,25 @@ LOG_NAME = "cardloop.log"
 # The Temporal SDK appends its context as a dict: "Completing activity as failed ({'activity_id': ...})".
 _CONTEXT = re.compile(r"\s*\(\{.*\}\)\s*\Z", re.DOTALL)
 _HANDLERS: list[logging.Handler] = []
+# Temporal core's warnings about races it resolves itself (an activity that completed after its
+# cancel, a query or task for a run the worker no longer holds): nothing for the terminal to act on.
+_BENIGN_CORE = ("Activity not found on completion", "Query not found when attempting to respond",
+                "Task not found when completing")
+
+
+class QuietConsole(logging.Filter):
+    """Keeps off the terminal (not off the file) what says nothing to its reader: an activity
+    that failed with a reason cardloop raised on purpose (an ApplicationError, whose reason the
+    card's run records and the stage's own line says) and core's benign races above."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from temporalio.exceptions import ApplicationError
+
+        message = record.getMessage()
+        if message.startswith("Completing activity as failed") and record.exc_info \
+                and isinstance(record.exc_info[1], ApplicationError):
+            return False
+        return not (message.startswith("[sdk_core::") and any(part in message for part in _BENIGN_CORE))
 
 
 class OneLine(logging.Formatter):
@@ -59,6 +78,7 @@ def log_to_data_dir(root: Path, *, console_level: int = logging.WARNING,
     to_console = logging.StreamHandler(console or sys.stderr)
     to_console.setLevel(console_level)
     to_console.setFormatter(OneLine(path))
+    to_console.addFilter(QuietConsole())
     top = logging.getLogger()
     for old in _HANDLERS:
         top.removeHandler(old)

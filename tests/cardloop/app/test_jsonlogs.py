@@ -127,3 +127,43 @@ def test_the_dev_stacks_log_file_and_console_lines_hold_no_secret(tmp_path, logg
         handler.close()
     assert redacted >= 2 * len(one_each)
     assert leaks == []
+
+
+def test_the_dev_stacks_console_leaves_deliberate_activity_failures_and_cores_benign_races_to_the_file(
+        tmp_path, logged: list[logging.Handler], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a tester: `cardloop dev` printed the SDK's "Completing activity as failed" for a
+    failure cardloop raised on purpose (no API key: the card's run and the stage's line say why)
+    and core's warnings about races it resolves itself. They stay in cardloop.log; any other
+    warning, an activity's unexpected exception included, still reaches the terminal."""
+    import sys
+    import threading
+
+    from temporalio.exceptions import ApplicationError
+
+    from cardloop.app import logs
+
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)
+    console = io.StringIO()
+    path = logs.log_to_data_dir(tmp_path, console=console)
+    logged.extend(logs._HANDLERS)
+    activity_log = logging.getLogger("temporalio.activity")
+    for err in (ApplicationError("ProviderRejected: profile 'claude': no API key", type="ProviderRejected"),
+                KeyError("an unexpected bug")):
+        try:
+            raise err
+        except Exception:
+            activity_log.warning("Completing activity as failed", exc_info=True)
+    core = logging.getLogger("temporalio.bridge.runtime")
+    core.warning("[sdk_core::temporalio_sdk_core::worker::activities] Activity not found on completion. This may "
+                 "happen if the activity has already been cancelled but completed anyway. {'task_token': 'x'}")
+    core.warning("[sdk_core::temporalio_sdk_core::worker::workflow] Query not found when attempting to respond to it")
+    core.warning("[sdk_core::temporalio_sdk_core::worker] Worker heartbeat failed: connection refused")
+    for handler in logs._HANDLERS:
+        handler.flush()
+    shown, kept = console.getvalue(), path.read_text()
+    assert "no API key" not in shown and "Activity not found" not in shown and "Query not found" not in shown
+    assert "KeyError: 'an unexpected bug'" in shown and "Worker heartbeat failed" in shown
+    assert all(text in kept for text in ("no API key", "Activity not found", "Query not found", "an unexpected bug"))
+    for handler in logs._HANDLERS:
+        handler.close()
