@@ -514,13 +514,14 @@ def cmd_card_list(args: argparse.Namespace, config: Config) -> int:
             # A card moved on its board since (another team, project or repository) is listed by
             # its first key, with the id the board shows now beside it, as `card show` says.
             renamed = store.board_names(args.tenant, args.board) if rows else {}
-            note = ""
+            note, offline = "", False
             states: list[CardState | DescribedCard | None] = [None] * len(rows)
             if rows:
                 try:
                     svc = CardService(await asyncio.wait_for(connect(config), timeout=10), store, config)
                 except (TemporalUnavailable, TimeoutError) as exc:
                     reason = getattr(exc, "reason", None) or "no answer in 10 s"
+                    offline = True
                     note = (f"Temporal at {config.temporal.address} is not reachable ({reason}): each card's "
                             "status is the one its last closed run saved")
                 else:
@@ -535,14 +536,18 @@ def cmd_card_list(args: argparse.Namespace, config: Config) -> int:
                 described = live if isinstance(live, DescribedCard) else None
                 answered = live if isinstance(live, CardState) else None
                 state = answered or (CardState.model_validate_json(saved) if saved else None)
+                cost = store.usage_totals(row["card"]).total.cost_usd
                 status = state.filter_status if state else "new"
                 stage = (state.stage if state else None) or "-"
                 if described is not None:
                     status = described.status or status
                     stage = described.stage or stage
+                elif state is None and offline and cost:
+                    # Billed, so it ran, and its first run has not closed: where it stands only
+                    # Temporal knows, and Temporal is not reachable. Not "new".
+                    status = "unknown"
                 if args.status and status != args.status:
                     continue
-                cost = store.usage_totals(row["card"]).total.cost_usd
                 now_id = renamed.get(row["card"])
                 if now_id is not None and CardRef.for_board(row["tenant"], row["board"], now_id).key == row["card"]:
                     now_id = None   # named back to the id its key was made of
@@ -742,9 +747,10 @@ def add_service_commands(sub: argparse._SubParsersAction, card_sub: argparse._Su
     p.add_argument("--tenant", type=tenant_arg, help="only this tenant's cards (required on PostgreSQL)")
     p.add_argument("--board", type=board_arg,
                    help="only cards of this board (github, linear, jira, trello, generic, ...)")
-    p.add_argument("--status", choices=("new", "idle", "running", "blocked", "failed", "done"),
+    p.add_argument("--status", choices=("new", "idle", "running", "blocked", "failed", "done", "unknown"),
                    help="only cards in this status ('failed': idle on a failed stage run, as the "
-                        "CardStatus search attribute says)")
+                        "CardStatus search attribute says; 'unknown': Temporal is not reachable and the "
+                        "card has run without its workflow closing)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_card_list)
     p = card_sub.add_parser("show", help="a card's state, stage runs, usage and recent history")

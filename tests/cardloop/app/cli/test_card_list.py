@@ -98,3 +98,24 @@ async def test_card_list_status_failed_is_a_card_standing_on_a_failed_run(stack:
     assert idle.key in {c["card"] for c in json.loads((await cli("--status", "new", "--json")).stdout)["cards"]}
     bad = await cli("--status", "broken")
     assert bad.returncode == 2 and "invalid choice: 'broken'" in bad.stderr
+
+
+@pytest.mark.stack_env(CARDLOOP_STAGES__TESTING__AUTO_ADVANCE="false")
+async def test_with_temporal_down_a_billed_card_whose_run_never_closed_is_unknown_not_new(
+        stack: Stack, tmp_path: Path) -> None:
+    """Found by a tester: with Temporal down, a card that had run (billed) but whose workflow never
+    closed (nothing saved in the store) was listed "new", 0 runs, beside its cost. Only Temporal
+    knows where it stands: "unknown". A card never moved is still "new"."""
+    ran = stack.cards.import_card(small_card("LIST-OFF-1"))
+    never = stack.cards.import_card(small_card("LIST-OFF-2"))
+    await stack.cards.move(ran, "testing", delivery_id="o1")
+    await stack.wait_state(ran, lambda s: bool(s.history) and s.status == "idle")  # idle: its run stays open
+    assert stack.store.workflow_state(ran.key) is None
+    env = {**cli_env(stack, tmp_path), "CARDLOOP_TEMPORAL__ADDRESS": f"127.0.0.1:{free_port()}"}
+    listed = await cardloop(env, "card", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    cards = {c["card"]: c for c in json.loads(listed.stdout)["cards"]}
+    assert cards[ran.key]["status"] == "unknown" and cards[ran.key]["cost_usd"] > 0
+    assert (cards[never.key]["status"], cards[never.key]["cost_usd"]) == ("new", 0)
+    unknown = await cardloop(env, "card", "list", "--status", "unknown")
+    assert ran.key in unknown.stdout and never.key not in unknown.stdout
