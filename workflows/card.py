@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from cardloop.workflows import board, policies, transitions, versions
     from cardloop.workflows.card_inbox import CardInbox
-    from cardloop.workflows.card_view import CARD_STAGE, search_attributes
+    from cardloop.workflows.card_view import search_attributes
     from cardloop.workflows.stage import StageWorkflow
 
 T = TypeVar("T")
@@ -60,12 +60,7 @@ class CardWorkflow(CardInbox):
         await self._load_state(start)
         if self.state.stage_runs and start.state is None:
             # A card reopened by a move or comment: its status, and its stage, not "new".
-            shown = "blocked" if self.state.status == "blocked" else self.state.stage
-            if versions.decided(versions.REOPENED_SHOWS_ITS_STAGE) and shown \
-                    and self._attribute(CARD_STAGE) != shown:
-                self._publish([CARD_STAGE.value_set(shown)])
-            else:
-                self._publish([])
+            self._publish(self._stage_shown() if versions.decided(versions.REOPENED_SHOWS_ITS_STAGE) else [])
         self.pending = list(start.pending) + self.pending
         if start.state is None and workflow.info().continued_run_id is None and not workflow.memo():
             # Started by something other than CardService (which sets the memo at start).

@@ -99,8 +99,13 @@ class CardView:
     def _set_stage(self, start: CardStart, stage: str, status: str) -> None:
         self.state.stage = stage
         self.state.status = status  # type: ignore[assignment]
-        shown = "blocked" if status == "blocked" else stage
-        self._publish([CARD_STAGE.value_set(shown)] if self._attribute(CARD_STAGE) != shown else [])
+        self._publish(self._stage_shown())
+
+    def _stage_shown(self) -> list:
+        """The CardStage upsert the state asks for ("blocked" for a blocked card), none when
+        Temporal already holds it."""
+        shown = "blocked" if self.state.status == "blocked" else self.state.stage
+        return [CARD_STAGE.value_set(shown)] if shown and self._attribute(CARD_STAGE) != shown else []
 
     def _publish(self, updates: list) -> None:
         """One upsert (each is an event) of `updates` and, on runs that keep them, the card's

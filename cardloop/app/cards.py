@@ -222,7 +222,7 @@ class CardService:
                     raise InputError(f"card {ref.key!r} is not known to the store {self.store.url}") from None
                 # "aborted by closing": it arrived as the run's last task ran; "workflow execution
                 # already completed": Temporal's words for a closed run, said in the card's.
-                if "aborted by closing" in err.message or "already" in err.message:
+                if "aborted by closing" in err.message or "execution already" in err.message:
                     why = await self._closed_how(handle, ref)
                 # "workflow not found for ID: ..." says nothing a user can act on.
                 elif "not found" in err.message:

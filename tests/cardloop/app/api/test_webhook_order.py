@@ -9,6 +9,7 @@ import json
 
 import httpx
 import pytest
+from temporalio.client import WorkflowHandle
 
 from tests.cardloop.app.api.webhook_kit import ENV, Clock, hub_signature, linear_signature, webhook_client
 from tests.cardloop.app.boards.conftest import fixture_json
@@ -27,14 +28,21 @@ async def post(api: httpx.AsyncClient, board: str, data: dict[str, object]) -> d
     return r.json()["events"][-1]
 
 
+async def moved_to_done(stack: Stack, api: httpx.AsyncClient, card_id: str, delivery_id: str,
+                        at: float) -> WorkflowHandle:
+    """A generic card moved to done at `at`, its run closed: its workflow's handle."""
+    moved = await post(api, "generic", {"card_id": card_id, "to_column": "done", "delivery_id": delivery_id,
+                                        "timestamp": at, "title": "Order"})
+    assert moved["status"] == "accepted", moved
+    handle = stack.client.get_workflow_handle(f"card/default/generic/{card_id}")
+    await handle.result()
+    return handle
+
+
 @pytest.mark.stack_env(**ENV)
 async def test_a_generic_move_older_than_the_one_applied_is_ignored(stack: Stack) -> None:
     async with webhook_client(stack, clock=Clock(NOW)) as api:
-        newest = await post(api, "generic", {"card_id": "ORD-1", "to_column": "done", "delivery_id": "o-2",
-                                             "timestamp": NOW - 10, "title": "Order"})
-        assert newest["status"] == "accepted", newest
-        handle = stack.client.get_workflow_handle("card/default/generic/ORD-1")
-        await handle.result()
+        handle = await moved_to_done(stack, api, "ORD-1", "o-2", NOW - 10)
         closed = await handle.describe()
         late = {"card_id": "ORD-1", "to_column": "coding", "delivery_id": "o-1", "timestamp": NOW - 70}
         older = await post(api, "generic", late)
@@ -59,11 +67,7 @@ async def test_a_late_older_move_does_not_take_back_a_card_parked_in_an_unmapped
     cardloop, yet it is where the board's newest move put the card; a late delivery of an older
     move to a mapped column (review) must not start a run. Found by a tester; before, it did."""
     async with webhook_client(stack, clock=Clock(NOW)) as api:
-        first = await post(api, "generic", {"card_id": "ORD-2", "to_column": "done", "delivery_id": "p-1",
-                                            "timestamp": NOW - 20, "title": "Parked"})
-        assert first["status"] == "accepted", first
-        handle = stack.client.get_workflow_handle("card/default/generic/ORD-2")
-        await handle.result()
+        handle = await moved_to_done(stack, api, "ORD-2", "p-1", NOW - 20)
         parked = await post(api, "generic", {"card_id": "ORD-2", "to_column": "Backlog", "delivery_id": "p-3",
                                              "timestamp": NOW - 5})
         assert parked["status"] == "ignored" and "is not mapped" in str(parked["reason"]), parked
